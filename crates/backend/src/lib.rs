@@ -1,0 +1,2 @@
+//! resolvelab-backend (work in progress).
+#![deny(missing_docs)]

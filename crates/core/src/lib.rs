@@ -1,0 +1,24 @@
+//! Shared conventions of resolvelab, used by every lab component and by the checker.
+//!
+//! * [`time`] — wall-clock epoch microseconds (`t_us`), the one time unit of every record we write.
+//! * [`jsonl`] — JSON Lines logs with a `schema` on the first line, flushed per event.
+//! * [`policy`] — the loopback-only address policy for generated traffic.
+//! * [`dur`] — human durations (`200ms`, `2s`) and ranges (`0ms..50ms`).
+//! * [`spec`] — the `KIND[:key=value,…]` syntax shared by faults and modes.
+//! * [`supervise`] — child processes that never outlive the tool (process groups + `PR_SET_PDEATHSIG`).
+//!
+//! ```
+//! use resolvelab_core::{dur, policy};
+//! assert_eq!(dur::parse("1.5s").unwrap(), std::time::Duration::from_millis(1500));
+//! assert!(policy::check_target("127.0.0.20:8080".parse().unwrap(), false).is_ok());
+//! assert!(policy::check_target("[::1]:53".parse().unwrap(), false).is_ok());
+//! assert!(policy::check_target("192.0.2.1:80".parse().unwrap(), false).is_err());
+//! ```
+#![deny(missing_docs)]
+
+pub mod dur;
+pub mod jsonl;
+pub mod policy;
+pub mod spec;
+pub mod supervise;
+pub mod time;

@@ -1,0 +1,83 @@
+//! The `KIND[:key=value,…]` syntax shared by fault specs (`reclaim:toxicity=0.3,delay=0ms..50ms`)
+//! and other compact command-line values.
+
+use std::collections::BTreeMap;
+
+/// A parsed `KIND[:key=value,…]` specification. A bare positional value after the colon
+/// (`status:503`, `idle-timeout:2s`) is stored under the key `""`.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Spec {
+    /// The kind, before the colon.
+    pub kind: String,
+    /// Key/value parameters in the order-independent form.
+    pub params: BTreeMap<String, String>,
+}
+
+impl Spec {
+    /// Parse `KIND[:key=value,…]`. Values may contain `..` and `:` but not `,`.
+    pub fn parse(s: &str) -> Result<Spec, String> {
+        let s = s.trim();
+        let (kind, rest) = match s.split_once(':') {
+            Some((k, r)) => (k, Some(r)),
+            None => (s, None),
+        };
+        if kind.is_empty() {
+            return Err(format!("`{s}`: missing kind before `:`"));
+        }
+        let mut params = BTreeMap::new();
+        if let Some(rest) = rest {
+            for part in rest.split(',').filter(|p| !p.trim().is_empty()) {
+                let (k, v) = match part.split_once('=') {
+                    Some((k, v)) => (k.trim(), v.trim()),
+                    None => ("", part.trim()),
+                };
+                if params.insert(k.to_string(), v.to_string()).is_some() {
+                    return Err(format!("`{s}`: key `{k}` given twice"));
+                }
+            }
+        }
+        Ok(Spec {
+            kind: kind.to_string(),
+            params,
+        })
+    }
+
+    /// A parameter's value, if present.
+    pub fn get(&self, key: &str) -> Option<&str> {
+        self.params.get(key).map(String::as_str)
+    }
+
+    /// Fail with a clear message if a key outside `allowed` is present.
+    pub fn only(&self, allowed: &[&str]) -> Result<(), String> {
+        for k in self.params.keys() {
+            if !allowed.contains(&k.as_str()) {
+                let shown = if k.is_empty() { "(positional)" } else { k };
+                return Err(format!(
+                    "`{}` does not take `{shown}`; it takes: {}",
+                    self.kind,
+                    allowed.join(", ")
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_kind_and_params() {
+        let s = Spec::parse("reclaim:toxicity=0.3,delay=0ms..50ms").unwrap();
+        assert_eq!(s.kind, "reclaim");
+        assert_eq!(s.get("toxicity"), Some("0.3"));
+        assert_eq!(s.get("delay"), Some("0ms..50ms"));
+        let s = Spec::parse("status:503").unwrap();
+        assert_eq!(s.get(""), Some("503"));
+        assert_eq!(Spec::parse("rst").unwrap().params.len(), 0);
+        assert!(Spec::parse(":x=1").is_err());
+        assert!(Spec::parse("a:x=1,x=2").is_err());
+        assert!(s.only(&["code"]).unwrap_err().contains("positional"));
+    }
+}

@@ -1,0 +1,2 @@
+//! resolvelab-diagnose (work in progress).
+#![deny(missing_docs)]

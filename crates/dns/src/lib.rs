@@ -1,0 +1,2 @@
+//! resolvelab-dns (work in progress).
+#![deny(missing_docs)]

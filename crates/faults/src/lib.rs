@@ -1,0 +1,2 @@
+//! resolvelab-faults (work in progress).
+#![deny(missing_docs)]

@@ -1,0 +1,2 @@
+//! resolvelab-history (work in progress).
+#![deny(missing_docs)]

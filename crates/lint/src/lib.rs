@@ -1,0 +1,2 @@
+//! resolvelab-lint (work in progress).
+#![deny(missing_docs)]

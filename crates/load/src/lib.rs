@@ -1,0 +1,2 @@
+//! resolvelab-load (work in progress).
+#![deny(missing_docs)]

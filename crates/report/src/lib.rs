@@ -1,0 +1,2 @@
+//! resolvelab-report (work in progress).
+#![deny(missing_docs)]

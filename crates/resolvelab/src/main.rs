@@ -1,0 +1,111 @@
+//! `resolvelab` — reproduce, diagnose, lint and simulate DNS-driven nginx upstream failures.
+//!
+//! This crate is argument parsing and wiring only: every subcommand lives in `cmd/<name>.rs`,
+//! which parses its arguments with clap and calls into the library crate that does the work.
+//!
+//! ```text
+//! resolvelab demo                      # a short real reproduction with nginx
+//! resolvelab run generation-race       # one scenario from the library
+//! resolvelab diagnose --access access.log --error error.log
+//! resolvelab lint /etc/nginx/nginx.conf
+//! ```
+
+mod cmd;
+
+use clap::{Parser, Subcommand};
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+/// Options shared by every subcommand.
+#[derive(Debug, Clone, clap::Args)]
+pub struct Ctx {
+    /// Use this nginx binary instead of the one resolvelab builds from the `nginx-src` crate.
+    #[arg(long, global = true, env = "RESOLVELAB_NGINX", value_name = "PATH")]
+    pub nginx: Option<PathBuf>,
+}
+
+#[derive(Parser)]
+#[command(
+    name = "resolvelab",
+    disable_version_flag = true,
+    about = "Reproduce, diagnose, lint and simulate DNS-driven nginx upstream failures (502 no live upstreams).",
+    long_about = "resolvelab reproduces DNS-driven nginx upstream failures on one machine with a real \
+nginx, diagnoses them from production logs, lints configurations that the lab proves dangerous, and \
+simulates nginx's upstream/resolve logic.\n\nAll generated traffic stays on loopback (127.0.0.0/8, ::1).",
+    after_help = "Examples:\n  resolvelab demo\n  resolvelab nginx build\n  resolvelab run --list\n  \
+resolvelab diagnose --access access.log --error error.log\n  resolvelab lint /etc/nginx/nginx.conf"
+)]
+struct Cli {
+    #[command(flatten)]
+    ctx: Ctx,
+    /// Print the tool version and the nginx it would use.
+    #[arg(short = 'V', long)]
+    version: bool,
+    #[command(subcommand)]
+    command: Option<Command>,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// A short real reproduction: nginx, DNS, backends, load, verdict.
+    Demo(cmd::demo::Args),
+    /// Build, locate and inspect the nginx the lab uses.
+    Nginx(cmd::nginx::Args),
+    /// Mode-controlled authoritative DNS server (and `dns ctl` client).
+    Dns(cmd::dns::Args),
+    /// Fault-injectable HTTP/1.1 backend.
+    Backend(cmd::backend::Args),
+    /// TCP fault proxy (latency, resets, bandwidth, …).
+    Proxy(cmd::proxy::Args),
+    /// Open-loop HTTP load generator (and `load report`).
+    Load(cmd::load::Args),
+    /// Run a scenario from the library (or a file) against real nginx.
+    Run(cmd::run::Args),
+    /// Explain every 502 in production nginx logs.
+    Diagnose(cmd::diagnose::Args),
+    /// Re-check a lab run directory and write its verdict.
+    Analyze(cmd::analyze::Args),
+    /// Lint nginx configuration for DNS/upstream failure hazards.
+    Lint(cmd::lint::Args),
+    /// Simulated nginx and balancing models.
+    Sim(cmd::sim::Args),
+    /// Internal: used by the test-suite to prove supervision (no orphans under SIGKILL).
+    #[command(hide = true, name = "__supervise-selftest")]
+    SuperviseSelftest(cmd::selftest::Args),
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let ctx = cli.ctx;
+    let Some(command) = cli.command else {
+        if cli.version {
+            println!("resolvelab {}", cmd::version_string(&ctx));
+            return ExitCode::SUCCESS;
+        }
+        use clap::CommandFactory;
+        let _ = Cli::command().print_help();
+        return ExitCode::from(2);
+    };
+    let result = match command {
+        Command::Demo(a) => cmd::demo::run(a, &ctx),
+        Command::Nginx(a) => cmd::nginx::run(a, &ctx),
+        Command::Dns(a) => cmd::dns::run(a, &ctx),
+        Command::Backend(a) => cmd::backend::run(a, &ctx),
+        Command::Proxy(a) => cmd::proxy::run(a, &ctx),
+        Command::Load(a) => cmd::load::run(a, &ctx),
+        Command::Run(a) => cmd::run::run(a, &ctx),
+        Command::Diagnose(a) => cmd::diagnose::run(a, &ctx),
+        Command::Analyze(a) => cmd::analyze::run(a, &ctx),
+        Command::Lint(a) => cmd::lint::run(a, &ctx),
+        Command::Sim(a) => cmd::sim::run(a, &ctx),
+        Command::SuperviseSelftest(a) => cmd::selftest::run(a, &ctx),
+    };
+    match result {
+        Ok(code) => code,
+        Err(e) => {
+            // One line, no backtrace: user mistakes are explained, not dumped.
+            eprintln!("error: {e:#}");
+            ExitCode::from(2)
+        }
+    }
+}

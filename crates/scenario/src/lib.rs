@@ -1,0 +1,2 @@
+//! resolvelab-scenario (work in progress).
+#![deny(missing_docs)]

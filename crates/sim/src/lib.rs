@@ -1,0 +1,2 @@
+//! resolvelab-sim (work in progress).
+#![deny(missing_docs)]
