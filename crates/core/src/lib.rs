@@ -5,6 +5,7 @@
 //! * [`policy`] — the loopback-only address policy for generated traffic.
 //! * [`dur`] — human durations (`200ms`, `2s`) and ranges (`0ms..50ms`).
 //! * [`spec`] — the `KIND[:key=value,…]` syntax shared by faults and modes.
+//! * [`rundir`] — run directories and `fingerprint.json`.
 //! * [`supervise`] — child processes that never outlive the tool (process groups + `PR_SET_PDEATHSIG`).
 //!
 //! ```
@@ -19,6 +20,7 @@
 pub mod dur;
 pub mod jsonl;
 pub mod policy;
+pub mod rundir;
 pub mod spec;
 pub mod supervise;
 pub mod time;

@@ -1,1 +1,215 @@
-//! Supervised child processes (work in progress).
+//! Child processes that never outlive the tool.
+//!
+//! A [`Supervisor`] forks a tiny *watchdog* first. The watchdog becomes the leader of a new process
+//! group, and every child spawned through the supervisor joins that group (nginx's workers inherit
+//! it from the master). The watchdog holds the read end of a pipe whose write end only the tool
+//! holds (close-on-exec, so no child inherits it). However the tool ends — normal exit, error,
+//! Ctrl-C, SIGTERM, a panic or SIGKILL — the kernel closes the write end, the watchdog's `read`
+//! returns 0 and it kills the whole group, itself included. Direct children also get
+//! `PR_SET_PDEATHSIG(SIGKILL)` as a second line of defence.
+//!
+//! ```no_run
+//! use resolvelab_core::supervise::Supervisor;
+//! let sup = Supervisor::new().unwrap();
+//! let mut cmd = std::process::Command::new("sleep");
+//! cmd.arg("60");
+//! let child = sup.spawn(&mut cmd).unwrap();
+//! // ... when `sup` is dropped (or the tool dies), `sleep` is killed.
+//! # drop(child);
+//! ```
+
+use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::unix::process::CommandExt;
+use std::process::{Child, Command};
+use std::time::{Duration, Instant};
+
+/// Owner of a process group whose members die with the tool.
+pub struct Supervisor {
+    watchdog: libc::pid_t,
+    // Closing this (on drop or on the tool's death) tells the watchdog to kill the group.
+    lifeline: Option<OwnedFd>,
+}
+
+impl Supervisor {
+    /// Fork the watchdog and create the process group.
+    pub fn new() -> io::Result<Supervisor> {
+        let mut fds = [0 as libc::c_int; 2];
+        // SAFETY: pipe2 writes two fds into the array.
+        if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        let (rd, wr) = (fds[0], fds[1]);
+        // SAFETY: after fork the child only calls async-signal-safe functions (close, setpgid,
+        // read, kill, _exit), which is what POSIX allows in a multi-threaded parent.
+        let pid = unsafe { libc::fork() };
+        if pid < 0 {
+            let e = io::Error::last_os_error();
+            unsafe {
+                libc::close(rd);
+                libc::close(wr);
+            }
+            return Err(e);
+        }
+        if pid == 0 {
+            unsafe {
+                libc::close(wr);
+                libc::setpgid(0, 0);
+                let mut buf = [0u8; 16];
+                loop {
+                    let n = libc::read(rd, buf.as_mut_ptr().cast(), buf.len());
+                    if n == 0 || (n < 0 && *libc::__errno_location() != libc::EINTR) {
+                        break;
+                    }
+                }
+                // The group id is our pid: this kills every child of the run, then us.
+                libc::kill(-libc::getpid(), libc::SIGKILL);
+                libc::_exit(0);
+            }
+        }
+        // Parent: also set the group from this side to avoid racing the child's setpgid.
+        unsafe {
+            libc::setpgid(pid, pid);
+            libc::close(rd);
+        }
+        Ok(Supervisor {
+            watchdog: pid,
+            // SAFETY: `wr` is a fresh fd we own.
+            lifeline: Some(unsafe { OwnedFd::from_raw_fd(wr) }),
+        })
+    }
+
+    /// The process group every supervised child belongs to.
+    pub fn pgid(&self) -> libc::pid_t {
+        self.watchdog
+    }
+
+    /// Prepare `cmd` so that the child joins the group and dies with its parent.
+    pub fn adopt<'a>(&self, cmd: &'a mut Command) -> &'a mut Command {
+        cmd.process_group(self.watchdog);
+        // SAFETY: prctl is async-signal-safe.
+        unsafe {
+            cmd.pre_exec(|| {
+                if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
+                    return Err(io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
+        cmd
+    }
+
+    /// Spawn `cmd` as a supervised child.
+    pub fn spawn(&self, cmd: &mut Command) -> io::Result<Child> {
+        self.adopt(cmd).spawn()
+    }
+
+    /// Is any process of the group (other than the watchdog) still alive? Best effort, via /proc.
+    pub fn members(&self) -> Vec<libc::pid_t> {
+        group_members(self.watchdog)
+            .into_iter()
+            .filter(|&p| p != self.watchdog)
+            .collect()
+    }
+
+    /// Send SIGTERM to every member, wait up to `grace` for them to go, then SIGKILL the group.
+    pub fn shutdown(&mut self, grace: Duration) {
+        let members = self.members();
+        for &p in &members {
+            unsafe { libc::kill(p, libc::SIGTERM) };
+        }
+        let deadline = Instant::now() + grace;
+        while Instant::now() < deadline && !self.members().is_empty() {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        self.kill_all();
+    }
+
+    fn kill_all(&mut self) {
+        if let Some(fd) = self.lifeline.take() {
+            drop(fd);
+        }
+        unsafe {
+            libc::kill(-self.watchdog, libc::SIGKILL);
+            let mut status = 0;
+            libc::waitpid(self.watchdog, &mut status, 0);
+        }
+    }
+}
+
+impl Drop for Supervisor {
+    fn drop(&mut self) {
+        if self.lifeline.is_some() {
+            self.kill_all();
+        }
+    }
+}
+
+impl AsRawFd for Supervisor {
+    fn as_raw_fd(&self) -> std::os::fd::RawFd {
+        self.lifeline.as_ref().map_or(-1, |f| f.as_raw_fd())
+    }
+}
+
+/// Processes whose process group is `pgid`, read from `/proc/<pid>/stat` (zombies excluded).
+pub fn group_members(pgid: libc::pid_t) -> Vec<libc::pid_t> {
+    let mut out = Vec::new();
+    let Ok(rd) = std::fs::read_dir("/proc") else {
+        return out;
+    };
+    for e in rd.flatten() {
+        let Some(pid) = e
+            .file_name()
+            .to_str()
+            .and_then(|s| s.parse::<libc::pid_t>().ok())
+        else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+            continue;
+        };
+        // Fields after the command name (which is in parentheses and may contain spaces).
+        let Some(rest) = stat.rfind(')').map(|i| &stat[i + 1..]) else {
+            continue;
+        };
+        let f: Vec<&str> = rest.split_whitespace().collect();
+        // f[0] = state, f[1] = ppid, f[2] = pgrp
+        if f.len() > 2 && f[0] != "Z" && f[2].parse::<libc::pid_t>().ok() == Some(pgid) {
+            out.push(pid);
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn children_die_with_the_supervisor() {
+        let sup = Supervisor::new().unwrap();
+        let pgid = sup.pgid();
+        let mut c = sup
+            .spawn(Command::new("sh").args(["-c", "sleep 60 & sleep 60"]))
+            .unwrap();
+        // Wait (bounded) until both sleeps are in the group.
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while group_members(pgid).len() < 3 && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        assert!(
+            group_members(pgid).len() >= 3,
+            "sh, sleep, sleep + watchdog"
+        );
+        drop(sup);
+        let _ = c.wait();
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while !group_members(pgid).is_empty() && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        assert!(
+            group_members(pgid).is_empty(),
+            "group {pgid} still has members"
+        );
+    }
+}

@@ -1,0 +1,128 @@
+//! The run directory of DESIGN.md: `runs/<scenario>-<UTC timestamp>/` with a `fingerprint.json`.
+
+use serde::Serialize;
+use sha2::{Digest, Sha256};
+use std::path::{Path, PathBuf};
+
+/// A run directory being filled.
+#[derive(Debug, Clone)]
+pub struct RunDir {
+    /// The directory.
+    pub path: PathBuf,
+    /// The run's name (`<scenario>-<stamp>`).
+    pub id: String,
+}
+
+impl RunDir {
+    /// Create `<base>/<name>-<UTC stamp>/` (with a numeric suffix if two runs start in the same
+    /// second).
+    pub fn create(base: &Path, name: &str) -> std::io::Result<RunDir> {
+        let stamp = crate::time::stamp_utc(crate::time::now_us());
+        std::fs::create_dir_all(base).map_err(|e| {
+            std::io::Error::new(e.kind(), format!("cannot create {}: {e}", base.display()))
+        })?;
+        for n in 0..1000 {
+            let id = if n == 0 {
+                format!("{name}-{stamp}")
+            } else {
+                format!("{name}-{stamp}-{n}")
+            };
+            let path = base.join(&id);
+            match std::fs::create_dir(&path) {
+                Ok(()) => return Ok(RunDir { path, id }),
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
+                Err(e) => {
+                    return Err(std::io::Error::new(
+                        e.kind(),
+                        format!("cannot create {}: {e}", path.display()),
+                    ));
+                }
+            }
+        }
+        Err(std::io::Error::other("too many runs in the same second"))
+    }
+
+    /// A file inside the run directory.
+    pub fn file(&self, name: &str) -> PathBuf {
+        self.path.join(name)
+    }
+}
+
+/// What `fingerprint.json` records: enough to know what produced a run.
+#[derive(Debug, Clone, Serialize)]
+pub struct Fingerprint {
+    /// Always `resolvelab.fingerprint/v1`.
+    pub schema: &'static str,
+    /// resolvelab's version.
+    pub tool_version: String,
+    /// Epoch µs when the run started.
+    pub started_us: i64,
+    /// The seed of every RNG in the run.
+    pub seed: u64,
+    /// `nginx -V` output (empty for simulated runs).
+    pub nginx_v: String,
+    /// The engine: `nginx` or `sim`.
+    pub engine: String,
+    /// Host facts.
+    pub host: HostFacts,
+    /// sha256 of every configuration file of the run, by file name.
+    pub configs: std::collections::BTreeMap<String, String>,
+}
+
+/// Facts about the machine a run happened on.
+#[derive(Debug, Clone, Serialize)]
+pub struct HostFacts {
+    /// `uname -sr`-like kernel description.
+    pub kernel: String,
+    /// Number of CPUs available.
+    pub cpus: usize,
+    /// Host name.
+    pub hostname: String,
+}
+
+impl HostFacts {
+    /// Read the facts of this machine.
+    pub fn here() -> HostFacts {
+        let read = |p: &str| {
+            std::fs::read_to_string(p)
+                .map(|s| s.trim().to_string())
+                .unwrap_or_default()
+        };
+        HostFacts {
+            kernel: format!(
+                "{} {}",
+                read("/proc/sys/kernel/ostype"),
+                read("/proc/sys/kernel/osrelease")
+            ),
+            cpus: std::thread::available_parallelism().map_or(1, |n| n.get()),
+            hostname: read("/proc/sys/kernel/hostname"),
+        }
+    }
+}
+
+/// sha256 of a file's bytes, hex.
+pub fn sha256_file(path: &Path) -> std::io::Result<String> {
+    Ok(sha256_hex(&std::fs::read(path)?))
+}
+
+/// sha256 of bytes, hex.
+pub fn sha256_hex(bytes: &[u8]) -> String {
+    hex::encode(Sha256::digest(bytes))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn creates_unique_dirs() {
+        let base = std::env::temp_dir().join(format!("rl-rundir-{}", std::process::id()));
+        let a = RunDir::create(&base, "x").unwrap();
+        let b = RunDir::create(&base, "x").unwrap();
+        assert_ne!(a.path, b.path);
+        assert!(a.id.starts_with("x-20"));
+        assert!(HostFacts::here().cpus >= 1);
+        assert_eq!(sha256_hex(b"").len(), 64);
+        std::fs::remove_dir_all(&base).ok();
+    }
+}

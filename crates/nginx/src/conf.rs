@@ -1,0 +1,99 @@
+//! Rendering nginx configurations for lab runs.
+
+use std::path::Path;
+
+/// The access-log format every lab run uses (the contract between the runner and the checker).
+pub const LAB_LOG_FORMAT: &str = "$msec $status \"$upstream_addr\" \"$upstream_status\" $request_time $request_method $connection $connection_requests \"$upstream_response_time\" \"$upstream_connect_time\" \"$request\" $remote_addr";
+
+/// Is this process running as root (then nginx must be told `user root;` so that its workers
+/// can write the logs inside the run directory)?
+pub fn running_as_root() -> bool {
+    // SAFETY: geteuid has no preconditions.
+    unsafe { libc::geteuid() == 0 }
+}
+
+/// Options of the lab configuration around the user's `http` body.
+#[derive(Debug, Clone)]
+pub struct LabConf {
+    /// `worker_processes` (the seed lab used 2).
+    pub workers: u32,
+    /// `error_log` level (`warn` shows `upstream server temporarily disabled`).
+    pub error_level: String,
+}
+
+impl Default for LabConf {
+    fn default() -> Self {
+        LabConf {
+            workers: 2,
+            error_level: "warn".into(),
+        }
+    }
+}
+
+/// A complete nginx.conf for a run directory: every path (pid, logs, temp files) inside `run_dir`,
+/// the `lab` log format, and the caller's `upstream {…} server {…}` blocks inside `http {}`.
+pub fn lab_conf(run_dir: &Path, http_body: &str) -> String {
+    lab_conf_with(run_dir, http_body, &LabConf::default())
+}
+
+/// [`lab_conf`] with explicit options.
+pub fn lab_conf_with(run_dir: &Path, http_body: &str, opts: &LabConf) -> String {
+    let d = run_dir.display();
+    let user = if running_as_root() {
+        "user root;\n"
+    } else {
+        ""
+    };
+    let mut body = String::new();
+    for line in http_body.lines() {
+        if line.trim().is_empty() {
+            body.push('\n');
+        } else {
+            body.push_str("    ");
+            body.push_str(line);
+            body.push('\n');
+        }
+    }
+    format!(
+        "# Rendered by resolvelab for the run in {d}\n\
+         daemon off;\n\
+         master_process on;\n\
+         {user}worker_processes {workers};\n\
+         pid {d}/nginx.pid;\n\
+         error_log {d}/error.log {level};\n\
+         \n\
+         events {{\n    worker_connections 4096;\n}}\n\
+         \n\
+         http {{\n\
+         \x20   client_body_temp_path {d}/temp/client_body;\n\
+         \x20   proxy_temp_path {d}/temp/proxy;\n\
+         \x20   fastcgi_temp_path {d}/temp/fastcgi;\n\
+         \x20   uwsgi_temp_path {d}/temp/uwsgi;\n\
+         \x20   scgi_temp_path {d}/temp/scgi;\n\
+         \x20   log_format lab '{fmt}';\n\
+         \x20   access_log {d}/access.log lab;\n\
+         \n{body}}}\n",
+        workers = opts.workers,
+        level = opts.error_level,
+        fmt = LAB_LOG_FORMAT,
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn paths_stay_in_the_run_dir() {
+        let c = lab_conf(
+            Path::new("/tmp/run1"),
+            "upstream be {\n  server 127.0.0.1:1;\n}\n",
+        );
+        assert!(c.contains("pid /tmp/run1/nginx.pid;"));
+        assert!(c.contains("access_log /tmp/run1/access.log lab;"));
+        assert!(c.contains("error_log /tmp/run1/error.log warn;"));
+        assert!(c.contains("    upstream be {\n      server 127.0.0.1:1;"));
+        assert!(c.contains("daemon off;"));
+        assert_eq!(c.contains("user root;"), running_as_root());
+    }
+}

@@ -1,0 +1,194 @@
+//! A running nginx: config test, start in the foreground under a supervisor, readiness, reload,
+//! graceful stop.
+
+use crate::Nginx;
+use anyhow::{Context, Result, bail};
+use resolvelab_core::supervise::Supervisor;
+use std::net::{SocketAddr, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// A running nginx master process (its workers are in the same supervised process group).
+pub struct Instance {
+    child: Option<Child>,
+    /// The run directory (nginx's prefix).
+    pub run_dir: PathBuf,
+    /// The configuration file.
+    pub conf: PathBuf,
+}
+
+/// Write `conf_text` to `<run_dir>/nginx.conf` and create the temp directories it uses.
+pub fn write_conf(run_dir: &Path, conf_text: &str) -> Result<PathBuf> {
+    for t in ["client_body", "proxy", "fastcgi", "uwsgi", "scgi"] {
+        let d = run_dir.join("temp").join(t);
+        std::fs::create_dir_all(&d).with_context(|| format!("cannot create {}", d.display()))?;
+    }
+    let conf = run_dir.join("nginx.conf");
+    std::fs::write(&conf, conf_text).with_context(|| format!("cannot write {}", conf.display()))?;
+    Ok(conf)
+}
+
+fn base_command(nginx: &Nginx, run_dir: &Path, conf: &Path) -> Command {
+    let mut c = Command::new(&nginx.path);
+    // -e: the startup error log before the config is read, so nothing is written outside the
+    // run directory (the compiled-in default is <prefix>/logs/error.log).
+    c.arg("-p")
+        .arg(run_dir)
+        .arg("-e")
+        .arg(run_dir.join("error.log"))
+        .arg("-c")
+        .arg(conf);
+    c
+}
+
+/// Run `nginx -t` on a configuration; on failure the error carries nginx's own message verbatim.
+pub fn test_conf(nginx: &Nginx, run_dir: &Path, conf: &Path) -> Result<()> {
+    let out = base_command(nginx, run_dir, conf)
+        .arg("-t")
+        .stdin(Stdio::null())
+        .output()
+        .with_context(|| format!("cannot run {}", nginx.path.display()))?;
+    if out.status.success() {
+        return Ok(());
+    }
+    let msg = String::from_utf8_lossy(&out.stderr);
+    let lines: Vec<&str> = msg
+        .lines()
+        .filter(|l| !l.contains("test failed") && !l.trim().is_empty())
+        .collect();
+    bail!(
+        "nginx -t rejected {}: {}",
+        conf.display(),
+        lines.join(" | ")
+    )
+}
+
+impl Instance {
+    /// Write the configuration, test it, and start nginx in the foreground as a supervised child.
+    pub fn start(
+        nginx: &Nginx,
+        run_dir: &Path,
+        conf_text: &str,
+        sup: &Supervisor,
+    ) -> Result<Instance> {
+        if conf_text.contains(" resolve") {
+            nginx.info.require_resolve()?;
+        }
+        let conf = write_conf(run_dir, conf_text)?;
+        test_conf(nginx, run_dir, &conf)?;
+        let stderr_path = run_dir.join("nginx.stderr");
+        let stderr = std::fs::File::create(&stderr_path)
+            .with_context(|| format!("cannot create {}", stderr_path.display()))?;
+        let mut cmd = base_command(nginx, run_dir, &conf);
+        cmd.stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(stderr);
+        let child = sup
+            .spawn(&mut cmd)
+            .with_context(|| format!("cannot start {}", nginx.path.display()))?;
+        Ok(Instance {
+            child: Some(child),
+            run_dir: run_dir.to_path_buf(),
+            conf,
+        })
+    }
+
+    /// The master's pid.
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(Child::id)
+    }
+
+    /// Readiness: wait until `addr` accepts a TCP connection (or nginx exits, or the timeout).
+    pub fn wait_listening(&mut self, addr: SocketAddr, timeout: Duration) -> Result<()> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            if let Some(status) = self
+                .child
+                .as_mut()
+                .and_then(|c| c.try_wait().ok().flatten())
+            {
+                bail!(
+                    "nginx exited ({status}) before listening on {addr}: {}",
+                    self.last_error_lines(5)
+                );
+            }
+            if TcpStream::connect_timeout(&addr, Duration::from_millis(100)).is_ok() {
+                return Ok(());
+            }
+            if Instant::now() >= deadline {
+                bail!(
+                    "nginx did not accept connections on {addr} within {:?}: {}",
+                    timeout,
+                    self.last_error_lines(5)
+                );
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    fn last_error_lines(&self, n: usize) -> String {
+        let mut text =
+            std::fs::read_to_string(self.run_dir.join("nginx.stderr")).unwrap_or_default();
+        text.push_str(&std::fs::read_to_string(self.run_dir.join("error.log")).unwrap_or_default());
+        let lines: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
+        lines[lines.len().saturating_sub(n)..].join(" | ")
+    }
+
+    /// Reload the configuration (SIGHUP to the master).
+    pub fn reload(&self) -> Result<()> {
+        self.signal(libc::SIGHUP)
+    }
+
+    fn signal(&self, sig: libc::c_int) -> Result<()> {
+        let Some(pid) = self.pid() else {
+            bail!("nginx is not running")
+        };
+        // SAFETY: kill with a pid we spawned.
+        if unsafe { libc::kill(pid as libc::pid_t, sig) } != 0 {
+            bail!(
+                "cannot signal nginx {pid}: {}",
+                std::io::Error::last_os_error()
+            );
+        }
+        Ok(())
+    }
+
+    /// Graceful stop: SIGQUIT (finish requests), then SIGTERM, then SIGKILL if it takes longer than
+    /// `grace`.
+    pub fn stop(mut self, grace: Duration) -> Result<()> {
+        self.stop_inner(grace)
+    }
+
+    fn stop_inner(&mut self, grace: Duration) -> Result<()> {
+        let Some(mut child) = self.child.take() else {
+            return Ok(());
+        };
+        let pid = child.id() as libc::pid_t;
+        for (sig, wait) in [
+            (libc::SIGQUIT, grace),
+            (libc::SIGTERM, Duration::from_secs(2)),
+            (libc::SIGKILL, Duration::from_secs(5)),
+        ] {
+            if child.try_wait()?.is_some() {
+                return Ok(());
+            }
+            // SAFETY: our own child.
+            unsafe { libc::kill(pid, sig) };
+            let deadline = Instant::now() + wait;
+            while Instant::now() < deadline {
+                if child.try_wait()?.is_some() {
+                    return Ok(());
+                }
+                std::thread::sleep(Duration::from_millis(10));
+            }
+        }
+        bail!("nginx {pid} did not exit after SIGKILL")
+    }
+}
+
+impl Drop for Instance {
+    fn drop(&mut self) {
+        let _ = self.stop_inner(Duration::from_secs(2));
+    }
+}

@@ -1,0 +1,114 @@
+//! Tests that need no real nginx: fake binaries and a fake source tree.
+
+use resolvelab_core::supervise::Supervisor;
+use resolvelab_nginx::{Instance, Nginx};
+use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
+use std::process::Command;
+
+fn write_exec(path: &Path, text: &str) {
+    std::fs::write(path, text).unwrap();
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755)).unwrap();
+}
+
+#[test]
+fn broken_nginx_path_is_one_clear_line() {
+    let err = Nginx::at(Path::new("/nonexistent/nginx"))
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("/nonexistent/nginx does not exist"), "{err}");
+    assert!(err.contains("RESOLVELAB_NGINX"), "names the fix: {err}");
+    assert!(!err.contains('\n'));
+    let dir = tempfile::tempdir().unwrap();
+    let not_nginx = dir.path().join("true-nginx");
+    write_exec(&not_nginx, "#!/bin/sh\necho hello >&2\n");
+    let err = Nginx::at(&not_nginx).unwrap_err().to_string();
+    assert!(err.contains("did not print an nginx version"), "{err}");
+}
+
+#[test]
+fn old_nginx_is_refused_for_resolve() {
+    let dir = tempfile::tempdir().unwrap();
+    let fake = dir.path().join("nginx");
+    write_exec(
+        &fake,
+        "#!/bin/sh\necho 'nginx version: nginx/1.22.1' >&2\necho 'configure arguments: --prefix=/usr' >&2\n",
+    );
+    let nx = Nginx::at(&fake).unwrap();
+    assert!(!nx.info.supports_resolve());
+    let sup = Supervisor::new().unwrap();
+    let conf = "http { upstream be { zone be 64k; server app.test.local:8080 resolve; } }";
+    let err = match Instance::start(&nx, dir.path(), conf, &sup) {
+        Ok(_) => panic!("an nginx 1.22 must be refused for resolve"),
+        Err(e) => e.to_string(),
+    };
+    assert!(err.contains("1.22.1") && err.contains("1.27.3"), "{err}");
+}
+
+/// A fake nginx source tree: `auto/configure` writes a Makefile that "builds" a script, and counts
+/// how often configure ran, so two concurrent builds can be told apart from one.
+fn fake_sources(root: &Path) -> (std::path::PathBuf, std::path::PathBuf) {
+    let ngx = root.join("nginx-src");
+    std::fs::create_dir_all(ngx.join("nginx/auto")).unwrap();
+    let counter = root.join("configure-runs");
+    write_exec(
+        &ngx.join("nginx/auto/configure"),
+        &format!(
+            r##"#!/bin/sh
+echo run >> {counter}
+for a in "$@"; do case "$a" in --builddir=*) B="${{a#--builddir=}}";; esac; done
+mkdir -p "$B"
+sleep 1
+printf 'all:\n\tprintf "#!/bin/sh\\necho nginx version: nginx/1.28.3 >&2\\n" > %s/nginx && chmod +x %s/nginx\n' "$B" "$B" > "$B/Makefile"
+"##,
+            counter = counter.display()
+        ),
+    );
+    let pcre = root.join("pcre2-sys");
+    std::fs::create_dir_all(pcre.join("upstream/include")).unwrap();
+    std::fs::create_dir_all(pcre.join("upstream/src")).unwrap();
+    std::fs::write(pcre.join("upstream/include/pcre2.h"), "/* fake */\n").unwrap();
+    std::fs::write(
+        pcre.join("upstream/src/pcre2_fake.c"),
+        "int pcre2_fake(void) { return 0; }\n",
+    )
+    .unwrap();
+    (ngx, pcre)
+}
+
+#[test]
+fn concurrent_builds_share_one_build_and_the_cache_hits_after() {
+    let root = tempfile::tempdir().unwrap();
+    let (ngx, pcre) = fake_sources(root.path());
+    let cache = root.path().join("cache");
+    let spawn = || {
+        Command::new(env!("CARGO_BIN_EXE_fake-build"))
+            .env("XDG_CACHE_HOME", &cache)
+            .env("RESOLVELAB_NGINX_SRC", &ngx)
+            .env("RESOLVELAB_PCRE2_SRC", &pcre)
+            .env_remove("RESOLVELAB_NGINX")
+            .output()
+            .unwrap()
+    };
+    let (a, b) = std::thread::scope(|s| {
+        let a = s.spawn(spawn);
+        let b = s.spawn(spawn);
+        (a.join().unwrap(), b.join().unwrap())
+    });
+    for o in [&a, &b] {
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    }
+    assert_eq!(a.stdout, b.stdout, "both get the same binary");
+    let runs = std::fs::read_to_string(root.path().join("configure-runs")).unwrap();
+    assert_eq!(
+        runs.lines().count(),
+        1,
+        "configure ran once: the second waited on the lock"
+    );
+    // Cache hit: a third call does not configure again.
+    let c = spawn();
+    assert!(c.status.success());
+    assert_eq!(c.stdout, a.stdout);
+    let runs = std::fs::read_to_string(root.path().join("configure-runs")).unwrap();
+    assert_eq!(runs.lines().count(), 1, "cache hit");
+}
