@@ -1,2 +1,23 @@
-//! resolvelab-scenario (work in progress).
+//! Scenarios: the lab's experiments as files, and the runner that plays them against a real nginx.
+//!
+//! A scenario (Jepsen's vocabulary) is a load *generator*, faults on a *timeline* (the nemesis),
+//! the *history* it leaves in a run directory, and *expectations* written before the run that the
+//! checker (`resolvelab-diagnose`) judges. The built-in library lives in `scenarios/*.toml` and is
+//! embedded in the binary ([`library`]).
+//!
+//! ```
+//! use resolvelab_scenario::{library, render::Net};
+//! let sc = library::get("swap-only").unwrap();
+//! let net = Net::assign(&sc, 10, 1).unwrap();
+//! let body = resolvelab_scenario::render::http_body(&sc, &net).unwrap();
+//! assert!(body.contains("resolve"));
+//! ```
 #![deny(missing_docs)]
+
+pub mod library;
+pub mod model;
+pub mod render;
+pub mod runner;
+pub mod simrun;
+
+pub use model::Scenario;

@@ -1,13 +1,309 @@
-//! `resolvelab run` (not wired yet).
+//! `resolvelab run` — play a scenario (built-in or a file) against a real nginx and judge it.
 
 use crate::Ctx;
+use anyhow::{Context, Result};
+use resolvelab_diagnose::Verdict;
+use resolvelab_scenario::runner::{self, INTERRUPTED, RunOptions, RunRecord};
+use resolvelab_scenario::{Scenario, library};
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::sync::atomic::Ordering;
 
 /// Arguments of `resolvelab run`.
 #[derive(Debug, clap::Args)]
-pub struct Args {}
+#[command(after_help = "Examples:\n  resolvelab run --list\n  \
+resolvelab run generation-race                 # base run and every variant\n  \
+resolvelab run nxdomain --variant valid30-aligned\n  \
+resolvelab run dual-resolve --scale 0.5 --seed 7\n  \
+resolvelab run ./my-scenario.toml --out /tmp/runs\n  \
+resolvelab run --all --scale 0.5 --table docs/REPRODUCTION.md\n\n\
+Each run leaves runs/<scenario>-<UTC stamp>/ with scenario.toml, fingerprint.json, nginx.conf, \
+access.log, error.log, dns.jsonl, events.jsonl, load.jsonl and verdict.{md,json,html}.\n\
+Exit status: 0 every expectation held, 1 some did not (or the run was not interpretable), 2 error.")]
+pub struct Args {
+    /// A built-in scenario id (see --list) or a path to a scenario .toml file.
+    scenario: Option<String>,
+    /// List the built-in scenarios with the question each answers.
+    #[arg(long, conflicts_with = "scenario")]
+    list: bool,
+    /// Run every built-in scenario (and its variants) and write a summary table.
+    #[arg(long, conflicts_with = "scenario")]
+    all: bool,
+    /// Run only this variant (`base` for the scenario without variants).
+    #[arg(long)]
+    variant: Option<String>,
+    /// Shorten durations, rates and timeline times by this factor (valid/fail_timeout stay real).
+    #[arg(long, default_value_t = 1.0)]
+    scale: f64,
+    /// Seed of every RNG in the run (default: the scenario's, else 1).
+    #[arg(long)]
+    seed: Option<u64>,
+    /// Parent directory of run directories.
+    #[arg(long, default_value = "runs")]
+    out: PathBuf,
+    /// Engine: `nginx` (the real binary) or `sim` (the deterministic model).
+    #[arg(long, default_value = "nginx", value_parser = ["nginx", "sim"])]
+    engine: String,
+    /// Pin the run's loopback /24 to 127.A.B.0/24 (default: random per run).
+    #[arg(long, value_name = "A.B")]
+    net: Option<String>,
+    /// With --all: also write the summary table to this Markdown file.
+    #[arg(long)]
+    table: Option<PathBuf>,
+    /// Print no progress lines.
+    #[arg(long, short)]
+    quiet: bool,
+}
+
+extern "C" fn on_signal(_: libc::c_int) {
+    // Only an atomic store: async-signal-safe. The runner notices within a second, stops the
+    // load and still writes a complete run directory marked aborted.
+    INTERRUPTED.store(true, Ordering::SeqCst);
+}
+
+fn install_signal_handlers() {
+    // SAFETY: the handler only performs an atomic store.
+    unsafe {
+        libc::signal(libc::SIGINT, on_signal as *const () as libc::sighandler_t);
+        libc::signal(libc::SIGTERM, on_signal as *const () as libc::sighandler_t);
+    }
+}
+
+/// Load a scenario by built-in id or file path.
+pub fn load_scenario(arg: &str) -> Result<Scenario> {
+    let p = Path::new(arg);
+    if arg.ends_with(".toml") || p.is_file() {
+        let text = std::fs::read_to_string(p).with_context(|| format!("cannot read {arg}"))?;
+        return Scenario::from_toml(&text, arg);
+    }
+    library::get(arg)
+}
+
+/// The scenario plus the variants selected by `--variant` (all of them by default).
+fn expand_variants(sc: &Scenario, only: Option<&str>) -> Result<Vec<Scenario>> {
+    let mut out = Vec::new();
+    if only.is_none() || only == Some("base") {
+        out.push(sc.clone());
+    }
+    for v in sc.variant_names() {
+        if only.is_none() || only == Some(v.as_str()) {
+            out.push(sc.variant(&v)?);
+        }
+    }
+    if out.is_empty() {
+        anyhow::bail!(
+            "scenario `{}` has no variant `{}` (variants: base, {})",
+            sc.name,
+            only.unwrap_or_default(),
+            sc.variant_names().join(", ")
+        );
+    }
+    Ok(out)
+}
+
+/// One finished run, judged.
+pub struct Judged {
+    /// What the runner recorded.
+    pub record: RunRecord,
+    /// The checker's verdict.
+    pub verdict: Verdict,
+}
+
+/// Run one (already variant-merged) scenario, analyze it and write the verdict files.
+pub fn run_and_judge(sc: &Scenario, opts: &RunOptions, engine: &str) -> Result<Judged> {
+    let record = match engine {
+        "sim" => resolvelab_scenario::simrun::run(sc, opts)?,
+        _ => runner::run(sc, opts)?,
+    };
+    let mut verdict = resolvelab_diagnose::analyze_run(&record.dir)
+        .with_context(|| format!("analyzing {}", record.dir.display()))?;
+    if record.status == "aborted" {
+        verdict.status = "aborted".into();
+    }
+    resolvelab_report::write_verdict_files(&record.dir, &verdict)?;
+    Ok(Judged { record, verdict })
+}
+
+fn held(v: &Verdict) -> bool {
+    v.status == "completed" && v.expectations.iter().all(|e| e.held)
+}
+
+fn print_verdict(j: &Judged) {
+    let v = &j.verdict;
+    let name = match &j.record.variant {
+        Some(var) => format!("{} [{var}]", j.record.scenario),
+        None => j.record.scenario.clone(),
+    };
+    println!(
+        "{name}: {} — {} ({} requests, {} NLU)",
+        v.status, v.summary, v.diagnosis.requests, v.diagnosis.nlu.total
+    );
+    for e in &v.expectations {
+        println!(
+            "  [{}] {}  — measured: {}",
+            if e.held { "held" } else { "NOT held" },
+            e.text,
+            e.measured
+        );
+    }
+    println!("  report: {}", j.record.dir.join("verdict.html").display());
+}
 
 /// Run `resolvelab run`.
-pub fn run(_args: Args, _ctx: &Ctx) -> anyhow::Result<ExitCode> {
-    anyhow::bail!("`resolvelab run` is not available yet")
+pub fn run(args: Args, ctx: &Ctx) -> Result<ExitCode> {
+    if args.list {
+        for sc in library::all()? {
+            let vars = sc.variant_names();
+            let vars = if vars.is_empty() {
+                String::new()
+            } else {
+                format!(" [variants: {}]", vars.join(", "))
+            };
+            println!("{:<24} {}{vars}", sc.name, sc.question);
+        }
+        return Ok(ExitCode::SUCCESS);
+    }
+    let net = match &args.net {
+        None => None,
+        Some(s) => {
+            let (a, b) = s
+                .split_once('.')
+                .and_then(|(a, b)| Some((a.parse::<u8>().ok()?, b.parse::<u8>().ok()?)))
+                .ok_or_else(|| {
+                    anyhow::anyhow!("--net {s}: expected A.B (the run uses 127.A.B.0/24)")
+                })?;
+            Some((a, b))
+        }
+    };
+    let opts = RunOptions {
+        out: args.out.clone(),
+        seed: args.seed,
+        scale: args.scale,
+        nginx: ctx.nginx.clone(),
+        net,
+        progress: !args.quiet,
+    };
+    install_signal_handlers();
+    let scenarios: Vec<Scenario> = if args.all {
+        library::all()?
+            .into_iter()
+            .filter(|s| s.name != "demo")
+            .collect()
+    } else {
+        let Some(name) = &args.scenario else {
+            anyhow::bail!("name a scenario (see `resolvelab run --list`), or pass --all");
+        };
+        vec![load_scenario(name)?]
+    };
+    let mut judged = Vec::new();
+    let mut all_held = true;
+    for sc in &scenarios {
+        for v in expand_variants(sc, args.variant.as_deref())? {
+            if INTERRUPTED.load(Ordering::SeqCst) {
+                break;
+            }
+            match run_and_judge(&v, &opts, &args.engine) {
+                Ok(j) => {
+                    print_verdict(&j);
+                    all_held &= held(&j.verdict);
+                    judged.push((v, j));
+                }
+                Err(e) if args.all => {
+                    eprintln!("error: {}: {e:#}", v.name);
+                    all_held = false;
+                }
+                Err(e) => return Err(e),
+            }
+        }
+    }
+    if args.all {
+        let table = summary_table(&judged, &opts, &args.engine);
+        let path = args.out.join("summary.md");
+        std::fs::create_dir_all(&args.out)?;
+        std::fs::write(&path, &table)?;
+        println!("summary table: {}", path.display());
+        if let Some(t) = &args.table {
+            std::fs::write(t, &table).with_context(|| format!("cannot write {}", t.display()))?;
+            println!("summary table: {}", t.display());
+        }
+    }
+    Ok(if all_held {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
+}
+
+/// The reproduction table: the seed's figure, ours, the verdict and the command.
+fn summary_table(judged: &[(Scenario, Judged)], opts: &RunOptions, engine: &str) -> String {
+    let mut t = String::from("# Reproduction table\n\n");
+    t.push_str(&format!(
+        "Generated by `resolvelab run --all --scale {} --engine {engine}` on {} (resolvelab {}). \
+         Do not edit by hand.\n\n",
+        opts.scale,
+        resolvelab_core::time::rfc3339(resolvelab_core::time::now_us()),
+        env!("CARGO_PKG_VERSION"),
+    ));
+    t.push_str(
+        "| scenario | reproduces | seed's figure | ours | expectations | verdict | command |\n",
+    );
+    t.push_str("|---|---|---|---|---|---|---|\n");
+    for (sc, j) in judged {
+        let v = &j.verdict;
+        let d = &v.diagnosis;
+        let name = match &sc.variant_of {
+            Some(var) => format!("{} [{var}]", sc.name),
+            None => sc.name.clone(),
+        };
+        let client_errors = v.client.as_ref().map_or(0, |c| c.errors);
+        let ours = format!(
+            "{} requests, {} client errors, {} NLU ({} 1-hop / {} 2-hop+), {} swaps, re-query {} ms, classes: {}",
+            d.requests,
+            client_errors,
+            d.nlu.total,
+            d.nlu.one_hop,
+            d.nlu.two_hop + d.nlu.multi_hop,
+            d.swaps,
+            d.requery_period_ms
+                .map_or("-".to_string(), |p| format!("{p:.0}")),
+            {
+                let mut c: Vec<String> = d.incidents.iter().map(|i| i.class.clone()).collect();
+                c.sort();
+                c.dedup();
+                if c.is_empty() {
+                    "none".into()
+                } else {
+                    c.join(", ")
+                }
+            }
+        );
+        let exp: Vec<String> = v
+            .expectations
+            .iter()
+            .map(|e| {
+                format!(
+                    "{} `{}` ({})",
+                    if e.held { "✔" } else { "✘" },
+                    e.text.replace('|', "\\|"),
+                    e.measured
+                )
+            })
+            .collect();
+        let cmd = match &sc.variant_of {
+            Some(var) => format!("`resolvelab run {} --variant {var}`", sc.name),
+            None => format!("`resolvelab run {} --variant base`", sc.name),
+        };
+        t.push_str(&format!(
+            "| {name} | {} | {} | {ours} | {} | {} | {cmd} |\n",
+            sc.reproduces,
+            sc.seed_figure.replace('|', "\\|"),
+            exp.join("<br>"),
+            if held(v) {
+                "reproduced"
+            } else {
+                v.status.as_str()
+            },
+        ));
+    }
+    t
 }

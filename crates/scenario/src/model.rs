@@ -1,0 +1,658 @@
+//! The scenario file format (`version = 1`), documented in docs/scenarios.md.
+
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+/// A scenario: the question, the setup (nginx, DNS, backends, proxies), the load, the faults on a
+/// timeline and the expectations written before the run.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Scenario {
+    /// Format version; always 1.
+    pub version: u32,
+    /// Stable id (`generation-race`).
+    pub name: String,
+    /// What the scenario sets up.
+    pub description: String,
+    /// The question it answers.
+    pub question: String,
+    /// The seed experiment it reproduces (digest §5), e.g. `4-4` or `P2`.
+    #[serde(default)]
+    pub reproduces: String,
+    /// The seed's figure, for the reproduction table.
+    #[serde(default)]
+    pub seed_figure: String,
+    /// RNG seed of the run (faults, DNS weights). `--seed` overrides.
+    #[serde(default)]
+    pub seed: Option<u64>,
+    /// Run the same scenario this many times (distributions, e.g. RTO).
+    #[serde(default)]
+    pub repeat: Option<u32>,
+    /// Variant name when this is a variant run (set by the runner).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub variant_of: Option<String>,
+    /// The nginx configuration.
+    pub nginx: NginxSpec,
+    /// The DNS authority.
+    #[serde(default)]
+    pub dns: DnsSpec,
+    /// Backends (`[[backend]]`).
+    #[serde(default, rename = "backend")]
+    pub backends: Vec<BackendSpec>,
+    /// TCP fault proxies (`[[proxy]]`).
+    #[serde(default, rename = "proxy")]
+    pub proxies: Vec<ProxySpec>,
+    /// The load.
+    pub load: LoadSpec,
+    /// Injections over time (`[[timeline]]`).
+    #[serde(default)]
+    pub timeline: Vec<Event>,
+    /// Expectations (`[expect] checks = [...]`).
+    #[serde(default)]
+    pub expect: Expect,
+    /// A/B variants: tables deep-merged over this scenario (`[[variant]]`).
+    #[serde(default, rename = "variant", skip_serializing_if = "Vec::is_empty")]
+    pub variants: Vec<toml::Table>,
+}
+
+/// The built-in nginx template's variables (or an inline `http {}` body).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NginxSpec {
+    /// `worker_processes`.
+    #[serde(default = "d_workers")]
+    pub workers: u32,
+    /// Resolver `valid=` (the re-query period is valid + 1 s).
+    #[serde(default = "d_valid")]
+    pub valid: String,
+    /// Resolver `ipv6=` (false renders `ipv6=off`).
+    #[serde(default)]
+    pub ipv6: bool,
+    /// `resolver_timeout`.
+    #[serde(default)]
+    pub resolver_timeout: Option<String>,
+    /// Shared-memory zone size of the upstream.
+    #[serde(default = "d_zone")]
+    pub zone: String,
+    /// Upstream `keepalive` connections (0: no upstream keep-alive).
+    #[serde(default = "d_keepalive")]
+    pub keepalive: u32,
+    /// `keepalive_timeout` of the upstream block.
+    #[serde(default)]
+    pub keepalive_timeout: Option<String>,
+    /// `proxy_next_upstream` (`off` disables retries).
+    #[serde(default = "d_next")]
+    pub proxy_next_upstream: String,
+    /// `proxy_next_upstream_tries` (0: nginx's default, unlimited).
+    #[serde(default)]
+    pub proxy_next_upstream_tries: u32,
+    /// The `error_page 502 = @retry_once` shim.
+    #[serde(default)]
+    pub retry_shim: bool,
+    /// Guard the shim with a GET/HEAD/OPTIONS method check.
+    #[serde(default = "d_true")]
+    pub method_guard: bool,
+    /// `recursive_error_pages on` (a hazard with the shim).
+    #[serde(default)]
+    pub recursive_error_pages: bool,
+    /// Default `max_fails` for every server line (None: nginx's default, 1).
+    #[serde(default)]
+    pub max_fails: Option<u32>,
+    /// Default `fail_timeout` for every server line (None: nginx's default, 10s).
+    #[serde(default)]
+    pub fail_timeout: Option<String>,
+    /// The port backends listen on and server lines point at.
+    #[serde(default = "d_port")]
+    pub port: u16,
+    /// `proxy_connect_timeout`.
+    #[serde(default)]
+    pub connect_timeout: Option<String>,
+    /// `proxy_read_timeout`.
+    #[serde(default)]
+    pub read_timeout: Option<String>,
+    /// Upstream server lines (`[[nginx.server]]`).
+    #[serde(default, rename = "server")]
+    pub servers: Vec<ServerLine>,
+    /// An inline `http {}` body instead of the template. `{resolver}`, `{listen}`, `{port}` and
+    /// `{backend:NAME}` are substituted.
+    #[serde(default)]
+    pub inline: Option<String>,
+}
+
+/// One `server` line of the upstream.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ServerLine {
+    /// A DNS name served by the lab's authority, or `@backend` for that backend's fixed address.
+    pub host: String,
+    /// Add `resolve` (DNS names only).
+    #[serde(default = "d_true")]
+    pub resolve: bool,
+    /// `max_fails=` (overrides the [nginx] default).
+    #[serde(default)]
+    pub max_fails: Option<u32>,
+    /// `fail_timeout=`.
+    #[serde(default)]
+    pub fail_timeout: Option<String>,
+    /// `backup`.
+    #[serde(default)]
+    pub backup: bool,
+}
+
+/// The DNS authority: names and their initial modes.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DnsSpec {
+    /// TTL of answers (nginx ignores it in favour of `valid`).
+    #[serde(default = "d_ttl")]
+    pub ttl: String,
+    /// Name → initial mode (`alternate:@b1,@b2`, `static:@b1`, `nxdomain`, …). `@name` is a
+    /// backend's (or proxy's) address.
+    #[serde(default)]
+    pub names: BTreeMap<String, String>,
+}
+
+impl Default for DnsSpec {
+    fn default() -> Self {
+        DnsSpec {
+            ttl: d_ttl(),
+            names: BTreeMap::new(),
+        }
+    }
+}
+
+/// One backend.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BackendSpec {
+    /// Name (used as `@name` and as `x-backend`).
+    pub name: String,
+    /// Last octet of its loopback address inside the run's /24 (default 20, 30, 40, …).
+    #[serde(default)]
+    pub host: Option<u8>,
+    /// Latency model (`1ms`, `uniform:1ms..5ms`, `lognormal:p50=2ms,p99=40ms`).
+    #[serde(default)]
+    pub latency: Option<String>,
+    /// Faults active from the start (`reclaim:toxicity=0.3,delay=0ms..50ms`).
+    #[serde(default)]
+    pub faults: Vec<String>,
+    /// Slow dependency: the proxy (by name) in front of the DB stand-in.
+    #[serde(default)]
+    pub db: Option<String>,
+    /// Slow dependency: sequential round trips per request.
+    #[serde(default)]
+    pub round_trips: Option<u32>,
+    /// Slow dependency: pool size.
+    #[serde(default)]
+    pub pool: Option<u32>,
+    /// Slow dependency: pool acquire timeout.
+    #[serde(default)]
+    pub acquire_timeout: Option<String>,
+    /// This backend is the DB stand-in (`--echo-db`).
+    #[serde(default)]
+    pub echo_db: bool,
+}
+
+/// One TCP fault proxy.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ProxySpec {
+    /// Name.
+    pub name: String,
+    /// Last octet of its listen address.
+    #[serde(default)]
+    pub host: Option<u8>,
+    /// Port it listens on (default: the [nginx] port).
+    #[serde(default)]
+    pub port: Option<u16>,
+    /// The backend it forwards to.
+    pub upstream: String,
+    /// Faults active from the start.
+    #[serde(default)]
+    pub faults: Vec<String>,
+}
+
+/// The load.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LoadSpec {
+    /// Requests per second, or a plan (`100@10s,500@30s`).
+    pub rate: String,
+    /// Duration.
+    pub duration: String,
+    /// Method mix (`GET=1`, `GET=0.8,POST=0.2`).
+    #[serde(default = "d_mix")]
+    pub mix: String,
+    /// Client keep-alive connections.
+    #[serde(default = "d_conns")]
+    pub connections: u32,
+    /// Per-request timeout.
+    #[serde(default = "d_timeout")]
+    pub timeout: String,
+    /// Path requested.
+    #[serde(default = "d_path")]
+    pub path: String,
+    /// Concurrency cap (in-flight requests) for slow scenarios.
+    #[serde(default)]
+    pub max_in_flight: Option<u32>,
+}
+
+/// One injection on the timeline.
+#[derive(Debug, Clone, Serialize, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub struct Event {
+    /// Time after the load starts.
+    #[serde(default)]
+    pub at: Option<String>,
+    /// Time after the previous event.
+    #[serde(default)]
+    pub after: Option<String>,
+    /// `next-requery` (lands on nginx's next re-query of `dns`) or `between-requeries`.
+    #[serde(default)]
+    pub align: Option<String>,
+    /// Set this DNS name's mode.
+    #[serde(default)]
+    pub dns: Option<String>,
+    /// The new DNS mode.
+    #[serde(default)]
+    pub mode: Option<String>,
+    /// Add a fault to this backend or proxy.
+    #[serde(default)]
+    pub fault: Option<String>,
+    /// The fault spec.
+    #[serde(default)]
+    pub spec: Option<String>,
+    /// Remove all faults of this backend or proxy.
+    #[serde(default)]
+    pub clear: Option<String>,
+    /// How long the change lasts (then it reverts).
+    #[serde(default, rename = "for")]
+    pub for_: Option<String>,
+    /// A note for the events log.
+    #[serde(default)]
+    pub note: Option<String>,
+}
+
+/// Expectations written before the run.
+#[derive(Debug, Clone, Serialize, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub struct Expect {
+    /// Checks in the expectation language (docs/diagnose.md).
+    #[serde(default)]
+    pub checks: Vec<String>,
+}
+
+fn d_workers() -> u32 {
+    2
+}
+fn d_valid() -> String {
+    "5s".into()
+}
+fn d_zone() -> String {
+    "64k".into()
+}
+fn d_keepalive() -> u32 {
+    16
+}
+fn d_next() -> String {
+    "error timeout".into()
+}
+fn d_true() -> bool {
+    true
+}
+fn d_port() -> u16 {
+    8080
+}
+fn d_ttl() -> String {
+    "1s".into()
+}
+fn d_mix() -> String {
+    "GET=1".into()
+}
+fn d_conns() -> u32 {
+    32
+}
+fn d_timeout() -> String {
+    "5s".into()
+}
+fn d_path() -> String {
+    "/".into()
+}
+
+/// Parse a duration field, naming the field in the error.
+pub fn dur(field: &str, s: &str) -> anyhow::Result<Duration> {
+    resolvelab_core::dur::parse(s).map_err(|e| anyhow::anyhow!("{field}: {e}"))
+}
+
+impl Scenario {
+    /// Parse a scenario from TOML text; `origin` names the file in errors.
+    pub fn from_toml(text: &str, origin: &str) -> anyhow::Result<Scenario> {
+        let sc: Scenario = toml::from_str(text).map_err(|e| {
+            let line = e.span().map(|s| {
+                text.as_bytes()[..s.start.min(text.len())]
+                    .iter()
+                    .filter(|&&b| b == b'\n')
+                    .count()
+                    + 1
+            });
+            let msg = e.message().trim().to_string();
+            match line {
+                Some(l) => anyhow::anyhow!("{origin}:{l}: {msg}"),
+                None => anyhow::anyhow!("{origin}: {msg}"),
+            }
+        })?;
+        sc.validate(origin)?;
+        Ok(sc)
+    }
+
+    /// Check what serde cannot: versions, durations, references between sections.
+    pub fn validate(&self, origin: &str) -> anyhow::Result<()> {
+        let bad = |m: String| anyhow::anyhow!("{origin}: {m}");
+        if self.version != 1 {
+            return Err(bad(format!(
+                "version = {} is not supported (use 1)",
+                self.version
+            )));
+        }
+        dur("nginx.valid", &self.nginx.valid).map_err(|e| bad(e.to_string()))?;
+        dur("load.duration", &self.load.duration).map_err(|e| bad(e.to_string()))?;
+        dur("dns.ttl", &self.dns.ttl).map_err(|e| bad(e.to_string()))?;
+        if self.nginx.servers.is_empty() && self.nginx.inline.is_none() {
+            return Err(bad(
+                "[nginx] needs at least one [[nginx.server]] or an inline config".into(),
+            ));
+        }
+        let mut names = std::collections::BTreeSet::new();
+        for b in &self.backends {
+            if !names.insert(b.name.as_str()) {
+                return Err(bad(format!(
+                    "backend/proxy name `{}` is used twice",
+                    b.name
+                )));
+            }
+        }
+        for p in &self.proxies {
+            if !names.insert(p.name.as_str()) {
+                return Err(bad(format!(
+                    "backend/proxy name `{}` is used twice",
+                    p.name
+                )));
+            }
+            if !self.backends.iter().any(|b| b.name == p.upstream) {
+                return Err(bad(format!(
+                    "proxy `{}`: upstream `{}` is not a [[backend]] name",
+                    p.name, p.upstream
+                )));
+            }
+        }
+        for s in &self.nginx.servers {
+            if let Some(b) = s.host.strip_prefix('@') {
+                if !names.contains(b) {
+                    return Err(bad(format!("server host `@{b}` names no backend or proxy")));
+                }
+            } else if !self.dns.names.contains_key(&s.host) {
+                return Err(bad(format!(
+                    "server host `{}` is not a [dns.names] entry (use `@backend` for a fixed address)",
+                    s.host
+                )));
+            }
+        }
+        for (i, ev) in self.timeline.iter().enumerate() {
+            let n = i + 1;
+            if ev.at.is_some() && ev.after.is_some() {
+                return Err(bad(format!(
+                    "timeline event {n}: give `at` or `after`, not both"
+                )));
+            }
+            for (f, v) in [("at", &ev.at), ("after", &ev.after), ("for", &ev.for_)] {
+                if let Some(v) = v {
+                    dur(&format!("timeline event {n}: {f}"), v).map_err(|e| bad(e.to_string()))?;
+                }
+            }
+            let actions = [ev.dns.is_some(), ev.fault.is_some(), ev.clear.is_some()];
+            if actions.iter().filter(|a| **a).count() != 1 {
+                return Err(bad(format!(
+                    "timeline event {n}: exactly one of `dns`, `fault`, `clear` is needed"
+                )));
+            }
+            if let Some(d) = &ev.dns {
+                if !self.dns.names.contains_key(d) {
+                    return Err(bad(format!(
+                        "timeline event {n}: dns name `{d}` is not in [dns.names]"
+                    )));
+                }
+                if ev.mode.is_none() {
+                    return Err(bad(format!("timeline event {n}: `dns` needs a `mode`")));
+                }
+            }
+            if let Some(t) = ev.fault.as_ref().or(ev.clear.as_ref()) {
+                if !names.contains(t.as_str()) {
+                    return Err(bad(format!(
+                        "timeline event {n}: `{t}` is not a backend or proxy"
+                    )));
+                }
+                if ev.fault.is_some() && ev.spec.is_none() {
+                    return Err(bad(format!("timeline event {n}: `fault` needs a `spec`")));
+                }
+            }
+            if let Some(a) = &ev.align {
+                if a != "next-requery" && a != "between-requeries" {
+                    return Err(bad(format!(
+                        "timeline event {n}: align = `{a}`; use `next-requery` or `between-requeries`"
+                    )));
+                }
+                if ev.dns.is_none() {
+                    return Err(bad(format!(
+                        "timeline event {n}: `align` needs a `dns` name"
+                    )));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The scenario with variant `name` merged in (deep merge of tables, arrays replaced).
+    pub fn variant(&self, name: &str) -> anyhow::Result<Scenario> {
+        let patch = self
+            .variants
+            .iter()
+            .find(|v| v.get("name").and_then(|n| n.as_str()) == Some(name))
+            .ok_or_else(|| {
+                anyhow::anyhow!(
+                    "scenario `{}` has no variant `{name}` (it has: {})",
+                    self.name,
+                    self.variant_names().join(", ")
+                )
+            })?;
+        let mut base = toml::Table::try_from(self)?;
+        base.remove("variant");
+        let mut patch = patch.clone();
+        patch.remove("name");
+        merge(&mut base, patch);
+        let text = toml::to_string(&base)?;
+        let mut v = Scenario::from_toml(&text, &format!("{} variant {name}", self.name))?;
+        v.variant_of = Some(name.to_string());
+        Ok(v)
+    }
+
+    /// The names of the variants.
+    pub fn variant_names(&self) -> Vec<String> {
+        self.variants
+            .iter()
+            .filter_map(|v| v.get("name").and_then(|n| n.as_str()).map(String::from))
+            .collect()
+    }
+
+    /// Shorten durations and rates by `f` for quick runs; `valid` and `fail_timeout` stay real
+    /// (they are what the scenarios measure).
+    pub fn scaled(&self, f: f64) -> anyhow::Result<Scenario> {
+        if (f - 1.0).abs() < f64::EPSILON {
+            return Ok(self.clone());
+        }
+        if !(f > 0.0 && f <= 1.0) {
+            anyhow::bail!("--scale {f}: use a factor in (0, 1]");
+        }
+        let mut s = self.clone();
+        let scale = |v: &str| -> anyhow::Result<String> {
+            let d = resolvelab_core::dur::parse(v).map_err(anyhow::Error::msg)?;
+            Ok(resolvelab_core::dur::format(Duration::from_millis(
+                (d.as_millis() as f64 * f).round() as u64,
+            )))
+        };
+        s.load.rate = scale_rate(&s.load.rate, f);
+        let mut end = Duration::ZERO;
+        let mut t = Duration::ZERO;
+        for ev in &mut s.timeline {
+            if let Some(a) = &ev.at {
+                ev.at = Some(scale(a)?);
+                t = dur("at", ev.at.as_deref().unwrap_or("0"))?;
+            } else if let Some(a) = &ev.after {
+                ev.after = Some(scale(a)?);
+                t += dur("after", ev.after.as_deref().unwrap_or("0"))?;
+            }
+            let len = ev.for_.as_deref().map(|v| dur("for", v)).transpose()?;
+            end = end.max(t + len.unwrap_or_default());
+        }
+        // The load must still cover the last injection and what follows it: two re-query
+        // periods, or the wipeout tail (fail_timeout) when that is longer.
+        let period = dur("nginx.valid", &s.nginx.valid)? + Duration::from_secs(1);
+        let fail = s
+            .nginx
+            .fail_timeout
+            .as_deref()
+            .map(|v| dur("fail_timeout", v))
+            .transpose()?
+            .unwrap_or(Duration::from_secs(10));
+        let tail = (period * 2).max(fail + Duration::from_secs(2));
+        let scaled = dur("load.duration", &scale(&s.load.duration)?)?;
+        let need = if s.timeline.is_empty() {
+            scaled
+        } else {
+            scaled.max(end + tail)
+        };
+        s.load.duration = resolvelab_core::dur::format(need);
+        Ok(s)
+    }
+}
+
+/// Scale a rate or a plan (`100@10s,500@30s`): rates scale; stage durations stay in proportion
+/// with the total duration, which is scaled by the caller.
+fn scale_rate(rate: &str, f: f64) -> String {
+    rate.split(',')
+        .map(|stage| {
+            let (r, rest) = match stage.split_once('@') {
+                Some((r, d)) => (r, Some(d)),
+                None => (stage, None),
+            };
+            let scaled = match r.trim().parse::<f64>() {
+                Ok(v) => format!("{}", (v * f).round().max(1.0)),
+                Err(_) => r.to_string(),
+            };
+            match rest {
+                Some(d) => {
+                    let d = resolvelab_core::dur::parse(d)
+                        .map(|d| {
+                            resolvelab_core::dur::format(Duration::from_millis(
+                                (d.as_millis() as f64 * f).round() as u64,
+                            ))
+                        })
+                        .unwrap_or_else(|_| d.to_string());
+                    format!("{scaled}@{d}")
+                }
+                None => scaled,
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+fn merge(base: &mut toml::Table, patch: toml::Table) {
+    for (k, v) in patch {
+        match (base.get_mut(&k), v) {
+            (Some(toml::Value::Table(b)), toml::Value::Table(p)) => merge(b, p),
+            (_, v) => {
+                base.insert(k, v);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MIN: &str = r#"
+version = 1
+name = "t"
+description = "d"
+question = "q"
+[nginx]
+valid = "1s"
+[[nginx.server]]
+host = "app.test.local"
+[dns.names]
+"app.test.local" = "alternate:@b1,@b2"
+[[backend]]
+name = "b1"
+[[backend]]
+name = "b2"
+[load]
+rate = "300"
+duration = "60s"
+[[timeline]]
+at = "10s"
+dns = "app.test.local"
+mode = "nxdomain"
+for = "6s"
+align = "next-requery"
+[expect]
+checks = ["nlu > 0"]
+[[variant]]
+name = "mf0"
+nginx = { max_fails = 0 }
+expect = { checks = ["nlu = 0"] }
+"#;
+
+    #[test]
+    fn parses_validates_and_merges_variants() {
+        let s = Scenario::from_toml(MIN, "t.toml").unwrap();
+        assert_eq!(s.nginx.servers.len(), 1);
+        assert_eq!(s.variant_names(), ["mf0"]);
+        let v = s.variant("mf0").unwrap();
+        assert_eq!(v.nginx.max_fails, Some(0));
+        assert_eq!(v.nginx.valid, "1s", "untouched fields survive the merge");
+        assert_eq!(v.expect.checks, ["nlu = 0"]);
+        assert_eq!(v.variant_of.as_deref(), Some("mf0"));
+        assert!(s.variant("nope").unwrap_err().to_string().contains("mf0"));
+    }
+
+    #[test]
+    fn errors_name_the_file_and_line() {
+        let bad = MIN.replace("valid = \"1s\"", "valid = \"1s\"\nbogus = 1");
+        let e = Scenario::from_toml(&bad, "x.toml").unwrap_err().to_string();
+        assert!(e.starts_with("x.toml:8:"), "{e}");
+        assert!(e.contains("bogus"), "{e}");
+        let bad = MIN.replace("mode = \"nxdomain\"", "mode = \"nxdomain\"\nfault = \"b1\"");
+        let e = Scenario::from_toml(&bad, "x.toml").unwrap_err().to_string();
+        assert!(e.contains("exactly one of"), "{e}");
+        let bad = MIN.replace("host = \"app.test.local\"", "host = \"other.local\"");
+        assert!(
+            Scenario::from_toml(&bad, "x")
+                .unwrap_err()
+                .to_string()
+                .contains("[dns.names]")
+        );
+    }
+
+    #[test]
+    fn scaling_keeps_valid() {
+        let s = Scenario::from_toml(MIN, "t").unwrap().scaled(0.1).unwrap();
+        assert_eq!(s.timeline[0].at.as_deref(), Some("1s"));
+        // 1 s + 6 s window + two re-query periods of 2 s… or the 10 s fail_timeout tail + 2 s.
+        assert_eq!(s.load.duration, "19s");
+        assert_eq!(s.load.rate, "30");
+        assert_eq!(s.nginx.valid, "1s");
+        assert_eq!(scale_rate("100@10s,500@30s", 0.5), "50@5s,250@15s");
+    }
+}

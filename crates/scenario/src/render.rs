@@ -1,0 +1,284 @@
+//! Addresses of a run and the nginx configuration rendered from a scenario.
+//!
+//! Every run gets its own loopback /24 (`127.A.B.0/24`), so several runs (or tests) can run at
+//! once without port collisions: nginx listens on `.1`, the DNS authority on `.53`, backends on
+//! `.20`, `.30`, … (or the `host` the scenario gives).
+
+use crate::model::{Scenario, dur};
+use anyhow::{Result, bail};
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::net::{Ipv4Addr, SocketAddr};
+
+/// The loopback addresses of one run.
+#[derive(Debug, Clone)]
+pub struct Net {
+    /// The /24 prefix, `[127, A, B]`.
+    pub prefix: [u8; 3],
+    /// nginx's listen address.
+    pub nginx: SocketAddr,
+    /// The DNS authority's address.
+    pub dns: SocketAddr,
+    /// Backend and proxy addresses by name.
+    pub hosts: BTreeMap<String, SocketAddr>,
+}
+
+impl Net {
+    /// Assign addresses inside `127.a.b.0/24`.
+    pub fn assign(sc: &Scenario, a: u8, b: u8) -> Result<Net> {
+        let ip = |h: u8| Ipv4Addr::new(127, a, b, h);
+        let mut hosts = BTreeMap::new();
+        let mut next = 20u8;
+        let mut used = std::collections::BTreeSet::from([1u8, 53u8]);
+        let mut take = |want: Option<u8>, name: &str| -> Result<u8> {
+            let h = match want {
+                Some(h) => h,
+                None => {
+                    while used.contains(&next) {
+                        next = next.saturating_add(10);
+                    }
+                    next
+                }
+            };
+            if h == 0 || h == 255 || !used.insert(h) {
+                bail!("`{name}`: host .{h} is reserved or already used in this scenario");
+            }
+            Ok(h)
+        };
+        for be in &sc.backends {
+            let h = take(be.host, &be.name)?;
+            hosts.insert(be.name.clone(), SocketAddr::from((ip(h), sc.nginx.port)));
+        }
+        for p in &sc.proxies {
+            let h = take(p.host, &p.name)?;
+            hosts.insert(
+                p.name.clone(),
+                SocketAddr::from((ip(h), p.port.unwrap_or(sc.nginx.port))),
+            );
+        }
+        Ok(Net {
+            prefix: [127, a, b],
+            nginx: SocketAddr::from((ip(1), 8080)),
+            dns: SocketAddr::from((ip(53), 5353)),
+            hosts,
+        })
+    }
+
+    /// Replace `@name` references with the named host's IP (DNS modes: `alternate:@b1,@b2`).
+    pub fn expand(&self, text: &str) -> Result<String> {
+        let mut out = String::new();
+        let mut rest = text;
+        while let Some(i) = rest.find('@') {
+            out.push_str(&rest[..i]);
+            let tail = &rest[i + 1..];
+            let end = tail
+                .find(|c: char| !(c.is_ascii_alphanumeric() || c == '-' || c == '_'))
+                .unwrap_or(tail.len());
+            let name = &tail[..end];
+            // `multi:25@127.0.0.1` style base addresses are not references.
+            if name.is_empty() || name.chars().next().is_some_and(|c| c.is_ascii_digit()) {
+                out.push('@');
+                rest = tail;
+                continue;
+            }
+            match self.hosts.get(name) {
+                Some(a) => out.push_str(&a.ip().to_string()),
+                None => bail!("`@{name}` in `{text}` names no backend or proxy"),
+            }
+            rest = &tail[end..];
+        }
+        out.push_str(rest);
+        Ok(out)
+    }
+}
+
+/// The `http {}` body for a scenario: resolver, upstream `be`, the method map, the server with
+/// its proxy settings and the optional retry shim.
+pub fn http_body(sc: &Scenario, net: &Net) -> Result<String> {
+    let n = &sc.nginx;
+    let resolver = format!(
+        "resolver {} valid={}{};",
+        net.dns,
+        n.valid,
+        if n.ipv6 { "" } else { " ipv6=off" }
+    );
+    if let Some(inline) = &n.inline {
+        let mut t = inline
+            .replace("{resolver}", &resolver)
+            .replace("{listen}", &net.nginx.to_string())
+            .replace("{port}", &n.port.to_string());
+        for (name, addr) in &net.hosts {
+            t = t.replace(&format!("{{backend:{name}}}"), &addr.to_string());
+        }
+        return Ok(t);
+    }
+    dur("nginx.valid", &n.valid)?;
+    let mut b = String::new();
+    let w = &mut b;
+    writeln!(w, "upstream be {{")?;
+    writeln!(w, "    zone be {};", n.zone)?;
+    writeln!(w, "    {resolver}")?;
+    if let Some(t) = &n.resolver_timeout {
+        writeln!(w, "    resolver_timeout {t};")?;
+    }
+    for s in &n.servers {
+        let (target, resolve) = match s.host.strip_prefix('@') {
+            Some(name) => (net.hosts[name].to_string(), false),
+            None => (format!("{}:{}", s.host, n.port), s.resolve),
+        };
+        let mut line = format!("    server {target}");
+        if resolve {
+            line.push_str(" resolve");
+        }
+        if let Some(m) = s.max_fails.or(n.max_fails) {
+            write!(line, " max_fails={m}")?;
+        }
+        if let Some(f) = s.fail_timeout.as_ref().or(n.fail_timeout.as_ref()) {
+            write!(line, " fail_timeout={f}")?;
+        }
+        if s.backup {
+            line.push_str(" backup");
+        }
+        writeln!(w, "{line};")?;
+    }
+    if n.keepalive > 0 {
+        writeln!(w, "    keepalive {};", n.keepalive)?;
+        if let Some(t) = &n.keepalive_timeout {
+            writeln!(w, "    keepalive_timeout {t};")?;
+        }
+    }
+    writeln!(w, "}}\n")?;
+    writeln!(
+        w,
+        "# Only idempotent methods may be retried by the shim.\n\
+         map $request_method $retry_allowed {{\n    default 0;\n    GET 1;\n    HEAD 1;\n    OPTIONS 1;\n}}\n"
+    )?;
+    let proxy_common = {
+        let mut p = String::from("proxy_pass http://be;\n");
+        p.push_str("proxy_http_version 1.1;\n");
+        p.push_str("proxy_set_header Connection \"\";\n");
+        writeln!(p, "proxy_next_upstream {};", n.proxy_next_upstream)?;
+        if n.proxy_next_upstream_tries > 0 {
+            writeln!(
+                p,
+                "proxy_next_upstream_tries {};",
+                n.proxy_next_upstream_tries
+            )?;
+        }
+        if let Some(t) = &n.connect_timeout {
+            writeln!(p, "proxy_connect_timeout {t};")?;
+        }
+        if let Some(t) = &n.read_timeout {
+            writeln!(p, "proxy_read_timeout {t};")?;
+        }
+        p
+    };
+    let indent =
+        |s: &str, by: &str| -> String { s.lines().map(|l| format!("{by}{l}\n")).collect() };
+    writeln!(w, "server {{")?;
+    writeln!(w, "    listen {};", net.nginx)?;
+    writeln!(w, "    keepalive_requests 100000;")?;
+    if n.recursive_error_pages {
+        writeln!(w, "    recursive_error_pages on;")?;
+    }
+    writeln!(w, "    location / {{")?;
+    w.push_str(&indent(&proxy_common, "        "));
+    if n.retry_shim {
+        writeln!(w, "        error_page 502 = @retry_once;")?;
+    }
+    writeln!(w, "    }}")?;
+    if n.retry_shim {
+        writeln!(w, "    location @retry_once {{")?;
+        if n.method_guard {
+            writeln!(
+                w,
+                "        if ($retry_allowed = 0) {{\n            return 502;\n        }}"
+            )?;
+        }
+        w.push_str(&indent(&proxy_common, "        "));
+        writeln!(w, "    }}")?;
+    }
+    writeln!(w, "}}")?;
+    Ok(b)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sc(extra_nginx: &str) -> Scenario {
+        let text = format!(
+            r#"
+version = 1
+name = "t"
+description = "d"
+question = "q"
+[nginx]
+valid = "1s"
+{extra_nginx}
+[[nginx.server]]
+host = "app.test.local"
+[[nginx.server]]
+host = "@b3"
+backup = true
+max_fails = 0
+[dns.names]
+"app.test.local" = "alternate:@b1,@b2"
+[[backend]]
+name = "b1"
+[[backend]]
+name = "b2"
+[[backend]]
+name = "b3"
+host = 99
+[load]
+rate = "300"
+duration = "60s"
+"#
+        );
+        Scenario::from_toml(&text, "t").unwrap()
+    }
+
+    #[test]
+    fn addresses_and_references() {
+        let s = sc("");
+        let net = Net::assign(&s, 10, 2).unwrap();
+        assert_eq!(net.hosts["b1"].to_string(), "127.10.2.20:8080");
+        assert_eq!(net.hosts["b2"].to_string(), "127.10.2.30:8080");
+        assert_eq!(net.hosts["b3"].to_string(), "127.10.2.99:8080");
+        assert_eq!(
+            net.expand("alternate:@b1,@b2").unwrap(),
+            "alternate:127.10.2.20,127.10.2.30"
+        );
+        assert_eq!(
+            net.expand("multi:25@127.0.0.100").unwrap(),
+            "multi:25@127.0.0.100"
+        );
+        assert!(net.expand("static:@nope").is_err());
+    }
+
+    #[test]
+    fn renders_the_template() {
+        let s = sc("retry_shim = true\nmax_fails = 0");
+        let net = Net::assign(&s, 10, 2).unwrap();
+        let b = http_body(&s, &net).unwrap();
+        assert!(
+            b.contains("resolver 127.10.2.53:5353 valid=1s ipv6=off;"),
+            "{b}"
+        );
+        assert!(
+            b.contains("server app.test.local:8080 resolve max_fails=0;"),
+            "{b}"
+        );
+        assert!(
+            b.contains("server 127.10.2.99:8080 max_fails=0 backup;"),
+            "{b}"
+        );
+        assert!(b.contains("error_page 502 = @retry_once;"));
+        assert!(b.contains("if ($retry_allowed = 0)"));
+        assert!(b.contains("listen 127.10.2.1:8080;"));
+        let plain = http_body(&sc(""), &net).unwrap();
+        assert!(!plain.contains("@retry_once"));
+        assert!(plain.contains("server app.test.local:8080 resolve;"));
+    }
+}

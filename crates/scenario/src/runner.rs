@@ -1,0 +1,765 @@
+//! The runner: play a scenario against a real nginx on loopback and leave the evidence in a run
+//! directory (DESIGN.md: scenario.toml, fingerprint.json, nginx.conf, access.log, error.log,
+//! dns.jsonl, events.jsonl, load.jsonl, run.json). Judging the evidence is the checker's job
+//! (`resolvelab-diagnose`); the binary calls it after [`run`].
+
+use crate::model::{Event, Scenario, dur};
+use crate::render::{Net, http_body};
+use anyhow::{Context, Result, anyhow, bail};
+use resolvelab_core::jsonl::JsonlWriter;
+use resolvelab_core::rundir::{Fingerprint, HostFacts, RunDir, sha256_file};
+use resolvelab_core::supervise::Supervisor;
+use resolvelab_core::time::now_us;
+use resolvelab_dns::{DnsConfig, DnsHandle, DnsServer, Mode, NameConfig};
+use resolvelab_load::{CancellationToken, Live, LoadConfig, Output, RatePlan, run_load};
+use resolvelab_nginx::{Instance, Nginx, conf};
+use serde::Serialize;
+use std::collections::BTreeMap;
+use std::io::IsTerminal;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+/// How to run a scenario.
+#[derive(Debug, Clone)]
+pub struct RunOptions {
+    /// Parent directory of run directories (`runs`).
+    pub out: PathBuf,
+    /// RNG seed (overrides the scenario's).
+    pub seed: Option<u64>,
+    /// Duration/rate scale factor (0, 1].
+    pub scale: f64,
+    /// An explicit nginx binary.
+    pub nginx: Option<PathBuf>,
+    /// Pin the run's loopback /24 to `127.A.B.0/24` (default: random per run).
+    pub net: Option<(u8, u8)>,
+    /// Print progress lines.
+    pub progress: bool,
+}
+
+impl Default for RunOptions {
+    fn default() -> Self {
+        RunOptions {
+            out: PathBuf::from("runs"),
+            seed: None,
+            scale: 1.0,
+            nginx: None,
+            net: None,
+            progress: true,
+        }
+    }
+}
+
+/// What a run left.
+#[derive(Debug, Clone, Serialize)]
+pub struct RunRecord {
+    /// Always `resolvelab.run/v1`.
+    pub schema: &'static str,
+    /// The scenario id.
+    pub scenario: String,
+    /// The variant, if any.
+    pub variant: Option<String>,
+    /// `completed`, `aborted` or `failed`.
+    pub status: String,
+    /// Why the run did not complete.
+    pub reason: Option<String>,
+    /// The run directory.
+    pub dir: PathBuf,
+    /// Epoch µs when the run started / the load started / the run ended.
+    pub started_us: i64,
+    /// When the load started (µs), 0 if it never did.
+    pub load_start_us: i64,
+    /// When the run ended (µs).
+    pub ended_us: i64,
+    /// The loopback /24 of the run.
+    pub net: String,
+    /// nginx's listen address.
+    pub nginx_addr: String,
+    /// The seed.
+    pub seed: u64,
+    /// Requests sent and their status classes.
+    pub requests: u64,
+    /// Injection hit counters by injection (`dns:NAME`, `fault:TARGET:SPEC`).
+    pub hits: BTreeMap<String, u64>,
+}
+
+/// Set by Ctrl-C / SIGTERM handlers (installed by the binary) to stop a run early; the run then
+/// still leaves a valid directory marked `aborted`.
+pub static INTERRUPTED: AtomicBool = AtomicBool::new(false);
+
+/// Play `sc` and return where its evidence is. Errors before the run directory exists are
+/// returned; errors after it are recorded in `run.json` as `failed` and returned as well.
+pub fn run(sc: &Scenario, opts: &RunOptions) -> Result<RunRecord> {
+    let sc = sc.scaled(opts.scale)?;
+    let seed = opts.seed.or(sc.seed).unwrap_or(1);
+    let nginx = Nginx::obtain(opts.nginx.as_deref())?;
+    if sc
+        .nginx
+        .servers
+        .iter()
+        .any(|s| s.resolve && !s.host.starts_with('@'))
+    {
+        nginx.info.require_resolve()?;
+    }
+    let (a, b) = opts.net.unwrap_or_else(pick_net);
+    let net = Net::assign(&sc, a, b)?;
+    let id = match &sc.variant_of {
+        Some(v) => format!("{}.{}", sc.name, sanitize(v)),
+        None => sc.name.clone(),
+    };
+    let dir = RunDir::create(&opts.out, &id)?;
+    let started_us = now_us();
+    let mut record = RunRecord {
+        schema: "resolvelab.run/v1",
+        scenario: sc.name.clone(),
+        variant: sc.variant_of.clone(),
+        status: "running".into(),
+        reason: None,
+        dir: dir.path.clone(),
+        started_us,
+        load_start_us: 0,
+        ended_us: 0,
+        net: format!("127.{a}.{b}.0/24"),
+        nginx_addr: net.nginx.to_string(),
+        seed,
+        requests: 0,
+        hits: BTreeMap::new(),
+    };
+    write_json(&dir.file("run.json"), &record)?;
+    std::fs::write(dir.file("scenario.toml"), toml::to_string(&sc)?)?;
+
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()?;
+    let result = rt.block_on(play(&sc, &net, &nginx, &dir, seed, opts, &mut record));
+    rt.shutdown_timeout(Duration::from_secs(5));
+    record.ended_us = now_us();
+    match &result {
+        Ok(()) if INTERRUPTED.load(Ordering::SeqCst) => {
+            record.status = "aborted".into();
+            record.reason = Some("interrupted (Ctrl-C / SIGTERM)".into());
+        }
+        Ok(()) => record.status = "completed".into(),
+        Err(e) => {
+            record.status = "failed".into();
+            record.reason = Some(format!("{e:#}"));
+        }
+    }
+    write_fingerprint(&dir, &nginx, seed, started_us)?;
+    write_json(&dir.file("run.json"), &record)?;
+    result.map(|()| record)
+}
+
+fn sanitize(s: &str) -> String {
+    s.chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect()
+}
+
+/// A loopback /24 unlikely to be used by another run at the same time.
+fn pick_net() -> (u8, u8) {
+    let x = (now_us() as u64) ^ ((std::process::id() as u64) << 20);
+    let x = x.wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    (100 + ((x >> 32) % 100) as u8, ((x >> 8) % 250) as u8 + 1)
+}
+
+fn write_json<T: Serialize>(path: &Path, v: &T) -> Result<()> {
+    let text = serde_json::to_string_pretty(v)?;
+    std::fs::write(path, text + "\n").with_context(|| format!("cannot write {}", path.display()))
+}
+
+fn write_fingerprint(dir: &RunDir, nginx: &Nginx, seed: u64, started_us: i64) -> Result<()> {
+    let mut configs = BTreeMap::new();
+    for f in ["scenario.toml", "nginx.conf"] {
+        if let Ok(h) = sha256_file(&dir.file(f)) {
+            configs.insert(f.to_string(), h);
+        }
+    }
+    let fp = Fingerprint {
+        schema: "resolvelab.fingerprint/v1",
+        tool_version: env!("CARGO_PKG_VERSION").into(),
+        started_us,
+        seed,
+        nginx_v: nginx.info.raw.clone(),
+        engine: "nginx".into(),
+        host: HostFacts::here(),
+        configs,
+    };
+    write_json(&dir.file("fingerprint.json"), &fp)
+}
+
+/// Anything faults can be injected into: a backend or a TCP proxy.
+enum FaultTarget {
+    Backend(resolvelab_backend::BackendHandle),
+    Proxy(resolvelab_faults::ProxyHandle),
+}
+
+impl FaultTarget {
+    fn add(&self, spec: &str) -> Result<String> {
+        match self {
+            FaultTarget::Backend(b) => b.add_fault_str(spec),
+            FaultTarget::Proxy(p) => p.add_fault_str(spec),
+        }
+    }
+    fn clear(&self) {
+        match self {
+            FaultTarget::Backend(b) => b.clear_faults(),
+            FaultTarget::Proxy(p) => p.clear_faults(),
+        }
+    }
+    fn hits(&self) -> Vec<(String, u64)> {
+        match self {
+            FaultTarget::Backend(b) => b.fault_hits(),
+            FaultTarget::Proxy(p) => p.fault_hits(),
+        }
+    }
+    async fn shutdown(self) {
+        match self {
+            FaultTarget::Backend(b) => b.shutdown().await,
+            FaultTarget::Proxy(p) => p.shutdown().await,
+        }
+    }
+}
+
+#[derive(Serialize)]
+struct EventRec<'a> {
+    t_us: i64,
+    kind: &'a str,
+    target: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    spec: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    hits: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    note: Option<&'a str>,
+}
+
+fn ev(
+    log: &JsonlWriter,
+    kind: &str,
+    target: &str,
+    spec: Option<&str>,
+    hits: Option<u64>,
+    note: Option<&str>,
+) {
+    let _ = log.write(&EventRec {
+        t_us: now_us(),
+        kind,
+        target,
+        spec,
+        hits,
+        note,
+    });
+}
+
+async fn play(
+    sc: &Scenario,
+    net: &Net,
+    nginx: &Nginx,
+    dir: &RunDir,
+    seed: u64,
+    opts: &RunOptions,
+    record: &mut RunRecord,
+) -> Result<()> {
+    let events = Arc::new(JsonlWriter::create(
+        &dir.file("events.jsonl"),
+        "resolvelab.events/v1",
+    )?);
+    let say = |msg: &str| {
+        if opts.progress {
+            eprintln!("[{}] {msg}", sc.name);
+        }
+    };
+
+    // DNS authority.
+    let mut names = Vec::new();
+    for (name, mode) in &sc.dns.names {
+        let spec = format!("{name}={}", net.expand(mode)?);
+        names.push(NameConfig::parse_cli(&spec).map_err(|e| anyhow!("[dns.names] {name}: {e}"))?);
+    }
+    let ttl = dur("dns.ttl", &sc.dns.ttl)?.as_secs().max(1) as u32;
+    let dns = DnsServer::start(DnsConfig {
+        listen: net.dns,
+        names,
+        ttl,
+        seed,
+        log: Some(dir.file("dns.jsonl")),
+        ..DnsConfig::default()
+    })
+    .await
+    .context("starting the DNS authority")?;
+    let mut first_queries = dns.subscribe();
+    let dns = Arc::new(dns);
+
+    // Backends, then proxies (which point at backends).
+    let mut targets: BTreeMap<String, FaultTarget> = BTreeMap::new();
+    for be in &sc.backends {
+        let handle = start_backend(sc, be, net, seed, dir).await?;
+        targets.insert(be.name.clone(), FaultTarget::Backend(handle));
+    }
+    for p in &sc.proxies {
+        let mut cfg = resolvelab_faults::ProxyConfig::new(
+            &p.name,
+            net.hosts[&p.name],
+            net.hosts[&p.upstream],
+        );
+        for f in &p.faults {
+            cfg.faults.push(
+                f.parse()
+                    .map_err(|e| anyhow!("proxy `{}` fault `{f}`: {e}", p.name))?,
+            );
+        }
+        let h = resolvelab_faults::Proxy::start(cfg).await?;
+        targets.insert(p.name.clone(), FaultTarget::Proxy(h));
+    }
+
+    // nginx.
+    let body = http_body(sc, net)?;
+    let conf_text = conf::lab_conf_with(
+        &dir.path,
+        &body,
+        &conf::LabConf {
+            workers: sc.nginx.workers,
+            ..conf::LabConf::default()
+        },
+    );
+    let sup = Supervisor::new()?;
+    let mut nx = Instance::start(nginx, &dir.path, &conf_text, &sup)?;
+    let listen = net.nginx;
+    tokio::task::block_in_place(|| nx.wait_listening(listen, Duration::from_secs(10)))?;
+    ev(&events, "phase", "nginx", None, None, Some("listening"));
+    say(&format!(
+        "nginx {} listening on {listen}; run directory {}",
+        nginx.info.version,
+        dir.path.display()
+    ));
+
+    // A resolve upstream is empty until its first answer: wait for nginx's first query of every
+    // resolve name, then a little for the answer to be applied.
+    let resolve_names: Vec<String> = sc
+        .nginx
+        .servers
+        .iter()
+        .filter(|s| s.resolve && !s.host.starts_with('@'))
+        .map(|s| s.host.to_lowercase())
+        .collect();
+    let mut seen = std::collections::BTreeSet::new();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(15);
+    while seen.len()
+        < resolve_names
+            .iter()
+            .collect::<std::collections::BTreeSet<_>>()
+            .len()
+    {
+        match tokio::time::timeout_at(deadline, first_queries.recv()).await {
+            Ok(Ok(q)) => {
+                if resolve_names.contains(&q.qname) {
+                    seen.insert(q.qname.clone());
+                }
+            }
+            Ok(Err(_)) => continue,
+            Err(_) => bail!(
+                "nginx never queried the DNS authority for {:?} within 15 s (see {})",
+                resolve_names,
+                dir.file("error.log").display()
+            ),
+        }
+    }
+    drop(first_queries);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    ev(
+        &events,
+        "phase",
+        "dns",
+        None,
+        None,
+        Some("first answers given"),
+    );
+
+    // Faults configured from the start are injections too: record them so their hits count.
+    for (name, t) in &targets {
+        for (fname, _) in t.hits() {
+            ev(
+                &events,
+                "fault-on",
+                name,
+                Some(&fname),
+                None,
+                Some("from start"),
+            );
+        }
+    }
+
+    // Load + timeline.
+    let mut cfg = LoadConfig::new(
+        &format!("http://{listen}{}", sc.load.path),
+        RatePlan::parse(&sc.load.rate).map_err(|e| anyhow!("load.rate: {e}"))?,
+        false,
+    )?;
+    cfg.duration = Some(dur("load.duration", &sc.load.duration)?);
+    cfg.connections = sc.load.connections as usize;
+    cfg.timeout = dur("load.timeout", &sc.load.timeout)?;
+    cfg.mix = resolvelab_load::Mix::parse(&sc.load.mix).map_err(|e| anyhow!("load.mix: {e}"))?;
+    cfg.header_capture = Some("x-backend".parse()?);
+    cfg.seed = seed;
+    if let Some(m) = sc.load.max_in_flight {
+        cfg.max_in_flight = m as usize;
+    }
+    let live = Live::new();
+    let cancel = CancellationToken::new();
+    let total = cfg.duration.unwrap_or_default();
+    record.load_start_us = now_us();
+    ev(&events, "phase", "load", None, None, Some("start"));
+    say(&format!(
+        "load {} rps for {}",
+        sc.load.rate,
+        resolvelab_core::dur::format(total)
+    ));
+
+    let t0 = Instant::now();
+    let targets = Arc::new(targets);
+    let timeline = tokio::spawn(run_timeline(
+        sc.timeline.clone(),
+        sc.nginx.valid.clone(),
+        dns.clone(),
+        targets.clone(),
+        net.clone(),
+        events.clone(),
+        t0,
+        cancel.clone(),
+    ));
+    let watcher = tokio::spawn(watch(
+        live.clone(),
+        cancel.clone(),
+        t0,
+        total,
+        opts.progress && std::io::stderr().is_terminal(),
+        sc.name.clone(),
+    ));
+    let summary = run_load(
+        &cfg,
+        Output::File(dir.file("load.jsonl")),
+        live.clone(),
+        cancel.clone(),
+    )
+    .await;
+    cancel.cancel();
+    let _ = watcher.await;
+    let timeline_result = timeline.await.map_err(|e| anyhow!("timeline task: {e}"))?;
+    ev(&events, "phase", "load", None, None, Some("end"));
+    if INTERRUPTED.load(Ordering::SeqCst) {
+        ev(
+            &events,
+            "aborted",
+            "run",
+            None,
+            None,
+            Some("interrupted (Ctrl-C / SIGTERM)"),
+        );
+    }
+
+    // Final hit counters of every injection.
+    if let Some(h) = dns_hits(&dns, sc) {
+        for (name, hits) in h {
+            record.hits.insert(format!("dns:{name}"), hits);
+        }
+    }
+    for (name, t) in targets.iter() {
+        for (fname, hits) in t.hits() {
+            ev(
+                &events,
+                "fault-off",
+                name,
+                Some(&fname),
+                Some(hits),
+                Some("end of run"),
+            );
+            record.hits.insert(format!("fault:{name}:{fname}"), hits);
+        }
+    }
+
+    // Stop nginx first (it owns connections to the backends), then the rest.
+    tokio::task::block_in_place(|| nx.stop(Duration::from_secs(5)))?;
+    drop(sup);
+    let targets = Arc::try_unwrap(targets).map_err(|_| anyhow!("fault targets still in use"))?;
+    for (_, t) in targets {
+        t.shutdown().await;
+    }
+    // The timeline's bookkeeping tasks end on `cancel`; give them a moment to drop their handles.
+    let mut dns = dns;
+    for _ in 0..200 {
+        match Arc::try_unwrap(dns) {
+            Ok(d) => {
+                d.shutdown().await?;
+                break;
+            }
+            Err(still_shared) => {
+                dns = still_shared;
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+        }
+    }
+    let summary = summary?;
+    record.requests = summary.requests;
+    timeline_result?;
+    say(&format!(
+        "done: {} requests; evidence in {}",
+        summary.requests,
+        dir.path.display()
+    ));
+    Ok(())
+}
+
+fn dns_hits(dns: &DnsHandle, sc: &Scenario) -> Option<Vec<(String, u64)>> {
+    let injected: std::collections::BTreeSet<&String> =
+        sc.timeline.iter().filter_map(|e| e.dns.as_ref()).collect();
+    if injected.is_empty() {
+        return None;
+    }
+    Some(
+        injected
+            .into_iter()
+            .map(|n| (n.clone(), dns.hits_for(n).unwrap_or(0)))
+            .collect(),
+    )
+}
+
+async fn start_backend(
+    sc: &Scenario,
+    be: &crate::model::BackendSpec,
+    net: &Net,
+    seed: u64,
+    dir: &RunDir,
+) -> Result<resolvelab_backend::BackendHandle> {
+    let mut cfg = resolvelab_backend::BackendConfig::new(&be.name, net.hosts[&be.name]);
+    cfg.seed = seed ^ fxhash(&be.name);
+    if let Some(l) = &be.latency {
+        cfg.latency = l
+            .parse()
+            .map_err(|e| anyhow!("backend `{}` latency `{l}`: {e}", be.name))?;
+    }
+    for f in &be.faults {
+        cfg.faults.push(
+            f.parse()
+                .map_err(|e| anyhow!("backend `{}` fault `{f}`: {e}", be.name))?,
+        );
+    }
+    cfg.log = Some(dir.file(&format!("backend-{}.jsonl", be.name)));
+    let _ = sc;
+    resolvelab_backend::Backend::start(cfg)
+        .await
+        .with_context(|| format!("starting backend `{}` on {}", be.name, net.hosts[&be.name]))
+}
+
+fn fxhash(s: &str) -> u64 {
+    s.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
+        (h ^ b as u64).wrapping_mul(0x1000_0000_01b3)
+    })
+}
+
+async fn watch(
+    live: Arc<Live>,
+    cancel: CancellationToken,
+    t0: Instant,
+    total: Duration,
+    tty: bool,
+    name: String,
+) {
+    let mut tick = tokio::time::interval(Duration::from_secs(1));
+    let mut last_sent = 0u64;
+    loop {
+        tokio::select! {
+            _ = cancel.cancelled() => break,
+            _ = tick.tick() => {}
+        }
+        if INTERRUPTED.load(Ordering::SeqCst) {
+            cancel.cancel();
+            break;
+        }
+        if tty {
+            let s = live.snapshot();
+            let rps = s.sent.saturating_sub(last_sent);
+            last_sent = s.sent;
+            eprint!(
+                "\r[{name}] {:>4.0}/{:.0} s  {rps:>5} rps  2xx {}  5xx {}  errors {}   ",
+                t0.elapsed().as_secs_f64(),
+                total.as_secs_f64(),
+                s.classes.c2xx,
+                s.classes.c5xx,
+                s.classes.errors,
+            );
+        }
+    }
+    if tty {
+        eprintln!();
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn run_timeline(
+    timeline: Vec<Event>,
+    valid: String,
+    dns: Arc<DnsHandle>,
+    targets: Arc<BTreeMap<String, FaultTarget>>,
+    net: Net,
+    events: Arc<JsonlWriter>,
+    t0: Instant,
+    cancel: CancellationToken,
+) -> Result<()> {
+    let period = dur("nginx.valid", &valid)? + Duration::from_secs(1);
+    // Last query time per name, read live from the DNS authority.
+    let last_query: Arc<std::sync::Mutex<BTreeMap<String, Instant>>> = Default::default();
+    {
+        let mut rx = dns.subscribe();
+        let lq = last_query.clone();
+        let cancel = cancel.clone();
+        tokio::spawn(async move {
+            loop {
+                tokio::select! {
+                    _ = cancel.cancelled() => break,
+                    q = rx.recv() => match q {
+                        Ok(q) => { lq.lock().unwrap_or_else(|p| p.into_inner()).insert(q.qname.clone(), Instant::now()); }
+                        Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => continue,
+                        Err(_) => break,
+                    }
+                }
+            }
+        });
+    }
+    let mut prev = Duration::ZERO;
+    for (i, e) in timeline.iter().enumerate() {
+        let at = match (&e.at, &e.after) {
+            (Some(a), _) => dur("at", a)?,
+            (None, Some(a)) => prev + dur("after", a)?,
+            (None, None) => prev,
+        };
+        prev = at;
+        let mut when = t0 + at;
+        let for_ = e.for_.as_deref().map(|f| dur("for", f)).transpose()?;
+        if e.align.as_deref() == Some("between-requeries") {
+            // Place the window in the middle of a gap between two re-queries, so that no
+            // re-query falls inside it.
+            let name = e.dns.as_deref().unwrap_or_default().to_lowercase();
+            sleep_until(when, &cancel).await;
+            let last = last_query
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .get(&name)
+                .copied();
+            let len = for_.unwrap_or_default();
+            if let Some(last) = last {
+                let slack = period.saturating_sub(len) / 2;
+                let mut start = last + slack;
+                while start < Instant::now() {
+                    start += period;
+                }
+                when = start;
+            }
+        }
+        if !sleep_until(when, &cancel).await {
+            return Ok(());
+        }
+        let n = (i + 1).to_string();
+        if let (Some(name), Some(mode)) = (&e.dns, &e.mode) {
+            let mode_text = net.expand(mode)?;
+            let m: Mode = mode_text
+                .parse()
+                .map_err(|err| anyhow!("timeline event {n}: mode `{mode}`: {err}"))?;
+            let align = e.align.as_deref() == Some("next-requery");
+            let before = dns.hits_for(name).unwrap_or(0);
+            dns.set_mode(name, m, for_, align)
+                .map_err(|err| anyhow!("timeline event {n}: {err}"))?;
+            let note = if align {
+                "armed: takes effect at nginx's next query"
+            } else {
+                "now"
+            };
+            ev(
+                &events,
+                "dns-mode",
+                name,
+                Some(&mode_text),
+                None,
+                Some(note),
+            );
+            if let Some(len) = for_ {
+                // Record the hits of this injection when its window is certainly over.
+                let dns = dns.clone();
+                let events = events.clone();
+                let name = name.clone();
+                let mode_text = mode_text.clone();
+                let wait = len + if align { period } else { Duration::ZERO };
+                let cancel = cancel.clone();
+                tokio::spawn(async move {
+                    tokio::select! {
+                        _ = tokio::time::sleep(wait) => {}
+                        _ = cancel.cancelled() => {}
+                    }
+                    let hits = dns.hits_for(&name).unwrap_or(0).saturating_sub(before);
+                    ev(
+                        &events,
+                        "dns-mode-end",
+                        &name,
+                        Some(&mode_text),
+                        Some(hits),
+                        None,
+                    );
+                });
+            }
+        } else if let (Some(t), Some(spec)) = (&e.fault, &e.spec) {
+            let target = targets
+                .get(t)
+                .ok_or_else(|| anyhow!("timeline event {n}: no target `{t}`"))?;
+            let spec_full = match for_ {
+                Some(len) if !spec.contains("for=") => {
+                    let sep = if spec.contains(':') { "," } else { ":" };
+                    format!("{spec}{sep}for={}", resolvelab_core::dur::format(len))
+                }
+                _ => spec.clone(),
+            };
+            let fname = target
+                .add(&spec_full)
+                .map_err(|err| anyhow!("timeline event {n}: {err:#}"))?;
+            ev(
+                &events,
+                "fault-on",
+                t,
+                Some(&fname),
+                None,
+                e.note.as_deref(),
+            );
+        } else if let Some(t) = &e.clear {
+            let target = targets
+                .get(t)
+                .ok_or_else(|| anyhow!("timeline event {n}: no target `{t}`"))?;
+            for (fname, hits) in target.hits() {
+                ev(
+                    &events,
+                    "fault-off",
+                    t,
+                    Some(&fname),
+                    Some(hits),
+                    Some("cleared"),
+                );
+            }
+            target.clear();
+        }
+    }
+    Ok(())
+}
+
+/// Sleep until `when` unless cancelled; false when cancelled.
+async fn sleep_until(when: Instant, cancel: &CancellationToken) -> bool {
+    tokio::select! {
+        _ = tokio::time::sleep_until(tokio::time::Instant::from_std(when)) => true,
+        _ = cancel.cancelled() => false,
+    }
+}
