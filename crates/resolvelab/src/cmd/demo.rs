@@ -1,13 +1,74 @@
-//! `resolvelab demo` (not wired yet).
+//! `resolvelab demo` — the README's first command: a short real reproduction with nginx.
 
 use crate::Ctx;
+use crate::cmd::run::run_and_judge;
+use resolvelab_scenario::library;
+use resolvelab_scenario::runner::RunOptions;
+use std::path::PathBuf;
 use std::process::ExitCode;
 
 /// Arguments of `resolvelab demo`.
 #[derive(Debug, clap::Args)]
-pub struct Args {}
+#[command(
+    after_help = "Builds nginx 1.28 from the nginx-src crate on first use (cached), then runs the \
+built-in `demo` scenario (~1 minute): a GSLB-style name alternating between two backends whose \
+keep-alive connections are reclaimed (the generation race), then a 3 s NXDOMAIN aligned with nginx's \
+re-query. It prints the verdict and where the report is.\n\nExamples:\n  resolvelab demo\n  \
+resolvelab demo --out /tmp/runs --seed 7"
+)]
+pub struct Args {
+    /// Parent directory of the run directory.
+    #[arg(long, default_value = "runs")]
+    out: PathBuf,
+    /// RNG seed.
+    #[arg(long)]
+    seed: Option<u64>,
+}
 
 /// Run `resolvelab demo`.
-pub fn run(_args: Args, _ctx: &Ctx) -> anyhow::Result<ExitCode> {
-    anyhow::bail!("`resolvelab demo` is not available yet")
+pub fn run(args: Args, ctx: &Ctx) -> anyhow::Result<ExitCode> {
+    let sc = library::get("demo")?;
+    println!("resolvelab demo: {}\n", sc.question);
+    let opts = RunOptions {
+        out: args.out,
+        seed: args.seed,
+        nginx: ctx.nginx.clone(),
+        ..RunOptions::default()
+    };
+    let j = run_and_judge(&sc, &opts, "nginx")?;
+    let v = &j.verdict;
+    println!();
+    println!("verdict: {} — {}", v.status, v.summary);
+    for e in &v.expectations {
+        println!(
+            "  [{}] {} — measured: {}",
+            if e.held { "held" } else { "NOT held" },
+            e.text,
+            e.measured
+        );
+    }
+    println!();
+    for i in &v.diagnosis.incidents {
+        println!(
+            "  incident {:<26} {:>6} failed requests over {:>6} ms, {:.0}% of requests in the window",
+            i.class,
+            i.count,
+            i.duration_ms,
+            i.share_failed * 100.0
+        );
+    }
+    println!("\nrun directory: {}", j.record.dir.display());
+    println!(
+        "report:        {}",
+        j.record.dir.join("verdict.html").display()
+    );
+    println!(
+        "re-check with: resolvelab analyze {}",
+        j.record.dir.display()
+    );
+    Ok(if v.passed() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
 }

@@ -124,10 +124,6 @@ pub fn run_and_judge(sc: &Scenario, opts: &RunOptions, engine: &str) -> Result<J
     Ok(Judged { record, verdict })
 }
 
-fn held(v: &Verdict) -> bool {
-    v.status == "completed" && v.expectations.iter().all(|e| e.held)
-}
-
 fn print_verdict(j: &Judged) {
     let v = &j.verdict;
     let name = match &j.record.variant {
@@ -205,7 +201,7 @@ pub fn run(args: Args, ctx: &Ctx) -> Result<ExitCode> {
             match run_and_judge(&v, &opts, &args.engine) {
                 Ok(j) => {
                     print_verdict(&j);
-                    all_held &= held(&j.verdict);
+                    all_held &= j.verdict.passed();
                     judged.push((v, j));
                 }
                 Err(e) if args.all => {
@@ -298,7 +294,7 @@ fn summary_table(judged: &[(Scenario, Judged)], opts: &RunOptions, engine: &str)
             sc.reproduces,
             sc.seed_figure.replace('|', "\\|"),
             exp.join("<br>"),
-            if held(v) {
+            if v.passed() {
                 "reproduced"
             } else {
                 v.status.as_str()

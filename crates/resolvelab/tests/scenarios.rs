@@ -1,0 +1,196 @@
+//! The lab end to end, as a user runs it: `resolvelab run NAME --scale F` against the real nginx,
+//! then the verdict the checker wrote. A scaled subset of the library (each run ≤ 60 s), run one
+//! at a time so that timing-sensitive measurements do not compete for the two cores.
+
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+static SERIAL: Mutex<()> = Mutex::new(());
+
+fn run(args: &[&str], out: &Path) -> (i32, String) {
+    let o = Command::new(env!("CARGO_BIN_EXE_resolvelab"))
+        .arg("run")
+        .args(args)
+        .arg("--quiet")
+        .arg("--out")
+        .arg(out)
+        .output()
+        .unwrap();
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
+    (o.status.code().unwrap_or(-1), text)
+}
+
+fn verdicts(out: &Path) -> Vec<(PathBuf, Value)> {
+    let mut v: Vec<(PathBuf, Value)> = std::fs::read_dir(out)
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.join("verdict.json").is_file())
+        .map(|p| {
+            let j: Value =
+                serde_json::from_str(&std::fs::read_to_string(p.join("verdict.json")).unwrap())
+                    .unwrap();
+            (p, j)
+        })
+        .collect();
+    v.sort_by(|a, b| a.0.cmp(&b.0));
+    v
+}
+
+fn assert_all_held(name: &str, args: &[&str]) -> Vec<(PathBuf, Value)> {
+    let _g = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    // Removed only on success, so that a failing CI run keeps its evidence.
+    let out = tempfile::Builder::new()
+        .prefix(&format!("rl-{name}-"))
+        .tempdir()
+        .unwrap()
+        .keep();
+    let mut a = vec![name];
+    a.extend_from_slice(args);
+    let (code, text) = run(&a, &out);
+    let vs = verdicts(&out);
+    assert!(!vs.is_empty(), "no verdict written: {text}");
+    for (dir, v) in &vs {
+        for f in [
+            "scenario.toml",
+            "fingerprint.json",
+            "nginx.conf",
+            "access.log",
+            "error.log",
+            "dns.jsonl",
+            "events.jsonl",
+            "load.jsonl",
+            "verdict.md",
+            "verdict.html",
+        ] {
+            assert!(dir.join(f).is_file(), "{} lacks {f}", dir.display());
+        }
+        assert_eq!(v["status"], "completed", "{}: {text}", dir.display());
+        assert_eq!(v["schema"], "resolvelab.diagnosis/v1");
+        let exps = v["expectations"].as_array().unwrap();
+        assert!(!exps.is_empty());
+        for e in exps {
+            assert_eq!(
+                e["held"],
+                true,
+                "{}: expectation {} measured {}\n{text}",
+                dir.display(),
+                e["text"],
+                e["measured"]
+            );
+        }
+    }
+    assert_eq!(code, 0, "{text}");
+    let _ = std::fs::remove_dir_all(&out);
+    vs
+}
+
+#[test]
+fn swap_only_has_no_errors_and_requeries_every_valid_plus_one_second() {
+    let vs = assert_all_held("swap-only", &["--scale", "0.25"]);
+    let p = vs[0].1["requery_period_ms"].as_f64().unwrap();
+    assert!((p - 6000.0).abs() <= 100.0, "period {p}");
+}
+
+#[test]
+fn nxdomain_outage_lasts_one_requery_period() {
+    let vs = assert_all_held("nxdomain", &["--scale", "0.5", "--variant", "base"]);
+    let inc = vs[0].1["incidents"].as_array().unwrap();
+    assert!(inc.iter().any(|i| i["class"] == "dns-nxdomain"));
+}
+
+#[test]
+fn dual_resolve_wipeout_and_its_fix() {
+    let vs = assert_all_held("dual-resolve", &["--scale", "0.5", "--variant", "base"]);
+    assert!(
+        vs[0].1["incidents"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|i| i["class"] == "maxfails-wipeout")
+    );
+    assert_all_held(
+        "dual-resolve",
+        &["--scale", "0.5", "--variant", "max_fails=0"],
+    );
+}
+
+#[test]
+fn control_reclaim_race_is_hidden_by_retries_and_counted() {
+    let vs = assert_all_held("generation-race-control", &["--scale", "0.25"]);
+    let inj = vs[0].1["injections"].as_array().unwrap();
+    assert!(!inj.is_empty(), "the reclaim fault is an injection");
+    assert!(
+        inj.iter().all(|i| i["hits"].as_u64().unwrap() > 0),
+        "{inj:?}"
+    );
+}
+
+#[test]
+fn dns_silence_is_harmless() {
+    assert_all_held("dns-silent", &["--scale", "0.5"]);
+}
+
+#[test]
+fn per_dc_names_survive_a_backend_failure() {
+    assert_all_held("per-dc", &["--scale", "0.5"]);
+}
+
+#[test]
+fn an_interrupted_run_leaves_a_valid_directory_marked_aborted() {
+    let _g = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let out = tempfile::tempdir().unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_resolvelab"))
+        .args(["run", "swap-only", "--quiet", "--out"])
+        .arg(out.path())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    // Interrupt once the load is running (its first line is in load.jsonl).
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let started = std::fs::read_dir(out.path()).unwrap().flatten().any(|e| {
+            std::fs::read_to_string(e.path().join("events.jsonl"))
+                .is_ok_and(|t| t.contains("\"start\""))
+        });
+        if started || Instant::now() > deadline {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let status = child.wait().unwrap();
+    assert!(!status.success());
+    let vs = verdicts(out.path());
+    assert_eq!(vs.len(), 1);
+    assert_eq!(vs[0].1["status"], "aborted");
+    let run: Value =
+        serde_json::from_str(&std::fs::read_to_string(vs[0].0.join("run.json")).unwrap()).unwrap();
+    assert_eq!(run["status"], "aborted");
+}
+
+#[test]
+fn scenario_errors_are_one_line_with_file_and_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("bad.toml");
+    std::fs::write(
+        &p,
+        "version = 1\nname = \"x\"\ndescription = \"d\"\nquestion = \"q\"\n[nginx]\nvalid = 5\n",
+    )
+    .unwrap();
+    let (code, text) = run(&[p.to_str().unwrap()], dir.path());
+    assert_eq!(code, 2);
+    assert_eq!(text.lines().count(), 1, "{text}");
+    assert!(text.contains("bad.toml:6"), "{text}");
+    let (code, text) = run(&["no-such-scenario"], dir.path());
+    assert_eq!(code, 2);
+    assert!(text.contains("resolvelab run --list"), "{text}");
+}
