@@ -39,11 +39,11 @@ pub fn format(d: Duration) -> String {
     let us = d.as_micros();
     if us == 0 {
         "0s".into()
-    } else if us % 1_000_000 == 0 {
+    } else if us.is_multiple_of(1_000_000) {
         format!("{}s", us / 1_000_000)
     } else if us >= 1_000_000 {
         format!("{}s", d.as_secs_f64())
-    } else if us % 1000 == 0 {
+    } else if us.is_multiple_of(1000) {
         format!("{}ms", us / 1000)
     } else {
         format!("{us}us")

@@ -73,14 +73,11 @@ impl<W: Write> BufJsonl<W> {
     }
 }
 
-/// Read a JSON Lines file: returns the schema (if the first line has one) and an iterator over
-/// the remaining lines as `(line_number, Result<Value>)`.
-pub fn read_values(
-    path: &Path,
-) -> io::Result<(
-    Option<String>,
-    Vec<(usize, Result<serde_json::Value, String>)>,
-)> {
+/// One line of a JSON Lines file: its 1-based number and the parsed value (or the parse error).
+pub type Line = (usize, Result<serde_json::Value, String>);
+
+/// Read a JSON Lines file: returns the schema (if the first line has one) and the other lines.
+pub fn read_values(path: &Path) -> io::Result<(Option<String>, Vec<Line>)> {
     let text = std::fs::read_to_string(path)
         .map_err(|e| io::Error::new(e.kind(), format!("cannot read {}: {e}", path.display())))?;
     let mut schema = None;
@@ -91,13 +88,12 @@ pub fn read_values(
         }
         let v: Result<serde_json::Value, String> =
             serde_json::from_str(line).map_err(|e| e.to_string());
-        if i == 0 {
-            if let Ok(v) = &v {
-                if let Some(s) = v.get("schema").and_then(|s| s.as_str()) {
-                    schema = Some(s.to_string());
-                    continue;
-                }
-            }
+        if i == 0
+            && let Ok(v) = &v
+            && let Some(s) = v.get("schema").and_then(|s| s.as_str())
+        {
+            schema = Some(s.to_string());
+            continue;
         }
         out.push((i + 1, v));
     }

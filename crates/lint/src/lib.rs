@@ -1,2 +1,253 @@
-//! resolvelab-lint (work in progress).
+//! Lints nginx configurations for the DNS/upstream failures the resolvelab lab proves.
+//!
+//! Gixy-style linters flag a missing resolver; this one knows that one `resolve` line behind a
+//! GSLB name produces generation-race 502s, that a second `resolve` line silently arms
+//! `max_fails=1`, and that `valid=30s` makes an NXDOMAIN outage five times longer — and every
+//! finding names the scenario that reproduces it (`resolvelab run <scenario>`).
+//!
+//! The input is a file tree (with `include`, globs relative to the prefix) or the output of
+//! `nginx -T` (recognised by its `# configuration file …:` markers). Output is compiler-style
+//! text, JSON (`resolvelab.lint/v1`) or SARIF 2.1.0.
+//!
+//! ```
+//! use resolvelab_lint::{lint_text, render_text, LintOptions};
+//! let conf = "http {\n  resolver 10.0.0.53 valid=5s;\n  upstream be {\n    zone be 128k;\n    server api.example.com:443 resolve;\n  }\n}\n";
+//! let report = lint_text("nginx.conf", conf.to_string(), &LintOptions::default()).unwrap();
+//! let ids: Vec<&str> = report.findings.iter().map(|f| f.rule.as_str()).collect();
+//! assert!(ids.contains(&"resolve-single-name"));
+//! assert!(ids.contains(&"resolver-ipv6"));
+//! assert!(render_text(&report).contains("reproduce: resolvelab run generation-race"));
+//! assert_eq!(report.exit_code(resolvelab_lint::Severity::Warning), 1);
+//! ```
 #![deny(missing_docs)]
+
+pub mod load;
+pub mod parse;
+mod render;
+pub mod rules;
+mod suppress;
+pub mod version;
+
+pub use load::{Config, LoadError, SourceFile};
+pub use render::{render_json, render_sarif, render_text, sarif_value};
+pub use rules::{RULES, Rule};
+pub use version::{Version, Versions};
+
+use serde::Serialize;
+use std::path::{Path, PathBuf};
+
+/// The JSON output's schema id.
+pub const SCHEMA: &str = "resolvelab.lint/v1";
+
+/// How bad a finding is. Ordered: `Info < Warning < Error`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Severity {
+    /// A trade-off or a hint; never fails CI by default.
+    Info,
+    /// A configuration the lab shows failing under realistic conditions.
+    Warning,
+    /// nginx refuses the configuration, or the failure is certain.
+    Error,
+}
+
+impl Severity {
+    /// `error`, `warning` or `info`.
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            Severity::Info => "info",
+            Severity::Warning => "warning",
+            Severity::Error => "error",
+        }
+    }
+}
+
+impl std::str::FromStr for Severity {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "info" => Ok(Severity::Info),
+            "warning" => Ok(Severity::Warning),
+            "error" => Ok(Severity::Error),
+            _ => Err(format!(
+                "\"{s}\" is not a severity: use error, warning or info"
+            )),
+        }
+    }
+}
+
+/// What the linter should assume about the deployment.
+#[derive(Debug, Clone)]
+pub struct LintOptions {
+    /// The nginx version the configuration is for; `None` assumes a current one (>= 1.27.3).
+    pub nginx_version: Option<Version>,
+    /// Directory relative `include`s resolve against (default: the main file's directory).
+    pub prefix: Option<PathBuf>,
+    /// Expected request rate per upstream: >= 100 makes a missing `keepalive` a warning,
+    /// below 100 silences it; `None` reports it as info.
+    pub rps: Option<u32>,
+    /// How many addresses one `resolve` name may answer with, for the zone-size estimate.
+    pub max_addresses_per_name: u32,
+}
+
+impl Default for LintOptions {
+    fn default() -> Self {
+        LintOptions {
+            nginx_version: None,
+            prefix: None,
+            rps: None,
+            max_addresses_per_name: 8,
+        }
+    }
+}
+
+/// One finding, as serialized in `findings[]` of the JSON output.
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+pub struct Finding {
+    /// Rule id (`resolve-single-name`).
+    pub rule: String,
+    /// Severity of this finding.
+    pub severity: Severity,
+    /// File as named in the input (for `nginx -T`, the path from its marker).
+    pub file: String,
+    /// 1-based line.
+    pub line: u32,
+    /// 1-based column.
+    pub column: u32,
+    /// Width of the flagged word, for carets.
+    #[serde(skip)]
+    pub len: u32,
+    /// What is wrong here and why.
+    pub message: String,
+    /// How to fix it.
+    pub fix: String,
+    /// `resolvelab run <scenario>` that reproduces the failure, if any.
+    pub reproduce: Option<String>,
+    /// nginx versions the rule applies to (`>= 1.27.3`, `all`).
+    pub nginx_versions: String,
+}
+
+/// A finding silenced by `# resolvelab: ignore RULE reason`.
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+pub struct Suppressed {
+    /// The finding.
+    #[serde(flatten)]
+    pub finding: Finding,
+    /// The reason written in the comment.
+    pub reason: String,
+}
+
+/// The result of linting one configuration.
+#[derive(Debug, Clone)]
+pub struct Report {
+    /// Findings, ordered by file, line, column.
+    pub findings: Vec<Finding>,
+    /// Findings silenced by a suppression with its reason.
+    pub suppressed: Vec<Suppressed>,
+    /// Every file read (for carets).
+    pub files: Vec<SourceFile>,
+    /// Remarks about the input (unmatched include globs, assumed version).
+    pub notes: Vec<String>,
+    /// The nginx version assumed.
+    pub nginx_version: Option<Version>,
+}
+
+impl Report {
+    /// 1 when a finding is at least `fail_on`, else 0 (2 is for errors before a report exists).
+    pub fn exit_code(&self, fail_on: Severity) -> u8 {
+        u8::from(self.findings.iter().any(|f| f.severity >= fail_on))
+    }
+
+    /// Number of findings of each severity: (errors, warnings, infos).
+    pub fn counts(&self) -> (usize, usize, usize) {
+        let n = |s| self.findings.iter().filter(|f| f.severity == s).count();
+        (n(Severity::Error), n(Severity::Warning), n(Severity::Info))
+    }
+
+    /// Appends another report (several inputs linted in one run).
+    pub fn merge(&mut self, other: Report) {
+        self.findings.extend(other.findings);
+        self.suppressed.extend(other.suppressed);
+        self.files.extend(other.files);
+        for n in other.notes {
+            if !self.notes.contains(&n) {
+                self.notes.push(n);
+            }
+        }
+    }
+}
+
+/// Lints a loaded configuration.
+pub fn lint_config(cfg: Config, opts: &LintOptions) -> Report {
+    let hits = rules::check(&cfg, opts);
+    let (mut sups, mut bad) = suppress::collect(&cfg);
+    let (mut kept, silenced) = suppress::apply(hits, &mut sups);
+    kept.append(&mut bad);
+    let to_finding = |h: &rules::Hit| Finding {
+        rule: h.rule.id.to_string(),
+        severity: h.severity,
+        file: cfg.files[h.file].name.clone(),
+        line: h.span.line,
+        column: h.span.col,
+        len: h.span.len.max(1),
+        message: h.message.clone(),
+        fix: h.fix.clone(),
+        reproduce: h.rule.reproduce(),
+        nginx_versions: h.rule.versions.to_string(),
+    };
+    let order = |a: &rules::Hit, b: &rules::Hit| {
+        (a.file, a.span.line, a.span.col, a.rule.id).cmp(&(
+            b.file,
+            b.span.line,
+            b.span.col,
+            b.rule.id,
+        ))
+    };
+    kept.sort_by(order);
+    let mut findings: Vec<Finding> = kept.iter().map(to_finding).collect();
+    findings.dedup();
+    let suppressed = silenced
+        .iter()
+        .map(|(h, reason)| Suppressed {
+            finding: to_finding(h),
+            reason: reason.clone(),
+        })
+        .collect();
+    let mut notes = cfg.notes.clone();
+    if opts.nginx_version.is_none() {
+        notes.push(format!(
+            "nginx version unknown: assuming >= {} (pass --nginx-version or --nginx)",
+            version::RESOLVE_SINCE
+        ));
+    }
+    Report {
+        findings,
+        suppressed,
+        files: cfg.files,
+        notes,
+        nginx_version: opts.nginx_version,
+    }
+}
+
+/// Lints configuration text (stdin, or a string): `nginx -T` output or one file named `name`.
+pub fn lint_text(name: &str, text: String, opts: &LintOptions) -> Result<Report, LoadError> {
+    let cfg = load::load_text(name, text, opts.prefix.as_deref())?;
+    Ok(lint_config(cfg, opts))
+}
+
+/// Lints each path (a main config file or saved `nginx -T` output) and merges the reports.
+/// The first unreadable or malformed input is the error (one line with file:line).
+pub fn lint_paths(paths: &[PathBuf], opts: &LintOptions) -> Result<Report, LoadError> {
+    let mut report = Report {
+        findings: Vec::new(),
+        suppressed: Vec::new(),
+        files: Vec::new(),
+        notes: Vec::new(),
+        nginx_version: opts.nginx_version,
+    };
+    for p in paths {
+        let cfg = load::load_path(Path::new(p), opts.prefix.as_deref())?;
+        report.merge(lint_config(cfg, opts));
+    }
+    Ok(report)
+}

@@ -43,6 +43,7 @@ pub const FILES: &[(&str, &str)] = &[
         "aaaa-pollution",
         include_str!("../../../scenarios/aaaa-pollution.toml"),
     ),
+    ("rto", include_str!("../../../scenarios/rto.toml")),
     ("demo", include_str!("../../../scenarios/demo.toml")),
 ];
 

@@ -248,6 +248,10 @@ pub struct Event {
     /// Time after the previous event.
     #[serde(default)]
     pub after: Option<String>,
+    /// Add a uniform random delay in `[0, jitter)` from the run's seeded RNG: the phase of a real
+    /// failure relative to nginx's re-query timer is random (RTO ~ U(0, valid + 1 s]).
+    #[serde(default)]
+    pub jitter: Option<String>,
     /// `next-requery` (lands on nginx's next re-query of `dns`) or `between-requeries`.
     #[serde(default)]
     pub align: Option<String>,
@@ -405,7 +409,7 @@ impl Scenario {
                     "timeline event {n}: give `at` or `after`, not both"
                 )));
             }
-            for (f, v) in [("at", &ev.at), ("after", &ev.after), ("for", &ev.for_)] {
+            for (f, v) in [("at", &ev.at), ("after", &ev.after), ("for", &ev.for_), ("jitter", &ev.jitter)] {
                 if let Some(v) = v {
                     dur(&format!("timeline event {n}: {f}"), v).map_err(|e| bad(e.to_string()))?;
                 }

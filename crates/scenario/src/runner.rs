@@ -428,6 +428,7 @@ async fn play(
     let targets = Arc::new(targets);
     let timeline = tokio::spawn(run_timeline(
         sc.timeline.clone(),
+        seed,
         sc.nginx.valid.clone(),
         dns.clone(),
         targets.clone(),
@@ -606,6 +607,7 @@ async fn watch(
 #[allow(clippy::too_many_arguments)]
 async fn run_timeline(
     timeline: Vec<Event>,
+    seed: u64,
     valid: String,
     dns: Arc<DnsHandle>,
     targets: Arc<BTreeMap<String, FaultTarget>>,
@@ -634,13 +636,17 @@ async fn run_timeline(
             }
         });
     }
+    let mut rng = <rand_chacha::ChaCha8Rng as rand::SeedableRng>::seed_from_u64(seed ^ 0x7431_6d65);
     let mut prev = Duration::ZERO;
     for (i, e) in timeline.iter().enumerate() {
-        let at = match (&e.at, &e.after) {
+        let mut at = match (&e.at, &e.after) {
             (Some(a), _) => dur("at", a)?,
             (None, Some(a)) => prev + dur("after", a)?,
             (None, None) => prev,
         };
+        if let Some(j) = &e.jitter {
+            at += dur("jitter", j)?.mul_f64(rand::RngExt::random::<f64>(&mut rng));
+        }
         prev = at;
         let mut when = t0 + at;
         let for_ = e.for_.as_deref().map(|f| dur("for", f)).transpose()?;

@@ -1,13 +1,172 @@
-//! `resolvelab lint` (not wired yet).
+//! `resolvelab lint`: flag nginx configurations the lab proves dangerous.
 
 use crate::Ctx;
+use anyhow::Context as _;
+use resolvelab_lint::{LintOptions, RULES, Report, Severity, Version};
+use std::io::Read as _;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+
+/// Output format.
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+pub enum Format {
+    /// Compiler-style text with carets.
+    Text,
+    /// JSON, `schema: "resolvelab.lint/v1"`.
+    Json,
+    /// SARIF 2.1.0 (code-scanning tools).
+    Sarif,
+}
 
 /// Arguments of `resolvelab lint`.
 #[derive(Debug, clap::Args)]
-pub struct Args {}
+#[command(
+    after_help = "Exit status: 0 clean, 1 findings at or above --fail-on, 2 error (unreadable or malformed input).
+
+Suppress a deliberate finding with a reason, on its line or the line above (above a block
+covers the block):
+  # resolvelab: ignore resolver-valid-long fewer swaps are worth it here
+  resolver 10.0.0.53 valid=30s ipv6=off;
+
+Examples:
+  resolvelab lint /etc/nginx/nginx.conf
+  nginx -T 2>&1 | resolvelab lint -
+  resolvelab lint --nginx-version 1.26.2 nginx.conf
+  resolvelab lint --format sarif nginx.conf > lint.sarif
+  resolvelab lint --format json --fail-on error nginx.conf
+  resolvelab lint --rules"
+)]
+pub struct Args {
+    /// Configuration to lint: the main nginx.conf (includes are followed) or saved `nginx -T`
+    /// output; `-` reads stdin.
+    #[arg(value_name = "FILE", required_unless_present = "rules")]
+    files: Vec<PathBuf>,
+    /// Output format.
+    #[arg(long, value_enum, default_value = "text")]
+    format: Format,
+    /// The nginx version the configuration is for (default: `nginx -V` of --nginx, of `nginx` on
+    /// PATH, or of the lab's existing build; otherwise a current version >= 1.27.3 is assumed).
+    #[arg(long, value_name = "X.Y.Z")]
+    nginx_version: Option<Version>,
+    /// Directory relative `include`s resolve against (default: the directory of FILE).
+    #[arg(long, value_name = "DIR")]
+    prefix: Option<PathBuf>,
+    /// Exit with 1 when a finding is at least this severe (error, warning, info).
+    #[arg(long, default_value = "warning", value_name = "SEVERITY")]
+    fail_on: Severity,
+    /// Expected requests per second per upstream: >= 100 makes a missing upstream keepalive a
+    /// warning, below 100 silences it.
+    #[arg(long, value_name = "N")]
+    rps: Option<u32>,
+    /// Addresses one `resolve` name may answer with, for the zone-size estimate.
+    #[arg(long, default_value_t = 8, value_name = "N")]
+    max_addresses: u32,
+    /// List every rule (id, severity, nginx versions, scenario) and exit.
+    #[arg(long)]
+    rules: bool,
+}
+
+fn on_path(name: &str) -> Option<PathBuf> {
+    std::env::var_os("PATH").and_then(|paths| {
+        std::env::split_paths(&paths)
+            .map(|d| d.join(name))
+            .find(|p| p.is_file())
+    })
+}
+
+fn detect_version(args: &Args, ctx: &Ctx) -> anyhow::Result<(Option<Version>, Option<String>)> {
+    if let Some(v) = args.nginx_version {
+        return Ok((Some(v), None));
+    }
+    if let Some(bin) = &ctx.nginx {
+        let v = Version::detect(bin)?;
+        return Ok((
+            Some(v),
+            Some(format!("nginx {v} from `{} -V`", bin.display())),
+        ));
+    }
+    // Linting on the server itself: its nginx is the one the configuration is for. A failure here
+    // is not an error — the user did not ask for this binary.
+    if let Some(bin) = on_path("nginx")
+        && let Ok(v) = Version::detect(&bin)
+    {
+        return Ok((
+            Some(v),
+            Some(format!("nginx {v} from `{} -V`", bin.display())),
+        ));
+    }
+    // The lab's own build, only if it already exists: linting never builds nginx.
+    if let Some(bin) = resolvelab_nginx::provision::cached_binary()
+        && let Ok(v) = Version::detect(&bin)
+    {
+        return Ok((
+            Some(v),
+            Some(format!(
+                "nginx {v} assumed: the lab's build at {} (pass --nginx-version for another)",
+                bin.display()
+            )),
+        ));
+    }
+    Ok((None, None))
+}
+
+fn list_rules() -> String {
+    let mut out = String::from("RULE                         SEVERITY  NGINX       REPRODUCE\n");
+    for r in RULES {
+        out.push_str(&format!(
+            "{:<28} {:<9} {:<11} {}\n    {}\n",
+            r.id,
+            r.severity.as_str(),
+            r.versions.to_string(),
+            r.reproduce().unwrap_or_else(|| "-".into()),
+            r.title
+        ));
+    }
+    out
+}
+
+fn lint_one(path: &Path, opts: &LintOptions) -> anyhow::Result<Report> {
+    if path == Path::new("-") {
+        let mut text = String::new();
+        std::io::stdin()
+            .read_to_string(&mut text)
+            .context("cannot read stdin")?;
+        return Ok(resolvelab_lint::lint_text("<stdin>", text, opts)?);
+    }
+    Ok(resolvelab_lint::lint_paths(&[path.to_path_buf()], opts)?)
+}
 
 /// Run `resolvelab lint`.
-pub fn run(_args: Args, _ctx: &Ctx) -> anyhow::Result<ExitCode> {
-    anyhow::bail!("`resolvelab lint` is not available yet")
+pub fn run(args: Args, ctx: &Ctx) -> anyhow::Result<ExitCode> {
+    if args.rules {
+        print!("{}", list_rules());
+        return Ok(ExitCode::SUCCESS);
+    }
+    let (nginx_version, source) = detect_version(&args, ctx)?;
+    let opts = LintOptions {
+        nginx_version,
+        prefix: args.prefix.clone(),
+        rps: args.rps,
+        max_addresses_per_name: args.max_addresses,
+    };
+    let mut report: Option<Report> = None;
+    for f in &args.files {
+        let r = lint_one(f, &opts)?;
+        match &mut report {
+            None => report = Some(r),
+            Some(all) => all.merge(r),
+        }
+    }
+    let Some(mut report) = report else {
+        anyhow::bail!("no configuration given: pass a FILE or `-` for stdin");
+    };
+    if let Some(s) = source {
+        report.notes.push(s);
+    }
+    match args.format {
+        Format::Text => print!("{}", resolvelab_lint::render_text(&report)),
+        Format::Json => println!("{}", resolvelab_lint::render_json(&report)),
+        Format::Sarif => println!("{}", resolvelab_lint::render_sarif(&report)),
+    }
+    Ok(ExitCode::from(report.exit_code(args.fail_on)))
 }

@@ -195,20 +195,36 @@ pub fn run(args: Args, ctx: &Ctx) -> Result<ExitCode> {
     let mut all_held = true;
     for sc in &scenarios {
         for v in expand_variants(sc, args.variant.as_deref())? {
-            if INTERRUPTED.load(Ordering::SeqCst) {
-                break;
+            // `repeat = N`: the same scenario N times with seeds seed, seed+1, … for a distribution.
+            let reps = v.repeat.unwrap_or(1).max(1);
+            let base_seed = opts.seed.or(v.seed).unwrap_or(1);
+            let mut durations = Vec::new();
+            for r in 0..reps {
+                if INTERRUPTED.load(Ordering::SeqCst) {
+                    break;
+                }
+                let o = RunOptions {
+                    seed: Some(base_seed + u64::from(r)),
+                    ..opts.clone()
+                };
+                match run_and_judge(&v, &o, &args.engine) {
+                    Ok(j) => {
+                        print_verdict(&j);
+                        all_held &= j.verdict.passed();
+                        if let Some(d) = j.verdict.diagnosis.incidents.iter().map(|i| i.duration_ms).max() {
+                            durations.push(d);
+                        }
+                        judged.push((v.clone(), j));
+                    }
+                    Err(e) if args.all => {
+                        eprintln!("error: {}: {e:#}", v.name);
+                        all_held = false;
+                    }
+                    Err(e) => return Err(e),
+                }
             }
-            match run_and_judge(&v, &opts, &args.engine) {
-                Ok(j) => {
-                    print_verdict(&j);
-                    all_held &= j.verdict.passed();
-                    judged.push((v, j));
-                }
-                Err(e) if args.all => {
-                    eprintln!("error: {}: {e:#}", v.name);
-                    all_held = false;
-                }
-                Err(e) => return Err(e),
+            if reps > 1 {
+                println!("{}", distribution_line(&v, &durations));
             }
         }
     }
@@ -228,6 +244,22 @@ pub fn run(args: Args, ctx: &Ctx) -> Result<ExitCode> {
     } else {
         ExitCode::from(1)
     })
+}
+
+/// `rto: longest incident over 5 runs: 2510 / 3120 / 5790 ms … (mean 3800 ms)`.
+fn distribution_line(sc: &Scenario, durations: &[i64]) -> String {
+    let mut d = durations.to_vec();
+    d.sort_unstable();
+    let mean = if d.is_empty() { 0.0 } else { d.iter().sum::<i64>() as f64 / d.len() as f64 };
+    let name = match &sc.variant_of {
+        Some(v) => format!("{} [{v}]", sc.name),
+        None => sc.name.clone(),
+    };
+    format!(
+        "{name}: longest incident over {} runs: {} ms (mean {mean:.0} ms)",
+        d.len(),
+        d.iter().map(|x| x.to_string()).collect::<Vec<_>>().join(" / ")
+    )
 }
 
 /// The reproduction table: the seed's figure, ours, the verdict and the command.

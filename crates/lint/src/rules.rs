@@ -1,0 +1,1149 @@
+//! The rules: what each one knows, and the checks over a loaded configuration.
+//!
+//! Every rule has a stable id used in output, suppressions and docs, and names the lab scenario
+//! that reproduces the failure it warns about.
+
+use crate::load::Config;
+use crate::parse::{Directive, Span, Word};
+use crate::version::{RESOLVE_SINCE, Versions};
+use crate::{LintOptions, Severity};
+use std::collections::{BTreeMap, BTreeSet, HashSet};
+
+/// What a rule is: id, default severity, one-line title, explanation, fix, versions, scenario.
+#[derive(Debug, Clone, Copy)]
+pub struct Rule {
+    /// Stable id (`resolve-single-name`).
+    pub id: &'static str,
+    /// Default severity (a finding may be raised or lowered with a reason in its message).
+    pub severity: Severity,
+    /// One line.
+    pub title: &'static str,
+    /// Why it matters, from the lab's measurements.
+    pub explain: &'static str,
+    /// The general fix.
+    pub fix: &'static str,
+    /// The nginx versions the rule applies to.
+    pub versions: Versions,
+    /// The scenario that reproduces it: `resolvelab run <scenario>`.
+    pub scenario: Option<&'static str>,
+}
+
+impl Rule {
+    /// `resolvelab run <scenario>`, if the rule has a scenario.
+    pub fn reproduce(&self) -> Option<String> {
+        self.scenario.map(|s| format!("resolvelab run {s}"))
+    }
+}
+
+const ALL: Versions = Versions::All;
+const RESOLVE: Versions = Versions::AtLeast(RESOLVE_SINCE);
+
+/// Every rule, in the order of the docs.
+pub static RULES: &[Rule] = &[
+    Rule {
+        id: "resolve-single-name",
+        severity: Severity::Warning,
+        title: "one `resolve` name without a fixed per-DC alternative (generation-race exposure)",
+        explain: "Every change of the name's answer swaps the peer and bumps the upstream's generation; a request whose retry (or first pick) crosses the swap is refused with `no live upstreams` (measured 101 of 36,001 requests, all within 12-486 ms after a swap). max_fails=0 and backup servers do not help this path.",
+        fix: "point the upstream at fixed per-DC names (`server dc1.internal:443 resolve max_fails=2 fail_timeout=5s; server dc2.internal:443 resolve max_fails=2 fail_timeout=5s;`, see `resolvelab run per-dc`), or retry once with `error_page 502 = @retry_once` plus a GET/HEAD/OPTIONS guard",
+        versions: RESOLVE,
+        scenario: Some("generation-race"),
+    },
+    Rule {
+        id: "resolve-max-fails",
+        severity: Severity::Warning,
+        title: "two or more resolve peers possible without `max_fails=0` (max_fails wipeout)",
+        explain: "With one peer nginx ignores max_fails; as soon as there are two (the same name on two lines, or a GSLB name that briefly answers two records) the hidden defaults max_fails=1 fail_timeout=10s apply, and one failure per peer disables every peer for 10 s (measured: 2.1 s of resets -> 5,209 NLU over 10.4 s; with max_fails=0: 0 NLU).",
+        fix: "add `max_fails=0` to the resolve line(s), or remove the duplicate line; distinct per-DC names with an explicit max_fails are the recommended design",
+        versions: RESOLVE,
+        scenario: Some("dual-resolve"),
+    },
+    Rule {
+        id: "resolver-valid-long",
+        severity: Severity::Info,
+        title: "`valid` of 30 s or more: longer DNS outages and slower failover (a trade-off)",
+        explain: "nginx requeries every valid+1 s and keeps an NXDOMAIN for the whole period: valid=30s made a 6 s NXDOMAIN a 31 s outage (5.2x) and GSLB failover 3.2x slower (12.2 s vs 3.8 s mean). It does lower the swap rate, which is why it may be a deliberate trade-off.",
+        fix: "use `valid=5s` unless fewer swaps are worth longer outages; suppress with a reason if deliberate",
+        versions: ALL,
+        scenario: Some("nxdomain"),
+    },
+    Rule {
+        id: "resolver-ipv6",
+        severity: Severity::Warning,
+        title: "resolver without `ipv6=off` where AAAA is not intended",
+        explain: "With ipv6 on (the default) nginx asks for A and AAAA; an unplanned AAAA answer adds a peer (often unreachable), turning one peer into two: the single-peer guard is off, max_fails=1 fail_timeout=10s applies, and a short backend hiccup becomes a wipeout.",
+        fix: "add `ipv6=off` to the `resolver` line (no side effect when the backends are IPv4)",
+        versions: RESOLVE,
+        scenario: Some("aaaa-pollution"),
+    },
+    Rule {
+        id: "backup-max-fails",
+        severity: Severity::Warning,
+        title: "`backup` without `max_fails=0` on every line",
+        explain: "With a backup server the upstream has two peers, so max_fails=1 fail_timeout=10s applies: ordinary failures disable the primary and the backup for 10 s each — measured worse than no backup at all (904 vs 101 errors; fixed: 119). A backup does not help the generation race either.",
+        fix: "add `max_fails=0` to every server line of the upstream (primary and backup)",
+        versions: ALL,
+        scenario: Some("backup"),
+    },
+    Rule {
+        id: "proxy-next-upstream-off",
+        severity: Severity::Warning,
+        title: "`proxy_next_upstream off`",
+        explain: "Everyday first-try failures (keep-alive reclaim races, deploys, resets) are normally hidden by a retry; with retries off every one becomes a client 502 (measured: 1,418 first-try failures, 0 client errors with retries on).",
+        fix: "remove it or use `proxy_next_upstream error timeout;`",
+        versions: ALL,
+        scenario: Some("generation-race-control"),
+    },
+    Rule {
+        id: "retry-shim-no-method-guard",
+        severity: Severity::Warning,
+        title: "`error_page 502` retry shim without a method guard",
+        explain: "A named location that proxies again after a 502 resends non-idempotent requests (POST, PATCH) whose first attempt may have reached the backend.",
+        fix: "guard the retry location: `if ($request_method !~ ^(GET|HEAD|OPTIONS)$) { return 502; }`",
+        versions: ALL,
+        scenario: Some("retry-shim"),
+    },
+    Rule {
+        id: "retry-shim-recursive",
+        severity: Severity::Warning,
+        title: "`error_page 502` retry shim with `recursive_error_pages on`",
+        explain: "The shim stops after exactly two passes only because recursive_error_pages is off by default; with it on, a persistent 502 is retried again and again (up to nginx's 10 internal redirects) under load.",
+        fix: "remove `recursive_error_pages on` (the default off ends the shim after one retry)",
+        versions: ALL,
+        scenario: Some("retry-shim"),
+    },
+    Rule {
+        id: "zone-too-small",
+        severity: Severity::Warning,
+        title: "upstream zone too small for the peers it may hold",
+        explain: "When the zone's slab allocator runs out while a requery adds peers, nginx logs `memory exhausted` and gives up the additions after the removals already happened: partial or total loss of peers.",
+        fix: "enlarge the zone (e.g. `zone NAME 128k;`)",
+        versions: ALL,
+        scenario: Some("zone-churn"),
+    },
+    Rule {
+        id: "resolve-no-zone",
+        severity: Severity::Error,
+        title: "`resolve` in an upstream without `zone`",
+        explain: "nginx refuses the configuration: resolving names at run time requires the upstream to be in shared memory.",
+        fix: "add `zone NAME 128k;` to the upstream",
+        versions: RESOLVE,
+        scenario: Some("swap-only"),
+    },
+    Rule {
+        id: "error-log-split",
+        severity: Severity::Warning,
+        title: "error_log split across files (diagnosis hazard)",
+        explain: "`could not be resolved` lines come from the resolver timer and go to the main error_log, while a request's `no live upstreams` and first-try errors go to the error_log of its http/server/location; reading one file makes a DNS outage look like a lone race.",
+        fix: "log to one file, or always grep every file from `nginx -T | grep error_log` (resolvelab diagnose accepts several --error files)",
+        versions: ALL,
+        scenario: Some("nxdomain"),
+    },
+    Rule {
+        id: "upstream-no-keepalive",
+        severity: Severity::Info,
+        title: "upstream without `keepalive` (port exhaustion at high rate)",
+        explain: "Without upstream keep-alive every request opens a new connection; at a few hundred requests per second to one address the ephemeral ports run out (`connect() failed (99: Cannot assign requested address)`, bursts with a ~56 s period).",
+        fix: "add `keepalive 64;` to the upstream with `proxy_http_version 1.1; proxy_set_header Connection \"\";` in the location",
+        versions: ALL,
+        scenario: Some("port-exhaustion"),
+    },
+    Rule {
+        id: "keepalive-ineffective",
+        severity: Severity::Warning,
+        title: "upstream `keepalive` without `proxy_http_version 1.1` and `Connection \"\"`",
+        explain: "nginx talks HTTP/1.0 with `Connection: close` to upstreams by default, so the keep-alive cache stays empty and every request opens a new connection.",
+        fix: "add `proxy_http_version 1.1; proxy_set_header Connection \"\";` where the upstream is proxied",
+        versions: ALL,
+        scenario: Some("port-exhaustion"),
+    },
+    Rule {
+        id: "resolve-unsupported-version",
+        severity: Severity::Error,
+        title: "`resolve` on nginx < 1.27.3",
+        explain: "Open-source nginx accepts `server … resolve` in upstream blocks only since 1.27.3; older versions refuse the configuration (and have no generation check).",
+        fix: "upgrade to nginx >= 1.27.3, or resolve the name at startup only (drop `resolve`)",
+        versions: Versions::Below(RESOLVE_SINCE),
+        scenario: Some("swap-only"),
+    },
+    Rule {
+        id: "resolver-timeout-vs-valid",
+        severity: Severity::Warning,
+        title: "`resolver_timeout` longer than `valid`",
+        explain: "A failed (SERVFAIL) or timed-out requery keeps the old peers and is retried only after max(resolver_timeout, 1 s) (nginx resends a silent query every 5 s until resolver_timeout); with the default 30 s a GSLB failover that coincides with a DNS hiccup is picked up 30-60 s late instead of within valid+1 s.",
+        fix: "set `resolver_timeout` below `valid` (e.g. `resolver_timeout 3s;` with `valid=5s`)",
+        versions: RESOLVE,
+        scenario: Some("dns-silent"),
+    },
+    Rule {
+        id: "resolve-no-resolver",
+        severity: Severity::Error,
+        title: "`resolve` server with no resolver declared",
+        explain: "nginx refuses the configuration (`no resolver defined to resolve names at run time`): the upstream needs a `resolver` in the upstream block or at http level (a resolver inside server{} does not count).",
+        fix: "add `resolver ADDRESS valid=5s ipv6=off;` to the upstream block or to http{}",
+        versions: RESOLVE,
+        scenario: Some("swap-only"),
+    },
+    Rule {
+        id: "suppression-invalid",
+        severity: Severity::Error,
+        title: "malformed `# resolvelab: ignore` comment",
+        explain: "A suppression must name a known rule and give a reason: `# resolvelab: ignore RULE reason`.",
+        fix: "write `# resolvelab: ignore RULE why this is deliberate`",
+        versions: ALL,
+        scenario: None,
+    },
+    Rule {
+        id: "suppression-unused",
+        severity: Severity::Info,
+        title: "suppression that matches no finding",
+        explain: "The suppressed finding is gone (or the comment is not next to it); a stale suppression would hide a future finding silently.",
+        fix: "remove the comment, or move it onto the line of the finding (or the line just above)",
+        versions: ALL,
+        scenario: None,
+    },
+];
+
+/// The rule with this id.
+pub fn rule(id: &str) -> Option<&'static Rule> {
+    RULES.iter().find(|r| r.id == id)
+}
+
+/// A finding before file names are attached.
+#[derive(Debug, Clone)]
+pub(crate) struct Hit {
+    pub rule: &'static Rule,
+    pub severity: Severity,
+    pub file: usize,
+    pub span: Span,
+    pub message: String,
+    pub fix: String,
+}
+
+fn hit(id: &str, at: &Word, file: usize, message: String) -> Hit {
+    let rule = rule(id).expect("rule ids used by checks are in RULES");
+    Hit {
+        rule,
+        severity: rule.severity,
+        file,
+        span: at.span,
+        message,
+        fix: rule.fix.to_string(),
+    }
+}
+
+/// Parses an nginx size (`128k`, `1m`, `65536`).
+pub fn parse_size(s: &str) -> Option<u64> {
+    let (num, mul) = match s.as_bytes().last()? {
+        b'k' | b'K' => (&s[..s.len() - 1], 1024),
+        b'm' | b'M' => (&s[..s.len() - 1], 1024 * 1024),
+        b'g' | b'G' => (&s[..s.len() - 1], 1024 * 1024 * 1024),
+        _ => (s, 1),
+    };
+    num.parse::<u64>().ok()?.checked_mul(mul)
+}
+
+/// Parses an nginx time (`30s`, `1m30s`, `500ms`, bare seconds) into milliseconds.
+pub fn parse_time_ms(s: &str) -> Option<u64> {
+    if s.is_empty() {
+        return None;
+    }
+    if let Ok(n) = s.parse::<u64>() {
+        return n.checked_mul(1000);
+    }
+    let mut total: u64 = 0;
+    let mut rest = s;
+    while !rest.is_empty() {
+        let digits = rest.find(|c: char| !c.is_ascii_digit())?;
+        if digits == 0 {
+            return None;
+        }
+        let n: u64 = rest[..digits].parse().ok()?;
+        rest = &rest[digits..];
+        let unit_len = rest
+            .find(|c: char| c.is_ascii_digit())
+            .unwrap_or(rest.len());
+        let mul: u64 = match &rest[..unit_len] {
+            "ms" => 1,
+            "s" => 1000,
+            "m" => 60_000,
+            "h" => 3_600_000,
+            "d" => 86_400_000,
+            "w" => 604_800_000,
+            "M" => 2_592_000_000,
+            "y" => 31_536_000_000,
+            _ => return None,
+        };
+        rest = &rest[unit_len..];
+        total = total.checked_add(n.checked_mul(mul)?)?;
+    }
+    Some(total)
+}
+
+fn fmt_ms(ms: u64) -> String {
+    if ms.is_multiple_of(1000) {
+        format!("{}s", ms / 1000)
+    } else {
+        format!("{ms}ms")
+    }
+}
+
+/// One `server` line of an upstream block.
+struct ServerLine<'a> {
+    d: &'a Directive,
+    /// The address word.
+    addr: &'a Word,
+    /// Host part when the address is a DNS name (not an IP literal or unix socket).
+    name: Option<String>,
+    resolve: bool,
+    backup: bool,
+    /// `max_fails=N`: the value and its word.
+    max_fails: Option<(u64, &'a Word)>,
+}
+
+impl ServerLine<'_> {
+    fn max_fails_zero(&self) -> bool {
+        matches!(self.max_fails, Some((0, _)))
+    }
+}
+
+fn host_of(addr: &str) -> Option<String> {
+    if addr.starts_with("unix:") || addr.starts_with('[') {
+        return None;
+    }
+    let host = match addr.rsplit_once(':') {
+        Some((h, p)) if p.chars().all(|c| c.is_ascii_digit()) => h,
+        _ => addr,
+    };
+    if host.is_empty() || host.parse::<std::net::IpAddr>().is_ok() {
+        return None;
+    }
+    Some(host.to_ascii_lowercase())
+}
+
+fn server_line(d: &Directive) -> Option<ServerLine<'_>> {
+    let addr = d.args.first()?;
+    let mut s = ServerLine {
+        d,
+        addr,
+        name: host_of(&addr.value),
+        resolve: false,
+        backup: false,
+        max_fails: None,
+    };
+    for w in &d.args[1..] {
+        match w.value.as_str() {
+            "resolve" => s.resolve = true,
+            "backup" => s.backup = true,
+            v => {
+                if let Some(n) = v.strip_prefix("max_fails=") {
+                    s.max_fails = n.parse().ok().map(|n| (n, w));
+                }
+            }
+        }
+    }
+    Some(s)
+}
+
+fn find<'a>(dirs: &'a [Directive], name: &str) -> Option<&'a Directive> {
+    dirs.iter().rev().find(|d| d.name.value == name)
+}
+
+fn param<'a>(d: &'a Directive, key: &str) -> Option<(&'a str, &'a Word)> {
+    d.args.iter().find_map(|w| {
+        w.value
+            .strip_prefix(key)
+            .and_then(|v| v.strip_prefix('='))
+            .map(|v| (v, w))
+    })
+}
+
+/// Directives inherited from http to server to location (and `if`), with nginx's rule that
+/// array-like directives (`error_page`, `proxy_set_header`) are inherited only when the level
+/// defines none of its own.
+#[derive(Clone, Default)]
+struct Inherited<'a> {
+    next_upstream: Option<&'a Directive>,
+    http_version: Option<&'a Directive>,
+    set_headers: Vec<&'a Directive>,
+    error_pages: Vec<&'a Directive>,
+    recursive: Option<&'a Directive>,
+}
+
+impl<'a> Inherited<'a> {
+    fn child(&self, dirs: &'a [Directive]) -> Inherited<'a> {
+        let mut out = self.clone();
+        let own = |name: &str| -> Vec<&'a Directive> {
+            dirs.iter().filter(|d| d.name.value == name).collect()
+        };
+        if let Some(d) = find(dirs, "proxy_next_upstream") {
+            out.next_upstream = Some(d);
+        }
+        if let Some(d) = find(dirs, "proxy_http_version") {
+            out.http_version = Some(d);
+        }
+        if let Some(d) = find(dirs, "recursive_error_pages") {
+            out.recursive = Some(d);
+        }
+        let headers = own("proxy_set_header");
+        if !headers.is_empty() {
+            out.set_headers = headers;
+        }
+        let pages = own("error_page");
+        if !pages.is_empty() {
+            out.error_pages = pages;
+        }
+        out
+    }
+}
+
+/// A location (or `if` inside one) with its effective inherited settings.
+struct Loc<'a> {
+    d: &'a Directive,
+    server: usize,
+    named: Option<&'a str>,
+    inh: Inherited<'a>,
+}
+
+struct Model<'a> {
+    http: Option<&'a Directive>,
+    stream: Option<&'a Directive>,
+    /// Upstream blocks with their context: `http` or `stream`.
+    upstreams: Vec<(&'a Directive, &'static str)>,
+    servers: Vec<&'a Directive>,
+    locs: Vec<Loc<'a>>,
+    error_logs: Vec<(&'a Directive, bool)>,
+}
+
+fn model(cfg: &Config) -> Model<'_> {
+    let mut m = Model {
+        http: None,
+        stream: None,
+        upstreams: Vec::new(),
+        servers: Vec::new(),
+        locs: Vec::new(),
+        error_logs: Vec::new(),
+    };
+    for d in &cfg.root {
+        match d.name.value.as_str() {
+            "error_log" => m.error_logs.push((d, true)),
+            "http" if m.http.is_none() => m.http = Some(d),
+            "stream" if m.stream.is_none() => m.stream = Some(d),
+            _ => {}
+        }
+    }
+    if let Some(stream) = m.stream {
+        for d in stream.children() {
+            if d.name.value == "upstream" {
+                m.upstreams.push((d, "stream"));
+            }
+        }
+    }
+    let Some(http) = m.http else {
+        return m;
+    };
+    let base = Inherited::default().child(http.children());
+    for d in http.children() {
+        match d.name.value.as_str() {
+            "upstream" => m.upstreams.push((d, "http")),
+            "server" => m.servers.push(d),
+            "error_log" => m.error_logs.push((d, false)),
+            _ => {}
+        }
+    }
+    for (si, srv) in m.servers.clone().into_iter().enumerate() {
+        let inh = base.child(srv.children());
+        collect_error_logs(srv.children(), &mut m.error_logs);
+        collect_locs(srv.children(), si, &inh, &mut m.locs);
+    }
+    m
+}
+
+fn collect_error_logs<'a>(dirs: &'a [Directive], out: &mut Vec<(&'a Directive, bool)>) {
+    for d in dirs {
+        if d.name.value == "error_log" {
+            out.push((d, false));
+        } else if matches!(d.name.value.as_str(), "location" | "if") {
+            collect_error_logs(d.children(), out);
+        }
+    }
+}
+
+fn collect_locs<'a>(
+    dirs: &'a [Directive],
+    server: usize,
+    parent: &Inherited<'a>,
+    out: &mut Vec<Loc<'a>>,
+) {
+    for d in dirs {
+        if !matches!(d.name.value.as_str(), "location" | "if" | "limit_except") {
+            continue;
+        }
+        let inh = parent.child(d.children());
+        let named = if d.name.value == "location" {
+            d.arg(0).and_then(|a| a.strip_prefix('@'))
+        } else {
+            None
+        };
+        collect_locs(d.children(), server, &inh, out);
+        out.push(Loc {
+            d,
+            server,
+            named,
+            inh,
+        });
+    }
+}
+
+/// The upstream name a `proxy_pass` points at (`http://be/x` -> `be`), unless it has variables.
+fn proxy_target(d: &Directive) -> Option<&str> {
+    let url = d.arg(0)?;
+    if url.contains('$') {
+        return None;
+    }
+    let rest = url.split_once("://")?.1;
+    let host = rest.split('/').next()?;
+    Some(host.split(':').next().unwrap_or(host))
+}
+
+fn proxy_passes<'a>(loc: &Loc<'a>) -> impl Iterator<Item = &'a Directive> {
+    loc.d
+        .children()
+        .iter()
+        .filter(|c| c.name.value == "proxy_pass")
+}
+
+/// Runs every check. `version` is the nginx version the configuration is for (None: unknown).
+pub(crate) fn check(cfg: &Config, opts: &LintOptions) -> Vec<Hit> {
+    let m = model(cfg);
+    let mut hits = Vec::new();
+    let version = opts.nginx_version;
+    let ctx_dirs = |ctx: &str| {
+        let block = if ctx == "http" { m.http } else { m.stream };
+        block.map(|b| b.children()).unwrap_or(&[])
+    };
+    let mut seen_resolver: HashSet<(usize, u32, u32, &str)> = HashSet::new();
+
+    for &(up, ctx) in &m.upstreams {
+        let uname = up.arg(0).unwrap_or("?");
+        let dirs = up.children();
+        let lines: Vec<ServerLine> = dirs
+            .iter()
+            .filter(|d| d.name.value == "server")
+            .filter_map(server_line)
+            .collect();
+        let resolve_lines: Vec<&ServerLine> = lines
+            .iter()
+            .filter(|s| s.resolve && s.name.is_some())
+            .collect();
+
+        check_zone(up, uname, &lines, opts, &mut hits);
+        check_backup(uname, &lines, &mut hits);
+        if ctx == "http" {
+            check_keepalive(up, uname, &m, opts, &mut hits);
+        }
+
+        if resolve_lines.is_empty() {
+            continue;
+        }
+        if let Some(v) = version
+            && v < RESOLVE_SINCE
+        {
+            for s in &resolve_lines {
+                let w =
+                    s.d.args
+                        .iter()
+                        .find(|w| w.value == "resolve")
+                        .unwrap_or(s.addr);
+                hits.push(hit(
+                    "resolve-unsupported-version",
+                    w,
+                    s.d.file,
+                    format!(
+                        "`resolve` on `{}` in upstream `{uname}` needs nginx >= {RESOLVE_SINCE}; this configuration is for nginx {v}, which refuses it",
+                        s.addr.value
+                    ),
+                ));
+            }
+            continue;
+        }
+        if find(dirs, "zone").is_none() {
+            hits.push(hit(
+                "resolve-no-zone",
+                &up.name,
+                up.file,
+                format!(
+                    "upstream `{uname}` has `resolve` servers but no `zone`: nginx refuses it (resolving names at run time requires upstream \"{uname}\" to be in shared memory)"
+                ),
+            ));
+        }
+        let resolver = find(dirs, "resolver").or_else(|| find(ctx_dirs(ctx), "resolver"));
+        let timeout =
+            find(dirs, "resolver_timeout").or_else(|| find(ctx_dirs(ctx), "resolver_timeout"));
+        match resolver {
+            None => {
+                let mut message = format!(
+                    "upstream `{uname}` resolves `{}` at run time but no resolver is declared in the upstream or in {ctx}{{}}: nginx refuses it (no resolver defined to resolve names at run time)",
+                    resolve_lines[0].addr.value
+                );
+                let in_server = m
+                    .servers
+                    .iter()
+                    .find_map(|s| find(s.children(), "resolver"))
+                    .filter(|_| ctx == "http");
+                if let Some(r) = in_server {
+                    message.push_str(&format!(
+                        "; the `resolver` at {}:{} is inside server{{}} and does not apply to upstreams",
+                        cfg.files[r.file].name, r.name.span.line
+                    ));
+                }
+                hits.push(hit(
+                    "resolve-no-resolver",
+                    resolve_lines[0].addr,
+                    resolve_lines[0].d.file,
+                    message,
+                ));
+            }
+            Some(r) => {
+                let key = (r.file, r.name.span.line, r.name.span.col, "");
+                if seen_resolver.insert(key) {
+                    check_resolver(r, timeout, &mut hits);
+                }
+            }
+        }
+        check_resolve_lines(uname, &lines, &resolve_lines, &mut hits);
+    }
+
+    check_locations(&m, &mut hits);
+    check_error_logs(cfg, &m, &mut hits);
+    for d in walk_all(&cfg.root) {
+        if d.name.value == "proxy_next_upstream" && d.arg(0) == Some("off") {
+            hits.push(hit(
+                "proxy-next-upstream-off",
+                &d.args[0],
+                d.file,
+                "`proxy_next_upstream off`: every first-try failure (keep-alive reclaim race, deploy, reset) becomes a client 502 instead of being retried".into(),
+            ));
+        }
+    }
+    hits.retain(|h| h.rule.versions.contains(version));
+    hits
+}
+
+fn walk_all(dirs: &[Directive]) -> Vec<&Directive> {
+    let mut out = Vec::new();
+    let mut stack: Vec<&Directive> = dirs.iter().rev().collect();
+    while let Some(d) = stack.pop() {
+        out.push(d);
+        stack.extend(d.children().iter().rev());
+    }
+    out
+}
+
+fn check_resolver(r: &Directive, timeout: Option<&Directive>, hits: &mut Vec<Hit>) {
+    let ipv6_off = param(r, "ipv6").is_some_and(|(v, _)| v == "off");
+    let ipv4_off = param(r, "ipv4").is_some_and(|(v, _)| v == "off");
+    if !ipv6_off && !ipv4_off {
+        hits.push(hit(
+            "resolver-ipv6",
+            &r.name,
+            r.file,
+            "`resolver` without `ipv6=off`: nginx also asks for AAAA records, and an unplanned AAAA answer adds a peer (often one nothing listens on) — the single-peer guard turns off and a short backend hiccup can become a max_fails wipeout".into(),
+        ));
+    }
+    let valid = param(r, "valid").and_then(|(v, w)| parse_time_ms(v).map(|ms| (ms, w)));
+    if let Some((ms, w)) = valid
+        && ms >= 30_000
+    {
+        hits.push(hit(
+            "resolver-valid-long",
+            w,
+            r.file,
+            format!(
+                "`{}`: nginx requeries every {} and keeps an NXDOMAIN for that long, so a brief NXDOMAIN empties the upstream for about {} (6s with valid=5s); failover is slower too",
+                w.value,
+                fmt_ms(ms + 1000),
+                fmt_ms(ms + 1000)
+            ),
+        ));
+    }
+    if let Some((valid_ms, vw)) = valid {
+        let t = timeout.and_then(|t| t.arg(0).and_then(parse_time_ms).map(|ms| (ms, t)));
+        let t_ms = t.map_or(30_000, |(ms, _)| ms);
+        if t_ms > valid_ms {
+            let (at, file, what) = match t {
+                Some((_, d)) => (
+                    &d.args[0],
+                    d.file,
+                    format!("`resolver_timeout {}`", d.args[0].value),
+                ),
+                None => (
+                    vw,
+                    r.file,
+                    "`resolver_timeout` is not set (default 30s) and".into(),
+                ),
+            };
+            hits.push(hit(
+                "resolver-timeout-vs-valid",
+                at,
+                file,
+                format!(
+                    "{what} exceeds `valid={}`: after a failed (SERVFAIL) or timed-out requery nginx keeps the old peers and asks again only after max(resolver_timeout, 1s) = {}, so a GSLB failover that coincides with a DNS hiccup is picked up {}-{} late instead of within {}",
+                    fmt_ms(valid_ms),
+                    fmt_ms(t_ms.max(1000)),
+                    fmt_ms(t_ms.max(1000)),
+                    fmt_ms(t_ms + t_ms.max(1000)),
+                    fmt_ms(valid_ms + 1000)
+                ),
+            ));
+        }
+    }
+}
+
+fn check_resolve_lines(
+    uname: &str,
+    lines: &[ServerLine],
+    resolve_lines: &[&ServerLine],
+    hits: &mut Vec<Hit>,
+) {
+    let primary: Vec<&&ServerLine> = resolve_lines.iter().filter(|s| !s.backup).collect();
+    let mut by_name: BTreeMap<&str, Vec<&ServerLine>> = BTreeMap::new();
+    for s in &primary {
+        by_name
+            .entry(s.name.as_deref().unwrap_or(""))
+            .or_default()
+            .push(s);
+    }
+    let static_primary = lines.iter().filter(|s| !s.resolve && !s.backup).count();
+    if by_name.len() == 1 {
+        let (name, group) = by_name.iter().next().expect("one entry");
+        let first = group[0];
+        let extra = if static_primary > 0 {
+            format!(
+                " (the {static_primary} static server line(s) beside it share its peer list and generation)"
+            )
+        } else {
+            String::new()
+        };
+        hits.push(hit(
+            "resolve-single-name",
+            first.addr,
+            first.d.file,
+            format!(
+                "upstream `{uname}` follows one DNS name `{name}` with `resolve`{extra}: every answer change swaps the peer and bumps the generation, and a request whose retry (or first pick) crosses the swap fails with `no live upstreams`"
+            ),
+        ));
+    }
+    for (name, group) in &by_name {
+        for s in group {
+            if s.max_fails_zero() {
+                continue;
+            }
+            let current = match s.max_fails {
+                Some((n, _)) => format!("max_fails={n}"),
+                None => "the hidden default max_fails=1 fail_timeout=10s".to_string(),
+            };
+            let at = s.max_fails.map_or(s.addr, |(_, w)| w);
+            if group.len() >= 2 {
+                let where_: Vec<String> = group
+                    .iter()
+                    .map(|g| g.d.name.span.line.to_string())
+                    .collect();
+                let mut h = hit(
+                    "resolve-max-fails",
+                    at,
+                    s.d.file,
+                    format!(
+                        "`{name}` is on {} `resolve` lines (lines {}) of upstream `{uname}`: there are always >= 2 peers, so {current} applies and one failure per peer disables every peer (a 1-hop `no live upstreams` burst of ~fail_timeout)",
+                        group.len(),
+                        where_.join(", ")
+                    ),
+                );
+                h.severity = Severity::Error;
+                h.fix = "add `max_fails=0` to each of these lines, or keep only one of them".into();
+                hits.push(h);
+            } else if by_name.len() == 1 {
+                let mut h = hit(
+                    "resolve-max-fails",
+                    at,
+                    s.d.file,
+                    if static_primary > 0 {
+                        format!(
+                            "upstream `{uname}` has {static_primary} static server line(s) beside `{name}`, so there are always >= 2 peers and {current} applies: one failure per peer disables every peer at once (a 1-hop `no live upstreams` burst)"
+                        )
+                    } else {
+                        format!(
+                            "`{name}` can briefly answer two records (a GSLB during a transition); then upstream `{uname}` has 2 peers and {current} can disable both at once (a 1-hop `no live upstreams` burst)"
+                        )
+                    },
+                );
+                h.fix = "add `max_fails=0` to this line (a no-op while there is one peer), or move to per-DC names with an explicit max_fails".into();
+                hits.push(h);
+            } else if s.max_fails.is_none() {
+                let mut h = hit(
+                    "resolve-max-fails",
+                    s.addr,
+                    s.d.file,
+                    format!(
+                        "upstream `{uname}` has {} resolve names, so the hidden defaults max_fails=1 fail_timeout=10s apply to `{name}`: one failure of each peer within 10 s empties the upstream",
+                        by_name.len()
+                    ),
+                );
+                h.fix = "state the policy explicitly: `max_fails=2 fail_timeout=5s` (per-DC design) or `max_fails=0`".into();
+                hits.push(h);
+            }
+        }
+    }
+}
+
+fn check_backup(uname: &str, lines: &[ServerLine], hits: &mut Vec<Hit>) {
+    if !lines.iter().any(|s| s.backup) {
+        return;
+    }
+    for s in lines.iter().filter(|s| !s.max_fails_zero()) {
+        let at = s.max_fails.map_or(s.addr, |(_, w)| w);
+        let role = if s.backup { "backup" } else { "primary" };
+        hits.push(hit(
+            "backup-max-fails",
+            at,
+            s.d.file,
+            format!(
+                "upstream `{uname}` has a backup server, but this {role} line `{}` lacks `max_fails=0`: ordinary failures take it out for fail_timeout (default 10s) — measured worse than no backup",
+                s.addr.value
+            ),
+        ));
+    }
+}
+
+/// Slab pages (4 KiB) an upstream zone needs for `peers` peers; a model of nginx's slab allocator
+/// with 64-bit structure sizes rounded up to their slab size class.
+fn pages_needed(peers: u64, resolve_names: u64) -> u64 {
+    let per_class = |count: u64, size: u64| -> u64 {
+        if count == 0 {
+            0
+        } else {
+            (count * size).div_ceil(4096)
+        }
+    };
+    // Peer structs (256), sockaddrs (32), "ip:port" names (32), server names (64), the
+    // per-upstream peers header (128), per resolve name a host struct (256) and name (64).
+    1 + per_class(peers, 256)
+        + per_class(peers, 32)
+        + per_class(peers, 32)
+        + per_class(peers, 64)
+        + per_class(resolve_names, 256)
+        + per_class(resolve_names, 64)
+}
+
+fn pages_available(size: u64) -> u64 {
+    // The slab pool header and per-page descriptors (24 bytes each) come out of the zone.
+    size.saturating_sub(2048) / (4096 + 24)
+}
+
+fn check_zone(
+    up: &Directive,
+    uname: &str,
+    lines: &[ServerLine],
+    opts: &LintOptions,
+    hits: &mut Vec<Hit>,
+) {
+    let Some(zone) = find(up.children(), "zone") else {
+        return;
+    };
+    let Some(size_word) = zone.args.get(1) else {
+        return;
+    };
+    let Some(size) = parse_size(&size_word.value) else {
+        return;
+    };
+    if size < 32 * 1024 {
+        let mut h = hit(
+            "zone-too-small",
+            size_word,
+            zone.file,
+            format!(
+                "zone `{}` of upstream `{uname}` is {} bytes; nginx refuses zones below 8 pages (32k)",
+                zone.arg(0).unwrap_or("?"),
+                size
+            ),
+        );
+        h.severity = Severity::Error;
+        hits.push(h);
+        return;
+    }
+    let per_name = u64::from(opts.max_addresses_per_name.max(1));
+    let mut peers = 0u64;
+    let mut names = 0u64;
+    for s in lines {
+        if s.resolve && s.name.is_some() {
+            names += 1;
+            peers += per_name;
+        } else {
+            peers += 1;
+        }
+    }
+    let need = pages_needed(peers, names);
+    let have = pages_available(size);
+    if need > have {
+        let suggest = ((need * 2 * 4096 + 2048) / 1024)
+            .next_power_of_two()
+            .max(64);
+        let mut h = hit(
+            "zone-too-small",
+            size_word,
+            zone.file,
+            format!(
+                "zone `{}` ({}) of upstream `{uname}` holds about {have} slab pages, but up to {peers} peers ({names} resolve name(s) x {per_name} addresses, --max-addresses) need about {need}: a requery can end in `memory exhausted` and lost peers",
+                zone.arg(0).unwrap_or("?"),
+                size_word.value
+            ),
+        );
+        h.fix = format!(
+            "enlarge the zone: `zone {} {suggest}k;`",
+            zone.arg(0).unwrap_or("NAME")
+        );
+        hits.push(h);
+    }
+}
+
+fn check_keepalive(
+    up: &Directive,
+    uname: &str,
+    m: &Model,
+    opts: &LintOptions,
+    hits: &mut Vec<Hit>,
+) {
+    let users: Vec<(&Loc, &Directive)> = m
+        .locs
+        .iter()
+        .flat_map(|l| proxy_passes(l).map(move |p| (l, p)))
+        .filter(|(_, p)| proxy_target(p) == Some(uname))
+        .collect();
+    if users.is_empty() {
+        return;
+    }
+    if find(up.children(), "keepalive").is_none() {
+        let mut h = hit(
+            "upstream-no-keepalive",
+            &up.name,
+            up.file,
+            format!(
+                "upstream `{uname}` has no `keepalive`: every proxied request opens a new connection, and at a few hundred requests per second the ephemeral ports run out (`connect() failed (99: Cannot assign requested address)`)"
+            ),
+        );
+        match opts.rps {
+            Some(r) if r >= 100 => {
+                h.severity = Severity::Warning;
+                h.message.push_str(&format!(" — expected rate {r} rps"));
+            }
+            Some(_) => return,
+            None => {}
+        }
+        hits.push(h);
+        return;
+    }
+    for (loc, pass) in users {
+        let mut missing = Vec::new();
+        if loc.inh.http_version.and_then(|d| d.arg(0)) != Some("1.1") {
+            missing.push("`proxy_http_version 1.1`");
+        }
+        let conn_cleared = loc.inh.set_headers.iter().any(|d| {
+            d.arg(0)
+                .is_some_and(|h| h.eq_ignore_ascii_case("connection"))
+                && d.arg(1)
+                    .is_some_and(|v| v.is_empty() || v.eq_ignore_ascii_case("keep-alive"))
+        });
+        if !conn_cleared {
+            missing.push("`proxy_set_header Connection \"\"`");
+        }
+        if missing.is_empty() {
+            continue;
+        }
+        hits.push(hit(
+            "keepalive-ineffective",
+            &pass.name,
+            pass.file,
+            format!(
+                "upstream `{uname}` has `keepalive`, but this `proxy_pass` lacks {}: nginx sends HTTP/1.0 or `Connection: close`, so no connection is ever reused",
+                missing.join(" and ")
+            ),
+        ));
+    }
+}
+
+fn has_method_guard(loc: &Directive) -> bool {
+    walk_all(loc.children()).into_iter().any(|d| {
+        d.name.value == "limit_except"
+            || (d.name.value == "if"
+                && d.args.iter().any(|a| a.value.contains("$request_method"))
+                && d.children().iter().any(|c| c.name.value == "return"))
+    })
+}
+
+fn check_locations(m: &Model, hits: &mut Vec<Hit>) {
+    let mut seen: HashSet<(usize, u32, u32)> = HashSet::new();
+    let mut seen_rec: HashSet<(usize, u32, u32)> = HashSet::new();
+    for loc in &m.locs {
+        for ep in &loc.inh.error_pages {
+            let codes: Vec<&str> = ep.args.iter().map(|a| a.value.as_str()).collect();
+            if !codes.contains(&"502") {
+                continue;
+            }
+            let Some(target) = codes.last().and_then(|t| t.strip_prefix('@')) else {
+                continue;
+            };
+            let Some(named) = m
+                .locs
+                .iter()
+                .find(|l| l.server == loc.server && l.named == Some(target))
+            else {
+                continue;
+            };
+            let retries = walk_all(named.d.children())
+                .into_iter()
+                .any(|d| d.name.value == "proxy_pass");
+            if !retries {
+                continue;
+            }
+            let key = (ep.file, ep.name.span.line, ep.name.span.col);
+            if !has_method_guard(named.d) && seen.insert(key) {
+                hits.push(hit(
+                    "retry-shim-no-method-guard",
+                    &ep.name,
+                    ep.file,
+                    format!(
+                        "`error_page 502` sends failed requests to `@{target}`, which proxies again without a method guard: a POST whose body already reached the backend can be sent twice"
+                    ),
+                ));
+            }
+            if let Some(rec) = loc.inh.recursive
+                && rec.arg(0) == Some("on")
+            {
+                let key = (rec.file, rec.name.span.line, rec.name.span.col);
+                if seen_rec.insert(key) {
+                    hits.push(hit(
+                        "retry-shim-recursive",
+                        &rec.args[0],
+                        rec.file,
+                        format!(
+                            "`recursive_error_pages on` applies to the `error_page 502 … @{target}` retry shim: a 502 from the retry can be redirected again (up to nginx's 10 internal redirects) instead of ending after two passes"
+                        ),
+                    ));
+                }
+            }
+        }
+    }
+}
+
+fn log_target(d: &Directive) -> Option<&str> {
+    let t = d.arg(0)?;
+    if t == "stderr" || t.starts_with("syslog:") || t.starts_with("memory:") || t == "/dev/null" {
+        return None;
+    }
+    Some(t)
+}
+
+fn check_error_logs(cfg: &Config, m: &Model, hits: &mut Vec<Hit>) {
+    let main: BTreeSet<&str> = m
+        .error_logs
+        .iter()
+        .filter(|(_, top)| *top)
+        .filter_map(|(d, _)| d.arg(0))
+        .collect();
+    let main_desc = if main.is_empty() {
+        "the compiled-in default (logs/error.log)".to_string()
+    } else {
+        main.iter()
+            .map(|t| format!("`{t}`"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    for (d, top) in &m.error_logs {
+        if *top {
+            continue;
+        }
+        let Some(t) = log_target(d) else { continue };
+        if main.contains(t) {
+            continue;
+        }
+        hits.push(hit(
+            "error-log-split",
+            &d.args[0],
+            d.file,
+            format!(
+                "requests here log to `{t}`, but the resolver's `could not be resolved` lines go to the main error_log ({main_desc}): a DNS outage shows up as lone `no live upstreams` lines in this file (see {}:{})",
+                cfg.files[d.file].name, d.name.span.line
+            ),
+        ));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes_and_times() {
+        assert_eq!(parse_size("128k"), Some(131072));
+        assert_eq!(parse_size("1m"), Some(1 << 20));
+        assert_eq!(parse_size("x"), None);
+        assert_eq!(parse_time_ms("30s"), Some(30_000));
+        assert_eq!(parse_time_ms("1m30s"), Some(90_000));
+        assert_eq!(parse_time_ms("500ms"), Some(500));
+        assert_eq!(parse_time_ms("5"), Some(5000));
+        assert_eq!(parse_time_ms("5x"), None);
+        assert_eq!(parse_time_ms("s"), None);
+    }
+
+    #[test]
+    fn zone_model_matches_the_seed_measurement() {
+        // Seed 000 P7a: 25 peers churned through a 64k zone without `memory exhausted`.
+        assert!(pages_needed(25, 1) <= pages_available(64 * 1024));
+        // 32k holds one name with a handful of addresses...
+        assert!(pages_needed(8, 1) <= pages_available(32 * 1024));
+        // ...but not four dual-stack names of 16 addresses each.
+        assert!(pages_needed(64, 4) > pages_available(32 * 1024));
+    }
+
+    #[test]
+    fn hosts() {
+        assert_eq!(
+            host_of("api.example.com:443").as_deref(),
+            Some("api.example.com")
+        );
+        assert_eq!(host_of("10.0.0.1:80"), None);
+        assert_eq!(host_of("[::1]:80"), None);
+        assert_eq!(host_of("unix:/tmp/s"), None);
+        assert_eq!(host_of("Backend").as_deref(), Some("backend"));
+    }
+
+    #[test]
+    fn every_rule_id_is_unique_and_has_a_scenario_or_is_about_suppressions() {
+        // The scenario ids of the lab's library.
+        let scenarios = [
+            "swap-only",
+            "generation-race",
+            "generation-race-control",
+            "first-pick",
+            "nxdomain",
+            "dns-silent",
+            "dual-resolve",
+            "rto",
+            "per-dc",
+            "zone-churn",
+            "retry-shim",
+            "backup",
+            "aaaa-pollution",
+            "slow-dependency",
+            "port-exhaustion",
+        ];
+        let mut ids = HashSet::new();
+        for r in RULES {
+            assert!(ids.insert(r.id), "{} twice", r.id);
+            match r.scenario {
+                Some(s) => assert!(scenarios.contains(&s), "{}: unknown scenario {s}", r.id),
+                None => assert!(r.id.starts_with("suppression-"), "{} has no scenario", r.id),
+            }
+        }
+    }
+}
