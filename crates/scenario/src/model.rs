@@ -276,6 +276,10 @@ pub struct Event {
     /// A note for the events log.
     #[serde(default)]
     pub note: Option<String>,
+    /// The injection is *meant* to miss nginx (e.g. an NXDOMAIN window placed between two
+    /// re-queries): a hit counter of 0 is then the finding, not an injection that failed.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub expect_miss: bool,
 }
 
 /// Expectations written before the run.

@@ -240,6 +240,9 @@ struct EventRec<'a> {
     hits: Option<u64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     note: Option<&'a str>,
+    /// The scenario meant this injection to miss: 0 hits is its expected outcome.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    expect_miss: bool,
 }
 
 fn ev(
@@ -257,6 +260,7 @@ fn ev(
         spec,
         hits,
         note,
+        expect_miss: false,
     });
 }
 

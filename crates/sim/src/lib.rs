@@ -1,2 +1,19 @@
-//! resolvelab-sim (work in progress).
+//! Deterministic models of resolvelab: what nginx's upstream/resolve logic and DNS-vs-proxy
+//! balancing do, computed instead of measured.
+//!
+//! * [`balance`] — seed 004's balancing model: DNS answer + TTL cache, proxy weighted round-robin,
+//!   proxy least-connections and connection reuse with stream capacity, kept apart
+//!   (`resolvelab sim balance`).
+//! * [`nginx`] — a discrete-event model of nginx's upstream/resolve logic that writes the same
+//!   logs as a real lab run (`resolvelab sim run`, `resolvelab sim predict`, `--engine sim`).
+//!
+//! ```
+//! use resolvelab_sim::balance::{golden_input, simulate, Strategy};
+//! let rows = simulate(&golden_input(), Strategy::ProxyWeighted).unwrap();
+//! let picks: String = rows.iter().map(|r| r.selected.as_str()).collect();
+//! assert_eq!(picks, "AAAAABCAAAAA"); // weight slots A×5, B, C — independent of DNS
+//! ```
 #![deny(missing_docs)]
+
+pub mod balance;
+pub mod nginx;

@@ -1,13 +1,522 @@
-//! `resolvelab sim` (not wired yet).
+//! `resolvelab sim` — deterministic models: the simulated nginx (`sim nginx`, `sim predict`)
+//! and the DNS-vs-proxy balancing model (`sim balance`).
 
 use crate::Ctx;
+use anyhow::Context;
+use resolvelab_sim::balance::{self, BalanceInput, Strategy};
+use resolvelab_sim::nginx::predict::{PredictInput, Prediction, predict};
+use resolvelab_sim::nginx::{Latency, SimConfig, SimSummary, Us};
+use std::path::PathBuf;
 use std::process::ExitCode;
 
-/// Arguments of `resolvelab sim`.
+/// Deterministic models: simulated nginx, production predictions, DNS vs proxy balancing.
 #[derive(Debug, clap::Args)]
-pub struct Args {}
+#[command(
+    about = "Deterministic models: simulated nginx, production predictions, DNS vs proxy balancing.",
+    after_help = "Examples:\n  resolvelab sim nginx --print-example > sim.toml\n  resolvelab sim nginx --config sim.toml --out runs/sim-race\n  \
+resolvelab sim predict --rps 8000 --swap-interval 6s --first-try-failure 0.001\n  resolvelab sim balance --golden\n  \
+resolvelab sim balance --golden --strategy proxy-least --format json\n  \
+resolvelab sim fidelity --lab runs/LAB_DIR --sim runs/SIM_DIR"
+)]
+pub struct Args {
+    #[command(subcommand)]
+    command: Option<SimCommand>,
+}
+
+#[derive(Debug, clap::Subcommand)]
+enum SimCommand {
+    /// Simulated nginx: run a config through the model and write nginx-format logs.
+    Nginx(NginxArgs),
+    /// Expected `no live upstreams` per day at production scale, and each mitigation's effect.
+    Predict(PredictArgs),
+    /// DNS vs proxy balancing (seed 004): DNS cache, weighted RR, least-conn, connection reuse.
+    Balance(BalanceArgs),
+    /// Compare a real-nginx run with a simulated run of the same scenario (a FIDELITY.md row).
+    Fidelity(FidelityArgs),
+}
+
+/// Arguments of `resolvelab sim fidelity`.
+#[derive(Debug, clap::Args)]
+#[command(
+    about = "Compare a real-nginx run directory with a simulated one: classes present/absent, counts within the Poisson 95 % bound, durations within 10 %.",
+    long_about = "Diagnose both run directories with the same checker and compare them class by class: \
+the same classes present and absent; failed requests of each class within each other's Poisson 95 % \
+interval; the longest incident of each class within 10 % in duration. Prints one Markdown section \
+(for docs/FIDELITY.md) and exits 1 when the model and nginx disagree. The bound is fixed: fix the \
+model, never the bound.",
+    after_help = "Examples:\n  resolvelab sim fidelity --lab runs/generation-race-20261130T0600Z --sim runs/generation-race-sim\n  \
+resolvelab sim fidelity --lab LAB_DIR --sim SIM_DIR --name generation-race >> docs/FIDELITY.md"
+)]
+struct FidelityArgs {
+    /// Run directory of the real-nginx run.
+    #[arg(long, value_name = "DIR")]
+    lab: PathBuf,
+    /// Run directory of the simulated run.
+    #[arg(long, value_name = "DIR")]
+    sim: PathBuf,
+    /// Scenario name for the heading (default: the lab directory's name).
+    #[arg(long)]
+    name: Option<String>,
+}
+
+/// Arguments of `resolvelab sim nginx`.
+#[derive(Debug, clap::Args)]
+#[command(
+    about = "Run the simulated nginx (upstream zone, resolve, max_fails, keep-alive, retries) and write the same logs as a lab run.",
+    long_about = "Run a configuration through the deterministic model of nginx 1.28's upstream/resolve \
+logic and write access.log (lab log_format), error.log (nginx's format), dns.jsonl, events.jsonl and \
+load.jsonl into --out, exactly like a real lab run, so `resolvelab analyze` reads it the same way. The \
+same seed gives byte-identical files. The config is TOML or JSON; start from --print-example and see \
+docs/sim.md for every field.",
+    after_help = "Examples:\n  resolvelab sim nginx --print-example > sim.toml\n  resolvelab sim nginx --config sim.toml --out runs/sim-race\n  \
+resolvelab sim nginx --config sim.toml --seed 7 --duration 1h --count-only\n  resolvelab sim nginx --config sim.toml --out /tmp/x --format json"
+)]
+struct NginxArgs {
+    /// Simulation config (.toml or .json).
+    #[arg(long, value_name = "FILE", required_unless_present = "print_example")]
+    config: Option<PathBuf>,
+    /// Output directory for the logs (created).
+    #[arg(long, value_name = "DIR", required_unless_present_any = ["print_example", "count_only"])]
+    out: Option<PathBuf>,
+    /// Override the config's seed.
+    #[arg(long)]
+    seed: Option<u64>,
+    /// Override the load duration (`90s`, `1h`).
+    #[arg(long, value_name = "DUR")]
+    duration: Option<String>,
+    /// Override the request rate.
+    #[arg(long)]
+    rps: Option<f64>,
+    /// Write no logs, only print the counts (fast).
+    #[arg(long)]
+    count_only: bool,
+    /// Print an example config and exit.
+    #[arg(long)]
+    print_example: bool,
+    /// Summary format.
+    #[arg(long, value_enum, default_value = "text")]
+    format: SummaryFormat,
+}
+
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+enum SummaryFormat {
+    Text,
+    Json,
+}
+
+/// Arguments of `resolvelab sim predict`.
+#[derive(Debug, clap::Args)]
+#[command(
+    about = "Predict `no live upstreams` per day by class (95 % interval) and compare mitigations side by side.",
+    long_about = "Simulate production traffic (one upstream name whose answer changes every \
+--swap-interval, with a first-try failure rate on cached keep-alive connections) for --sample of \
+traffic per variant, scale the counts to a day with a Poisson 95 % interval, and show the effect of \
+each mitigation: per-DC names, the error_page retry shim, max_fails=0, a larger resolver valid, and \
+keep-alive hygiene.",
+    after_help = "Examples:\n  resolvelab sim predict --rps 8000 --swap-interval 6s --first-try-failure 0.001\n  \
+resolvelab sim predict --rps 2000 --swap-interval 31s --latency lognormal:20ms,0.8 --sample 24h\n  \
+resolvelab sim predict --config sim.toml --sample 10m      # your own upstream as the baseline\n  \
+resolvelab sim predict --rps 8000 --format json"
+)]
+struct PredictArgs {
+    /// Requests per second through the upstream.
+    #[arg(long, default_value_t = 8000.0)]
+    rps: f64,
+    /// Time between answer changes (the requery period, valid + 1 s).
+    #[arg(long, default_value = "6s", value_name = "DUR")]
+    swap_interval: String,
+    /// Probability that a try on a cached keep-alive connection fails (reclaim race).
+    #[arg(long, default_value_t = 0.001, value_name = "P")]
+    first_try_failure: f64,
+    /// How long such a failure takes to be seen (uniform range).
+    #[arg(long, default_value = "0ms..50ms", value_name = "RANGE")]
+    failure_delay: String,
+    /// Latency of successful tries: fixed:3ms, uniform:1ms..5ms, exp:5ms, lognormal:5ms,0.6.
+    #[arg(long, default_value = "lognormal:5ms,0.6", value_name = "DIST")]
+    latency: String,
+    /// Upstream keep-alive connections.
+    #[arg(long, default_value_t = 32)]
+    keepalive: u32,
+    /// Snapshot → first-pick window in µs (≤ ~7 measured; never observed).
+    #[arg(long, default_value_t = 1.0, value_name = "US")]
+    first_pick_window_us: f64,
+    /// `valid` of the larger-valid mitigation.
+    #[arg(long, default_value = "30s", value_name = "DUR")]
+    larger_valid: String,
+    /// First-try failure factor of the keep-alive-hygiene mitigation.
+    #[arg(long, default_value_t = 0.1)]
+    hygiene_factor: f64,
+    /// Simulated traffic per variant (more = tighter intervals, slower).
+    #[arg(long, default_value = "1h", value_name = "DUR")]
+    sample: String,
+    /// RNG seed.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Use this simulator config (TOML/JSON, see `sim nginx --print-example`) as the baseline
+    /// instead of the one-name model built from --rps/--swap-interval/--first-try-failure.
+    #[arg(long, value_name = "FILE")]
+    config: Option<PathBuf>,
+    /// Output format.
+    #[arg(long, value_enum, default_value = "text")]
+    format: SummaryFormat,
+}
+
+/// Arguments of `resolvelab sim balance`.
+#[derive(Debug, clap::Args)]
+#[command(
+    about = "Trace DNS vs proxy balancing: what DNS returned vs which backend and connection each request reached.",
+    long_about = "Trace the deterministic balancing model of seed 004. Four layers are kept apart: the DNS \
+answer and its TTL cache (refreshed only at expiry), proxy weighted round-robin (weight slots cycled \
+independently of DNS; proxy-rr uses the same slots), proxy least-connections (active/weight, ties to \
+the backend id) and connection reuse (same address, reusableUntil > t, activeStreams < maxStreams).\n\n\
+The input (JSON or TOML, camelCase keys) holds requests {arrival, service}, dns answers {at, \
+addresses, ttl}, backends {id, weight, healthy}, pre-existing connections {id, address, \
+reusableUntil}, connectionLifetime and maxStreams. See docs/balance.md.",
+    after_help = "Examples:\n  resolvelab sim balance --golden                       # the seed's golden trace, DNS strategy\n  \
+resolvelab sim balance --golden --strategy proxy-weighted\n  \
+resolvelab sim balance --golden --format html --out balance.html\n  \
+resolvelab sim balance --golden --print-input > my.json   # start your own input from the golden one\n  \
+resolvelab sim balance --input my.json --strategy proxy-least --format json"
+)]
+struct BalanceArgs {
+    /// Input file (.json or .toml).
+    #[arg(long, value_name = "FILE", conflicts_with = "golden")]
+    input: Option<PathBuf>,
+    /// Use the seed's golden input (the default when --input is not given).
+    #[arg(long)]
+    golden: bool,
+    /// dns | proxy-weighted | proxy-rr | proxy-least (default: the input's `strategy`, else dns).
+    #[arg(long, value_name = "NAME")]
+    strategy: Option<String>,
+    /// Output format.
+    #[arg(long, value_enum, default_value = "table")]
+    format: Format,
+    /// Write the output to FILE instead of standard output.
+    #[arg(long, value_name = "FILE")]
+    out: Option<PathBuf>,
+    /// Print the input (as JSON) instead of running it.
+    #[arg(long)]
+    print_input: bool,
+}
+
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+enum Format {
+    Table,
+    Json,
+    Html,
+}
 
 /// Run `resolvelab sim`.
-pub fn run(_args: Args, _ctx: &Ctx) -> anyhow::Result<ExitCode> {
-    anyhow::bail!("`resolvelab sim` is not available yet")
+pub fn run(args: Args, _ctx: &Ctx) -> anyhow::Result<ExitCode> {
+    match args.command {
+        Some(SimCommand::Balance(a)) => run_balance(a),
+        Some(SimCommand::Nginx(a)) => run_nginx(a),
+        Some(SimCommand::Predict(a)) => run_predict(a),
+        Some(SimCommand::Fidelity(a)) => run_fidelity(a),
+        None => {
+            use clap::CommandFactory;
+            #[derive(clap::Parser)]
+            #[command(name = "resolvelab sim")]
+            struct Wrapper {
+                #[command(flatten)]
+                args: Args,
+            }
+            let _ = Wrapper::command().print_help();
+            Ok(ExitCode::from(2))
+        }
+    }
+}
+
+fn run_balance(a: BalanceArgs) -> anyhow::Result<ExitCode> {
+    let input = match &a.input {
+        Some(path) => BalanceInput::from_path(path)?,
+        None => balance::golden_input(),
+    };
+    let text = if a.print_input {
+        serde_json::to_string_pretty(&input)? + "\n"
+    } else {
+        let strategy: Strategy = a
+            .strategy
+            .as_deref()
+            .or(input.strategy.as_deref())
+            .unwrap_or("dns")
+            .parse()?;
+        let rows = balance::simulate(&input, strategy)?;
+        match a.format {
+            Format::Table => balance::render_table(&rows),
+            Format::Json => serde_json::to_string_pretty(&rows)? + "\n",
+            Format::Html => balance::render_html(&input, strategy, &rows),
+        }
+    };
+    match &a.out {
+        Some(path) => std::fs::write(path, text)
+            .with_context(|| format!("cannot write {}", path.display()))?,
+        None => emit(&text)?,
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn dur_arg(flag: &str, v: &str) -> anyhow::Result<Us> {
+    resolvelab_core::dur::parse(v)
+        .map(|d| Us(d.as_micros() as i64))
+        .map_err(|e| anyhow::anyhow!("{flag} {v:?}: {e}"))
+}
+
+fn run_nginx(a: NginxArgs) -> anyhow::Result<ExitCode> {
+    if a.print_example {
+        emit(resolvelab_sim::nginx::EXAMPLE_TOML)?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    let path = a.config.as_ref().context("--config FILE is required")?;
+    let mut cfg = SimConfig::from_path(path)?;
+    if let Some(seed) = a.seed {
+        cfg.seed = seed;
+    }
+    if let Some(d) = &a.duration {
+        cfg.duration = dur_arg("--duration", d)?;
+    }
+    if let Some(r) = a.rps {
+        cfg.rps = r;
+    }
+    let started = std::time::Instant::now();
+    let summary = match (&a.out, a.count_only) {
+        (_, true) | (None, _) => resolvelab_sim::nginx::simulate_counts(&cfg)?,
+        (Some(dir), false) => resolvelab_sim::nginx::simulate(&cfg, dir)?,
+    };
+    let wall = started.elapsed().as_secs_f64();
+    match a.format {
+        SummaryFormat::Json => emit(&(serde_json::to_string_pretty(&summary)? + "\n"))?,
+        SummaryFormat::Text => {
+            let mut text = summary_text(&summary);
+            text += &format!(
+                "simulated {:.0} s of traffic in {wall:.2} s ({:.0} requests/s)\n",
+                summary.simulated_us as f64 / 1e6,
+                summary.requests as f64 / wall.max(1e-9)
+            );
+            if let (Some(dir), false) = (&a.out, a.count_only) {
+                text += &format!(
+                    "logs: {}/{{access.log,error.log,dns.jsonl,events.jsonl,load.jsonl}}\n",
+                    dir.display()
+                );
+            }
+            emit(&text)?;
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn summary_text(s: &SimSummary) -> String {
+    let mut out = format!(
+        "requests {}  ok {}  502 {} (no live upstreams {}, upstream failures {})\n",
+        s.requests,
+        s.ok,
+        s.status_502,
+        s.nlu_total(),
+        s.upstream_failures
+    );
+    for (c, n) in s.nlu.iter().filter(|(_, n)| *n > 0) {
+        out.push_str(&format!("  {:<28} {n}\n", c.id()));
+    }
+    out.push_str(&format!(
+        "failed tries {}  retries {}  shim passes {}  requeries {}  swaps {}  resolver errors {}  disabled warnings {}  memory exhausted {}\n",
+        s.try_failures,
+        s.retries,
+        s.shim_passes,
+        s.requeries,
+        s.swaps,
+        s.dns_errors,
+        s.disabled_warnings,
+        s.memory_exhausted
+    ));
+    if !s.fault_hits.is_empty() {
+        out.push_str(&format!("fault hits {:?}\n", s.fault_hits));
+        if s.fault_hits.contains(&0) {
+            out.push_str(
+                "warning: a fault window hit nothing — that injection is not interpretable\n",
+            );
+        }
+    }
+    out
+}
+
+fn run_predict(a: PredictArgs) -> anyhow::Result<ExitCode> {
+    let delay = resolvelab_core::dur::Range::parse(&a.failure_delay)
+        .map_err(|e| anyhow::anyhow!("--failure-delay {:?}: {e}", a.failure_delay))?;
+    let input = PredictInput {
+        rps: a.rps,
+        swap_interval: dur_arg("--swap-interval", &a.swap_interval)?,
+        first_try_failure: a.first_try_failure,
+        failure_delay: (
+            Us(delay.lo.as_micros() as i64),
+            Us(delay.hi.as_micros() as i64),
+        ),
+        latency: Latency::parse(&a.latency)?,
+        keepalive: a.keepalive,
+        first_pick_window_us: a.first_pick_window_us,
+        larger_valid: dur_arg("--larger-valid", &a.larger_valid)?,
+        hygiene_factor: a.hygiene_factor,
+        sample: dur_arg("--sample", &a.sample)?,
+        seed: a.seed,
+    };
+    let rows = match &a.config {
+        Some(path) => {
+            let mut base = SimConfig::from_path(path)?;
+            base.seed = a.seed;
+            resolvelab_sim::nginx::predict::predict_from(&base, &input)?
+        }
+        None => predict(&input)?,
+    };
+    match a.format {
+        SummaryFormat::Json => emit(&(serde_json::to_string_pretty(&rows)? + "\n"))?,
+        SummaryFormat::Text => emit(&predict_table(&input, &rows))?,
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn per_day(p: &resolvelab_sim::nginx::predict::PerDay) -> String {
+    if p.count == 0 {
+        format!("0 (< {:.0})", p.hi)
+    } else {
+        format!("{:.0} ({:.0}–{:.0})", p.per_day, p.lo, p.hi)
+    }
+}
+
+fn predict_table(input: &PredictInput, rows: &[Prediction]) -> String {
+    let mut out = format!(
+        "Expected client-visible `no live upstreams` per day at {:.0} rps (95 % interval; {} s simulated per variant, seed {}).\n\n",
+        rows[0].requests as f64 / (input.sample.0 as f64 / 1e6),
+        input.sample.0 / 1_000_000,
+        input.seed
+    );
+    // Only the classes that occur somewhere.
+    let classes: Vec<usize> = (0..rows[0].classes.len())
+        .filter(|&i| rows.iter().any(|r| r.classes[i].1.count > 0))
+        .collect();
+    let mut header = vec!["variant".to_string(), "NLU/day".to_string()];
+    header.extend(classes.iter().map(|&i| rows[0].classes[i].0.clone()));
+    header.push("other 502/day".into());
+    header.push("change".into());
+    let mut table: Vec<Vec<String>> = vec![header];
+    for r in rows {
+        let mut row = vec![r.variant.clone(), per_day(&r.total)];
+        row.extend(classes.iter().map(|&i| per_day(&r.classes[i].1)));
+        row.push(per_day(&r.upstream_failures));
+        row.push(r.change.clone());
+        table.push(row);
+    }
+    let widths: Vec<usize> = (0..table[0].len())
+        .map(|c| {
+            table
+                .iter()
+                .map(|r| r[c].chars().count())
+                .max()
+                .unwrap_or(0)
+        })
+        .collect();
+    for r in &table {
+        let line: Vec<String> = r
+            .iter()
+            .zip(&widths)
+            .map(|(c, w)| format!("{c:<w$}"))
+            .collect();
+        out.push_str(line.join("  ").trim_end());
+        out.push('\n');
+    }
+    out
+}
+
+/// Diagnose one run directory with the checker (its own log_format, DNS log when present).
+fn diagnose_dir(dir: &std::path::Path) -> anyhow::Result<resolvelab_diagnose::Diagnosis> {
+    let access = dir.join("access.log");
+    if !access.is_file() {
+        anyhow::bail!(
+            "{} has no access.log: give a run directory (from `resolvelab run` or `sim nginx --out`)",
+            dir.display()
+        );
+    }
+    let mut o = resolvelab_diagnose::Options::new(vec![access], vec![dir.join("error.log")]);
+    o.log_format = resolvelab_diagnose::run::run_log_format(dir)?;
+    o.tz_offset_s = Some(0);
+    for (f, v) in [("dns.jsonl", &mut o.dns), ("events.jsonl", &mut o.events)] {
+        if dir.join(f).is_file() {
+            v.push(dir.join(f));
+        }
+    }
+    resolvelab_diagnose::diagnose(&o).with_context(|| format!("diagnosing {}", dir.display()))
+}
+
+fn run_fidelity(a: FidelityArgs) -> anyhow::Result<ExitCode> {
+    use resolvelab_sim::nginx::fidelity::{counts_agree, durations_agree};
+    use std::collections::BTreeMap;
+    let lab = diagnose_dir(&a.lab)?;
+    let sim = diagnose_dir(&a.sim)?;
+    let per_class = |d: &resolvelab_diagnose::Diagnosis| {
+        let mut m: BTreeMap<String, (u64, i64)> = BTreeMap::new();
+        for i in &d.incidents {
+            let e = m.entry(i.class.clone()).or_default();
+            e.0 += i.count;
+            e.1 = e.1.max(i.duration_ms);
+        }
+        m
+    };
+    let (l, m) = (per_class(&lab), per_class(&sim));
+    let name = a.name.clone().unwrap_or_else(|| {
+        a.lab
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default()
+    });
+    let mut out = format!(
+        "### {name}\n\nlab: {} requests, {} failed, {} swaps · model: {} requests, {} failed, {} swaps\n\n\
+| class | lab requests | model requests | counts (Poisson 95 %) | lab longest (ms) | model longest (ms) | duration (±10 %) |\n|---|---:|---:|---|---:|---:|---|\n",
+        lab.requests, lab.failures, lab.swaps, sim.requests, sim.failures, sim.swaps
+    );
+    let mut agree = true;
+    let classes: std::collections::BTreeSet<&String> = l.keys().chain(m.keys()).collect();
+    for c in &classes {
+        let (lc, ld) = l.get(*c).copied().unwrap_or((0, 0));
+        let (mc, md) = m.get(*c).copied().unwrap_or((0, 0));
+        let count_ok = counts_agree(lc, mc);
+        // Durations are compared for bursts (one long incident), not for isolated events.
+        let dur_ok = ld < 2000 && md < 2000 || durations_agree(ld as f64, md as f64);
+        let presence_ok = (lc > 0) == (mc > 0);
+        agree &= count_ok && dur_ok && presence_ok;
+        let mark = |ok: bool| if ok { "agree" } else { "**DISAGREE**" };
+        out.push_str(&format!(
+            "| {c} | {lc} | {mc} | {} | {ld} | {md} | {} |\n",
+            mark(count_ok && presence_ok),
+            if ld < 2000 && md < 2000 {
+                "n/a (isolated)"
+            } else {
+                mark(dur_ok)
+            }
+        ));
+    }
+    if classes.is_empty() {
+        out.push_str("| (no failures) | 0 | 0 | agree | – | – | – |\n");
+    }
+    out.push_str(&format!(
+        "\nVerdict: {}\n",
+        if agree {
+            "the model agrees with nginx."
+        } else {
+            "the model DISAGREES with nginx: explain or fix the model (never loosen the bound)."
+        }
+    ));
+    emit(&out)?;
+    Ok(if agree {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
+}
+
+/// Write to stdout; a closed pipe (`| head`) ends the output quietly instead of panicking.
+fn emit(text: &str) -> anyhow::Result<()> {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    match out.write_all(text.as_bytes()).and_then(|_| out.flush()) {
+        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => Err(e.into()),
+        _ => Ok(()),
+    }
 }

@@ -1,0 +1,156 @@
+//! `resolvelab sim nginx` and `resolvelab sim predict` end to end.
+
+use std::process::Command;
+
+fn bin() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_resolvelab"))
+}
+
+#[test]
+fn example_config_runs_and_writes_a_lab_shaped_run_directory() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = dir.path().join("sim.toml");
+    let out = bin()
+        .args(["sim", "nginx", "--print-example"])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    std::fs::write(&cfg, &out.stdout).unwrap();
+    let run = dir.path().join("run");
+    let out = bin()
+        .args(["sim", "nginx", "--duration", "30s", "--config"])
+        .arg(&cfg)
+        .arg("--out")
+        .arg(&run)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("requests 9000"), "{text}");
+    for f in [
+        "access.log",
+        "error.log",
+        "dns.jsonl",
+        "events.jsonl",
+        "load.jsonl",
+    ] {
+        assert!(run.join(f).is_file(), "missing {f}");
+    }
+    let access = std::fs::read_to_string(run.join("access.log")).unwrap();
+    assert_eq!(access.lines().count(), 9000);
+    // JSON summary, same seed → same numbers.
+    let json = |seed: &str| {
+        let out = bin()
+            .args([
+                "sim",
+                "nginx",
+                "--count-only",
+                "--format",
+                "json",
+                "--seed",
+                seed,
+                "--config",
+            ])
+            .arg(&cfg)
+            .output()
+            .unwrap();
+        assert!(out.status.success());
+        serde_json::from_slice::<serde_json::Value>(&out.stdout).unwrap()
+    };
+    assert_eq!(json("5"), json("5"));
+    assert_eq!(json("5")["requests"], 36000);
+}
+
+#[test]
+fn bad_config_is_one_line_naming_the_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = dir.path().join("bad.toml");
+    std::fs::write(&cfg, "rps = 100\nduration = \"10x\"\nservers = []\n").unwrap();
+    let out = bin()
+        .args(["sim", "nginx", "--count-only", "--config"])
+        .arg(&cfg)
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("bad.toml"), "{err}");
+    assert_eq!(err.trim_end().lines().count(), 1, "{err}");
+}
+
+#[test]
+fn predict_compares_mitigations() {
+    let out = bin()
+        .args([
+            "sim",
+            "predict",
+            "--rps",
+            "500",
+            "--first-try-failure",
+            "0.05",
+            "--sample",
+            "2m",
+            "--format",
+            "json",
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let rows = v.as_array().unwrap();
+    let get = |name: &str| {
+        rows.iter()
+            .find(|r| r["variant"] == name)
+            .unwrap_or_else(|| panic!("no {name}"))
+    };
+    let base = get("baseline")["total"]["count"].as_u64().unwrap();
+    assert!(base > 0, "the baseline must show the race");
+    assert_eq!(get("per-dc")["total"]["count"], 0);
+    assert_eq!(get("retry-shim")["total"]["count"], 0);
+    let lo = get("baseline")["total"]["lo"].as_f64().unwrap();
+    let hi = get("baseline")["total"]["hi"].as_f64().unwrap();
+    let mid = get("baseline")["total"]["per_day"].as_f64().unwrap();
+    assert!(lo < mid && mid < hi);
+
+    // The user's own config as the baseline.
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = dir.path().join("sim.toml");
+    let ex = bin()
+        .args(["sim", "nginx", "--print-example"])
+        .output()
+        .unwrap();
+    std::fs::write(&cfg, &ex.stdout).unwrap();
+    let out = bin()
+        .args([
+            "sim", "predict", "--sample", "30s", "--format", "json", "--config",
+        ])
+        .arg(&cfg)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let rows = v.as_array().unwrap();
+    assert_eq!(rows.len(), 6);
+    assert_eq!(rows[0]["requests"], 9000);
+    assert!(rows[0]["total"]["count"].as_u64().unwrap() > 0);
+    assert_eq!(rows[1]["variant"], "per-dc");
+    assert_eq!(rows[1]["total"]["count"], 0);
+
+    let out = bin()
+        .args(["sim", "predict", "--swap-interval", "1s"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--swap-interval"));
+}

@@ -1,0 +1,359 @@
+//! Presentation of a balancing trace: a plain-text table and a self-contained HTML timeline.
+
+use super::{BalanceInput, RequestTrace, Strategy};
+use std::fmt::Write as _;
+
+/// A fixed-width text table, one row per request.
+pub fn render_table(rows: &[RequestTrace]) -> String {
+    let header = [
+        "id",
+        "arrival",
+        "service",
+        "dnsReturned",
+        "dnsCacheExpiresAt",
+        "selected",
+        "reused",
+        "connection",
+        "activeBefore",
+        "doneAt",
+    ];
+    let cells: Vec<[String; 10]> = rows
+        .iter()
+        .map(|r| {
+            [
+                r.id.clone(),
+                r.arrival.to_string(),
+                r.service.to_string(),
+                r.dns_returned.join(","),
+                r.dns_cache_expires_at.to_string(),
+                r.selected.clone(),
+                r.reused.to_string(),
+                r.connection.clone(),
+                r.active_before.to_string(),
+                r.done_at.to_string(),
+            ]
+        })
+        .collect();
+    let mut width: Vec<usize> = header.iter().map(|h| h.len()).collect();
+    for row in &cells {
+        for (w, c) in width.iter_mut().zip(row) {
+            *w = (*w).max(c.chars().count());
+        }
+    }
+    let mut out = String::new();
+    let line = |out: &mut String, items: &[&str]| {
+        let mut s = String::new();
+        for (i, (c, w)) in items.iter().zip(&width).enumerate() {
+            if i > 0 {
+                s.push_str("  ");
+            }
+            let _ = write!(s, "{c:<w$}");
+        }
+        out.push_str(s.trim_end());
+        out.push('\n');
+    };
+    line(&mut out, &header);
+    for row in &cells {
+        let refs: Vec<&str> = row.iter().map(String::as_str).collect();
+        line(&mut out, &refs);
+    }
+    out
+}
+
+fn esc(s: &str) -> String {
+    s.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+        .replace('"', "&quot;")
+}
+
+const PALETTE: [&str; 8] = [
+    "#4e79a7", "#f28e2b", "#59a14f", "#e15759", "#76b7b2", "#edc948", "#b07aa1", "#9c755f",
+];
+
+/// Pack intervals into the fewest rows (first row whose last end ≤ start).
+fn pack(intervals: &[(i64, i64)]) -> (Vec<usize>, usize) {
+    let mut ends: Vec<i64> = Vec::new();
+    let mut row_of = Vec::with_capacity(intervals.len());
+    for &(s, e) in intervals {
+        match ends.iter().position(|&end| end <= s) {
+            Some(r) => {
+                ends[r] = e.max(s + 1);
+                row_of.push(r);
+            }
+            None => {
+                ends.push(e.max(s + 1));
+                row_of.push(ends.len() - 1);
+            }
+        }
+    }
+    let n = ends.len().max(1);
+    (row_of, n)
+}
+
+/// A self-contained HTML page: the inputs, an SVG timeline with one lane for the DNS authority,
+/// one for the DNS cache, one per backend and one per connection (streams stacked inside), and
+/// the table.
+pub fn render_html(input: &BalanceInput, strategy: Strategy, rows: &[RequestTrace]) -> String {
+    let color = |backend: &str| {
+        let i = input
+            .backends
+            .iter()
+            .position(|b| b.id == backend)
+            .unwrap_or(0);
+        PALETTE[i % PALETTE.len()]
+    };
+    let t_end = rows
+        .iter()
+        .map(|r| r.done_at.max(r.dns_cache_expires_at))
+        .chain(input.dns.iter().map(|a| a.at + 1))
+        .max()
+        .unwrap_or(1)
+        .max(1);
+    let t0 = rows
+        .first()
+        .map(|r| r.arrival)
+        .unwrap_or(0)
+        .min(input.dns[0].at);
+    let label_w = 200.0;
+    let plot_w = 900.0;
+    let scale = plot_w / (t_end - t0).max(1) as f64;
+    let x = |t: i64| label_w + (t - t0) as f64 * scale;
+    let row_h = 18.0;
+    let lane_gap = 8.0;
+    let mut svg = String::new();
+    let mut y = 30.0;
+
+    let lane = |svg: &mut String, y: &mut f64, title: &str, subrows: usize| -> f64 {
+        let h = subrows as f64 * row_h + 4.0;
+        let _ = write!(
+            svg,
+            r##"<rect x="0" y="{y:.1}" width="{w:.1}" height="{h:.1}" fill="#f6f6f6"/><text x="6" y="{ty:.1}" class="lane">{t}</text>"##,
+            w = label_w + plot_w + 10.0,
+            ty = *y + 13.0,
+            t = esc(title)
+        );
+        let top = *y + 2.0;
+        *y += h + lane_gap;
+        top
+    };
+    let bar = |svg: &mut String,
+               top: f64,
+               sub: usize,
+               s: i64,
+               e: i64,
+               fill: &str,
+               text: &str,
+               tip: &str| {
+        let x0 = x(s);
+        let w = (x(e.max(s)) - x0).max(3.0);
+        let yy = top + sub as f64 * row_h;
+        let _ = write!(
+            svg,
+            r##"<g><title>{tip}</title><rect x="{x0:.1}" y="{yy:.1}" width="{w:.1}" height="{h:.1}" rx="3" fill="{fill}" stroke="#333" stroke-width="0.5"/><text x="{tx:.1}" y="{ty:.1}" class="{cls}">{text}</text></g>"##,
+            h = row_h - 3.0,
+            tx = x0 + 3.0,
+            ty = yy + 11.5,
+            tip = esc(tip),
+            text = esc(text),
+            // Light fills (the DNS lanes) need dark text.
+            cls = if fill.starts_with("#c") || fill.starts_with("#d") {
+                "bar dark"
+            } else {
+                "bar"
+            }
+        );
+    };
+
+    // DNS authority lane: what the authority would answer over time.
+    let top = lane(&mut svg, &mut y, "DNS authority", 1);
+    for (i, a) in input.dns.iter().enumerate() {
+        let end = input.dns.get(i + 1).map(|n| n.at).unwrap_or(t_end);
+        bar(
+            &mut svg,
+            top,
+            0,
+            a.at,
+            end,
+            "#ddd",
+            &format!("[{}] ttl {}", a.addresses.join(","), a.ttl),
+            &format!(
+                "from t={} the authority answers [{}]",
+                a.at,
+                a.addresses.join(",")
+            ),
+        );
+    }
+    // DNS cache lane: each fill and how long it is kept.
+    let top = lane(&mut svg, &mut y, "DNS cache", 1);
+    let mut last_fill: Option<(i64, i64, String)> = None;
+    let mut fills = Vec::new();
+    for r in rows {
+        let key = (r.dns_cache_expires_at, r.dns_returned.join(","));
+        if last_fill.as_ref().map(|(_, e, a)| (*e, a.clone())) != Some(key.clone()) {
+            fills.push((r.arrival, key.0, key.1.clone()));
+            last_fill = Some((r.arrival, key.0, key.1));
+        }
+    }
+    for (s, e, a) in &fills {
+        bar(
+            &mut svg,
+            top,
+            0,
+            *s,
+            *e,
+            "#cfe3f7",
+            &format!("[{a}] until {e}"),
+            &format!("cache filled at t={s} with [{a}], expires at t={e}"),
+        );
+    }
+    // One lane per backend: the requests it really served.
+    for b in &input.backends {
+        let mine: Vec<&RequestTrace> = rows.iter().filter(|r| r.selected == b.id).collect();
+        let (row_of, n) = pack(
+            &mine
+                .iter()
+                .map(|r| (r.arrival, r.done_at))
+                .collect::<Vec<_>>(),
+        );
+        let title = format!(
+            "backend {} (w={}{})",
+            b.id,
+            b.weight,
+            if b.healthy { "" } else { ", unhealthy" }
+        );
+        let top = lane(&mut svg, &mut y, &title, n);
+        for (r, sub) in mine.iter().zip(row_of) {
+            bar(
+                &mut svg,
+                top,
+                sub,
+                r.arrival,
+                r.done_at,
+                color(&b.id),
+                &r.id,
+                &format!(
+                    "{} t={}..{} on {} ({}), dns returned [{}], activeBefore {}",
+                    r.id,
+                    r.arrival,
+                    r.done_at,
+                    r.connection,
+                    if r.reused { "reused" } else { "new" },
+                    r.dns_returned.join(","),
+                    r.active_before
+                ),
+            );
+        }
+    }
+    // One lane per connection: its streams, stacked up to maxStreams.
+    let mut conn_ids: Vec<(String, String)> = input
+        .connections
+        .iter()
+        .map(|c| (c.id.clone(), c.address.clone()))
+        .collect();
+    for r in rows {
+        if !conn_ids.iter().any(|(id, _)| id == &r.connection) {
+            conn_ids.push((r.connection.clone(), r.selected.clone()));
+        }
+    }
+    for (cid, addr) in &conn_ids {
+        let mine: Vec<&RequestTrace> = rows.iter().filter(|r| &r.connection == cid).collect();
+        let (row_of, n) = pack(
+            &mine
+                .iter()
+                .map(|r| (r.arrival, r.done_at))
+                .collect::<Vec<_>>(),
+        );
+        let supplied = input.connections.iter().any(|c| &c.id == cid);
+        let title = format!(
+            "{cid} → {addr}{}",
+            if supplied { " (pre-existing)" } else { "" }
+        );
+        let top = lane(&mut svg, &mut y, &title, n.max(1));
+        for (r, sub) in mine.iter().zip(row_of) {
+            bar(
+                &mut svg,
+                top,
+                sub,
+                r.arrival,
+                r.done_at,
+                color(addr),
+                &format!("{} s{}", r.id, sub + 1),
+                &format!(
+                    "{} stream {} on {cid}, t={}..{}{}",
+                    r.id,
+                    sub + 1,
+                    r.arrival,
+                    r.done_at,
+                    if r.reused {
+                        ", reused"
+                    } else {
+                        ", opened the connection"
+                    }
+                ),
+            );
+        }
+    }
+    // Time axis.
+    let mut axis = String::new();
+    for t in t0..=t_end {
+        let xx = x(t);
+        let _ = write!(
+            axis,
+            r##"<line x1="{xx:.1}" y1="24" x2="{xx:.1}" y2="{y:.1}" stroke="#ccc" stroke-width="0.5"/><text x="{xx:.1}" y="18" class="tick">{t}</text>"##
+        );
+    }
+    let height = y + 10.0;
+    let width = label_w + plot_w + 20.0;
+
+    let table_rows: String = rows
+        .iter()
+        .map(|r| {
+            format!(
+                "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td><span class=\"sw\" style=\"background:{}\"></span>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+                esc(&r.id),
+                r.arrival,
+                r.service,
+                esc(&r.dns_returned.join(",")),
+                r.dns_cache_expires_at,
+                color(&r.selected),
+                esc(&r.selected),
+                if r.reused { "yes" } else { "new" },
+                esc(&r.connection),
+                r.active_before,
+                r.done_at
+            )
+        })
+        .collect();
+    let input_json = serde_json::to_string_pretty(input).unwrap_or_default();
+    format!(
+        r##"<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>resolvelab sim balance — {strategy}</title>
+<style>
+body{{font-family:system-ui,sans-serif;margin:24px;color:#222}}
+table{{border-collapse:collapse;font-size:13px}} td,th{{border:1px solid #ccc;padding:3px 8px;text-align:left}}
+th{{background:#eee}} .sw{{display:inline-block;width:10px;height:10px;margin-right:5px;border-radius:2px}}
+svg text.lane{{font-size:12px;font-weight:600}} svg text.bar{{font-size:10px;fill:#fff;pointer-events:none}} svg text.dark{{fill:#222}}
+svg text.tick{{font-size:10px;fill:#666;text-anchor:middle}} pre{{background:#f6f6f6;padding:8px;font-size:12px}}
+</style></head><body>
+<h1>DNS vs proxy balancing — strategy <code>{strategy}</code></h1>
+<p>{n} requests. <b>dnsReturned</b> is what the (cached) DNS answer said at arrival; <b>selected</b> is the
+backend the request really reached. They are different observations: the DNS cache refreshes only at
+expiry, proxy strategies ignore DNS and filter unhealthy backends, and a request rides an existing
+connection when one to the same address has a free stream (maxStreams = {ms}).</p>
+<svg xmlns="http://www.w3.org/2000/svg" width="{width:.0}" height="{height:.0}" viewBox="0 0 {width:.0} {height:.0}">
+{axis}{svg}
+</svg>
+<h2>Trace</h2>
+<table><tr><th>id</th><th>arrival</th><th>service</th><th>dnsReturned</th><th>dnsCacheExpiresAt</th><th>selected</th><th>reused</th><th>connection</th><th>activeBefore</th><th>doneAt</th></tr>
+{table_rows}</table>
+<h2>Input</h2>
+<pre>{input_json}</pre>
+<p>Generated by <code>resolvelab sim balance --strategy {strategy} --format html</code>.</p>
+</body></html>
+"##,
+        n = rows.len(),
+        ms = input.max_streams,
+        input_json = esc(&input_json),
+    )
+}

@@ -1,0 +1,867 @@
+//! The simulator's input: a plain, serde-readable description of one nginx upstream, its DNS,
+//! its faults and the load. Durations are written like everywhere else in resolvelab
+//! (`"6s"`, `"250ms"`, `"0ms..50ms"`) and held as microseconds.
+
+use anyhow::{Result, bail};
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+use std::net::{Ipv4Addr, Ipv6Addr};
+
+/// A duration in microseconds, read from `"6s"`-style strings (or a bare integer of µs).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Default)]
+pub struct Us(pub i64);
+
+impl Us {
+    /// From seconds.
+    pub const fn s(s: i64) -> Us {
+        Us(s * 1_000_000)
+    }
+    /// From milliseconds.
+    pub const fn ms(ms: i64) -> Us {
+        Us(ms * 1_000)
+    }
+}
+
+impl Serialize for Us {
+    fn serialize<S: Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+        let d = std::time::Duration::from_micros(self.0.unsigned_abs());
+        let sign = if self.0 < 0 { "-" } else { "" };
+        s.serialize_str(&format!("{sign}{}", resolvelab_core::dur::format(d)))
+    }
+}
+
+impl<'de> Deserialize<'de> for Us {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> std::result::Result<Us, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Raw {
+            Int(i64),
+            Str(String),
+        }
+        match Raw::deserialize(d)? {
+            Raw::Int(v) => Ok(Us(v)),
+            Raw::Str(s) => {
+                // Timeline offsets may be negative (before the load starts).
+                let (neg, body) = match s.trim().strip_prefix('-') {
+                    Some(rest) => (true, rest.to_string()),
+                    None => (false, s),
+                };
+                let us = resolvelab_core::dur::parse(&body)
+                    .map_err(serde::de::Error::custom)?
+                    .as_micros() as i64;
+                Ok(Us(if neg { -us } else { us }))
+            }
+        }
+    }
+}
+
+/// One `server` line of the upstream block.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ServerLine {
+    /// A DNS name (with `resolve`) or an IPv4 literal.
+    pub host: String,
+    /// Port.
+    #[serde(default = "d_port")]
+    pub port: u16,
+    /// `resolve`: re-resolve `host` and swap the peers (needs a zone).
+    #[serde(default)]
+    pub resolve: bool,
+    /// `max_fails=` (nginx default 1; 0 disables the accounting).
+    #[serde(default = "d_max_fails")]
+    pub max_fails: u32,
+    /// `fail_timeout=` (nginx default 10 s).
+    #[serde(default = "d_fail_timeout")]
+    pub fail_timeout: Us,
+    /// `backup`.
+    #[serde(default)]
+    pub backup: bool,
+    /// `weight=`.
+    #[serde(default = "d_weight")]
+    pub weight: u32,
+}
+
+fn d_port() -> u16 {
+    8080
+}
+fn d_max_fails() -> u32 {
+    1
+}
+fn d_fail_timeout() -> Us {
+    Us::s(10)
+}
+fn d_weight() -> u32 {
+    1
+}
+
+impl ServerLine {
+    /// `server HOST:PORT resolve;` with nginx's defaults.
+    pub fn resolve(host: &str, port: u16) -> ServerLine {
+        ServerLine {
+            host: host.into(),
+            port,
+            resolve: true,
+            max_fails: 1,
+            fail_timeout: Us::s(10),
+            backup: false,
+            weight: 1,
+        }
+    }
+    /// `server IP:PORT;` with nginx's defaults.
+    pub fn fixed(ip: &str, port: u16) -> ServerLine {
+        ServerLine {
+            resolve: false,
+            ..ServerLine::resolve(ip, port)
+        }
+    }
+}
+
+/// What the authority answers for a name (the lab DNS's mode syntax, same strings).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DnsMode {
+    /// `static:IP[,IP…]`.
+    Static(Vec<Ipv4Addr>),
+    /// `alternate:IP1,IP2[,…]` — one record per answer, rotating per query.
+    Alternate(Vec<Ipv4Addr>),
+    /// `multi:N[@BASE]`.
+    Multi(u32, Ipv4Addr),
+    /// `nxdomain`.
+    NxDomain,
+    /// `servfail`.
+    ServFail,
+    /// `refused`.
+    Refused,
+    /// `nodata` (NOERROR, no records): nginx's resolver turns an empty answer into NXDOMAIN
+    /// (`(3: Host not found)`), so it removes the peers too.
+    NoData,
+    /// `drop` (never answer).
+    Drop,
+}
+
+impl DnsMode {
+    /// Parse `static:127.0.0.20`, `alternate:127.0.0.20,127.0.0.30`, `nxdomain`, … (a `delay:…+`
+    /// prefix is accepted and ignored: the model answers instantly).
+    pub fn parse(s: &str) -> Result<DnsMode> {
+        let s = s.trim();
+        let s = match s.split_once('+') {
+            Some((w, rest)) if w.starts_with("delay") || w == "truncate" => rest,
+            _ => s,
+        };
+        let (kind, args) = s.split_once(':').unwrap_or((s, ""));
+        let ips = |args: &str| -> Result<Vec<Ipv4Addr>> {
+            let v: Result<Vec<Ipv4Addr>, _> = args.split(',').map(|a| a.trim().parse()).collect();
+            match v {
+                Ok(v) if !v.is_empty() => Ok(v),
+                _ => bail!(
+                    "DNS mode {s:?}: expected IPv4 addresses after ':' (static:127.0.0.20,127.0.0.30)"
+                ),
+            }
+        };
+        Ok(match kind {
+            "static" => DnsMode::Static(ips(args)?),
+            "alternate" => DnsMode::Alternate(ips(args)?),
+            "multi" => {
+                let (n, base) = args.split_once('@').unwrap_or((args, "127.0.1.1"));
+                let n: u32 = n.parse().map_err(|_| {
+                    anyhow::anyhow!("DNS mode {s:?}: multi needs a count (multi:25)")
+                })?;
+                let base: Ipv4Addr = base
+                    .parse()
+                    .map_err(|_| anyhow::anyhow!("DNS mode {s:?}: bad base address"))?;
+                if n == 0 || n > 4096 {
+                    bail!("DNS mode {s:?}: multi count must be 1..=4096");
+                }
+                DnsMode::Multi(n, base)
+            }
+            "nxdomain" => DnsMode::NxDomain,
+            "servfail" => DnsMode::ServFail,
+            "refused" => DnsMode::Refused,
+            "nodata" => DnsMode::NoData,
+            "drop" => DnsMode::Drop,
+            _ => bail!(
+                "unknown DNS mode {s:?}: use static:IP[,IP…], alternate:IP,IP, multi:N[@BASE], nxdomain, servfail, refused, nodata or drop"
+            ),
+        })
+    }
+}
+
+impl std::fmt::Display for DnsMode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let join = |v: &[Ipv4Addr]| {
+            v.iter()
+                .map(|i| i.to_string())
+                .collect::<Vec<_>>()
+                .join(",")
+        };
+        match self {
+            DnsMode::Static(v) => write!(f, "static:{}", join(v)),
+            DnsMode::Alternate(v) => write!(f, "alternate:{}", join(v)),
+            DnsMode::Multi(n, b) => write!(f, "multi:{n}@{b}"),
+            DnsMode::NxDomain => f.write_str("nxdomain"),
+            DnsMode::ServFail => f.write_str("servfail"),
+            DnsMode::Refused => f.write_str("refused"),
+            DnsMode::NoData => f.write_str("nodata"),
+            DnsMode::Drop => f.write_str("drop"),
+        }
+    }
+}
+
+impl Serialize for DnsMode {
+    fn serialize<S: Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+        s.serialize_str(&self.to_string())
+    }
+}
+
+impl<'de> Deserialize<'de> for DnsMode {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> std::result::Result<DnsMode, D::Error> {
+        let s = String::deserialize(d)?;
+        DnsMode::parse(&s).map_err(serde::de::Error::custom)
+    }
+}
+
+/// From `at` on, `name` is answered in `mode`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DnsPhase {
+    /// Offset from the load start (negative: before it).
+    pub at: Us,
+    /// The name (must be a `resolve` server's host).
+    pub name: String,
+    /// The mode.
+    pub mode: DnsMode,
+    /// AAAA records answered alongside (peers only with `ipv6 = true`, nginx's default).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub aaaa: Vec<Ipv6Addr>,
+}
+
+impl DnsPhase {
+    /// A phase from the lab DNS's spec syntax: `static:127.0.0.20`, `alternate:…`, or with
+    /// AAAA records `static:127.0.0.20;aaaa=::1[,::2]`.
+    pub fn lab(at: Us, name: &str, spec: &str) -> Result<DnsPhase> {
+        let (mode, aaaa) = match spec.split_once(';') {
+            Some((m, rest)) => {
+                let list = rest.trim().strip_prefix("aaaa=").ok_or_else(|| {
+                    anyhow::anyhow!(
+                        "DNS mode {spec:?}: after ';' only `aaaa=IPv6[,IPv6]` is understood"
+                    )
+                })?;
+                let v: std::result::Result<Vec<Ipv6Addr>, _> =
+                    list.split(',').map(|a| a.trim().parse()).collect();
+                (
+                    m,
+                    v.map_err(|_| anyhow::anyhow!("DNS mode {spec:?}: bad IPv6 address in aaaa="))?,
+                )
+            }
+            None => (spec, Vec::new()),
+        };
+        Ok(DnsPhase {
+            at,
+            name: name.into(),
+            mode: DnsMode::parse(mode)?,
+            aaaa,
+        })
+    }
+
+    /// The mode as the lab DNS would write it (`mode` in dns.jsonl).
+    pub fn spec(&self) -> String {
+        if self.aaaa.is_empty() {
+            self.mode.to_string()
+        } else {
+            let v: Vec<String> = self.aaaa.iter().map(|a| a.to_string()).collect();
+            format!("{};aaaa={}", self.mode, v.join(","))
+        }
+    }
+}
+
+/// A fault kind, acting on upstream tries.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "kebab-case", deny_unknown_fields)]
+pub enum FaultKind {
+    /// Nothing listens: new connections get `connect() failed (111: Connection refused)`; the
+    /// backend's idle keep-alive connections are gone.
+    Refuse,
+    /// Every try is reset: `recv() failed (104: Connection reset by peer)`.
+    Rst {
+        /// Probability per try.
+        #[serde(default = "d_one")]
+        p: f64,
+    },
+    /// The keep-alive reclaim race: a try on a *cached* connection finds it closed by the
+    /// backend with probability `p`, seen after a delay uniform in `delay_min..delay_max`
+    /// (`upstream prematurely closed connection while reading response header`).
+    Reclaim {
+        /// Probability per cached-connection try.
+        p: f64,
+        /// Lower bound of the detection delay.
+        #[serde(default)]
+        delay_min: Us,
+        /// Upper bound of the detection delay.
+        #[serde(default = "d_50ms")]
+        delay_max: Us,
+    },
+    /// Any try fails with probability `p` after its normal latency (premature close).
+    Fail {
+        /// Probability per try.
+        p: f64,
+    },
+    /// Adds latency to every try.
+    Delay {
+        /// The added latency.
+        by: Us,
+    },
+}
+
+impl FaultKind {
+    /// Map a lab backend/proxy fault spec onto the model: `reclaim:toxicity=0.3,delay=0ms..50ms`,
+    /// `rst[:toxicity=P]`, `refuse`, `close-after-headers[:toxicity=P]` (a premature close),
+    /// `slow-headers:DUR` / `latency:delay=DUR` (added latency), `hang` (never answers: the read
+    /// timeout). The window keys (`for=`, `seed=`, `name=`) belong to the caller's timeline and
+    /// are ignored here.
+    pub fn from_lab_spec(spec: &str) -> Result<FaultKind> {
+        let sp = resolvelab_core::spec::Spec::parse(spec).map_err(|e| anyhow::anyhow!("{e}"))?;
+        let p = match sp.get("toxicity") {
+            Some(v) => v
+                .parse::<f64>()
+                .ok()
+                .filter(|p| (0.0..=1.0).contains(p))
+                .ok_or_else(|| anyhow::anyhow!("`{spec}`: toxicity {v:?} is not within 0..=1"))?,
+            None => 1.0,
+        };
+        let dur = |key: &str| -> Result<Option<Us>> {
+            match sp.get(key).or_else(|| sp.get("")) {
+                Some(v) => resolvelab_core::dur::parse(v)
+                    .map(|d| Some(Us(d.as_micros() as i64)))
+                    .map_err(|e| anyhow::anyhow!("`{spec}`: {e}")),
+                None => Ok(None),
+            }
+        };
+        Ok(match sp.kind.replace('_', "-").as_str() {
+            "reclaim" => {
+                let r = resolvelab_core::dur::Range::parse(
+                    sp.get("delay")
+                        .or_else(|| sp.get(""))
+                        .unwrap_or("0ms..50ms"),
+                )
+                .map_err(|e| anyhow::anyhow!("`{spec}`: delay: {e}"))?;
+                FaultKind::Reclaim {
+                    p,
+                    delay_min: Us(r.lo.as_micros() as i64),
+                    delay_max: Us(r.hi.as_micros() as i64),
+                }
+            }
+            "rst" | "reset" | "reset-peer" => FaultKind::Rst { p },
+            "refuse" | "down" => FaultKind::Refuse,
+            "close-after-headers" => FaultKind::Fail { p },
+            "slow-headers" => FaultKind::Delay {
+                by: dur("delay")?.ok_or_else(|| anyhow::anyhow!("`{spec}` needs a delay"))?,
+            },
+            "latency" => FaultKind::Delay {
+                by: match dur("delay")? {
+                    Some(d) => d,
+                    None => {
+                        dur("latency")?.ok_or_else(|| anyhow::anyhow!("`{spec}` needs a delay"))?
+                    }
+                },
+            },
+            "hang" | "timeout" => FaultKind::Delay { by: Us::s(86_400) },
+            other => bail!(
+                "`{spec}`: the simulator does not model `{other}` (it models reclaim, rst, refuse, close-after-headers, slow-headers, latency, hang)"
+            ),
+        })
+    }
+}
+
+fn d_one() -> f64 {
+    1.0
+}
+fn d_50ms() -> Us {
+    Us::ms(50)
+}
+
+/// A fault active on `[start, end)` for one backend address (`IP:PORT` or `IP`) or all.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct FaultWindow {
+    /// Start offset from the load start.
+    pub start: Us,
+    /// End offset (exclusive).
+    pub end: Us,
+    /// `IP:PORT` or `IP`; absent = every backend.
+    #[serde(default)]
+    pub target: Option<String>,
+    /// What it does.
+    #[serde(flatten)]
+    pub fault: FaultKind,
+}
+
+/// A latency distribution for successful tries.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "dist", rename_all = "kebab-case", deny_unknown_fields)]
+pub enum Latency {
+    /// Always `value`.
+    Fixed {
+        /// The latency.
+        value: Us,
+    },
+    /// Uniform in `min..max`.
+    Uniform {
+        /// Lower bound.
+        min: Us,
+        /// Upper bound.
+        max: Us,
+    },
+    /// Exponential with this mean.
+    Exp {
+        /// Mean.
+        mean: Us,
+    },
+    /// Log-normal with this median and shape `sigma`.
+    Lognormal {
+        /// Median.
+        median: Us,
+        /// Shape (σ of the underlying normal).
+        sigma: f64,
+    },
+}
+
+impl Latency {
+    /// Parse `fixed:3ms`, `uniform:1ms..5ms`, `exp:5ms` (mean) or `lognormal:5ms,0.6`
+    /// (median, sigma).
+    pub fn parse(s: &str) -> Result<Latency> {
+        let hint = "use fixed:3ms, uniform:1ms..5ms, exp:5ms or lognormal:5ms,0.6";
+        let d = |v: &str| -> Result<Us> {
+            resolvelab_core::dur::parse(v)
+                .map(|d| Us(d.as_micros() as i64))
+                .map_err(|e| anyhow::anyhow!("latency {s:?}: {e}"))
+        };
+        let (kind, args) = s
+            .trim()
+            .split_once(':')
+            .ok_or_else(|| anyhow::anyhow!("latency {s:?}: {hint}"))?;
+        Ok(match kind {
+            "fixed" => Latency::Fixed { value: d(args)? },
+            "uniform" => {
+                let (a, b) = args
+                    .split_once("..")
+                    .ok_or_else(|| anyhow::anyhow!("latency {s:?}: {hint}"))?;
+                Latency::Uniform {
+                    min: d(a)?,
+                    max: d(b)?,
+                }
+            }
+            "exp" => Latency::Exp { mean: d(args)? },
+            "lognormal" => {
+                let (m, sg) = args
+                    .split_once(',')
+                    .ok_or_else(|| anyhow::anyhow!("latency {s:?}: {hint}"))?;
+                let sigma: f64 = sg
+                    .trim()
+                    .parse()
+                    .map_err(|_| anyhow::anyhow!("latency {s:?}: sigma {sg:?} is not a number"))?;
+                Latency::Lognormal {
+                    median: d(m)?,
+                    sigma,
+                }
+            }
+            _ => bail!("latency {s:?}: unknown distribution {kind:?}; {hint}"),
+        })
+    }
+}
+
+/// `proxy_next_upstream` and `proxy_next_upstream_tries`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NextUpstream {
+    /// `error` (default on).
+    #[serde(default = "yes")]
+    pub error: bool,
+    /// `timeout` (default on).
+    #[serde(default = "yes")]
+    pub timeout: bool,
+    /// `non_idempotent`: retry POST/LOCK/PATCH after the request was sent.
+    #[serde(default)]
+    pub non_idempotent: bool,
+    /// `proxy_next_upstream_tries` (0 = unlimited).
+    #[serde(default)]
+    pub tries: u32,
+}
+
+fn yes() -> bool {
+    true
+}
+
+impl Default for NextUpstream {
+    fn default() -> Self {
+        NextUpstream {
+            error: true,
+            timeout: true,
+            non_idempotent: false,
+            tries: 0,
+        }
+    }
+}
+
+/// `error_page 502 = @retry_once` with a method guard: one more pass (new peer snapshot).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RetryShim {
+    /// Methods the guard lets through (others get the first pass's 502).
+    #[serde(default = "d_guard")]
+    pub methods: Vec<String>,
+}
+
+fn d_guard() -> Vec<String> {
+    vec!["GET".into(), "HEAD".into(), "OPTIONS".into()]
+}
+
+impl Default for RetryShim {
+    fn default() -> Self {
+        RetryShim { methods: d_guard() }
+    }
+}
+
+/// Everything the simulator needs. Offsets (`at`, `start`, `end`) are relative to the load start;
+/// nginx starts `warmup` earlier and sends its first DNS queries then.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SimConfig {
+    /// RNG seed (ChaCha8).
+    #[serde(default = "d_seed")]
+    pub seed: u64,
+    /// Epoch µs of the load start (timestamps in the logs).
+    #[serde(default = "d_epoch")]
+    pub epoch_us: i64,
+    /// UTC offset of the error log's local time, in seconds (nginx writes local time).
+    #[serde(default)]
+    pub tz_offset_s: i32,
+    /// nginx start → load start (the first DNS answer must land before the load).
+    #[serde(default = "d_warmup")]
+    pub warmup: Us,
+    /// Upstream group name (`be`).
+    #[serde(default = "d_group")]
+    pub upstream: String,
+    /// The `server` lines.
+    pub servers: Vec<ServerLine>,
+    /// Shared-memory zone size in bytes (`zone be 64k`).
+    #[serde(default = "d_zone")]
+    pub zone_bytes: u64,
+    /// Slab bytes one resolved peer costs (peer struct, sockaddr, names); with `zone_bytes` this
+    /// gives the peer capacity.
+    #[serde(default = "d_peer_bytes")]
+    pub peer_bytes: u64,
+    /// `resolver … valid=` (absent: the answer's TTL).
+    #[serde(default)]
+    pub valid: Option<Us>,
+    /// `resolver … ipv6=` (nginx default on): AAAA answers become peers too.
+    #[serde(default = "yes")]
+    pub ipv6: bool,
+    /// TTL the authority puts on its answers.
+    #[serde(default = "d_ttl")]
+    pub dns_ttl: Us,
+    /// `resolver_timeout` (nginx default 30 s).
+    #[serde(default = "d_resolver_timeout")]
+    pub resolver_timeout: Us,
+    /// Upstream `keepalive N` (idle connections cached; 0 = none).
+    #[serde(default)]
+    pub keepalive: u32,
+    /// `proxy_next_upstream` / `_tries`.
+    #[serde(default)]
+    pub next_upstream: NextUpstream,
+    /// `proxy_read_timeout` (nginx default 60 s): a slower try fails with 504.
+    #[serde(default = "d_read_timeout")]
+    pub read_timeout: Us,
+    /// `error_page 502 = @retry_once` (absent: no shim).
+    #[serde(default)]
+    pub retry_shim: Option<RetryShim>,
+    /// DNS mode timeline (a name's first phase is its mode from nginx start).
+    #[serde(default)]
+    pub dns: Vec<DnsPhase>,
+    /// Fault timeline.
+    #[serde(default)]
+    pub faults: Vec<FaultWindow>,
+    /// Requests per second (constant-rate open loop, like the lab's load generator).
+    pub rps: f64,
+    /// Poisson arrivals instead of a constant interval.
+    #[serde(default)]
+    pub poisson: bool,
+    /// Load duration.
+    pub duration: Us,
+    /// Method mix, e.g. `[["GET", 0.9], ["POST", 0.1]]` (default all GET).
+    #[serde(default = "d_mix")]
+    pub mix: Vec<(String, f64)>,
+    /// Latency of a successful try.
+    #[serde(default = "d_latency")]
+    pub latency: Latency,
+    /// Time between the request's peer-list snapshot and its first pick (nginx: microseconds,
+    /// same call); a swap inside it is a first-pick generation race.
+    #[serde(default = "d_window")]
+    pub first_pick_window_us: f64,
+    /// Client keep-alive connections of the load generator.
+    #[serde(default = "d_clients")]
+    pub client_connections: u32,
+    /// nginx `keepalive_requests` on the client side.
+    #[serde(default = "d_keepalive_requests")]
+    pub keepalive_requests: u32,
+    /// Where nginx listens (the `host:` of error lines).
+    #[serde(default = "d_listen")]
+    pub listen: String,
+    /// Request URI.
+    #[serde(default = "d_uri")]
+    pub uri: String,
+    /// Body bytes of a successful response.
+    #[serde(default = "d_bytes")]
+    pub response_bytes: u64,
+    /// Simulated nginx pid (error log).
+    #[serde(default = "d_pid")]
+    pub pid: u32,
+}
+
+fn d_read_timeout() -> Us {
+    Us::s(60)
+}
+fn d_seed() -> u64 {
+    1
+}
+fn d_epoch() -> i64 {
+    // 2026-11-30T06:00:00Z
+    1_796_018_400_000_000
+}
+fn d_warmup() -> Us {
+    Us::s(1)
+}
+fn d_group() -> String {
+    "be".into()
+}
+fn d_zone() -> u64 {
+    64 * 1024
+}
+fn d_peer_bytes() -> u64 {
+    512
+}
+fn d_ttl() -> Us {
+    Us::s(5)
+}
+fn d_resolver_timeout() -> Us {
+    Us::s(30)
+}
+fn d_mix() -> Vec<(String, f64)> {
+    vec![("GET".into(), 1.0)]
+}
+fn d_latency() -> Latency {
+    Latency::Uniform {
+        min: Us::ms(1),
+        max: Us::ms(5),
+    }
+}
+fn d_window() -> f64 {
+    1.0
+}
+fn d_clients() -> u32 {
+    32
+}
+fn d_keepalive_requests() -> u32 {
+    1000
+}
+fn d_listen() -> String {
+    "127.0.0.1:8080".into()
+}
+fn d_uri() -> String {
+    "/".into()
+}
+fn d_bytes() -> u64 {
+    3
+}
+fn d_pid() -> u32 {
+    1234
+}
+
+impl SimConfig {
+    /// A config with nginx's defaults around the given server lines: 300 rps for 60 s, valid
+    /// absent (TTL 5 s), keepalive 16, no faults, no DNS timeline.
+    pub fn new(servers: Vec<ServerLine>) -> SimConfig {
+        SimConfig {
+            seed: d_seed(),
+            epoch_us: d_epoch(),
+            tz_offset_s: 0,
+            warmup: d_warmup(),
+            upstream: d_group(),
+            servers,
+            zone_bytes: d_zone(),
+            peer_bytes: d_peer_bytes(),
+            valid: None,
+            ipv6: true,
+            dns_ttl: d_ttl(),
+            resolver_timeout: d_resolver_timeout(),
+            keepalive: 16,
+            next_upstream: NextUpstream::default(),
+            read_timeout: d_read_timeout(),
+            retry_shim: None,
+            dns: Vec::new(),
+            faults: Vec::new(),
+            rps: 300.0,
+            poisson: false,
+            duration: Us::s(60),
+            mix: d_mix(),
+            latency: d_latency(),
+            first_pick_window_us: d_window(),
+            client_connections: d_clients(),
+            keepalive_requests: d_keepalive_requests(),
+            listen: d_listen(),
+            uri: d_uri(),
+            response_bytes: d_bytes(),
+            pid: d_pid(),
+        }
+    }
+
+    /// Read a config from TOML (or JSON for `.json`) and validate it; errors name the file.
+    pub fn from_path(path: &std::path::Path) -> Result<SimConfig> {
+        use anyhow::Context;
+        let text = std::fs::read_to_string(path)
+            .with_context(|| format!("cannot read {}", path.display()))?;
+        let cfg: SimConfig = if path.extension().and_then(|e| e.to_str()) == Some("json") {
+            serde_json::from_str(&text).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?
+        } else {
+            toml::from_str(&text).map_err(|e| {
+                anyhow::anyhow!(
+                    "{}: {} (start from `resolvelab sim nginx --print-example`)",
+                    path.display(),
+                    e.to_string()
+                        .split_whitespace()
+                        .collect::<Vec<_>>()
+                        .join(" ")
+                )
+            })?
+        };
+        cfg.validate().with_context(|| path.display().to_string())?;
+        Ok(cfg)
+    }
+
+    /// How many resolved peers the zone can hold.
+    pub fn zone_peer_capacity(&self) -> u64 {
+        // The slab keeps its own pages and the static peers out of the zone (~8 pages).
+        self.zone_bytes.saturating_sub(8 * 4096) / self.peer_bytes.max(1)
+    }
+
+    /// Effective requery period base (`valid`, else the TTL).
+    pub fn valid_us(&self) -> i64 {
+        self.valid.unwrap_or(self.dns_ttl).0
+    }
+
+    /// Reject configurations that would make a run meaningless, with one clear line each.
+    pub fn validate(&self) -> Result<()> {
+        if !(self.rps > 0.0 && self.rps.is_finite()) {
+            bail!("rps = {}: must be a positive number", self.rps);
+        }
+        if self.duration.0 <= 0 {
+            bail!("duration must be positive");
+        }
+        if self.duration.0 > 40 * 86_400_000_000
+            || self.warmup.0 < 0
+            || self.warmup.0 > 3_600_000_000
+        {
+            bail!("duration must be at most 40 days and warmup within 0..=1h");
+        }
+        if self.dns.len() > 60_000 || self.faults.len() > 30_000 {
+            bail!("at most 60,000 DNS phases and 30,000 fault windows");
+        }
+        if self.servers.is_empty() {
+            bail!("servers is empty: the upstream needs at least one server line");
+        }
+        if self.servers.iter().all(|s| s.backup) {
+            bail!("every server is `backup`: nginx needs at least one primary server");
+        }
+        for (i, s) in self.servers.iter().enumerate() {
+            if !s.resolve && s.host.parse::<std::net::IpAddr>().is_err() {
+                bail!(
+                    "servers[{i}].host {:?} is a name without `resolve`: set resolve = true or give an IP address",
+                    s.host
+                );
+            }
+            if s.resolve && s.backup {
+                bail!(
+                    "servers[{i}]: nginx does not allow `resolve` on a `backup` server here — use a static backup"
+                );
+            }
+            if s.weight == 0 {
+                bail!("servers[{i}].weight = 0: weight must be ≥ 1");
+            }
+        }
+        let mut last = std::collections::HashMap::new();
+        for (i, p) in self.dns.iter().enumerate() {
+            if !self.servers.iter().any(|s| s.resolve && s.host == p.name) {
+                bail!(
+                    "dns[{i}].name {:?} is not the host of any `resolve` server line",
+                    p.name
+                );
+            }
+            if let Some(prev) = last.insert(p.name.as_str(), p.at)
+                && prev > p.at
+            {
+                bail!(
+                    "dns[{i}] for {:?} at {} µs is before the previous phase: phases must be in time order",
+                    p.name,
+                    p.at.0
+                );
+            }
+        }
+        for s in self.servers.iter().filter(|s| s.resolve) {
+            if !self.dns.iter().any(|p| p.name == s.host) {
+                bail!(
+                    "server {:?} has `resolve` but no DNS phase names it: add a dns entry with name = {:?}",
+                    s.host,
+                    s.host
+                );
+            }
+        }
+        for (i, f) in self.faults.iter().enumerate() {
+            if let Some(t) = &f.target
+                && t.parse::<std::net::SocketAddr>().is_err()
+                && t.trim_matches(['[', ']'])
+                    .parse::<std::net::IpAddr>()
+                    .is_err()
+            {
+                bail!("faults[{i}].target {t:?}: write IP:PORT, [IPv6]:PORT or IP");
+            }
+            if f.end.0 <= f.start.0 {
+                bail!("faults[{i}]: end must be after start");
+            }
+            let p = match &f.fault {
+                FaultKind::Rst { p } | FaultKind::Reclaim { p, .. } | FaultKind::Fail { p } => *p,
+                _ => 0.0,
+            };
+            if !(0.0..=1.0).contains(&p) {
+                bail!("faults[{i}]: probability p = {p} must be within 0..=1");
+            }
+            if let FaultKind::Reclaim {
+                delay_min,
+                delay_max,
+                ..
+            } = &f.fault
+                && delay_max.0 < delay_min.0
+            {
+                bail!("faults[{i}]: delay_max is below delay_min");
+            }
+        }
+        let total: f64 = self.mix.iter().map(|(_, w)| *w).sum();
+        if self.mix.is_empty() || total <= 0.0 || self.mix.iter().any(|(_, w)| *w < 0.0) {
+            bail!("mix needs at least one method with a positive weight");
+        }
+        if self.read_timeout.0 <= 0 {
+            bail!("read_timeout must be positive");
+        }
+        if self.client_connections == 0 {
+            bail!("client_connections must be ≥ 1");
+        }
+        if self.first_pick_window_us.is_nan() || self.first_pick_window_us < 0.0 {
+            bail!("first_pick_window_us must be ≥ 0");
+        }
+        match &self.latency {
+            Latency::Uniform { min, max } if max.0 < min.0 => {
+                bail!("latency: max is below min")
+            }
+            Latency::Lognormal { sigma, .. } if sigma.is_nan() || *sigma < 0.0 => {
+                bail!("latency: sigma must be ≥ 0")
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,296 @@
+//! The files a simulated run leaves, in the same formats as a real lab run: nginx's
+//! `access.log` (the lab `log_format`) and `error.log`, and our `dns.jsonl`, `events.jsonl`,
+//! `load.jsonl`.
+
+use super::config::SimConfig;
+use super::engine::{Addr, BE, Req};
+use std::fs::File;
+use std::io::{self, BufWriter, Write};
+use std::net::IpAddr;
+use std::path::Path;
+
+pub(crate) struct Logs {
+    access: BufWriter<File>,
+    error: BufWriter<File>,
+    dns: BufWriter<File>,
+    events: BufWriter<File>,
+    load: BufWriter<File>,
+    pid: u32,
+    tz_offset_s: i64,
+    client: String,
+    listen: String,
+    uri: String,
+    /// Cached local-time prefix of the current second.
+    stamp_sec: i64,
+    stamp: String,
+}
+
+/// One finished request, for the access log and the load log.
+pub(crate) struct AccessLine<'a> {
+    pub end_us: i64,
+    pub status: u16,
+    pub req: &'a Req,
+    pub addrs: &'a [Addr],
+    pub group: &'a str,
+    pub method: &'a str,
+    pub uri: &'a str,
+    pub bytes: u64,
+}
+
+fn create(dir: &Path, name: &str) -> io::Result<BufWriter<File>> {
+    let path = dir.join(name);
+    let f = File::create(&path)
+        .map_err(|e| io::Error::new(e.kind(), format!("cannot create {}: {e}", path.display())))?;
+    Ok(BufWriter::with_capacity(1 << 18, f))
+}
+
+/// Milliseconds as nginx prints them (`1.234`).
+fn ms3(ms: i64) -> String {
+    format!("{}.{:03}", ms.div_euclid(1000), ms.rem_euclid(1000))
+}
+
+/// Days since 1970-01-01 → (year, month, day) (Howard Hinnant's civil_from_days).
+fn civil(days: i64) -> (i64, u32, u32) {
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let y = yoe + era * 400;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
+    (if m <= 2 { y + 1 } else { y }, m, d)
+}
+
+/// nginx's error-log time: local time, one-second resolution, no offset.
+pub(crate) fn error_time(t_us: i64, tz_offset_s: i64) -> String {
+    let s = t_us.div_euclid(1_000_000) + tz_offset_s;
+    let (y, m, d) = civil(s.div_euclid(86_400));
+    let sod = s.rem_euclid(86_400);
+    format!(
+        "{y:04}/{m:02}/{d:02} {:02}:{:02}:{:02}",
+        sod / 3600,
+        (sod / 60) % 60,
+        sod % 60
+    )
+}
+
+impl Logs {
+    pub(crate) fn create(dir: &Path, cfg: &SimConfig) -> io::Result<Logs> {
+        let mut l = Logs {
+            access: create(dir, "access.log")?,
+            error: create(dir, "error.log")?,
+            dns: create(dir, "dns.jsonl")?,
+            events: create(dir, "events.jsonl")?,
+            load: create(dir, "load.jsonl")?,
+            pid: cfg.pid,
+            tz_offset_s: cfg.tz_offset_s as i64,
+            client: "127.0.0.1".into(),
+            listen: cfg.listen.clone(),
+            uri: cfg.uri.clone(),
+            stamp_sec: i64::MIN,
+            stamp: String::new(),
+        };
+        writeln!(l.dns, r#"{{"schema":"resolvelab.dns/v1","engine":"sim"}}"#)?;
+        writeln!(
+            l.events,
+            r#"{{"schema":"resolvelab.events/v1","engine":"sim"}}"#
+        )?;
+        let header = serde_json::json!({
+            "schema": "resolvelab.load/v1",
+            "target": format!("http://{}{}", cfg.listen, cfg.uri),
+            "plan": format!("{}", cfg.rps),
+            "start_us": cfg.epoch_us,
+            "seed": cfg.seed,
+            "connections": cfg.client_connections,
+            "header_capture": null,
+            "engine": "sim",
+        });
+        writeln!(l.load, "{header}")?;
+        Ok(l)
+    }
+
+    fn stamp(&mut self, t_us: i64) -> &str {
+        let sec = t_us.div_euclid(1_000_000);
+        if sec != self.stamp_sec {
+            self.stamp_sec = sec;
+            self.stamp = error_time(t_us, self.tz_offset_s);
+        }
+        &self.stamp
+    }
+
+    /// A line without request context (resolver, zone).
+    pub(crate) fn error_plain(&mut self, t_us: i64, level: &str, msg: &str) -> io::Result<()> {
+        let pid = self.pid;
+        let stamp = self.stamp(t_us).to_string();
+        writeln!(self.error, "{stamp} [{level}] {pid}#0: {msg}")
+    }
+
+    /// A line in a request's context (`*cid … client: …, upstream: …`).
+    pub(crate) fn error_req(
+        &mut self,
+        t_us: i64,
+        level: &str,
+        req: &Req,
+        methods: &[String],
+        msg: &str,
+        upstream: &str,
+    ) -> io::Result<()> {
+        let pid = self.pid;
+        let stamp = self.stamp(t_us).to_string();
+        writeln!(
+            self.error,
+            "{stamp} [{level}] {pid}#0: *{cid} {msg}, client: {client}, server: , request: \"{m} {uri} HTTP/1.1\", upstream: \"http://{upstream}{uri}\", host: \"{host}\"",
+            cid = req.conn,
+            client = self.client,
+            m = methods[req.method as usize],
+            uri = self.uri,
+            host = self.listen,
+        )
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn dns(
+        &mut self,
+        t_us: i64,
+        client_port: u16,
+        qname: &str,
+        qtype: &str,
+        id: u16,
+        mode: &str,
+        rcode: &str,
+        answers: &[IpAddr],
+        ttl: i64,
+        changed: bool,
+        injected: bool,
+    ) -> io::Result<()> {
+        let v = serde_json::json!({
+            "t_us": t_us,
+            "client": format!("127.0.0.1:{client_port}"),
+            "qname": qname,
+            "qtype": qtype,
+            "transport": "udp",
+            "id": id,
+            "mode": mode,
+            "rcode": rcode,
+            "answers": answers.iter().map(|a| a.to_string()).collect::<Vec<_>>(),
+            "ttl": ttl,
+            "changed": changed,
+            "injected": injected,
+        });
+        writeln!(self.dns, "{v}")
+    }
+
+    pub(crate) fn event(
+        &mut self,
+        t_us: i64,
+        kind: &str,
+        target: &str,
+        spec: &str,
+        hits: Option<u64>,
+    ) -> io::Result<()> {
+        let v = serde_json::json!({
+            "t_us": t_us, "kind": kind, "target": target, "spec": spec, "hits": hits,
+        });
+        writeln!(self.events, "{v}")
+    }
+
+    pub(crate) fn access(&mut self, a: AccessLine<'_>) -> io::Result<()> {
+        let q = a.req;
+        let mut addr = String::new();
+        let mut status = String::new();
+        let mut rt = String::new();
+        let mut ct = String::new();
+        for (i, h) in q.hops.iter().enumerate() {
+            if i > 0 {
+                let sep = if h.pass_start { " : " } else { ", " };
+                for s in [&mut addr, &mut status, &mut rt, &mut ct] {
+                    s.push_str(sep);
+                }
+            }
+            if h.addr == BE {
+                addr.push_str(a.group);
+                rt.push_str("0.000");
+                ct.push('-');
+            } else {
+                addr.push_str(&a.addrs[h.addr as usize].text);
+                rt.push_str(&ms3(h.end_us / 1000 - h.start_us / 1000));
+                if h.connected {
+                    ct.push_str("0.000");
+                } else {
+                    ct.push('-');
+                }
+            }
+            status.push_str(&h.status.to_string());
+        }
+        if q.hops.is_empty() {
+            for s in [&mut addr, &mut status, &mut rt, &mut ct] {
+                s.push('-');
+            }
+        }
+        let request_ms = a.end_us / 1000 - q.arrival_us / 1000;
+        writeln!(
+            self.access,
+            "{} {} \"{addr}\" \"{status}\" {} {} {} {} \"{rt}\" \"{ct}\" \"{} {} HTTP/1.1\" {}",
+            ms3(a.end_us / 1000),
+            a.status,
+            ms3(request_ms),
+            a.method,
+            q.conn,
+            q.conn_requests,
+            a.method,
+            a.uri,
+            self.client,
+        )?;
+        let lat = a.end_us - q.arrival_us;
+        writeln!(
+            self.load,
+            r#"{{"t_us":{t},"sent_us":{t},"latency_us":{lat},"uncorrected_us":{lat},"status":{s},"bytes":{b},"error":null,"conn":{c},"method":"{m}","header":null,"seq":{seq}}}"#,
+            t = q.arrival_us,
+            s = a.status,
+            b = a.bytes,
+            c = q.conn,
+            m = a.method,
+            seq = q.seq,
+        )
+    }
+
+    pub(crate) fn flush(&mut self) -> io::Result<()> {
+        for w in [
+            &mut self.access,
+            &mut self.error,
+            &mut self.dns,
+            &mut self.events,
+            &mut self.load,
+        ] {
+            w.flush()?;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn error_time_is_local_calendar_time() {
+        // 2026-11-30T06:00:01Z
+        let t = 1_796_018_401_000_000;
+        assert_eq!(error_time(t, 0), "2026/11/30 06:00:01");
+        assert_eq!(error_time(t, 9 * 3600), "2026/11/30 15:00:01");
+        assert_eq!(
+            error_time(t + 18 * 3600 * 1_000_000, 0),
+            "2026/12/01 00:00:01"
+        );
+        assert_eq!(error_time(0, 0), "1970/01/01 00:00:00");
+        assert_eq!(error_time(951_782_400_000_000, 0), "2000/02/29 00:00:00");
+    }
+
+    #[test]
+    fn ms3_formats_like_msec() {
+        assert_eq!(ms3(1_796_018_401_123), "1796018401.123");
+        assert_eq!(ms3(5), "0.005");
+    }
+}

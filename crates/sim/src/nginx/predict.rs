@@ -1,0 +1,334 @@
+//! Production questions answered by simulation: "how many `no live upstreams` per day at this
+//! rate, with a swap every N seconds and this first-try failure rate — and what would each
+//! mitigation change?"
+//!
+//! Each variant is simulated for `sample` of traffic (counting only, no logs) and the counts
+//! are scaled to a day, with a Poisson 95 % interval on the simulated count (Byar's
+//! approximation), scaled the same way. The scaling assumes the traffic is stationary.
+//!
+//! ```
+//! use resolvelab_sim::nginx::predict::{PredictInput, predict};
+//! use resolvelab_sim::nginx::Us;
+//! let mut p = PredictInput::default();
+//! p.rps = 300.0;
+//! p.sample = Us::s(120);
+//! let rows = predict(&p).unwrap();
+//! assert_eq!(rows[0].variant, "baseline");
+//! assert!(rows.iter().any(|r| r.variant == "per-dc" && r.total.count == 0));
+//! ```
+
+use super::{
+    DnsMode, DnsPhase, FaultKind, FaultWindow, Latency, NluClass, RetryShim, ServerLine, SimConfig,
+    SimSummary, Us, simulate_counts,
+};
+use anyhow::{Result, bail};
+use serde::Serialize;
+
+/// The production facts a prediction starts from.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PredictInput {
+    /// Requests per second at the proxy (one upstream group).
+    pub rps: f64,
+    /// Time between peer-list swaps (the GSLB answer changes at every requery; the requery
+    /// period is `valid + 1 s`, so `valid = swap_interval - 1 s`).
+    pub swap_interval: Us,
+    /// Probability that a try on a cached keep-alive connection fails (reclaim race).
+    pub first_try_failure: f64,
+    /// Detection delay of such a failure (uniform between the two).
+    pub failure_delay: (Us, Us),
+    /// Latency of successful tries.
+    pub latency: Latency,
+    /// Upstream keep-alive connections.
+    pub keepalive: u32,
+    /// The µs window between snapshot and first pick.
+    pub first_pick_window_us: f64,
+    /// `valid` of the "larger valid" mitigation.
+    pub larger_valid: Us,
+    /// Factor on `first_try_failure` of the "keep-alive hygiene" mitigation.
+    pub hygiene_factor: f64,
+    /// Simulated traffic per variant.
+    pub sample: Us,
+    /// RNG seed.
+    pub seed: u64,
+}
+
+impl Default for PredictInput {
+    fn default() -> Self {
+        PredictInput {
+            rps: 8000.0,
+            swap_interval: Us::s(6),
+            first_try_failure: 0.001,
+            failure_delay: (Us(0), Us::ms(50)),
+            latency: Latency::Lognormal {
+                median: Us::ms(5),
+                sigma: 0.6,
+            },
+            keepalive: 32,
+            first_pick_window_us: 1.0,
+            larger_valid: Us::s(30),
+            hygiene_factor: 0.1,
+            sample: Us::s(3600),
+            seed: 1,
+        }
+    }
+}
+
+/// A count in the sample, scaled to a day, with its 95 % interval.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct PerDay {
+    /// Count in the simulated sample.
+    pub count: u64,
+    /// Expected per day.
+    pub per_day: f64,
+    /// Lower 95 % bound per day.
+    pub lo: f64,
+    /// Upper 95 % bound per day.
+    pub hi: f64,
+}
+
+impl PerDay {
+    fn new(count: u64, scale: f64) -> PerDay {
+        let (lo, hi) = poisson_95(count);
+        PerDay {
+            count,
+            per_day: count as f64 * scale,
+            lo: lo * scale,
+            hi: hi * scale,
+        }
+    }
+}
+
+/// One variant's prediction.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Prediction {
+    /// `baseline`, `per-dc`, `retry-shim`, `max-fails-0`, `larger-valid`, `keepalive-hygiene`.
+    pub variant: String,
+    /// What the variant changes.
+    pub change: String,
+    /// Simulated requests.
+    pub requests: u64,
+    /// Swaps in the sample.
+    pub swaps: u64,
+    /// Client-visible NLU per day, all classes.
+    pub total: PerDay,
+    /// Per class (class id → per day).
+    pub classes: Vec<(String, PerDay)>,
+    /// Client-visible 502s that were not NLU.
+    pub upstream_failures: PerDay,
+}
+
+/// Poisson 95 % interval for an observed count (Byar's approximation; exact at 0).
+pub fn poisson_95(k: u64) -> (f64, f64) {
+    let z = 1.959_963_985;
+    let kf = k as f64;
+    let lo = if k == 0 {
+        0.0
+    } else {
+        kf * (1.0 - 1.0 / (9.0 * kf) - z / (3.0 * kf.sqrt())).powi(3)
+    };
+    let k1 = kf + 1.0;
+    let hi = k1 * (1.0 - 1.0 / (9.0 * k1) + z / (3.0 * k1.sqrt())).powi(3);
+    (lo, hi)
+}
+
+const NAME: &str = "gslb.example.internal";
+
+/// The baseline model of the production setup.
+pub fn baseline_config(p: &PredictInput) -> SimConfig {
+    let mut cfg = SimConfig::new(vec![ServerLine::resolve(NAME, 8080)]);
+    cfg.seed = p.seed;
+    cfg.rps = p.rps;
+    cfg.poisson = true;
+    cfg.duration = p.sample;
+    cfg.valid = Some(Us((p.swap_interval.0 - 1_000_000).max(1_000_000)));
+    cfg.keepalive = p.keepalive;
+    cfg.latency = p.latency.clone();
+    cfg.first_pick_window_us = p.first_pick_window_us;
+    cfg.client_connections = 256;
+    cfg.dns = vec![DnsPhase {
+        at: Us(0),
+        name: NAME.into(),
+        mode: DnsMode::Alternate(vec![[127, 0, 0, 20].into(), [127, 0, 0, 30].into()]),
+        aaaa: Vec::new(),
+    }];
+    cfg.faults = vec![FaultWindow {
+        start: Us(-cfg.warmup.0),
+        end: Us(p.sample.0 + 3_600_000_000),
+        target: None,
+        fault: FaultKind::Reclaim {
+            p: p.first_try_failure,
+            delay_min: p.failure_delay.0,
+            delay_max: p.failure_delay.1,
+        },
+    }];
+    cfg
+}
+
+/// Every variant's config: baseline first, then one mitigation each.
+pub fn variants(p: &PredictInput) -> Vec<(String, String, SimConfig)> {
+    let base = baseline_config(p);
+    let what = format!(
+        "one name, answer changes every {} s, first-try failure {}",
+        p.swap_interval.0 as f64 / 1e6,
+        p.first_try_failure
+    );
+    variants_of(base, what, p)
+}
+
+/// The mitigations applied to any base config (a user's own `SimConfig` for `--config`):
+/// per-DC names (every DNS phase answers its first address only), the retry shim,
+/// `max_fails=0` on every server line, a larger `valid`, and keep-alive hygiene (reclaim and
+/// premature-close probabilities × `hygiene_factor`).
+pub fn variants_of(
+    base: SimConfig,
+    what: String,
+    p: &PredictInput,
+) -> Vec<(String, String, SimConfig)> {
+    let mut out = vec![("baseline".to_string(), what, base.clone())];
+    let mut perdc = base.clone();
+    for ph in &mut perdc.dns {
+        let first = match &ph.mode {
+            DnsMode::Static(v) | DnsMode::Alternate(v) => v.first().copied(),
+            DnsMode::Multi(_, b) => Some(*b),
+            _ => None,
+        };
+        if let Some(ip) = first {
+            ph.mode = DnsMode::Static(vec![ip]);
+        }
+    }
+    out.push((
+        "per-dc".into(),
+        "fixed per-DC name: the answer never changes".into(),
+        perdc,
+    ));
+    let mut shim = base.clone();
+    shim.retry_shim = Some(RetryShim::default());
+    out.push((
+        "retry-shim".into(),
+        "error_page 502 = @retry_once (GET/HEAD/OPTIONS)".into(),
+        shim,
+    ));
+    let mut mf0 = base.clone();
+    for s in &mut mf0.servers {
+        s.max_fails = 0;
+    }
+    out.push((
+        "max-fails-0".into(),
+        "max_fails=0 on every server line".into(),
+        mf0,
+    ));
+    let mut lv = base.clone();
+    lv.valid = Some(p.larger_valid);
+    out.push((
+        "larger-valid".into(),
+        format!("resolver valid={}s", p.larger_valid.0 as f64 / 1e6),
+        lv,
+    ));
+    let mut hy = base;
+    for f in &mut hy.faults {
+        match &mut f.fault {
+            FaultKind::Reclaim { p: fp, .. } | FaultKind::Fail { p: fp } => *fp *= p.hygiene_factor,
+            _ => {}
+        }
+    }
+    out.push((
+        "keepalive-hygiene".into(),
+        format!(
+            "upstream keepalive_timeout below the backend's: first-try failures ×{}",
+            p.hygiene_factor
+        ),
+        hy,
+    ));
+    out
+}
+
+fn prediction(name: String, change: String, s: &SimSummary, sample: Us) -> Prediction {
+    let scale = 86_400e6 / sample.0 as f64;
+    Prediction {
+        variant: name,
+        change,
+        requests: s.requests,
+        swaps: s.swaps,
+        total: PerDay::new(s.nlu_total(), scale),
+        classes: s
+            .nlu
+            .iter()
+            .map(|(c, n): (NluClass, u64)| (c.id().to_string(), PerDay::new(n, scale)))
+            .collect(),
+        upstream_failures: PerDay::new(s.upstream_failures, scale),
+    }
+}
+
+/// Simulate every variant (in parallel threads) and scale to a day.
+pub fn predict(p: &PredictInput) -> Result<Vec<Prediction>> {
+    check(p)?;
+    run_variants(variants(p), p.sample)
+}
+
+/// Like [`predict`], with the user's own config as the baseline (its `rps`, timeline and faults;
+/// `duration` is replaced by `sample`).
+pub fn predict_from(base: &SimConfig, p: &PredictInput) -> Result<Vec<Prediction>> {
+    base.validate()?;
+    if p.sample.0 < 1_000_000 {
+        bail!("--sample must be at least 1s");
+    }
+    let mut base = base.clone();
+    base.duration = p.sample;
+    let what = format!("your config at {} rps", base.rps);
+    run_variants(variants_of(base, what, p), p.sample)
+}
+
+fn check(p: &PredictInput) -> Result<()> {
+    if p.rps.is_nan() || p.rps <= 0.0 {
+        bail!("--rps must be positive");
+    }
+    if p.swap_interval.0 < 2_000_000 {
+        bail!(
+            "--swap-interval must be at least 2s (the requery period is valid + 1 s, valid ≥ 1 s)"
+        );
+    }
+    if !(0.0..=1.0).contains(&p.first_try_failure) {
+        bail!("--first-try-failure must be a probability within 0..=1");
+    }
+    if p.sample.0 < 1_000_000 {
+        bail!("--sample must be at least 1s");
+    }
+    Ok(())
+}
+
+fn run_variants(vs: Vec<(String, String, SimConfig)>, sample: Us) -> Result<Vec<Prediction>> {
+    let results: Vec<Result<SimSummary>> = std::thread::scope(|scope| {
+        let handles: Vec<_> = vs
+            .iter()
+            .map(|(_, _, cfg)| scope.spawn(move || simulate_counts(cfg)))
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| {
+                h.join()
+                    .unwrap_or_else(|_| Err(anyhow::anyhow!("a simulation thread panicked")))
+            })
+            .collect()
+    });
+    let mut out = Vec::new();
+    for ((name, change, _), r) in vs.into_iter().zip(results) {
+        out.push(prediction(name, change, &r?, sample));
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn poisson_interval_brackets_the_count() {
+        assert_eq!(poisson_95(0).0, 0.0);
+        assert!((poisson_95(0).1 - 3.689).abs() < 0.05); // exact: 3.689
+        let (lo, hi) = poisson_95(100);
+        assert!(
+            (lo - 81.4).abs() < 0.5 && (hi - 121.6).abs() < 0.5,
+            "{lo} {hi}"
+        );
+    }
+}
