@@ -78,6 +78,9 @@ pub struct HostFacts {
     pub cpus: usize,
     /// Host name.
     pub hostname: String,
+    /// The machine's UTC offset now (`+09:00`): nginx's error log is in local time without an
+    /// offset, so the checker needs it to join error lines with `$msec`.
+    pub utc_offset: String,
 }
 
 impl HostFacts {
@@ -96,8 +99,19 @@ impl HostFacts {
             ),
             cpus: std::thread::available_parallelism().map_or(1, |n| n.get()),
             hostname: read("/proc/sys/kernel/hostname"),
+            utc_offset: local_offset(),
         }
     }
+}
+
+/// The system time zone's current UTC offset as `+HH:MM`.
+pub fn local_offset() -> String {
+    let secs = jiff::tz::TimeZone::system()
+        .to_offset(jiff::Timestamp::now())
+        .seconds();
+    let sign = if secs < 0 { '-' } else { '+' };
+    let a = secs.unsigned_abs();
+    format!("{sign}{:02}:{:02}", a / 3600, (a % 3600) / 60)
 }
 
 /// sha256 of a file's bytes, hex.
@@ -121,7 +135,9 @@ mod tests {
         let b = RunDir::create(&base, "x").unwrap();
         assert_ne!(a.path, b.path);
         assert!(a.id.starts_with("x-20"));
-        assert!(HostFacts::here().cpus >= 1);
+        let h = HostFacts::here();
+        assert!(h.cpus >= 1);
+        assert!(h.utc_offset.len() == 6 && h.utc_offset.contains(':'), "{}", h.utc_offset);
         assert_eq!(sha256_hex(b"").len(), 64);
         std::fs::remove_dir_all(&base).ok();
     }

@@ -1,2 +1,34 @@
-//! resolvelab-diagnose (work in progress).
+//! The checker of resolvelab: read nginx access/error logs (and, for lab runs, our DNS and event
+//! logs), and explain every 502 — which failure class it belongs to (DESIGN.md ids), with a
+//! confidence, the evidence lines (`file:line`) and the fix. The same checker judges lab runs
+//! ([`analyze_run`]) and production logs ([`diagnose`]).
+//!
+//! ```
+//! use resolvelab_diagnose::{diagnose, Options};
+//! use resolvelab_history::logformat::LogFormat;
+//! let dir = tempfile::tempdir().unwrap();
+//! let a = dir.path().join("access.log");
+//! let e = dir.path().join("error.log");
+//! // Three isolated 2-hop NLUs would need a swap; here: one plain upstream failure.
+//! std::fs::write(&a, "1796018401.100 200 \"127.0.0.20:8080\" \"200\" 0.001 GET 1 1 \"0.001\" \"0.000\" \"GET / HTTP/1.1\" 127.0.0.1\n\
+//! 1796018401.200 502 \"127.0.0.20:8080\" \"502\" 0.001 GET 2 1 \"0.001\" \"0.000\" \"GET / HTTP/1.1\" 127.0.0.1\n").unwrap();
+//! std::fs::write(&e, "").unwrap();
+//! let mut o = Options::new(vec![a], vec![e]);
+//! o.log_format = LogFormat::lab();
+//! o.tz_offset_s = Some(0);
+//! let d = diagnose(&o).unwrap();
+//! assert_eq!((d.requests, d.failures, d.nlu.total), (2, 1, 0));
+//! assert_eq!(d.incidents[0].class, "upstream-failure");
+//! ```
 #![deny(missing_docs)]
+
+pub mod checker;
+pub mod classes;
+pub mod expect;
+pub mod model;
+pub mod run;
+pub mod timeline;
+
+pub use checker::{Options, diagnose, diagnose_with_history};
+pub use model::{Diagnosis, Incident, Verdict};
+pub use run::analyze_run;

@@ -1,2 +1,351 @@
-//! resolvelab-history (work in progress).
+//! Parsers that turn nginx logs and resolvelab's own logs into one time-ordered history of
+//! typed records — the input of the checker (`resolvelab-diagnose`).
+//!
+//! * [`logformat`] compiles any nginx `log_format` (or finds it in a config / `nginx -T`) into a
+//!   byte tokenizer; `combined` is the default.
+//! * [`access`] streams access logs (plain or `.gz`, several files merged in time order) without
+//!   keeping lines in memory.
+//! * [`errorlog`] parses error logs of every level with `*cid` and the `client/server/request/
+//!   upstream/host` context.
+//! * [`ours`] reads `dns.jsonl`, `events.jsonl` and `load.jsonl`.
+//!
+//! Bad input never stops a run: malformed lines are counted per file with samples ([`FileStats`]).
+//!
+//! ```
+//! use resolvelab_history::{History, Sources, Record, logformat::{Field, LogFormat}};
+//! let dir = tempfile::tempdir().unwrap();
+//! let access = dir.path().join("access.log");
+//! std::fs::write(&access, "1796018401.123 200 \"127.0.0.20:8080\" \"200\" 0.001 GET 1 1 \"0.001\" \"0.000\" \"GET / HTTP/1.1\" 127.0.0.1\nnot a log line\n").unwrap();
+//! let error = dir.path().join("error.log");
+//! std::fs::write(&error, "2026/11/30 06:00:01 [error] 1#0: *5 no live upstreams while connecting to upstream, client: 127.0.0.1, server: , request: \"GET / HTTP/1.1\", upstream: \"http://be/\", host: \"x\"\n").unwrap();
+//! let mut h = History::load(&Sources { access: vec![access], error: vec![error], ..Default::default() }).unwrap();
+//! h.apply_offset(0);
+//! let mut stream = h.access_stream(&LogFormat::lab()).unwrap();
+//! let mut kinds = Vec::new();
+//! h.merge(&mut stream, |r| kinds.push(match r {
+//!     Record::Access(a) => format!("access {}", a.status().unwrap()),
+//!     Record::Error(e) => format!("error *{}", e.cid.unwrap()),
+//!     _ => "other".into(),
+//! }));
+//! assert_eq!(kinds, ["error *5", "access 200"]);
+//! let stats = stream.finish();
+//! assert_eq!((stats[0].parsed, stats[0].malformed), (1, 1));
+//! ```
 #![deny(missing_docs)]
+
+pub mod access;
+pub mod errorlog;
+pub mod logformat;
+pub mod ours;
+pub mod time;
+
+pub use access::{AccessLine, AccessRecord, AccessStream};
+pub use errorlog::{ErrorRecord, Level};
+pub use ours::{DnsRecord, EventRecord, LoadRecord};
+
+use serde::{Deserialize, Serialize};
+use std::fs::File;
+use std::io::{BufRead, BufReader, Read};
+use std::path::{Path, PathBuf};
+
+/// One malformed line kept as evidence.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Sample {
+    /// 1-based line number.
+    pub line: u64,
+    /// Why it did not parse (names the field).
+    pub reason: String,
+    /// The line (truncated to 300 bytes).
+    pub text: String,
+}
+
+/// Parse accounting for one file.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct FileStats {
+    /// The file.
+    pub path: String,
+    /// `access`, `error`, `dns`, `events`, `load`.
+    pub kind: String,
+    /// Non-empty lines seen.
+    pub lines: u64,
+    /// Lines parsed.
+    pub parsed: u64,
+    /// Lines that did not parse.
+    pub malformed: u64,
+    /// The first malformed lines.
+    pub samples: Vec<Sample>,
+    /// For access logs mostly failing: the known format that matches them best.
+    pub guess: Option<String>,
+    /// An I/O error that stopped reading (e.g. a truncated gzip).
+    pub error: Option<String>,
+}
+
+impl FileStats {
+    /// Empty stats for `path`.
+    pub fn new(path: &Path, kind: &str) -> FileStats {
+        FileStats {
+            path: path.display().to_string(),
+            kind: kind.to_string(),
+            lines: 0,
+            parsed: 0,
+            malformed: 0,
+            samples: Vec::new(),
+            guess: None,
+            error: None,
+        }
+    }
+
+    /// Count one malformed line, keeping the first [`access::MAX_SAMPLES`].
+    pub fn malformed(&mut self, line: u64, reason: &str, text: &str) {
+        self.malformed += 1;
+        if self.samples.len() < access::MAX_SAMPLES {
+            let mut t = text.to_string();
+            if t.len() > 300 {
+                let mut cut = 300;
+                while !t.is_char_boundary(cut) {
+                    cut -= 1;
+                }
+                t.truncate(cut);
+            }
+            self.samples.push(Sample {
+                line,
+                reason: reason.to_string(),
+                text: t,
+            });
+        }
+    }
+}
+
+/// Open a file for line reading; gzip is detected by its magic bytes, not its name.
+pub fn open_maybe_gz(path: &Path) -> anyhow::Result<Box<dyn BufRead>> {
+    let f = File::open(path).map_err(|e| anyhow::anyhow!("cannot open {}: {e}", path.display()))?;
+    let mut r = BufReader::with_capacity(1 << 17, f);
+    let head = r
+        .fill_buf()
+        .map_err(|e| anyhow::anyhow!("cannot read {}: {e}", path.display()))?;
+    if head.starts_with(&[0x1f, 0x8b]) {
+        let d: Box<dyn Read> = Box::new(flate2::bufread::MultiGzDecoder::new(r));
+        Ok(Box::new(BufReader::with_capacity(1 << 17, d)))
+    } else {
+        Ok(Box::new(r))
+    }
+}
+
+/// The input files of one history.
+#[derive(Debug, Clone, Default)]
+pub struct Sources {
+    /// Access logs (rotations and several servers are merged by time).
+    pub access: Vec<PathBuf>,
+    /// Error logs (every `error_log` destination).
+    pub error: Vec<PathBuf>,
+    /// `dns.jsonl` files.
+    pub dns: Vec<PathBuf>,
+    /// `events.jsonl` files.
+    pub events: Vec<PathBuf>,
+}
+
+/// Everything but the access logs, loaded; access logs are streamed with [`History::access_stream`].
+#[derive(Debug, Clone)]
+pub struct History {
+    /// Every file by index (the `file` of each record).
+    pub files: Vec<PathBuf>,
+    /// Number of access files (they come first in `files`).
+    pub n_access: usize,
+    /// Error-log lines of every file, in time order (stable within a second).
+    pub errors: Vec<ErrorRecord>,
+    /// DNS log records in time order.
+    pub dns: Vec<DnsRecord>,
+    /// Lab events in time order.
+    pub events: Vec<EventRecord>,
+    /// Parse accounting for the non-access files.
+    pub stats: Vec<FileStats>,
+}
+
+impl History {
+    /// Load error, DNS and event logs; register the access logs for streaming.
+    pub fn load(src: &Sources) -> anyhow::Result<History> {
+        let mut files: Vec<PathBuf> = src.access.clone();
+        let mut stats = Vec::new();
+        let mut errors = Vec::new();
+        for p in &src.error {
+            let (recs, st) = errorlog::read(p, files.len() as u32)?;
+            files.push(p.clone());
+            errors.extend(recs);
+            stats.push(st);
+        }
+        errors.sort_by_key(|e| e.local_s);
+        let mut dns = Vec::new();
+        for p in &src.dns {
+            let (recs, st) = ours::read_dns(p, files.len() as u32)?;
+            files.push(p.clone());
+            dns.extend(recs);
+            stats.push(st);
+        }
+        dns.sort_by_key(|d| d.t_us);
+        let mut events = Vec::new();
+        for p in &src.events {
+            let (recs, st) = ours::read_events(p, files.len() as u32)?;
+            files.push(p.clone());
+            events.extend(recs);
+            stats.push(st);
+        }
+        events.sort_by_key(|d| d.t_us);
+        Ok(History {
+            files,
+            n_access: src.access.len(),
+            errors,
+            dns,
+            events,
+            stats,
+        })
+    }
+
+    /// Place error-log lines on the epoch clock with the server's UTC offset (seconds east).
+    pub fn apply_offset(&mut self, offset_s: i32) {
+        for e in &mut self.errors {
+            e.t_us = (e.local_s - offset_s as i64) * 1_000_000;
+        }
+    }
+
+    /// Open the access logs as one time-ordered stream.
+    pub fn access_stream(&self, fmt: &logformat::LogFormat) -> anyhow::Result<AccessStream> {
+        AccessStream::open(&self.files[..self.n_access], fmt, 0)
+    }
+
+    /// `file:line` for evidence.
+    pub fn cite(&self, file: u32, line: u64) -> String {
+        let name = self
+            .files
+            .get(file as usize)
+            .map(|p| p.display().to_string())
+            .unwrap_or_else(|| format!("file#{file}"));
+        format!("{name}:{line}")
+    }
+
+    /// Walk every record — access lines, error lines, DNS answers, events — in one time order.
+    /// Error lines (1 s resolution) sort at the start of their second.
+    pub fn merge(&self, access: &mut AccessStream, mut f: impl FnMut(Record<'_>)) {
+        let (mut ei, mut di, mut vi) = (0, 0, 0);
+        let mut emit_until = |t: i64, f: &mut dyn FnMut(Record<'_>)| loop {
+            let te = self.errors.get(ei).map(|e| e.t_us).unwrap_or(i64::MAX);
+            let td = self.dns.get(di).map(|e| e.t_us).unwrap_or(i64::MAX);
+            let tv = self.events.get(vi).map(|e| e.t_us).unwrap_or(i64::MAX);
+            let m = te.min(td).min(tv);
+            if m > t || m == i64::MAX {
+                break;
+            }
+            if te == m {
+                f(Record::Error(&self.errors[ei]));
+                ei += 1;
+            } else if td == m {
+                f(Record::Dns(&self.dns[di]));
+                di += 1;
+            } else {
+                f(Record::Event(&self.events[vi]));
+                vi += 1;
+            }
+        };
+        while let Some(a) = access.next() {
+            emit_until(a.t_us, &mut f);
+            f(Record::Access(a));
+        }
+        emit_until(i64::MAX - 1, &mut f);
+    }
+}
+
+/// One record of the merged history.
+pub enum Record<'a> {
+    /// An access-log line.
+    Access(AccessLine<'a>),
+    /// An error-log line.
+    Error(&'a ErrorRecord),
+    /// A DNS answer.
+    Dns(&'a DnsRecord),
+    /// A lab event.
+    Event(&'a EventRecord),
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Write;
+
+    #[test]
+    fn gzip_and_rotation_merge_in_time_order() {
+        let dir = tempfile::tempdir().unwrap();
+        let line = |ms: i64, st: u16| {
+            format!(
+                "{}.{:03} {st} \"127.0.0.20:8080\" \"{st}\" 0.001 GET 1 1 \"0.001\" \"0.000\" \"GET / HTTP/1.1\" 127.0.0.1\n",
+                ms / 1000,
+                ms % 1000
+            )
+        };
+        let base = 1_796_018_401_000i64;
+        // Rotated file (older, gzipped) and the live file; a third, overlapping server log.
+        let old = dir.path().join("access.log.1.gz");
+        let mut gz =
+            flate2::write::GzEncoder::new(File::create(&old).unwrap(), flate2::Compression::fast());
+        for i in 0..3 {
+            gz.write_all(line(base + i * 10, 200).as_bytes()).unwrap();
+        }
+        gz.finish().unwrap();
+        let live = dir.path().join("access.log");
+        std::fs::write(&live, line(base + 100, 502) + &line(base + 120, 200)).unwrap();
+        let other = dir.path().join("b.log");
+        std::fs::write(&other, line(base + 15, 404) + "junk\n").unwrap();
+        let h = History::load(&Sources {
+            access: vec![live, old, other],
+            ..Default::default()
+        })
+        .unwrap();
+        let mut s = h.access_stream(&logformat::LogFormat::lab()).unwrap();
+        let mut seen = Vec::new();
+        while let Some(a) = s.next() {
+            seen.push((a.t_us / 1000 - base, a.status().unwrap(), a.file));
+        }
+        assert_eq!(
+            seen,
+            vec![
+                (0, 200, 1),
+                (10, 200, 1),
+                (15, 404, 2),
+                (20, 200, 1),
+                (100, 502, 0),
+                (120, 200, 0)
+            ]
+        );
+        let st = s.finish();
+        assert_eq!(st[2].malformed, 1);
+        assert_eq!(st[2].samples[0].line, 2);
+    }
+
+    #[test]
+    fn nearest_guess_for_wrong_format() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("a.log");
+        std::fs::write(
+            &p,
+            "127.0.0.1 - - [30/Nov/2026:15:00:01 +0900] \"GET / HTTP/1.1\" 502 157 \"-\" \"curl/8\"\n",
+        )
+        .unwrap();
+        let h = History::load(&Sources {
+            access: vec![p],
+            ..Default::default()
+        })
+        .unwrap();
+        let mut s = h.access_stream(&logformat::LogFormat::lab()).unwrap();
+        assert!(s.next().is_none());
+        let st = s.finish();
+        assert_eq!(st[0].malformed, 1);
+        assert!(
+            st[0].samples[0].reason.contains("$msec"),
+            "{:?}",
+            st[0].samples
+        );
+        assert!(
+            st[0].guess.as_deref().unwrap().contains("combined"),
+            "{:?}",
+            st[0].guess
+        );
+    }
+}

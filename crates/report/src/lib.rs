@@ -1,2 +1,88 @@
-//! resolvelab-report (work in progress).
+//! Reports of resolvelab diagnoses and lab verdicts: Markdown, JSON, and a self-contained HTML
+//! page with inline SVG charts drawn by plotters' SVG backend (no scripts, no external assets).
+//!
+//! ```
+//! use resolvelab_report::{render_diagnosis, Format};
+//! let dir = tempfile::tempdir().unwrap();
+//! let a = dir.path().join("access.log");
+//! std::fs::write(&a, "1796018401.100 502 \"be\" \"502\" 0.000 GET 1 1 \"-\" \"-\" \"GET / HTTP/1.1\" 127.0.0.1\n").unwrap();
+//! let mut o = resolvelab_diagnose::Options::new(vec![a], vec![]);
+//! o.log_format = resolvelab_history::logformat::LogFormat::lab();
+//! let d = resolvelab_diagnose::diagnose(&o).unwrap();
+//! let md = render_diagnosis(&d, Format::Md).unwrap();
+//! assert!(md.starts_with("# resolvelab diagnosis"));
+//! let html = render_diagnosis(&d, Format::Html).unwrap();
+//! assert!(html.contains("<svg") && !html.contains("<script"));
+//! ```
 #![deny(missing_docs)]
+
+mod charts;
+mod html;
+mod markdown;
+
+use resolvelab_diagnose::{Diagnosis, Verdict};
+use std::path::Path;
+
+pub use charts::{incident_svg, latency_svg, rate_svg};
+
+/// Output format.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Format {
+    /// Markdown summary.
+    Md,
+    /// One JSON document.
+    Json,
+    /// Self-contained HTML.
+    Html,
+}
+
+impl std::str::FromStr for Format {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Format, String> {
+        match s {
+            "md" | "markdown" => Ok(Format::Md),
+            "json" => Ok(Format::Json),
+            "html" => Ok(Format::Html),
+            _ => Err(format!("unknown format `{s}`: use md, json or html")),
+        }
+    }
+}
+
+/// Render a production diagnosis.
+pub fn render_diagnosis(d: &Diagnosis, f: Format) -> anyhow::Result<String> {
+    Ok(match f {
+        Format::Md => markdown::diagnosis(d, None),
+        Format::Json => serde_json::to_string_pretty(d)? + "\n",
+        Format::Html => html::page(d, None),
+    })
+}
+
+/// Render a lab verdict.
+pub fn render_verdict(v: &Verdict, f: Format) -> anyhow::Result<String> {
+    Ok(match f {
+        Format::Md => markdown::diagnosis(&v.diagnosis, Some(v)),
+        Format::Json => serde_json::to_string_pretty(v)? + "\n",
+        Format::Html => html::page(&v.diagnosis, Some(v)),
+    })
+}
+
+/// Write `verdict.md`, `verdict.json` and `verdict.html` into a run directory.
+pub fn write_verdict_files(dir: &Path, v: &Verdict) -> anyhow::Result<()> {
+    for (name, f) in [
+        ("verdict.json", Format::Json),
+        ("verdict.md", Format::Md),
+        ("verdict.html", Format::Html),
+    ] {
+        let p = dir.join(name);
+        std::fs::write(&p, render_verdict(v, f)?)
+            .map_err(|e| anyhow::anyhow!("cannot write {}: {e}", p.display()))?;
+    }
+    Ok(())
+}
+
+/// Epoch ms as `2026-11-30T06:00:01.123Z`.
+pub(crate) fn ts(ms: i64) -> String {
+    jiff::Timestamp::from_millisecond(ms)
+        .map(|t| t.strftime("%Y-%m-%dT%H:%M:%S%.3fZ").to_string())
+        .unwrap_or_else(|_| ms.to_string())
+}

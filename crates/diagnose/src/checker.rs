@@ -1,0 +1,1300 @@
+//! The checker: stream the access logs once, pair failures with error-log lines, find swaps,
+//! cluster failures into incidents and classify each one (digest §3–§4).
+
+use crate::classes::{self, signature_of};
+use crate::model::*;
+use crate::timeline::{Outcome, Timeline};
+use resolvelab_history::logformat::{Field, LogFormat};
+use resolvelab_history::{History, Sources, time};
+use std::collections::{BTreeMap, HashMap};
+use std::path::PathBuf;
+
+/// What to diagnose.
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// Access logs.
+    pub access: Vec<PathBuf>,
+    /// Error logs.
+    pub error: Vec<PathBuf>,
+    /// `dns.jsonl` files.
+    pub dns: Vec<PathBuf>,
+    /// `events.jsonl` files.
+    pub events: Vec<PathBuf>,
+    /// The access-log format.
+    pub log_format: LogFormat,
+    /// Only this upstream group's failures.
+    pub upstream: Option<String>,
+    /// The error log's UTC offset when `$time_local` is not in the access log (seconds east).
+    pub tz_offset_s: Option<i32>,
+}
+
+impl Options {
+    /// Options for access + error logs in the `combined` format.
+    pub fn new(access: Vec<PathBuf>, error: Vec<PathBuf>) -> Options {
+        Options {
+            access,
+            error,
+            dns: Vec::new(),
+            events: Vec::new(),
+            log_format: LogFormat::combined(),
+            upstream: None,
+            tz_offset_s: None,
+        }
+    }
+}
+
+/// Failures within this gap (ms) belong to one cluster.
+const CLUSTER_GAP_MS: i64 = 1000;
+/// A success gap (ms) that ends an address's activity segment (swap inference).
+const SEGMENT_GAP_MS: i64 = 1500;
+/// Bucket width of the per-upstream request counts.
+const BUCKET_MS: i64 = 100;
+const MAX_KEYS: u32 = 4095;
+const MAX_NLU_EVENTS: usize = 5000;
+const MAX_SWAPS_LISTED: usize = 1000;
+const MAX_ZOOMS: usize = 20;
+
+struct Traj {
+    /// Hops of the last pass.
+    hops: Vec<String>,
+    nlu: bool,
+    /// Key for counting: the last real address, or the group for NLU.
+    key: Option<u32>,
+    /// Real addresses of the last pass (tried before the NLU).
+    addrs: Vec<String>,
+    group: Option<String>,
+}
+
+fn is_addr(h: &str) -> bool {
+    h.starts_with("unix:") || h.parse::<std::net::SocketAddr>().is_ok()
+}
+
+#[derive(Default)]
+struct Keys {
+    ids: HashMap<String, u32>,
+    names: Vec<String>,
+}
+
+impl Keys {
+    fn id(&mut self, s: &str) -> u32 {
+        if let Some(&i) = self.ids.get(s) {
+            return i;
+        }
+        let i = (self.names.len() as u32).min(MAX_KEYS);
+        if i < MAX_KEYS {
+            self.ids.insert(s.to_string(), i);
+            self.names.push(s.to_string());
+        }
+        i
+    }
+}
+
+fn parse_traj(s: &str, keys: &mut Keys) -> Traj {
+    let last = s.rsplit(" : ").next().unwrap_or(s);
+    let hops: Vec<String> = last
+        .split(", ")
+        .map(str::trim)
+        .filter(|h| !h.is_empty() && *h != "-")
+        .map(str::to_string)
+        .collect();
+    let nlu = hops.last().is_some_and(|h| !is_addr(h));
+    let addrs: Vec<String> = hops.iter().filter(|h| is_addr(h)).cloned().collect();
+    let group = if nlu { hops.last().cloned() } else { None };
+    let key = if nlu {
+        group.as_deref().map(|g| keys.id(g))
+    } else {
+        addrs.last().map(|a| keys.id(a))
+    };
+    Traj {
+        hops,
+        nlu,
+        key,
+        addrs,
+        group,
+    }
+}
+
+#[derive(Clone)]
+struct Failure {
+    t_ms: i64,
+    start_ms: i64,
+    status: u16,
+    traj: Option<u32>,
+    file: u32,
+    line: u64,
+    conn: Option<u64>,
+    method: Option<String>,
+    request: Option<String>,
+    remote: Option<String>,
+    raw: String,
+    group: String,
+    nlu: bool,
+    hops: u32,
+    paired: Option<usize>,
+    first_try: Vec<usize>,
+    class: &'static str,
+    confidence: f64,
+}
+
+struct Seg {
+    key: u32,
+    start: i64,
+    end: i64,
+}
+
+/// Run the checker; also returns the loaded history (events, DNS) for the lab verdict.
+pub fn diagnose_with_history(opts: &Options) -> anyhow::Result<(Diagnosis, History)> {
+    if opts.access.is_empty() {
+        anyhow::bail!("no access log given: pass --access FILE (several allowed, .gz ok)");
+    }
+    for p in opts
+        .access
+        .iter()
+        .chain(&opts.error)
+        .chain(&opts.dns)
+        .chain(&opts.events)
+    {
+        if p.is_dir() {
+            anyhow::bail!(
+                "{} is a directory: pass the log files themselves (e.g. {}/access.log)",
+                p.display(),
+                p.display()
+            );
+        }
+    }
+    let fmt = &opts.log_format;
+    if !fmt.has(Field::Msec) && !fmt.has(Field::TimeLocal) && !fmt.has(Field::TimeIso8601) {
+        anyhow::bail!(
+            "log_format `{}` has no $msec, $time_local or $time_iso8601, so requests cannot be placed in time; add $msec to the format",
+            fmt.text
+        );
+    }
+    let mut hist = History::load(&Sources {
+        access: opts.access.clone(),
+        error: opts.error.clone(),
+        dns: opts.dns.clone(),
+        events: opts.events.clone(),
+    })?;
+
+    // ---- pass over the access logs -------------------------------------------------------
+    let mut stream = hist.access_stream(fmt)?;
+    let mut keys = Keys::default();
+    let mut trajs: Vec<Traj> = Vec::new();
+    let mut traj_ids: HashMap<Vec<u8>, u32> = HashMap::new();
+    let mut last_traj: (Vec<u8>, Option<u32>) = (Vec::new(), None);
+    // (bucket << 12 | key, [requests, failed, nlu]) in arrival order; a bucket revisited by
+    // out-of-order lines simply appears twice and is summed when grouped.
+    let mut counts: Vec<(u64, [u32; 3])> = Vec::new();
+    let mut timeline = Timeline::default();
+    let mut failures: Vec<Failure> = Vec::new();
+    let mut status: BTreeMap<u16, u64> = BTreeMap::new();
+    let mut requests = 0u64;
+    let mut offset_seen: Option<i32> = None;
+    let mut addr_group: HashMap<String, String> = HashMap::new();
+    let mut open_seg: Vec<Option<(i64, i64)>> = Vec::new();
+    let mut cur_bucket = i64::MIN;
+    let mut cur_counts: Vec<[u32; 3]> = Vec::new();
+    let mut dirty: Vec<u32> = Vec::new();
+    let mut segs: Vec<Seg> = Vec::new();
+    let (mut first_ms, mut last_ms) = (i64::MAX, i64::MIN);
+    let has_upstream = fmt.has(Field::UpstreamAddr);
+
+    while let Some(a) = stream.next() {
+        requests += 1;
+        let t_ms = a.t_us / 1000;
+        first_ms = first_ms.min(t_ms);
+        last_ms = last_ms.max(t_ms);
+        if offset_seen.is_none() {
+            offset_seen = a.utc_offset_s;
+        }
+        let st = a.status().unwrap_or(0);
+        *status.entry(st).or_default() += 1;
+        let tid = match a.get(Field::UpstreamAddr) {
+            Some(b) if b != b"-" && !b.is_empty() => {
+                if last_traj.1.is_some() && last_traj.0 == b {
+                    last_traj.1
+                } else {
+                    let id = match traj_ids.get(b) {
+                        Some(&id) => id,
+                        None => {
+                            let t = parse_traj(&String::from_utf8_lossy(b), &mut keys);
+                            if let Some(g) = &t.group {
+                                for ad in &t.addrs {
+                                    addr_group.entry(ad.clone()).or_insert_with(|| g.clone());
+                                }
+                            }
+                            trajs.push(t);
+                            let id = (trajs.len() - 1) as u32;
+                            traj_ids.insert(b.to_vec(), id);
+                            id
+                        }
+                    };
+                    last_traj.0.clear();
+                    last_traj.0.extend_from_slice(b);
+                    last_traj.1 = Some(id);
+                    Some(id)
+                }
+            }
+            _ => None,
+        };
+        let traj = tid.map(|i| &trajs[i as usize]);
+        let nlu = traj.is_some_and(|t| t.nlu);
+        let failed = nlu || st == 502 || st == 504;
+        let latency = a.request_time_us();
+        timeline.add(
+            t_ms,
+            if nlu {
+                Outcome::Nlu
+            } else if failed {
+                Outcome::Failed
+            } else {
+                Outcome::Ok
+            },
+            latency,
+        );
+        if let Some(key) = traj.and_then(|t| t.key) {
+            // Lines come (nearly) in time order: count into the current 100 ms bucket and hash
+            // only when the bucket changes.
+            let bucket = t_ms.div_euclid(BUCKET_MS);
+            if bucket != cur_bucket {
+                flush_bucket(&mut counts, cur_bucket, &mut cur_counts, &mut dirty);
+                cur_bucket = bucket;
+            }
+            let k = key as usize;
+            if k >= cur_counts.len() {
+                cur_counts.resize(k + 1, [0; 3]);
+                open_seg.resize(k + 1, None);
+            }
+            let c = &mut cur_counts[k];
+            if c[0] == 0 {
+                dirty.push(key);
+            }
+            c[0] += 1;
+            c[1] += failed as u32;
+            c[2] += nlu as u32;
+            if !failed {
+                match &mut open_seg[k] {
+                    Some(s) if t_ms - s.1 <= SEGMENT_GAP_MS => s.1 = s.1.max(t_ms),
+                    Some(s) => {
+                        segs.push(Seg {
+                            key,
+                            start: s.0,
+                            end: s.1,
+                        });
+                        *s = (t_ms, t_ms);
+                    }
+                    slot @ None => *slot = Some((t_ms, t_ms)),
+                }
+            }
+        }
+        if failed {
+            let hops = traj.map(|t| t.hops.len() as u32).unwrap_or(0);
+            failures.push(Failure {
+                t_ms,
+                start_ms: t_ms - latency.unwrap_or(0) / 1000,
+                status: st,
+                traj: tid,
+                file: a.file,
+                line: a.line,
+                conn: a.connection(),
+                method: a.method().map(str::to_string),
+                request: a.text(Field::Request).map(str::to_string),
+                remote: a.text(Field::RemoteAddr).map(str::to_string),
+                raw: trunc(&String::from_utf8_lossy(a.raw()), 300),
+                group: String::new(),
+                nlu,
+                hops: if nlu { hops } else { 0 },
+                paired: None,
+                first_try: Vec::new(),
+                class: "unclassified",
+                confidence: 0.0,
+            });
+        }
+    }
+    flush_bucket(&mut counts, cur_bucket, &mut cur_counts, &mut dirty);
+    for (key, seg) in open_seg.into_iter().enumerate() {
+        if let Some((s, e)) = seg {
+            segs.push(Seg {
+                key: key as u32,
+                start: s,
+                end: e,
+            });
+        }
+    }
+    let access_stats = stream.finish();
+
+    // ---- clocks --------------------------------------------------------------------------
+    let (offset_s, tz_source) = match (offset_seen, opts.tz_offset_s) {
+        (Some(o), _) => (o, "time_local"),
+        (None, Some(o)) => (o, "flag"),
+        (None, None) => (
+            time::machine_offset_at(if first_ms == i64::MAX {
+                0
+            } else {
+                first_ms / 1000
+            }),
+            "machine",
+        ),
+    };
+    hist.apply_offset(offset_s);
+    hist.errors.sort_by_key(|e| e.t_us);
+
+    // ---- upstream groups -----------------------------------------------------------------
+    let group_names: Vec<&String> = {
+        let mut g: Vec<&String> = trajs.iter().filter_map(|t| t.group.as_ref()).collect();
+        g.sort();
+        g.dedup();
+        g
+    };
+    let default_group = opts
+        .upstream
+        .clone()
+        .or_else(|| (group_names.len() == 1).then(|| group_names[0].clone()))
+        .unwrap_or_else(|| "upstream".to_string());
+    let key_group: Vec<String> = keys
+        .names
+        .iter()
+        .map(|k| {
+            if !is_addr(k) {
+                k.clone()
+            } else {
+                addr_group
+                    .get(k)
+                    .cloned()
+                    .unwrap_or_else(|| default_group.clone())
+            }
+        })
+        .collect();
+    // Per group: 100 ms bucket → [requests, failed, nlu].
+    let mut gnames: Vec<String> = Vec::new();
+    let key_gid: Vec<usize> = key_group
+        .iter()
+        .map(|g| match gnames.iter().position(|x| x == g) {
+            Some(i) => i,
+            None => {
+                gnames.push(g.clone());
+                gnames.len() - 1
+            }
+        })
+        .collect();
+    let default_gid = gnames
+        .iter()
+        .position(|x| *x == default_group)
+        .unwrap_or_else(|| {
+            gnames.push(default_group.clone());
+            gnames.len() - 1
+        });
+    let mut per_gid: Vec<BTreeMap<i64, [u64; 3]>> = vec![BTreeMap::new(); gnames.len()];
+    for (k, c) in counts.iter() {
+        let gid = key_gid
+            .get((k & 0xfff) as usize)
+            .copied()
+            .unwrap_or(default_gid);
+        let e = per_gid[gid].entry((k >> 12) as i64).or_insert([0; 3]);
+        e[0] += c[0] as u64;
+        e[1] += c[1] as u64;
+        e[2] += c[2] as u64;
+    }
+    let group_buckets: HashMap<String, BTreeMap<i64, [u64; 3]>> =
+        gnames.into_iter().zip(per_gid).collect();
+    drop(counts);
+
+    // ---- swaps and the re-query period ---------------------------------------------------
+    let (swaps, swap_dns_idx, swap_source, requery, requery_source) = if !hist.dns.is_empty() {
+        let (s, idx, p) = swaps_from_dns(&hist);
+        (s, idx, "dns", p, "dns")
+    } else {
+        let s = infer_swaps(&segs, &keys, &key_group, first_ms, last_ms);
+        let mut p = median_interval(&s.iter().map(|x| x.t_ms).collect::<Vec<_>>());
+        let src = if s.is_empty() { "none" } else { "inferred" };
+        let mut psrc = src;
+        if p.is_none() {
+            // No swaps: every failed re-query logs `NAME could not be resolved`, once per period.
+            let mut by_name: HashMap<&str, Vec<i64>> = HashMap::new();
+            for e in &hist.errors {
+                if let Some(i) = e.message.find(" could not be resolved") {
+                    by_name
+                        .entry(&e.message[..i])
+                        .or_default()
+                        .push(e.t_us / 1000);
+                }
+            }
+            let mut all: Vec<i64> = Vec::new();
+            for ts in by_name.values() {
+                all.extend(ts.windows(2).map(|w| w[1] - w[0]).filter(|d| *d >= 500));
+            }
+            all.sort_unstable();
+            if !all.is_empty() {
+                p = Some(all[all.len() / 2] as f64);
+                psrc = "error-log";
+            }
+        }
+        (s, Vec::new(), src, p, psrc)
+    };
+    let swap_times: Vec<i64> = swaps.iter().map(|s| s.t_ms).collect();
+    let prev_swap = |t: i64| -> Option<usize> {
+        let i = swap_times.partition_point(|&s| s <= t);
+        i.checked_sub(1)
+    };
+
+    // ---- error-log signatures and pairing ------------------------------------------------
+    let sigs: Vec<&'static str> = hist
+        .errors
+        .iter()
+        .map(|e| signature_of(&e.message))
+        .collect();
+    let mut by_cid: HashMap<u64, Vec<usize>> = HashMap::new();
+    for (i, e) in hist.errors.iter().enumerate() {
+        if let Some(c) = e.cid {
+            by_cid.entry(c).or_default().push(i);
+        }
+    }
+    let mut used = vec![false; hist.errors.len()];
+    let err_t: Vec<i64> = hist.errors.iter().map(|e| e.t_us / 1000).collect();
+    failures.sort_by_key(|f| f.t_ms);
+    for f in failures.iter_mut() {
+        // Error-log times are the start of their second; a request's lines fall between its
+        // start and its end.
+        let lo = f.start_ms - 1000;
+        let hi = f.t_ms;
+        let cands: Vec<usize> = match f.conn {
+            // A connection's lines are in time order: binary-search the window (a burst puts
+            // thousands of NLU lines on one keep-alive connection).
+            Some(c) => by_cid
+                .get(&c)
+                .map(|v| {
+                    let a = v.partition_point(|&i| err_t[i] < lo);
+                    let b = v.partition_point(|&i| err_t[i] <= hi);
+                    v[a..b].to_vec()
+                })
+                .unwrap_or_default(),
+            None => {
+                let a = err_t.partition_point(|&t| t < lo);
+                let b = err_t.partition_point(|&t| t <= hi);
+                (a..b)
+                    .filter(|&i| {
+                        let e = &hist.errors[i];
+                        e.cid.is_some()
+                            && (f.remote.is_none() || e.client.is_none() || e.client == f.remote)
+                    })
+                    .collect()
+            }
+        };
+        let req_ok = |i: usize| match (&hist.errors[i].request, &f.request) {
+            (Some(a), Some(b)) => a == b,
+            _ => true,
+        };
+        // A known trajectory that ends at a real address is not an NLU, even when an NLU line
+        // of the same connection and second exists (keep-alive neighbours).
+        let may_be_nlu = f.nlu || f.traj.is_none();
+        let nlu_line = cands
+            .iter()
+            .copied()
+            .filter(|&i| may_be_nlu && sigs[i] == "no-live-upstreams" && !used[i] && req_ok(i))
+            .min_by_key(|&i| (f.t_ms - err_t[i]).abs());
+        if let Some(i) = nlu_line {
+            used[i] = true;
+            f.paired = Some(i);
+            if !f.nlu {
+                // Formats without $upstream_addr learn NLU from the error log.
+                f.nlu = true;
+            }
+        } else if !f.nlu {
+            f.paired = cands
+                .iter()
+                .copied()
+                .find(|&i| classes::is_first_try_failure(sigs[i]) && req_ok(i));
+        }
+        f.first_try = cands
+            .iter()
+            .copied()
+            .filter(|&i| classes::is_first_try_failure(sigs[i]) && req_ok(i))
+            .take(3)
+            .collect();
+        f.group = match f.traj.map(|t| &trajs[t as usize]) {
+            Some(t) => t
+                .group
+                .clone()
+                .or_else(|| t.addrs.last().and_then(|a| addr_group.get(a).cloned()))
+                .unwrap_or_else(|| default_group.clone()),
+            None => hist
+                .errors
+                .get(f.paired.unwrap_or(usize::MAX))
+                .and_then(|e| e.upstream_host().map(str::to_string))
+                .filter(|h| !is_addr(h))
+                .unwrap_or_else(|| default_group.clone()),
+        };
+    }
+    if let Some(u) = &opts.upstream {
+        failures.retain(|f| &f.group == u);
+    }
+
+    let sig_index =
+        |id: &str| -> Vec<usize> { (0..hist.errors.len()).filter(|&i| sigs[i] == id).collect() };
+    let idx_nx = sig_index("resolve-nxdomain");
+    let idx_dis = sig_index("peer-disabled");
+    let idx_mem = sig_index("zone-memory-exhausted");
+    let idx_99 = sig_index("connect-eaddrnotavail");
+    let in_window = |idx: &[usize], a: i64, b: i64| -> Option<usize> {
+        idx.iter()
+            .copied()
+            .find(|&i| err_t[i] >= a && err_t[i] <= b)
+    };
+    let dns_nx: Vec<usize> = (0..hist.dns.len())
+        .filter(|&i| hist.dns[i].rcode.eq_ignore_ascii_case("NXDOMAIN"))
+        .collect();
+    let period = requery.unwrap_or(6000.0) as i64;
+
+    // ---- clusters, per-failure classes, incidents ----------------------------------------
+    let mut by_group: BTreeMap<String, Vec<usize>> = BTreeMap::new();
+    for (i, f) in failures.iter().enumerate() {
+        by_group.entry(f.group.clone()).or_default().push(i);
+    }
+    let empty = BTreeMap::new();
+    let window = |g: &str, a: i64, b: i64| -> (u64, u64) {
+        let (a, b) = if b - a < 2000 {
+            let mid = (a + b) / 2;
+            (mid - 1000, mid + 1000)
+        } else {
+            (a, b)
+        };
+        let m = group_buckets.get(g).unwrap_or(&empty);
+        m.range(a.div_euclid(BUCKET_MS)..=b.div_euclid(BUCKET_MS))
+            .fold((0, 0), |acc, (_, c)| (acc.0 + c[0], acc.1 + c[1]))
+    };
+    let mut incidents: Vec<Incident> = Vec::new();
+    let mut incident_members: Vec<Vec<usize>> = Vec::new();
+    for (g, idxs) in &by_group {
+        let mut clusters: Vec<Vec<usize>> = Vec::new();
+        for &i in idxs {
+            match clusters.last_mut() {
+                Some(c)
+                    if failures[i].t_ms - failures[*c.last().unwrap()].t_ms <= CLUSTER_GAP_MS =>
+                {
+                    c.push(i)
+                }
+                _ => clusters.push(vec![i]),
+            }
+        }
+        for c in clusters {
+            let cs = c.iter().map(|&i| failures[i].start_ms).min().unwrap();
+            let ce = c.iter().map(|&i| failures[i].t_ms).max().unwrap();
+            let (req, fail) = window(g, cs, ce);
+            let share = if req == 0 {
+                1.0
+            } else {
+                fail as f64 / req as f64
+            };
+            let burst = share >= 0.8 && c.len() >= 3;
+            let nx_err = in_window(&idx_nx, cs - 10_000, ce + 1000);
+            let nx_dns = dns_nx.iter().copied().find(|&i| {
+                let t = hist.dns[i].t_us / 1000;
+                t >= cs - period - 2000 && t <= ce
+            });
+            let mem = in_window(&idx_mem, cs - period - 10_000, ce);
+            let dis = in_window(&idx_dis, cs - 12_000, ce + 1000);
+            let p99 = in_window(&idx_99, cs - 1000, ce + 1000);
+            for &i in &c {
+                let f = &failures[i];
+                let after = prev_swap(f.t_ms).map(|s| f.t_ms - swap_times[s]);
+                let near_swap = after.is_some_and(|a| a <= 1000);
+                let has_first_try = !f.first_try.is_empty();
+                let first_try_99 = f
+                    .first_try
+                    .iter()
+                    .any(|&e| sigs[e] == "connect-eaddrnotavail");
+                let (class, conf): (&'static str, f64) =
+                    if first_try_99 || (p99.is_some() && !f.nlu) {
+                        ("port-exhaustion", 0.8)
+                    } else if f.nlu {
+                        if mem.is_some() {
+                            ("zone-memory-exhausted", 0.85)
+                        } else if (nx_err.is_some() || nx_dns.is_some()) && f.hops <= 1 {
+                            ("dns-nxdomain", if burst { 0.95 } else { 0.7 })
+                        } else if p99.is_some() {
+                            ("port-exhaustion", 0.6)
+                        } else if f.hops >= 2 || (f.hops == 0 && has_first_try) {
+                            if near_swap {
+                                (
+                                    "generation-race-retry",
+                                    if has_first_try { 0.95 } else { 0.75 },
+                                )
+                            } else if swap_source != "none" {
+                                ("tries-exhausted", if f.hops >= 3 { 0.85 } else { 0.6 })
+                            } else if f.hops >= 3 {
+                                ("tries-exhausted", 0.5)
+                            } else {
+                                ("generation-race-retry", 0.4)
+                            }
+                        } else if burst {
+                            ("maxfails-wipeout", if dis.is_some() { 0.9 } else { 0.6 })
+                        } else if after.is_some_and(|a| a <= 500) {
+                            (
+                                "generation-race-first-pick",
+                                if f.paired.is_some() { 0.75 } else { 0.6 },
+                            )
+                        } else if dis.is_some() {
+                            ("maxfails-wipeout", 0.5)
+                        } else if swap_source == "none" && share <= 0.5 {
+                            ("generation-race-first-pick", 0.3)
+                        } else {
+                            ("unclassified", 0.2)
+                        }
+                    } else {
+                        (
+                            "upstream-failure",
+                            if f.paired.is_some() || has_first_try {
+                                0.85
+                            } else {
+                                0.65
+                            },
+                        )
+                    };
+                let f = &mut failures[i];
+                f.class = class;
+                f.confidence = conf;
+            }
+            // One incident per class inside the cluster.
+            let mut per_class: BTreeMap<&'static str, Vec<usize>> = BTreeMap::new();
+            for &i in &c {
+                per_class.entry(failures[i].class).or_default().push(i);
+            }
+            for (class, members) in per_class {
+                let s = members.iter().map(|&i| failures[i].start_ms).min().unwrap();
+                let e = members.iter().map(|&i| failures[i].t_ms).max().unwrap();
+                let (req, _) = window(g, s, e);
+                let n = members.len() as u64;
+                let share = if req == 0 {
+                    1.0
+                } else {
+                    (n as f64 / req as f64).min(1.0)
+                };
+                let mut hops = NluCounts::default();
+                let mut methods = BTreeMap::new();
+                for &i in &members {
+                    let f = &failures[i];
+                    if f.nlu {
+                        count_hops(&mut hops, f.hops);
+                        hops.paired += f.paired.is_some() as u64;
+                    }
+                    *methods
+                        .entry(f.method.clone().unwrap_or_else(|| "-".into()))
+                        .or_insert(0) += 1;
+                }
+                // Offset after the swap: from the first failure's end (the failing selection
+                // happens after the swap even when the request started before it).
+                let first_end = members.iter().map(|&i| failures[i].t_ms).min().unwrap();
+                let sw = prev_swap(first_end);
+                let conf = members.iter().map(|&i| failures[i].confidence).sum::<f64>() / n as f64;
+                let mut ev = Vec::new();
+                let f0 = &failures[members[0]];
+                ev.push(Evidence {
+                    at: hist.cite(f0.file, f0.line),
+                    note: format!(
+                        "first failure: status {}{}",
+                        f0.status,
+                        if f0.nlu {
+                            format!(", {}", traj_label(f0.hops))
+                        } else {
+                            String::new()
+                        }
+                    ),
+                    text: f0.raw.clone(),
+                });
+                for &e in f0.first_try.iter().take(1) {
+                    ev.push(err_ev(&hist, e, "first-try failure on the same *cid"));
+                }
+                if let Some(e) = f0.paired.filter(|&e| sigs[e] == "no-live-upstreams") {
+                    ev.push(err_ev(
+                        &hist,
+                        e,
+                        "paired `no live upstreams` (same *cid, time, request)",
+                    ));
+                }
+                match class {
+                    "dns-nxdomain" => {
+                        if let Some(e) = nx_err {
+                            ev.push(err_ev(
+                                &hist,
+                                e,
+                                "NXDOMAIN: nginx removed every peer of the name",
+                            ));
+                        }
+                        if let Some(d) = nx_dns {
+                            let r = &hist.dns[d];
+                            ev.push(Evidence {
+                                at: hist.cite(r.file, r.line),
+                                note: "the authority answered NXDOMAIN".into(),
+                                text: format!("{} {} {} {}", r.qname, r.qtype, r.rcode, r.client),
+                            });
+                        }
+                    }
+                    "maxfails-wipeout" => {
+                        if let Some(e) = dis {
+                            ev.push(err_ev(&hist, e, "a peer was excluded by max_fails"));
+                        }
+                    }
+                    "zone-memory-exhausted" => {
+                        if let Some(e) = mem {
+                            ev.push(err_ev(
+                                &hist,
+                                e,
+                                "the zone ran out of memory while adding peers",
+                            ));
+                        }
+                    }
+                    "port-exhaustion" => {
+                        if let Some(e) = p99 {
+                            ev.push(err_ev(&hist, e, "ephemeral ports exhausted"));
+                        }
+                    }
+                    _ => {}
+                }
+                if class.starts_with("generation-race")
+                    && let Some(si) = sw
+                    && let Some(&d) = swap_dns_idx.get(si)
+                {
+                    let r = &hist.dns[d];
+                    ev.push(Evidence {
+                        at: hist.cite(r.file, r.line),
+                        note: format!(
+                            "swap {} ms before the first failure",
+                            first_end - swaps[si].t_ms
+                        ),
+                        text: format!(
+                            "{} {} {} → {}",
+                            r.qname,
+                            r.qtype,
+                            r.rcode,
+                            r.answers.join(",")
+                        ),
+                    });
+                }
+                if members.len() > 1 {
+                    let fl = &failures[*members.last().unwrap()];
+                    ev.push(Evidence {
+                        at: hist.cite(fl.file, fl.line),
+                        note: "last failure".into(),
+                        text: fl.raw.clone(),
+                    });
+                }
+                ev.truncate(8);
+                let shape = if share >= 0.8 && n >= 3 {
+                    "burst"
+                } else if share <= 0.5 {
+                    "isolated"
+                } else {
+                    "mixed"
+                };
+                let after_swap_ms = sw.map(|i| first_end - swap_times[i]);
+                let detail = format!(
+                    "{n} failure(s) over {} ms ({shape}, {:.0}% of {req} requests to `{g}` in the window failed){}.",
+                    e - s,
+                    share * 100.0,
+                    after_swap_ms
+                        .map(|a| format!(", starting {a} ms after a swap"))
+                        .unwrap_or_default()
+                );
+                incidents.push(Incident {
+                    id: 0,
+                    class: class.to_string(),
+                    confidence: (conf * 100.0).round() / 100.0,
+                    upstream: g.clone(),
+                    start_ms: s,
+                    end_ms: e,
+                    duration_ms: e - s,
+                    count: n,
+                    nlu: hops.total,
+                    hops,
+                    requests_in_window: req,
+                    share_failed: (share * 1000.0).round() / 1000.0,
+                    shape: shape.to_string(),
+                    after_swap_ms,
+                    swap_direction: sw.map(|i| swaps[i].direction.clone()),
+                    methods,
+                    evidence: ev,
+                    explanation: format!("{} {detail}", classes::explanation(class)),
+                    fix: classes::fix(class).to_string(),
+                    zoom: Series::default(),
+                });
+                incident_members.push(members);
+            }
+        }
+    }
+    let mut order: Vec<usize> = (0..incidents.len()).collect();
+    order.sort_by_key(|&i| (incidents[i].start_ms, incidents[i].class.clone()));
+    let mut incidents: Vec<Incident> = order.iter().map(|&i| incidents[i].clone()).collect();
+    for (n, inc) in incidents.iter_mut().enumerate() {
+        inc.id = n + 1;
+        if n < MAX_ZOOMS {
+            inc.zoom = zoom(
+                group_buckets.get(&inc.upstream).unwrap_or(&empty),
+                inc.start_ms,
+                inc.end_ms,
+            );
+        }
+    }
+
+    // ---- totals ----------------------------------------------------------------------------
+    let mut nlu = NluCounts::default();
+    let mut nlu_events = Vec::new();
+    let mut nlu_times = Vec::new();
+    let mut nlu_by_swap_direction: BTreeMap<String, u64> = BTreeMap::new();
+    for f in failures.iter().filter(|f| f.nlu) {
+        if let Some(si) = prev_swap(f.t_ms).filter(|&si| f.t_ms - swap_times[si] <= 1000) {
+            *nlu_by_swap_direction
+                .entry(swaps[si].direction.clone())
+                .or_insert(0) += 1;
+        }
+        count_hops(&mut nlu, f.hops);
+        nlu.paired += f.paired.is_some() as u64;
+        nlu_times.push(f.t_ms);
+        if nlu_events.len() < MAX_NLU_EVENTS {
+            nlu_events.push(NluEvent {
+                t_ms: f.t_ms,
+                hops: f.hops,
+                trajectory: traj_label(f.hops).to_string(),
+                after_swap_ms: prev_swap(f.t_ms).map(|s| f.t_ms - swap_times[s]),
+                class: f.class.to_string(),
+                at: hist.cite(f.file, f.line),
+            });
+        }
+    }
+    let mut classes_sum: Vec<ClassSummary> = Vec::new();
+    for c in classes::CLASSES {
+        let incs: Vec<&Incident> = incidents.iter().filter(|i| i.class == *c).collect();
+        if incs.is_empty() {
+            continue;
+        }
+        classes_sum.push(ClassSummary {
+            class: c.to_string(),
+            incidents: incs.len() as u64,
+            requests: incs.iter().map(|i| i.count).sum(),
+            explanation: classes::explanation(c).to_string(),
+            fix: classes::fix(c).to_string(),
+        });
+    }
+    let signatures = summarize_signatures(&hist, &sigs, &err_t, &nlu_times);
+    let mut swap_directions = BTreeMap::new();
+    for s in &swaps {
+        *swap_directions.entry(s.direction.clone()).or_insert(0) += 1;
+    }
+    let mut files = access_stats;
+    files.extend(hist.stats.iter().cloned());
+    let malformed = files.iter().map(|f| f.malformed).sum();
+    let files_ref = &files;
+    let d = Diagnosis {
+        schema: SCHEMA.to_string(),
+        inputs: InputsInfo {
+            access: opts
+                .access
+                .iter()
+                .map(|p| p.display().to_string())
+                .collect(),
+            error: opts.error.iter().map(|p| p.display().to_string()).collect(),
+            dns: opts.dns.iter().map(|p| p.display().to_string()).collect(),
+            events: opts
+                .events
+                .iter()
+                .map(|p| p.display().to_string())
+                .collect(),
+            log_format: fmt.text.clone(),
+            tz_offset: time::format_offset(offset_s),
+            tz_source: tz_source.to_string(),
+            upstream_filter: opts.upstream.clone(),
+        },
+        start_ms: (requests > 0).then_some(first_ms),
+        end_ms: (requests > 0).then_some(last_ms),
+        status: if files_ref.iter().any(|f| f.error.is_some()) {
+            "partial".to_string()
+        } else {
+            "completed".to_string()
+        },
+        requests,
+        http_status: status.iter().map(|(k, v)| (k.to_string(), *v)).collect(),
+        failures: failures.len() as u64,
+        nlu,
+        swaps: swaps.len() as u64,
+        swap_source: swap_source.to_string(),
+        swap_directions,
+        nlu_by_swap_direction,
+        swap_list: swaps.iter().take(MAX_SWAPS_LISTED).cloned().collect(),
+        requery_period_ms: requery.map(|p| (p * 10.0).round() / 10.0),
+        requery_source: requery_source.to_string(),
+        incidents,
+        classes: classes_sum,
+        signatures,
+        nlu_events_truncated: nlu_events.len() as u64 != nlu_count(&failures),
+        nlu_events,
+        timeline: timeline.series(),
+        parse: ParseInfo { files, malformed },
+    };
+    let _ = has_upstream;
+    Ok((d, hist))
+}
+
+fn flush_bucket(
+    counts: &mut Vec<(u64, [u32; 3])>,
+    bucket: i64,
+    cur: &mut [[u32; 3]],
+    dirty: &mut Vec<u32>,
+) {
+    for &k in dirty.iter() {
+        let c = &mut cur[k as usize];
+        counts.push((((bucket as u64) << 12) | k as u64, *c));
+        *c = [0; 3];
+    }
+    dirty.clear();
+}
+
+/// Run the checker.
+pub fn diagnose(opts: &Options) -> anyhow::Result<Diagnosis> {
+    diagnose_with_history(opts).map(|x| x.0)
+}
+
+fn nlu_count(f: &[Failure]) -> u64 {
+    f.iter().filter(|f| f.nlu).count() as u64
+}
+
+fn count_hops(c: &mut NluCounts, hops: u32) {
+    c.total += 1;
+    match hops {
+        0 => c.unknown_hops += 1,
+        1 => c.one_hop += 1,
+        2 => c.two_hop += 1,
+        _ => c.multi_hop += 1,
+    }
+}
+
+/// `1-hop`, `2-hop`, `3+-hop` or `unknown`.
+pub fn traj_label(hops: u32) -> &'static str {
+    match hops {
+        0 => "unknown",
+        1 => "1-hop",
+        2 => "2-hop",
+        _ => "3+-hop",
+    }
+}
+
+fn trunc(s: &str, n: usize) -> String {
+    if s.len() <= n {
+        return s.to_string();
+    }
+    let mut c = n;
+    while !s.is_char_boundary(c) {
+        c -= 1;
+    }
+    format!("{}…", &s[..c])
+}
+
+fn err_ev(h: &History, i: usize, note: &str) -> Evidence {
+    let e = &h.errors[i];
+    Evidence {
+        at: h.cite(e.file, e.line),
+        note: note.to_string(),
+        text: trunc(
+            &format!(
+                "[{}] {}{}{}",
+                serde_json::to_value(e.level)
+                    .ok()
+                    .and_then(|v| v.as_str().map(str::to_string))
+                    .unwrap_or_default(),
+                e.cid.map(|c| format!("*{c} ")).unwrap_or_default(),
+                e.message,
+                e.request
+                    .as_ref()
+                    .map(|r| format!(", request: \"{r}\""))
+                    .unwrap_or_default()
+            ),
+            300,
+        ),
+    }
+}
+
+fn zoom(m: &BTreeMap<i64, [u64; 3]>, s: i64, e: i64) -> Series {
+    let span = (e - s).max(0) + 6000;
+    // At most ~300 points per zoom.
+    let bin = ((span / 300).max(BUCKET_MS) + BUCKET_MS - 1) / BUCKET_MS * BUCKET_MS;
+    let a = (s - 3000).div_euclid(bin) * bin;
+    let b = e + 3000;
+    let mut pts: Vec<Point> = Vec::new();
+    let mut t = a;
+    while t <= b {
+        let mut p = Point {
+            t_ms: t,
+            ..Default::default()
+        };
+        for (_, c) in m.range(t.div_euclid(BUCKET_MS)..(t + bin).div_euclid(BUCKET_MS)) {
+            p.ok += c[0] - c[1];
+            p.failed += c[1] - c[2];
+            p.nlu += c[2];
+        }
+        pts.push(p);
+        t += bin;
+    }
+    Series {
+        bin_ms: bin,
+        points: pts,
+    }
+}
+
+/// Median of the intervals between consecutive times (ms), ignoring gaps < 500 ms.
+fn median_interval(ts: &[i64]) -> Option<f64> {
+    let mut iv: Vec<i64> = ts
+        .windows(2)
+        .map(|w| w[1] - w[0])
+        .filter(|d| *d >= 500)
+        .collect();
+    if iv.is_empty() {
+        return None;
+    }
+    iv.sort_unstable();
+    let n = iv.len();
+    Some(if n % 2 == 1 {
+        iv[n / 2] as f64
+    } else {
+        (iv[n / 2 - 1] + iv[n / 2]) as f64 / 2.0
+    })
+}
+
+/// Swaps from the DNS log: a NOERROR answer whose address set differs from the previous
+/// non-empty answer for the same name and type. Returns the swaps, their dns indexes and the
+/// median re-query period (per client, name and type).
+fn swaps_from_dns(h: &History) -> (Vec<Swap>, Vec<usize>, Option<f64>) {
+    let mut last: HashMap<(String, String), Vec<String>> = HashMap::new();
+    let mut swaps = Vec::new();
+    let mut idx = Vec::new();
+    let mut per_client: HashMap<(String, String, String), Vec<i64>> = HashMap::new();
+    for (i, r) in h.dns.iter().enumerate() {
+        per_client
+            .entry((r.client.clone(), r.qname.clone(), r.qtype.clone()))
+            .or_default()
+            .push(r.t_us / 1000);
+        if !r.rcode.eq_ignore_ascii_case("NOERROR") || r.answers.is_empty() {
+            continue;
+        }
+        let mut set = r.answers.clone();
+        set.sort();
+        let k = (r.qname.clone(), r.qtype.clone());
+        match last.get(&k) {
+            Some(prev) if *prev != set => {
+                swaps.push(Swap {
+                    t_ms: r.t_us / 1000,
+                    name: r.qname.clone(),
+                    direction: format!("{} → {}", prev.join(","), set.join(",")),
+                });
+                idx.push(i);
+                last.insert(k, set);
+            }
+            Some(_) => {}
+            None => {
+                last.insert(k, set);
+            }
+        }
+    }
+    let mut all = Vec::new();
+    for ts in per_client.values() {
+        all.extend(ts.windows(2).map(|w| w[1] - w[0]).filter(|d| *d >= 500));
+    }
+    all.sort_unstable();
+    let period = if all.is_empty() {
+        None
+    } else {
+        let n = all.len();
+        Some(if n % 2 == 1 {
+            all[n / 2] as f64
+        } else {
+            (all[n / 2 - 1] + all[n / 2]) as f64 / 2.0
+        })
+    };
+    (swaps, idx, period)
+}
+
+/// Swaps inferred from `$upstream_addr`: an address whose successes start within 1.5 s of
+/// another address of the same group going quiet.
+fn infer_swaps(
+    segs: &[Seg],
+    keys: &Keys,
+    key_group: &[String],
+    first: i64,
+    last: i64,
+) -> Vec<Swap> {
+    let mut out: Vec<Swap> = Vec::new();
+    // Segment ends in time order, so each start looks only at the ends within the gap.
+    let mut ends: Vec<(i64, usize)> = segs.iter().enumerate().map(|(i, a)| (a.end, i)).collect();
+    ends.sort_unstable();
+    for b in segs {
+        if b.start - first <= SEGMENT_GAP_MS || !is_addr(&keys.names[b.key as usize]) {
+            continue;
+        }
+        let gb = &key_group[b.key as usize];
+        let lo = ends.partition_point(|e| e.0 < b.start - SEGMENT_GAP_MS);
+        let hi = ends.partition_point(|e| e.0 <= b.start + SEGMENT_GAP_MS);
+        let old = ends[lo..hi].iter().map(|&(_, i)| &segs[i]).find(|a| {
+            a.key != b.key
+                && &key_group[a.key as usize] == gb
+                && last - a.end > SEGMENT_GAP_MS
+                && a.start < b.start
+        });
+        if let Some(a) = old {
+            out.push(Swap {
+                t_ms: b.start,
+                name: gb.clone(),
+                direction: format!(
+                    "{} → {}",
+                    keys.names[a.key as usize], keys.names[b.key as usize]
+                ),
+            });
+        }
+    }
+    out.sort_by_key(|s| s.t_ms);
+    // Two records swapping together are one swap.
+    out.dedup_by(|b, a| b.t_ms - a.t_ms < 500);
+    out
+}
+
+fn summarize_signatures(
+    h: &History,
+    sigs: &[&'static str],
+    err_t: &[i64],
+    nlu_times: &[i64],
+) -> Vec<Signature> {
+    let mut by: BTreeMap<&str, Vec<usize>> = BTreeMap::new();
+    for (i, s) in sigs.iter().enumerate() {
+        if *s != "other" {
+            by.entry(s).or_default().push(i);
+        }
+    }
+    let near = |t: i64| {
+        let i = nlu_times.partition_point(|&x| x < t - 10_000);
+        nlu_times.get(i).is_some_and(|&x| x <= t + 11_000)
+    };
+    let mut out = Vec::new();
+    for def in classes::SIGNATURES {
+        let Some(idx) = by.get(def.id) else { continue };
+        let near_nlu = idx.iter().filter(|&&i| near(err_t[i])).count() as u64;
+        let (harmless, note) = match def.id {
+            "resolve-servfail" | "resolve-timeout" | "resolve-other" if near_nlu == 0 => (
+                true,
+                "harmless: SERVFAIL and resolver timeouts keep the current peers (digest F2); no request failed".to_string(),
+            ),
+            "resolve-servfail" | "resolve-timeout" | "resolve-other" => (
+                false,
+                "resolver failures near NLU: they keep the peers, so look for another cause".to_string(),
+            ),
+            "resolve-nxdomain" if near_nlu == 0 => (
+                true,
+                "NXDOMAIN answered but no request failed (the re-query missed it, or the name is idle)".to_string(),
+            ),
+            "resolve-nxdomain" => (false, "NXDOMAIN removes every peer of the name for one re-query period".to_string()),
+            "peer-disabled" if near_nlu == 0 => (
+                true,
+                "a peer was excluded by max_fails but another one served: no NLU".to_string(),
+            ),
+            "peer-disabled" => (false, "max_fails excluded peers around NLU (wipeout precondition)".to_string()),
+            "no-live-upstreams" => (false, "the NLU error line itself".to_string()),
+            "zone-memory-exhausted" => (false, "peers lost while adding a new answer".to_string()),
+            "connect-eaddrnotavail" => (false, "ephemeral ports exhausted".to_string()),
+            _ => (false, "a first-try failure (retried when allowed)".to_string()),
+        };
+        out.push(Signature {
+            id: def.id.to_string(),
+            pattern: def.pattern.to_string(),
+            count: idx.len() as u64,
+            near_nlu,
+            harmless,
+            note,
+            first: err_ev(h, idx[0], "first occurrence"),
+        });
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn lab_line(t_ms: i64, st: u16, ua: &str, conn: u64, creq: u64) -> String {
+        format!(
+            "{}.{:03} {st} \"{ua}\" \"{st}\" 0.000 GET {conn} {creq} \"-\" \"-\" \"GET / HTTP/1.1\" 127.0.0.1\n",
+            t_ms / 1000,
+            t_ms % 1000
+        )
+    }
+
+    fn err_line(t_s: i64, cid: u64, msg: &str) -> String {
+        let ts = jiff::Timestamp::from_second(t_s).unwrap();
+        format!(
+            "{} [error] 1#1: *{cid} {msg}, client: 127.0.0.1, server: , request: \"GET / HTTP/1.1\", upstream: \"http://be/\", host: \"x\"\n",
+            ts.strftime("%Y/%m/%d %H:%M:%S")
+        )
+    }
+
+    #[test]
+    fn pairs_by_cid_and_time_on_a_keepalive_connection() {
+        let dir = tempfile::tempdir().unwrap();
+        let t0 = 1_796_018_400_000i64;
+        let mut acc = String::new();
+        // One keep-alive connection (*7): success, NLU at +10 s, success, NLU at +12 s; and an
+        // NLU on connection *8 whose error line is 5 s away (must not pair).
+        acc += &lab_line(t0 + 9_000, 200, "127.0.0.20:8080", 7, 1);
+        acc += &lab_line(t0 + 10_500, 502, "be", 7, 2);
+        acc += &lab_line(t0 + 11_000, 200, "127.0.0.20:8080", 7, 3);
+        acc += &lab_line(t0 + 12_200, 502, "be", 7, 4);
+        acc += &lab_line(t0 + 20_100, 502, "be", 8, 1);
+        let mut err = String::new();
+        err += &err_line(
+            t0 / 1000 + 10,
+            7,
+            "no live upstreams while connecting to upstream",
+        );
+        err += &err_line(
+            t0 / 1000 + 12,
+            7,
+            "no live upstreams while connecting to upstream",
+        );
+        err += &err_line(
+            t0 / 1000 + 15,
+            8,
+            "no live upstreams while connecting to upstream",
+        );
+        let a = dir.path().join("access.log");
+        let e = dir.path().join("error.log");
+        std::fs::write(&a, acc).unwrap();
+        std::fs::write(&e, err).unwrap();
+        let mut o = Options::new(vec![a], vec![e]);
+        o.log_format = LogFormat::lab();
+        o.tz_offset_s = Some(0);
+        let d = diagnose(&o).unwrap();
+        assert_eq!(d.nlu.total, 3);
+        assert_eq!(d.nlu.paired, 2, "the *8 line is 5 s away from its request");
+        let paired: Vec<&str> = d
+            .incidents
+            .iter()
+            .filter_map(|i| i.evidence.iter().find(|e| e.note.starts_with("paired")))
+            .map(|e| e.at.rsplit(':').next().unwrap())
+            .collect();
+        assert_eq!(
+            paired,
+            ["1", "2"],
+            "each NLU paired with the line of its own second"
+        );
+    }
+
+    #[test]
+    fn trajectories_keep_their_structure() {
+        let mut k = Keys::default();
+        let t = parse_traj("10.0.0.1:80, 10.0.0.2:80 : be", &mut k);
+        assert!(t.nlu);
+        assert_eq!(t.hops, ["be"]);
+        let t = parse_traj("10.0.0.1:80, 10.0.0.2:80, be", &mut k);
+        assert_eq!(
+            (t.hops.len(), t.addrs.len(), t.group.as_deref()),
+            (3, 2, Some("be"))
+        );
+        let t = parse_traj("unix:/run/app.sock", &mut k);
+        assert!(!t.nlu);
+        assert_eq!(traj_label(2), "2-hop");
+        assert_eq!(traj_label(5), "3+-hop");
+    }
+}

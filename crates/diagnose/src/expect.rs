@@ -1,0 +1,688 @@
+//! The expectation language of scenarios (`[expect] checks = […]`), evaluated on a diagnosis.
+//!
+//! ```text
+//! check  := value OP literal | present("ID") | absent("ID")
+//! value  := METRIC                          nlu, swaps, requery_period_ms, client_errors, …
+//!         | incident("CLASS").FIELD          the largest incident of that class
+//!         | all(SET).FIELD | any(SET).FIELD  every / at least one element (an empty set fails)
+//!         | count(SET)
+//! SET    := nlu | incidents | class("CLASS")
+//! OP     := = == != < <= > >= ≈ ~=
+//! literal:= NUMBER [± TOL[%]] | "text" | bare-word      (`±` may be written `+-`)
+//! ```
+//!
+//! ```
+//! use resolvelab_diagnose::expect::parse;
+//! assert!(parse("incident(\"dns-nxdomain\").duration_ms ≈ 6000 ± 10%").is_ok());
+//! assert!(parse("all(nlu).after_swap_ms <= 600").is_ok());
+//! assert!(parse("nlu >").is_err());
+//! ```
+
+use crate::model::{ClientStats, Diagnosis, Incident, NluEvent};
+
+/// A parsed expectation.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Check {
+    /// `value OP literal`.
+    Compare(Value, Op, Lit),
+    /// `present("ID")` (class with an incident, or a signature seen) or its negation.
+    Present(String, bool),
+}
+
+/// The left-hand side.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Value {
+    /// A named metric.
+    Metric(String),
+    /// A field of the largest incident of a class.
+    Incident(String, String),
+    /// A quantified field of a set.
+    Quant(bool, Set, String),
+    /// The size of a set.
+    Count(Set),
+}
+
+/// A set of elements.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Set {
+    /// NLU failures.
+    Nlu,
+    /// All incidents.
+    Incidents,
+    /// Incidents of one class (counted in failed requests by `count`).
+    Class(String),
+}
+
+/// Comparison operator.
+#[derive(Debug, Clone, Copy, PartialEq)]
+#[allow(missing_docs)]
+pub enum Op {
+    Eq,
+    Ne,
+    Lt,
+    Le,
+    Gt,
+    Ge,
+    Approx,
+}
+
+/// Right-hand side literal.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Lit {
+    /// A number with an optional tolerance (absolute, or relative when `pct`).
+    Num(f64, Option<(f64, bool)>),
+    /// Text.
+    Str(String),
+}
+
+/// Metrics usable as a bare name.
+pub const METRICS: &[&str] = &[
+    "requests",
+    "failures",
+    "nlu",
+    "nlu_one_hop",
+    "nlu_two_hop",
+    "nlu_multi_hop",
+    "nlu_paired",
+    "swaps",
+    "requery_period_ms",
+    "incidents",
+    "client_requests",
+    "client_errors",
+    "malformed",
+];
+
+#[derive(Debug, Clone, PartialEq)]
+enum Tok {
+    Ident(String),
+    Str(String),
+    Num(f64),
+    Sym(&'static str),
+}
+
+fn lex(s: &str) -> Result<Vec<Tok>, String> {
+    let mut out = Vec::new();
+    let cs: Vec<char> = s.chars().collect();
+    let mut i = 0;
+    while i < cs.len() {
+        let c = cs[i];
+        if c.is_whitespace() {
+            i += 1;
+        } else if c.is_ascii_alphabetic() || c == '_' {
+            let st = i;
+            while i < cs.len() && (cs[i].is_ascii_alphanumeric() || cs[i] == '_' || cs[i] == '-') {
+                i += 1;
+            }
+            out.push(Tok::Ident(cs[st..i].iter().collect()));
+        } else if c.is_ascii_digit()
+            || (c == '-' && cs.get(i + 1).is_some_and(|d| d.is_ascii_digit()))
+        {
+            let st = i;
+            i += 1;
+            while i < cs.len() && (cs[i].is_ascii_digit() || cs[i] == '.' || cs[i] == '_') {
+                i += 1;
+            }
+            let t: String = cs[st..i].iter().filter(|c| **c != '_').collect();
+            // `2-hop` style words are text, not numbers.
+            if i < cs.len() && (cs[i].is_ascii_alphabetic() || cs[i] == '-') {
+                let st2 = st;
+                while i < cs.len()
+                    && (cs[i].is_ascii_alphanumeric() || cs[i] == '-' || cs[i] == '+')
+                {
+                    i += 1;
+                }
+                out.push(Tok::Str(cs[st2..i].iter().collect()));
+                continue;
+            }
+            out.push(Tok::Num(
+                t.parse().map_err(|_| format!("bad number `{t}`"))?,
+            ));
+        } else if c == '"' {
+            let st = i + 1;
+            i += 1;
+            while i < cs.len() && cs[i] != '"' {
+                i += 1;
+            }
+            if i >= cs.len() {
+                return Err("unclosed string: add the closing `\"`".into());
+            }
+            out.push(Tok::Str(cs[st..i].iter().collect()));
+            i += 1;
+        } else {
+            let two: String = cs[i..(i + 2).min(cs.len())].iter().collect();
+            let sym = match two.as_str() {
+                "==" => Some("=="),
+                "!=" => Some("!="),
+                "<=" => Some("<="),
+                ">=" => Some(">="),
+                "~=" => Some("≈"),
+                "+-" => Some("±"),
+                _ => None,
+            };
+            if let Some(s) = sym {
+                out.push(Tok::Sym(s));
+                i += 2;
+                continue;
+            }
+            let sym = match c {
+                '=' => "=",
+                '<' => "<",
+                '>' => ">",
+                '≈' => "≈",
+                '±' => "±",
+                '(' => "(",
+                ')' => ")",
+                '.' => ".",
+                '%' => "%",
+                _ => return Err(format!("unexpected `{c}`")),
+            };
+            out.push(Tok::Sym(sym));
+            i += 1;
+        }
+    }
+    Ok(out)
+}
+
+struct P {
+    t: Vec<Tok>,
+    i: usize,
+}
+
+impl P {
+    fn peek(&self) -> Option<&Tok> {
+        self.t.get(self.i)
+    }
+    fn next(&mut self) -> Option<Tok> {
+        let t = self.t.get(self.i).cloned();
+        self.i += 1;
+        t
+    }
+    fn sym(&mut self, s: &str) -> Result<(), String> {
+        match self.next() {
+            Some(Tok::Sym(x)) if x == s => Ok(()),
+            other => Err(format!("expected `{s}`, found {}", show(other.as_ref()))),
+        }
+    }
+    fn string(&mut self) -> Result<String, String> {
+        match self.next() {
+            Some(Tok::Str(s)) | Some(Tok::Ident(s)) => Ok(s),
+            other => Err(format!(
+                "expected a quoted name, found {}",
+                show(other.as_ref())
+            )),
+        }
+    }
+    fn ident(&mut self) -> Result<String, String> {
+        match self.next() {
+            Some(Tok::Ident(s)) => Ok(s),
+            other => Err(format!(
+                "expected a field name, found {}",
+                show(other.as_ref())
+            )),
+        }
+    }
+    fn set(&mut self) -> Result<Set, String> {
+        match self.ident()?.as_str() {
+            "nlu" => Ok(Set::Nlu),
+            "incidents" => Ok(Set::Incidents),
+            "class" => {
+                self.sym("(")?;
+                let c = self.string()?;
+                self.sym(")")?;
+                Ok(Set::Class(c))
+            }
+            other => Err(format!(
+                "unknown set `{other}` (use nlu, incidents or class(\"…\"))"
+            )),
+        }
+    }
+}
+
+fn show(t: Option<&Tok>) -> String {
+    match t {
+        None => "the end".into(),
+        Some(Tok::Ident(s)) => format!("`{s}`"),
+        Some(Tok::Str(s)) => format!("\"{s}\""),
+        Some(Tok::Num(n)) => format!("`{n}`"),
+        Some(Tok::Sym(s)) => format!("`{s}`"),
+    }
+}
+
+/// Parse one expectation; the error names what was expected.
+pub fn parse(text: &str) -> Result<Check, String> {
+    let mut p = P {
+        t: lex(text)?,
+        i: 0,
+    };
+    let head = p.ident()?;
+    let value = match head.as_str() {
+        "present" | "absent" => {
+            p.sym("(")?;
+            let id = p.string()?;
+            p.sym(")")?;
+            if p.peek().is_some() {
+                return Err(format!("unexpected {} after {head}(…)", show(p.peek())));
+            }
+            return Ok(Check::Present(id, head == "present"));
+        }
+        "incident" => {
+            p.sym("(")?;
+            let c = p.string()?;
+            p.sym(")")?;
+            p.sym(".")?;
+            Value::Incident(c, p.ident()?)
+        }
+        "all" | "any" => {
+            p.sym("(")?;
+            let s = p.set()?;
+            p.sym(")")?;
+            p.sym(".")?;
+            Value::Quant(head == "all", s, p.ident()?)
+        }
+        "count" => {
+            p.sym("(")?;
+            let s = p.set()?;
+            p.sym(")")?;
+            Value::Count(s)
+        }
+        m if METRICS.contains(&m) => Value::Metric(m.to_string()),
+        m => {
+            return Err(format!(
+                "unknown metric `{m}` (known: {})",
+                METRICS.join(", ")
+            ));
+        }
+    };
+    let op = match p.next() {
+        Some(Tok::Sym("=")) | Some(Tok::Sym("==")) => Op::Eq,
+        Some(Tok::Sym("!=")) => Op::Ne,
+        Some(Tok::Sym("<")) => Op::Lt,
+        Some(Tok::Sym("<=")) => Op::Le,
+        Some(Tok::Sym(">")) => Op::Gt,
+        Some(Tok::Sym(">=")) => Op::Ge,
+        Some(Tok::Sym("≈")) => Op::Approx,
+        other => {
+            return Err(format!(
+                "expected an operator (= != < <= > >= ≈), found {}",
+                show(other.as_ref())
+            ));
+        }
+    };
+    let lit = match p.next() {
+        Some(Tok::Num(n)) => {
+            let tol = if p.peek() == Some(&Tok::Sym("±")) {
+                p.next();
+                let t = match p.next() {
+                    Some(Tok::Num(t)) => t,
+                    other => {
+                        return Err(format!(
+                            "expected a tolerance after ±, found {}",
+                            show(other.as_ref())
+                        ));
+                    }
+                };
+                let pct = p.peek() == Some(&Tok::Sym("%"));
+                if pct {
+                    p.next();
+                }
+                Some((t, pct))
+            } else {
+                None
+            };
+            Lit::Num(n, tol)
+        }
+        Some(Tok::Str(s)) | Some(Tok::Ident(s)) => Lit::Str(s),
+        other => return Err(format!("expected a value, found {}", show(other.as_ref()))),
+    };
+    if p.peek().is_some() {
+        return Err(format!("unexpected {} at the end", show(p.peek())));
+    }
+    if op == Op::Approx && !matches!(lit, Lit::Num(_, Some(_))) {
+        return Err("≈ needs a tolerance: write e.g. `≈ 6000 ± 10%`".into());
+    }
+    Ok(Check::Compare(value, op, lit))
+}
+
+#[derive(Debug, Clone, PartialEq)]
+enum V {
+    N(f64),
+    S(String),
+    Missing,
+}
+
+fn fmt_v(v: &V) -> String {
+    match v {
+        V::N(n) if n.fract() == 0.0 && n.abs() < 1e15 => format!("{}", *n as i64),
+        V::N(n) => format!("{n:.3}"),
+        V::S(s) => s.clone(),
+        V::Missing => "none".into(),
+    }
+}
+
+fn cmp(v: &V, op: Op, lit: &Lit) -> bool {
+    match (v, lit) {
+        (V::N(a), Lit::Num(b, tol)) => match op {
+            Op::Eq => (a - b).abs() < 1e-9,
+            Op::Ne => (a - b).abs() >= 1e-9,
+            Op::Lt => a < b,
+            Op::Le => a <= b,
+            Op::Gt => a > b,
+            Op::Ge => a >= b,
+            Op::Approx => {
+                let (t, pct) = tol.unwrap_or((0.0, false));
+                let t = if pct { b.abs() * t / 100.0 } else { t };
+                (a - b).abs() <= t
+            }
+        },
+        (V::S(a), Lit::Str(b)) => match op {
+            Op::Eq => a == b,
+            Op::Ne => a != b,
+            _ => false,
+        },
+        (V::S(a), Lit::Num(b, _)) => match op {
+            Op::Eq => a == &fmt_v(&V::N(*b)),
+            Op::Ne => a != &fmt_v(&V::N(*b)),
+            _ => false,
+        },
+        _ => false,
+    }
+}
+
+fn nlu_field(e: &NluEvent, f: &str) -> Result<V, String> {
+    Ok(match f {
+        "trajectory" => V::S(e.trajectory.clone()),
+        "hops" => V::N(e.hops as f64),
+        "after_swap_ms" => e
+            .after_swap_ms
+            .map(|x| V::N(x as f64))
+            .unwrap_or(V::Missing),
+        "class" => V::S(e.class.clone()),
+        "t_ms" => V::N(e.t_ms as f64),
+        _ => {
+            return Err(format!(
+                "unknown nlu field `{f}` (trajectory, hops, after_swap_ms, class, t_ms)"
+            ));
+        }
+    })
+}
+
+fn inc_field(i: &Incident, f: &str) -> Result<V, String> {
+    Ok(match f {
+        "class" => V::S(i.class.clone()),
+        "shape" => V::S(i.shape.clone()),
+        "duration_ms" => V::N(i.duration_ms as f64),
+        "count" => V::N(i.count as f64),
+        "nlu" => V::N(i.nlu as f64),
+        "requests_in_window" => V::N(i.requests_in_window as f64),
+        "share_failed" => V::N(i.share_failed),
+        "after_swap_ms" => i
+            .after_swap_ms
+            .map(|x| V::N(x as f64))
+            .unwrap_or(V::Missing),
+        "confidence" => V::N(i.confidence),
+        "start_ms" => V::N(i.start_ms as f64),
+        "end_ms" => V::N(i.end_ms as f64),
+        _ => {
+            return Err(format!(
+                "unknown incident field `{f}` (class, shape, duration_ms, count, nlu, requests_in_window, share_failed, after_swap_ms, confidence, start_ms, end_ms)"
+            ));
+        }
+    })
+}
+
+/// Evaluate a check: (held, measured).
+pub fn eval(c: &Check, d: &Diagnosis, client: Option<&ClientStats>) -> (bool, String) {
+    match eval_inner(c, d, client) {
+        Ok(x) => x,
+        Err(e) => (false, format!("cannot evaluate: {e}")),
+    }
+}
+
+fn eval_inner(
+    c: &Check,
+    d: &Diagnosis,
+    client: Option<&ClientStats>,
+) -> Result<(bool, String), String> {
+    let (value, op, lit) = match c {
+        Check::Present(id, want) => {
+            let n_class: u64 = d
+                .incidents
+                .iter()
+                .filter(|i| &i.class == id)
+                .map(|i| i.count)
+                .sum();
+            let n_sig = d
+                .signatures
+                .iter()
+                .find(|s| &s.id == id)
+                .map(|s| s.count)
+                .unwrap_or(0);
+            let known = crate::classes::CLASSES.contains(&id.as_str())
+                || crate::classes::SIGNATURES.iter().any(|s| s.id == id);
+            if !known {
+                return Err(format!("`{id}` is neither a class id nor a signature id"));
+            }
+            let present = n_class > 0 || n_sig > 0;
+            let is_class = crate::classes::CLASSES.contains(&id.as_str());
+            return Ok((
+                present == *want,
+                match (present, is_class) {
+                    (false, _) => "absent".into(),
+                    (true, true) => format!("present ({n_class} failed requests)"),
+                    (true, false) => format!("present ({n_sig} error lines)"),
+                },
+            ));
+        }
+        Check::Compare(v, op, lit) => (v, *op, lit),
+    };
+    let scalar = |v: V| -> (bool, String) { (cmp(&v, op, lit), fmt_v(&v)) };
+    Ok(match value {
+        Value::Metric(m) => {
+            let v = match m.as_str() {
+                "requests" => V::N(d.requests as f64),
+                "failures" => V::N(d.failures as f64),
+                "nlu" => V::N(d.nlu.total as f64),
+                "nlu_one_hop" => V::N(d.nlu.one_hop as f64),
+                "nlu_two_hop" => V::N(d.nlu.two_hop as f64),
+                "nlu_multi_hop" => V::N(d.nlu.multi_hop as f64),
+                "nlu_paired" => V::N(d.nlu.paired as f64),
+                "swaps" => V::N(d.swaps as f64),
+                "requery_period_ms" => d.requery_period_ms.map(V::N).unwrap_or(V::Missing),
+                "incidents" => V::N(d.incidents.len() as f64),
+                "malformed" => V::N(d.parse.malformed as f64),
+                "client_requests" | "client_errors" => match client {
+                    Some(c) => V::N(if m == "client_errors" {
+                        c.errors
+                    } else {
+                        c.requests
+                    } as f64),
+                    None => return Err("no load.jsonl in this run".into()),
+                },
+                _ => return Err(format!("unknown metric `{m}`")),
+            };
+            scalar(v)
+        }
+        Value::Incident(class, field) => {
+            match d
+                .incidents
+                .iter()
+                .filter(|i| &i.class == class)
+                .max_by_key(|i| i.count)
+            {
+                Some(i) => scalar(inc_field(i, field)?),
+                None => (false, format!("no `{class}` incident")),
+            }
+        }
+        Value::Count(set) => {
+            let n = match set {
+                Set::Nlu => d.nlu.total,
+                Set::Incidents => d.incidents.len() as u64,
+                Set::Class(c) => d
+                    .incidents
+                    .iter()
+                    .filter(|i| &i.class == c)
+                    .map(|i| i.count)
+                    .sum(),
+            };
+            scalar(V::N(n as f64))
+        }
+        Value::Quant(all, set, field) => {
+            let vals: Vec<V> = match set {
+                Set::Nlu => d
+                    .nlu_events
+                    .iter()
+                    .map(|e| nlu_field(e, field))
+                    .collect::<Result<_, _>>()?,
+                Set::Incidents => d
+                    .incidents
+                    .iter()
+                    .map(|i| inc_field(i, field))
+                    .collect::<Result<_, _>>()?,
+                Set::Class(c) => d
+                    .incidents
+                    .iter()
+                    .filter(|i| &i.class == c)
+                    .map(|i| inc_field(i, field))
+                    .collect::<Result<_, _>>()?,
+            };
+            if vals.is_empty() {
+                return Ok((false, "no elements".into()));
+            }
+            let ok = vals.iter().filter(|v| cmp(v, op, lit)).count();
+            let held = if *all { ok == vals.len() } else { ok > 0 };
+            let nums: Vec<f64> = vals
+                .iter()
+                .filter_map(|v| if let V::N(n) = v { Some(*n) } else { None })
+                .collect();
+            let range = if nums.len() == vals.len() {
+                let lo = nums.iter().cloned().fold(f64::INFINITY, f64::min);
+                let hi = nums.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
+                format!(", range {}..{}", fmt_v(&V::N(lo)), fmt_v(&V::N(hi)))
+            } else {
+                let mut kinds: Vec<String> = vals.iter().map(fmt_v).collect();
+                kinds.sort();
+                kinds.dedup();
+                format!(", values {}", kinds.join("/"))
+            };
+            let trunc = if matches!(set, Set::Nlu) && d.nlu_events_truncated {
+                " (first 5000)"
+            } else {
+                ""
+            };
+            (held, format!("{ok}/{} hold{range}{trunc}", vals.len()))
+        }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn grammar_examples_parse() {
+        for s in [
+            "nlu = 0",
+            "nlu > 0",
+            "swaps >= 5",
+            "client_errors = 0",
+            "requery_period_ms ≈ 6000 ± 2%",
+            "requery_period_ms ~= 6000 +- 120",
+            "incident(\"dns-nxdomain\").duration_ms ≈ 6000 ± 10%",
+            "all(nlu).trajectory = \"2-hop\"",
+            "all(nlu).trajectory = 2-hop",
+            "all(nlu).after_swap_ms <= 600",
+            "count(class(\"generation-race-retry\")) > 0",
+            "absent(\"maxfails-wipeout\")",
+            "present(\"dns-nxdomain\")",
+            "any(incidents).shape = burst",
+        ] {
+            parse(s).unwrap_or_else(|e| panic!("{s}: {e}"));
+        }
+        assert_eq!(
+            parse("all(nlu).trajectory = 2-hop").unwrap(),
+            Check::Compare(
+                Value::Quant(true, Set::Nlu, "trajectory".into()),
+                Op::Eq,
+                Lit::Str("2-hop".into())
+            )
+        );
+        for bad in [
+            "nlu",
+            "nlu >",
+            "bogus = 1",
+            "nlu ≈ 5",
+            "count(x) = 1",
+            "present(\"x\") = 1",
+            "nlu = \"x",
+        ] {
+            assert!(parse(bad).is_err(), "{bad}");
+        }
+    }
+
+    fn diag() -> Diagnosis {
+        let mut d: Diagnosis = serde_json::from_value(serde_json::json!({
+            "schema": "resolvelab.diagnosis/v1", "inputs": {}, "start_ms": 0, "end_ms": 1,
+            "requests": 100, "http_status": {}, "failures": 3,
+            "nlu": {"total": 3, "one_hop": 1, "two_hop": 2, "multi_hop": 0, "unknown_hops": 0, "paired": 3},
+            "swaps": 6, "swap_source": "dns", "swap_directions": {}, "swap_list": [],
+            "requery_period_ms": 6001.0, "requery_source": "dns", "incidents": [], "classes": [],
+            "signatures": [], "nlu_events": [], "nlu_events_truncated": false,
+            "timeline": {"bin_ms": 1000, "points": []}, "parse": {"files": [], "malformed": 0}
+        }))
+        .unwrap();
+        for (t, hops, after) in [(1, 2, 12), (2, 2, 480), (3, 1, 3)] {
+            d.nlu_events.push(NluEvent {
+                t_ms: t,
+                hops,
+                trajectory: if hops == 2 { "2-hop" } else { "1-hop" }.into(),
+                after_swap_ms: Some(after),
+                class: "generation-race-retry".into(),
+                at: "access.log:1".into(),
+            });
+        }
+        d
+    }
+
+    #[test]
+    fn evaluation_reports_what_was_measured() {
+        let d = diag();
+        let ev = |s: &str| eval(&parse(s).unwrap(), &d, None);
+        assert_eq!(ev("nlu = 3"), (true, "3".into()));
+        assert_eq!(ev("swaps >= 5"), (true, "6".into()));
+        assert_eq!(ev("requery_period_ms ≈ 6000 ± 2%"), (true, "6001".into()));
+        assert_eq!(
+            ev("all(nlu).after_swap_ms <= 600"),
+            (true, "3/3 hold, range 3..480".into())
+        );
+        assert_eq!(
+            ev("all(nlu).trajectory = 2-hop"),
+            (false, "2/3 hold, values 1-hop/2-hop".into())
+        );
+        assert!(ev("any(nlu).trajectory = 1-hop").0);
+        assert_eq!(ev("count(nlu) = 3"), (true, "3".into()));
+        assert_eq!(
+            ev("incident(\"dns-nxdomain\").duration_ms ≈ 6000 ± 10%"),
+            (false, "no `dns-nxdomain` incident".into())
+        );
+        assert_eq!(ev("absent(\"maxfails-wipeout\")"), (true, "absent".into()));
+        assert!(ev("client_errors = 0").1.contains("no load.jsonl"));
+        assert!(
+            ev("present(\"nope\")")
+                .1
+                .contains("neither a class id nor a signature id")
+        );
+        assert_eq!(
+            ev("all(incidents).duration_ms > 0"),
+            (false, "no elements".into())
+        );
+    }
+
+    #[test]
+    fn approx_and_relations() {
+        let l = Lit::Num(6000.0, Some((10.0, true)));
+        assert!(cmp(&V::N(6008.0), Op::Approx, &l));
+        assert!(!cmp(&V::N(6700.0), Op::Approx, &l));
+        assert!(cmp(&V::N(3.0), Op::Ge, &Lit::Num(3.0, None)));
+        assert!(!cmp(&V::Missing, Op::Le, &Lit::Num(600.0, None)));
+    }
+}

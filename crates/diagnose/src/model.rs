@@ -1,0 +1,323 @@
+//! The diagnosis document (`resolvelab.diagnosis/v1`) and the lab verdict around it.
+//! Field meanings are documented in docs/diagnose.md.
+
+use resolvelab_history::FileStats;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// Schema id of [`Diagnosis`].
+pub const SCHEMA: &str = "resolvelab.diagnosis/v1";
+/// Schema id of [`Verdict`].
+pub const VERDICT_SCHEMA: &str = "resolvelab.verdict/v1";
+
+/// What the checker read.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(default)]
+pub struct InputsInfo {
+    /// Access logs.
+    pub access: Vec<String>,
+    /// Error logs.
+    pub error: Vec<String>,
+    /// DNS logs.
+    pub dns: Vec<String>,
+    /// Event logs.
+    pub events: Vec<String>,
+    /// The access-log format text used.
+    pub log_format: String,
+    /// The error log's UTC offset used to join it with the access log (`+09:00`).
+    pub tz_offset: String,
+    /// Where that offset came from: `time_local`, `flag` or `machine`.
+    pub tz_source: String,
+    /// `--upstream` filter, if any.
+    pub upstream_filter: Option<String>,
+}
+
+/// NLU counts by trajectory.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct NluCounts {
+    /// All `no live upstreams` failures.
+    pub total: u64,
+    /// `be`: refused at the first pick.
+    pub one_hop: u64,
+    /// `IP:port, be`: one real try, then the retry's selection refused.
+    pub two_hop: u64,
+    /// Three or more hops.
+    pub multi_hop: u64,
+    /// Trajectory unknown (no `$upstream_addr` in the format).
+    pub unknown_hops: u64,
+    /// NLU failures paired with their error-log line.
+    pub paired: u64,
+}
+
+/// One evidence line.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Evidence {
+    /// `file:line`.
+    pub at: String,
+    /// What this line shows.
+    pub note: String,
+    /// The line (truncated).
+    pub text: String,
+}
+
+/// A time series point for charts.
+#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize, PartialEq)]
+pub struct Point {
+    /// Bin start, epoch ms.
+    pub t_ms: i64,
+    /// Requests that did not fail.
+    pub ok: u64,
+    /// Failures that are not NLU (502/504).
+    pub failed: u64,
+    /// NLU failures.
+    pub nlu: u64,
+    /// Latency percentiles in ms (p50, p90, p99, max); absent when not measured.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub latency_ms: Option<[f64; 4]>,
+}
+
+/// A binned time series.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct Series {
+    /// Bin width in ms.
+    pub bin_ms: i64,
+    /// Points in time order.
+    pub points: Vec<Point>,
+}
+
+/// One incident: a cluster of failures of one class.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Incident {
+    /// 1-based id in time order.
+    pub id: usize,
+    /// Failure class id (DESIGN.md).
+    pub class: String,
+    /// 0..1.
+    pub confidence: f64,
+    /// Upstream group.
+    pub upstream: String,
+    /// First failure (request start), epoch ms.
+    pub start_ms: i64,
+    /// Last failure (request end), epoch ms.
+    pub end_ms: i64,
+    /// `end_ms - start_ms`.
+    pub duration_ms: i64,
+    /// Failed requests in this incident.
+    pub count: u64,
+    /// Of which NLU.
+    pub nlu: u64,
+    /// NLU by trajectory.
+    pub hops: NluCounts,
+    /// Requests to the same upstream in the window (the window is at least 2 s wide, centred).
+    pub requests_in_window: u64,
+    /// Failed share of those.
+    pub share_failed: f64,
+    /// `burst` (≥ 80 % failing), `isolated` (≤ 50 %) or `mixed`.
+    pub shape: String,
+    /// Start minus the previous swap, ms (None without swaps).
+    pub after_swap_ms: Option<i64>,
+    /// Direction of that swap (`old → new`).
+    pub swap_direction: Option<String>,
+    /// Failures by method.
+    pub methods: BTreeMap<String, u64>,
+    /// Evidence lines, strongest first.
+    pub evidence: Vec<Evidence>,
+    /// Why this class.
+    pub explanation: String,
+    /// The fix (digest §3).
+    pub fix: String,
+    /// Requests around the incident at fine resolution.
+    pub zoom: Series,
+}
+
+/// Per-class summary.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct ClassSummary {
+    /// Class id.
+    pub class: String,
+    /// Incidents of this class.
+    pub incidents: u64,
+    /// Failed requests of this class.
+    pub requests: u64,
+    /// What the class is.
+    pub explanation: String,
+    /// The fix.
+    pub fix: String,
+}
+
+/// A co-occurring error-log signature.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Signature {
+    /// Stable id (`resolve-nxdomain`, `peer-disabled`, …).
+    pub id: String,
+    /// What it matches.
+    pub pattern: String,
+    /// Lines.
+    pub count: u64,
+    /// Lines with an NLU of any upstream within ±10 s.
+    pub near_nlu: u64,
+    /// True when this signature did no harm here.
+    pub harmless: bool,
+    /// Interpretation.
+    pub note: String,
+    /// First occurrence.
+    pub first: Evidence,
+}
+
+/// One swap of the peer list.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Swap {
+    /// Epoch ms.
+    pub t_ms: i64,
+    /// Name (DNS) or upstream group (inferred).
+    pub name: String,
+    /// `old → new`.
+    pub direction: String,
+}
+
+/// One NLU failure.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct NluEvent {
+    /// Request end, epoch ms.
+    pub t_ms: i64,
+    /// Hops in the last pass (0 = unknown).
+    pub hops: u32,
+    /// `1-hop`, `2-hop`, `3+-hop`, `unknown`.
+    pub trajectory: String,
+    /// Since the previous swap, ms.
+    pub after_swap_ms: Option<i64>,
+    /// The class given to it.
+    pub class: String,
+    /// Access-log line.
+    pub at: String,
+}
+
+/// Parse accounting.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct ParseInfo {
+    /// Per file.
+    pub files: Vec<FileStats>,
+    /// Sum of malformed lines.
+    pub malformed: u64,
+}
+
+/// The whole diagnosis.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Diagnosis {
+    /// `resolvelab.diagnosis/v1`.
+    pub schema: String,
+    /// Inputs.
+    pub inputs: InputsInfo,
+    /// First request, epoch ms.
+    pub start_ms: Option<i64>,
+    /// Last request, epoch ms.
+    pub end_ms: Option<i64>,
+    /// `completed`, or `partial` when an input file could not be read to its end. Empty (and
+    /// not serialized) inside a [`Verdict`], whose own `status` is the run status.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub status: String,
+    /// Requests read.
+    pub requests: u64,
+    /// Requests by HTTP status.
+    pub http_status: BTreeMap<String, u64>,
+    /// Failed requests (502/504 or NLU).
+    pub failures: u64,
+    /// NLU counts.
+    pub nlu: NluCounts,
+    /// Number of peer-list swaps.
+    pub swaps: u64,
+    /// `dns`, `inferred` or `none`.
+    pub swap_source: String,
+    /// Swaps by direction.
+    pub swap_directions: BTreeMap<String, u64>,
+    /// NLU failures within 1 s after a swap, by that swap's direction (a generation race hits
+    /// both directions alike; a one-sided count points at one backend).
+    #[serde(default)]
+    pub nlu_by_swap_direction: BTreeMap<String, u64>,
+    /// The swaps (first 1,000).
+    pub swap_list: Vec<Swap>,
+    /// Median re-query period, ms.
+    pub requery_period_ms: Option<f64>,
+    /// `dns`, `inferred` (swap intervals), `error-log` (`could not be resolved` intervals) or `none`.
+    pub requery_source: String,
+    /// Incidents in time order.
+    pub incidents: Vec<Incident>,
+    /// Per-class summaries.
+    pub classes: Vec<ClassSummary>,
+    /// Error-log signatures.
+    pub signatures: Vec<Signature>,
+    /// NLU failures (first 5,000).
+    pub nlu_events: Vec<NluEvent>,
+    /// True when `nlu_events` was cut.
+    pub nlu_events_truncated: bool,
+    /// Requests per bin by outcome, with latency percentiles.
+    pub timeline: Series,
+    /// Parse accounting.
+    pub parse: ParseInfo,
+}
+
+/// One injection and its hit counter.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Injection {
+    /// Event kind (`fault-off`, `dns-mode`, …).
+    pub kind: String,
+    /// Target.
+    pub target: Option<String>,
+    /// Spec.
+    pub spec: Option<String>,
+    /// Hits at the end of the injection.
+    pub hits: u64,
+    /// `events.jsonl:line`.
+    pub at: String,
+}
+
+/// One expectation of the scenario and its outcome.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Expectation {
+    /// As written in the scenario.
+    pub text: String,
+    /// Held or not (false when it cannot be evaluated).
+    pub held: bool,
+    /// What was measured (or why it cannot be evaluated).
+    pub measured: String,
+}
+
+/// A lab run's verdict: the diagnosis plus run status, expectations and injections.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Verdict {
+    /// `resolvelab.verdict/v1`.
+    pub verdict_schema: String,
+    /// Scenario name.
+    pub scenario: Option<String>,
+    /// `completed`, `aborted`, `not-interpretable`, `incomplete`.
+    pub status: String,
+    /// Human one-liner (e.g. "injection did not hit — not interpretable").
+    pub summary: String,
+    /// Injections with their hit counters.
+    pub injections: Vec<Injection>,
+    /// Expectations held / not held.
+    pub expectations: Vec<Expectation>,
+    /// Client-side requests (load.jsonl) and their errors.
+    pub client: Option<ClientStats>,
+    /// The diagnosis (flattened into the same JSON object).
+    #[serde(flatten)]
+    pub diagnosis: Diagnosis,
+}
+
+impl Verdict {
+    /// True when the run completed and every expectation held.
+    pub fn passed(&self) -> bool {
+        self.status == "completed" && self.expectations.iter().all(|e| e.held)
+    }
+}
+
+/// Client-side view from `load.jsonl`.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct ClientStats {
+    /// Requests sent.
+    pub requests: u64,
+    /// Status ≥ 500 or a transport error.
+    pub errors: u64,
+    /// By status (`error` for transport errors).
+    pub status: BTreeMap<String, u64>,
+}

@@ -1,0 +1,278 @@
+//! `analyze`: the verdict of a lab run directory (DESIGN.md "A run directory").
+
+use crate::checker::{Options, diagnose_with_history};
+use crate::expect;
+use crate::model::*;
+use resolvelab_history::logformat::{self, LogFormat};
+use resolvelab_history::ours;
+use std::path::{Path, PathBuf};
+
+/// Files of one kind in a run directory: `NAME`, plus rotations `NAME.1`, `NAME.2.gz`, … .
+fn with_rotations(dir: &Path, name: &str) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    if let Ok(rd) = std::fs::read_dir(dir) {
+        for e in rd.flatten() {
+            let n = e.file_name().to_string_lossy().into_owned();
+            if n == name
+                || n.strip_prefix(name).is_some_and(|r| {
+                    r.starts_with('.')
+                        && r[1..]
+                            .split('.')
+                            .next()
+                            .is_some_and(|x| x.parse::<u32>().is_ok() || x == "gz")
+                })
+            {
+                out.push(e.path());
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+/// The access-log format of a run: `log_format lab` from its nginx.conf (else the format its
+/// `access_log` names, else the lab format).
+pub fn run_log_format(dir: &Path) -> anyhow::Result<LogFormat> {
+    let conf = dir.join("nginx.conf");
+    let Ok(text) = std::fs::read_to_string(&conf) else {
+        return Ok(LogFormat::lab());
+    };
+    let name = logformat::access_log_formats(&text)
+        .into_iter()
+        .next()
+        .unwrap_or_else(|| "lab".to_string());
+    match logformat::find_in_config(&text, &name) {
+        Ok(t) => {
+            LogFormat::compile(&name, &t).map_err(|e| anyhow::anyhow!("{}: {e}", conf.display()))
+        }
+        Err(_) => Ok(LogFormat::lab()),
+    }
+}
+
+/// Analyze a run directory: diagnosis, scenario expectations, injection hit counters, status.
+pub fn analyze_run(dir: &Path) -> anyhow::Result<Verdict> {
+    if !dir.is_dir() {
+        anyhow::bail!(
+            "{} is not a run directory (expected runs/<scenario>-<stamp>/)",
+            dir.display()
+        );
+    }
+    let (scenario, checks) = read_scenario(dir)?;
+    let access = with_rotations(dir, "access.log");
+    let opts = Options {
+        access: access.clone(),
+        error: with_rotations(dir, "error.log"),
+        dns: with_rotations(dir, "dns.jsonl"),
+        events: with_rotations(dir, "events.jsonl"),
+        log_format: run_log_format(dir)?,
+        upstream: None,
+        tz_offset_s: fingerprint_offset(dir),
+    };
+    let (diagnosis, events) = if access.is_empty() {
+        let d = empty_diagnosis(&opts);
+        let mut ev = Vec::new();
+        for (i, p) in opts.events.iter().enumerate() {
+            ev.extend(ours::read_events(p, i as u32)?.0);
+        }
+        (d, ev)
+    } else {
+        let (d, h) = diagnose_with_history(&opts)?;
+        (d, h.events.clone())
+    };
+
+    let mut injections = Vec::new();
+    let mut aborted = false;
+    for e in &events {
+        if matches!(e.kind.as_str(), "aborted" | "abort" | "interrupted") {
+            aborted = true;
+        }
+        if let Some(hits) = e.hits
+            && e.kind != "fault-on"
+            && e.kind != "phase"
+        {
+            injections.push(Injection {
+                kind: e.kind.clone(),
+                target: e.target.clone(),
+                spec: e.spec.clone(),
+                hits,
+                at: format!(
+                    "{}:{}",
+                    opts.events
+                        .first()
+                        .map(|p| p.display().to_string())
+                        .unwrap_or_default(),
+                    e.line
+                ),
+            });
+        }
+    }
+    if let Ok(prev) = std::fs::read_to_string(dir.join("verdict.json"))
+        && let Ok(v) = serde_json::from_str::<serde_json::Value>(&prev)
+    {
+        aborted |= v.get("status").and_then(|s| s.as_str()) == Some("aborted");
+    }
+    let client = read_client(dir)?;
+    let expectations: Vec<Expectation> = checks
+        .iter()
+        .map(|text| match expect::parse(text) {
+            Ok(c) => {
+                let (held, measured) = expect::eval(&c, &diagnosis, client.as_ref());
+                Expectation {
+                    text: text.clone(),
+                    held,
+                    measured,
+                }
+            }
+            Err(e) => Expectation {
+                text: text.clone(),
+                held: false,
+                measured: format!("cannot parse: {e}"),
+            },
+        })
+        .collect();
+    let missed: Vec<&Injection> = injections.iter().filter(|i| i.hits == 0).collect();
+    let (status, summary) = if aborted {
+        (
+            "aborted",
+            "the run was interrupted: partial evidence".to_string(),
+        )
+    } else if access.is_empty() {
+        (
+            "incomplete",
+            "no access.log in the run directory".to_string(),
+        )
+    } else if !missed.is_empty() {
+        (
+            "not-interpretable",
+            format!(
+                "injection did not hit — not interpretable ({})",
+                missed
+                    .iter()
+                    .map(|i| format!(
+                        "{} {}",
+                        i.target.as_deref().unwrap_or("?"),
+                        i.spec.as_deref().unwrap_or("")
+                    ))
+                    .collect::<Vec<_>>()
+                    .join("; ")
+            ),
+        )
+    } else {
+        let held = expectations.iter().filter(|e| e.held).count();
+        (
+            "completed",
+            format!("{held}/{} expectations held", expectations.len()),
+        )
+    };
+    let mut diagnosis = diagnosis;
+    // One `status` in the verdict JSON: the run's.
+    diagnosis.status.clear();
+    Ok(Verdict {
+        verdict_schema: VERDICT_SCHEMA.to_string(),
+        scenario,
+        status: status.to_string(),
+        summary,
+        injections,
+        expectations,
+        client,
+        diagnosis,
+    })
+}
+
+/// The host's UTC offset recorded in `fingerprint.json` (`utc_offset: "+09:00"` or
+/// `utc_offset_s: 32400`, at the top level or under `host`). Lab access logs have no
+/// `$time_local`, so this is what joins the error log when the run is analyzed elsewhere.
+fn fingerprint_offset(dir: &Path) -> Option<i32> {
+    let text = std::fs::read_to_string(dir.join("fingerprint.json")).ok()?;
+    let v: serde_json::Value = serde_json::from_str(&text).ok()?;
+    for o in [Some(&v), v.get("host")].into_iter().flatten() {
+        if let Some(s) = o.get("utc_offset").and_then(|x| x.as_str())
+            && let Some(off) = resolvelab_history::time::parse_offset(s)
+        {
+            return Some(off);
+        }
+        if let Some(n) = o.get("utc_offset_s").and_then(|x| x.as_i64()) {
+            return Some(n as i32);
+        }
+    }
+    None
+}
+
+fn read_scenario(dir: &Path) -> anyhow::Result<(Option<String>, Vec<String>)> {
+    let p = dir.join("scenario.toml");
+    let Ok(text) = std::fs::read_to_string(&p) else {
+        return Ok((None, Vec::new()));
+    };
+    let v: toml::Value = toml::from_str(&text).map_err(|e| {
+        anyhow::anyhow!(
+            "{}: {}",
+            p.display(),
+            e.to_string().lines().next().unwrap_or("")
+        )
+    })?;
+    let name = v.get("name").and_then(|n| n.as_str()).map(str::to_string);
+    let checks = v
+        .get("expect")
+        .and_then(|e| e.get("checks"))
+        .and_then(|c| c.as_array())
+        .map(|a| {
+            a.iter()
+                .filter_map(|x| x.as_str().map(str::to_string))
+                .collect()
+        })
+        .unwrap_or_default();
+    Ok((name, checks))
+}
+
+fn read_client(dir: &Path) -> anyhow::Result<Option<ClientStats>> {
+    let files = with_rotations(dir, "load.jsonl");
+    if files.is_empty() {
+        return Ok(None);
+    }
+    let mut c = ClientStats::default();
+    for p in &files {
+        ours::for_each_load(p, |r| {
+            c.requests += 1;
+            let key = match (r.status, &r.error) {
+                (_, Some(_)) | (None, _) => "error".to_string(),
+                (Some(s), None) => s.to_string(),
+            };
+            if key == "error" || r.status.is_some_and(|s| s >= 500) {
+                c.errors += 1;
+            }
+            *c.status.entry(key).or_insert(0) += 1;
+        })?;
+    }
+    Ok(Some(c))
+}
+
+fn empty_diagnosis(o: &Options) -> Diagnosis {
+    Diagnosis {
+        schema: SCHEMA.to_string(),
+        inputs: InputsInfo {
+            log_format: o.log_format.text.clone(),
+            ..Default::default()
+        },
+        start_ms: None,
+        end_ms: None,
+        status: "incomplete".into(),
+        requests: 0,
+        http_status: Default::default(),
+        failures: 0,
+        nlu: Default::default(),
+        swaps: 0,
+        swap_source: "none".into(),
+        swap_directions: Default::default(),
+        nlu_by_swap_direction: Default::default(),
+        swap_list: Vec::new(),
+        requery_period_ms: None,
+        requery_source: "none".into(),
+        incidents: Vec::new(),
+        classes: Vec::new(),
+        signatures: Vec::new(),
+        nlu_events: Vec::new(),
+        nlu_events_truncated: false,
+        timeline: Default::default(),
+        parse: Default::default(),
+    }
+}

@@ -1,0 +1,41 @@
+//! `down` — the proxy stops listening while the toxic is active (clients get "connection
+//! refused"); with `for=DUR` it comes back by itself. Its hit counter counts the windows in
+//! which the port was really closed.
+
+use super::{Step, Toxic, ToxicConn};
+use bytes::Bytes;
+use rand_chacha::ChaCha8Rng;
+use std::time::Instant;
+
+/// Close the listening socket while active.
+#[derive(Debug, Clone)]
+pub struct Down;
+
+impl Toxic for Down {
+    fn kind(&self) -> &'static str {
+        "down"
+    }
+    fn params(&self) -> Vec<String> {
+        Vec::new()
+    }
+    fn connect(&self, _now: Instant) -> Box<dyn ToxicConn> {
+        Box::new(Down)
+    }
+    fn on_listener(&self) -> bool {
+        true
+    }
+}
+
+impl ToxicConn for Down {
+    fn data(
+        &mut self,
+        data: Bytes,
+        _arrived: Instant,
+        _rng: &mut ChaCha8Rng,
+        out: &mut Vec<Step>,
+    ) -> bool {
+        // Connections accepted before the proxy went down keep flowing, as in Toxiproxy.
+        out.push(Step::Data(data));
+        false
+    }
+}

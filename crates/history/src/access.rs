@@ -1,0 +1,426 @@
+//! Streaming access-log reader: one file or several merged in time order, without keeping lines.
+//!
+//! Each matched line is exposed as a borrowed [`AccessLine`] (byte spans into a reused buffer), so
+//! reading 10 M lines allocates nothing per line. Lines that do not match the format are counted
+//! and sampled in [`FileStats`], never fatal.
+
+use crate::logformat::{Field, LogFormat, N_FIELDS, Spans};
+use crate::{FileStats, open_maybe_gz, time};
+use std::io::{BufRead, Read};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+/// One matched access-log line (borrowed).
+#[derive(Clone, Copy)]
+pub struct AccessLine<'a> {
+    /// Index of the file in the stream's file list.
+    pub file: u32,
+    /// 1-based line number.
+    pub line: u64,
+    /// Request end time (the log write time), epoch µs.
+    pub t_us: i64,
+    /// UTC offset seen in `$time_local` / `$time_iso8601`, if the format has one.
+    pub utc_offset_s: Option<i32>,
+    raw: &'a [u8],
+    spans: &'a Spans,
+}
+
+impl<'a> AccessLine<'a> {
+    /// Raw bytes of a field (`-` is returned as is).
+    #[inline]
+    pub fn get(&self, f: Field) -> Option<&'a [u8]> {
+        self.spans[f as usize].map(|(a, b)| &self.raw[a as usize..b as usize])
+    }
+
+    /// A field as text (lossy only for invalid UTF-8, which nginx escapes anyway).
+    pub fn text(&self, f: Field) -> Option<&'a str> {
+        self.get(f).and_then(|b| std::str::from_utf8(b).ok())
+    }
+
+    /// `$status`.
+    #[inline]
+    pub fn status(&self) -> Option<u16> {
+        self.get(Field::Status)
+            .and_then(time::parse_u64)
+            .map(|v| v as u16)
+    }
+
+    /// `$request_time` in µs.
+    #[inline]
+    pub fn request_time_us(&self) -> Option<i64> {
+        self.get(Field::RequestTime).and_then(time::parse_secs_us)
+    }
+
+    /// `$connection`.
+    #[inline]
+    pub fn connection(&self) -> Option<u64> {
+        self.get(Field::Connection).and_then(time::parse_u64)
+    }
+
+    /// `$connection_requests`.
+    pub fn connection_requests(&self) -> Option<u64> {
+        self.get(Field::ConnectionRequests)
+            .and_then(time::parse_u64)
+    }
+
+    /// The request method: `$request_method`, else the first word of `$request`.
+    pub fn method(&self) -> Option<&'a str> {
+        if let Some(m) = self.text(Field::RequestMethod) {
+            return Some(m);
+        }
+        self.text(Field::Request)
+            .and_then(|r| r.split(' ').next())
+            .filter(|m| !m.is_empty() && *m != "-")
+    }
+
+    /// The whole raw line.
+    pub fn raw(&self) -> &'a [u8] {
+        self.raw
+    }
+
+    /// An owned copy of the fields the history exposes.
+    pub fn to_record(&self) -> AccessRecord {
+        let s = |f| self.text(f).map(str::to_string);
+        AccessRecord {
+            file: self.file,
+            line: self.line,
+            t_us: self.t_us,
+            status: self.status(),
+            request: s(Field::Request),
+            method: self.method().map(str::to_string),
+            request_time_us: self.request_time_us(),
+            upstream_addr: s(Field::UpstreamAddr),
+            upstream_status: s(Field::UpstreamStatus),
+            upstream_response_time: s(Field::UpstreamResponseTime),
+            upstream_connect_time: s(Field::UpstreamConnectTime),
+            connection: self.connection(),
+            connection_requests: self.connection_requests(),
+            remote_addr: s(Field::RemoteAddr),
+            host: s(Field::Host),
+        }
+    }
+}
+
+/// An owned access-log record.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[allow(missing_docs)]
+pub struct AccessRecord {
+    pub file: u32,
+    pub line: u64,
+    pub t_us: i64,
+    pub status: Option<u16>,
+    pub request: Option<String>,
+    pub method: Option<String>,
+    pub request_time_us: Option<i64>,
+    pub upstream_addr: Option<String>,
+    pub upstream_status: Option<String>,
+    pub upstream_response_time: Option<String>,
+    pub upstream_connect_time: Option<String>,
+    pub connection: Option<u64>,
+    pub connection_requests: Option<u64>,
+    pub remote_addr: Option<String>,
+    pub host: Option<String>,
+}
+
+/// Samples of malformed lines kept per file.
+pub const MAX_SAMPLES: usize = 5;
+/// Raw malformed lines kept per file to compute the nearest guess.
+const GUESS_LINES: usize = 20;
+
+/// Streaming reader of one access-log file.
+pub struct AccessReader {
+    file: u32,
+    reader: Box<dyn BufRead>,
+    buf: Vec<u8>,
+    line_no: u64,
+    fmt: Arc<LogFormat>,
+    spans: Spans,
+    t_us: i64,
+    offset: Option<i32>,
+    head: usize,
+    filled: usize,
+    eof: bool,
+    start: usize,
+    end: usize,
+    /// Cache of the last textual timestamp: `$time_local` repeats for every request of a second.
+    tcache: Vec<u8>,
+    tcache_val: (i64, i32),
+    stats: FileStats,
+    bad_lines: Vec<String>,
+    done: bool,
+}
+
+impl AccessReader {
+    /// Open `path` (plain or gzip) for `fmt`; `file` is the index reported in every line.
+    pub fn open(path: &Path, file: u32, fmt: Arc<LogFormat>) -> anyhow::Result<AccessReader> {
+        let reader = open_maybe_gz(path)?;
+        Ok(AccessReader {
+            file,
+            reader,
+            buf: vec![0; 1 << 18],
+            head: 0,
+            filled: 0,
+            eof: false,
+            start: 0,
+            line_no: 0,
+            fmt,
+            spans: [None; N_FIELDS],
+            t_us: 0,
+            offset: None,
+            end: 0,
+            tcache: Vec::new(),
+            tcache_val: (0, 0),
+            stats: FileStats::new(path, "access"),
+            bad_lines: Vec::new(),
+            done: false,
+        })
+    }
+
+    /// The next raw line as a range of `buf` (without its newline), reading more as needed.
+    /// Lines are sliced out of a large buffer in place: no copy per line.
+    #[inline]
+    fn next_line(&mut self) -> Option<(usize, usize)> {
+        loop {
+            if let Some(r) = memchr::memchr(b'\n', &self.buf[self.head..self.filled]) {
+                let s = self.head;
+                self.head = s + r + 1;
+                return Some((s, s + r));
+            }
+            if self.eof {
+                if self.head < self.filled {
+                    let s = self.head;
+                    self.head = self.filled;
+                    return Some((s, self.filled));
+                }
+                return None;
+            }
+            self.buf.copy_within(self.head..self.filled, 0);
+            self.filled -= self.head;
+            self.head = 0;
+            if self.filled == self.buf.len() {
+                let n = self.buf.len() * 2;
+                self.buf.resize(n, 0);
+            }
+            match self.reader.read(&mut self.buf[self.filled..]) {
+                Ok(0) => self.eof = true,
+                Ok(n) => self.filled += n,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) => {
+                    self.stats.error = Some(e.to_string());
+                    self.eof = true;
+                }
+            }
+        }
+    }
+
+    /// Advance to the next well-formed line; false at end of file.
+    pub fn advance(&mut self) -> bool {
+        if self.done {
+            return false;
+        }
+        loop {
+            let Some((ls, mut le)) = self.next_line() else {
+                self.done = true;
+                return false;
+            };
+            self.line_no += 1;
+            if le > ls && self.buf[le - 1] == b'\r' {
+                le -= 1;
+            }
+            if le == ls {
+                continue;
+            }
+            self.stats.lines += 1;
+            let res = self
+                .fmt
+                .match_line(&self.buf[ls..le], &mut self.spans)
+                .map_err(|m| m.to_string())
+                .and_then(|_| self.time_of(ls, le));
+            match res {
+                Ok(()) => {
+                    self.stats.parsed += 1;
+                    self.start = ls;
+                    self.end = le;
+                    return true;
+                }
+                Err(reason) => {
+                    let text = String::from_utf8_lossy(&self.buf[ls..le]).into_owned();
+                    self.stats.malformed(self.line_no, &reason, &text);
+                    if self.bad_lines.len() < GUESS_LINES {
+                        self.bad_lines.push(text);
+                    }
+                }
+            }
+        }
+    }
+
+    fn time_of(&mut self, ls: usize, le: usize) -> Result<(), String> {
+        let line = &self.buf[ls..le];
+        let span = |f: Field| self.spans[f as usize].map(|(a, b)| &line[a as usize..b as usize]);
+        let mut offset = None;
+        let mut cached = |b: &[u8], parse: fn(&[u8]) -> Option<(i64, i32)>| {
+            if b != self.tcache.as_slice() {
+                let v = parse(b)?;
+                self.tcache.clear();
+                self.tcache.extend_from_slice(b);
+                self.tcache_val = v;
+            }
+            Some(self.tcache_val)
+        };
+        let mut t = None;
+        if let Some(b) = span(Field::TimeLocal) {
+            let (us, off) = cached(b, time::parse_time_local)
+                .ok_or_else(|| format!("$time_local `{}` is not a time", lossy(b)))?;
+            t = Some(us);
+            offset = Some(off);
+        } else if let Some(b) = span(Field::TimeIso8601) {
+            let (us, off) = cached(b, time::parse_iso8601)
+                .ok_or_else(|| format!("$time_iso8601 `{}` is not a time", lossy(b)))?;
+            t = Some(us);
+            offset = Some(off);
+        }
+        // $msec has millisecond resolution, so it wins over the one-second text times.
+        if let Some(b) = span(Field::Msec) {
+            t = Some(
+                time::parse_msec(b).ok_or_else(|| format!("$msec `{}` is not a time", lossy(b)))?,
+            );
+        }
+        self.t_us = t.ok_or("the format has no $msec, $time_local or $time_iso8601")?;
+        self.offset = offset;
+        Ok(())
+    }
+
+    /// The current line (valid after `advance` returned true).
+    pub fn current(&self) -> AccessLine<'_> {
+        AccessLine {
+            file: self.file,
+            line: self.line_no,
+            t_us: self.t_us,
+            utc_offset_s: self.offset,
+            raw: &self.buf[self.start..self.end],
+            spans: &self.spans,
+        }
+    }
+
+    /// Statistics so far; the nearest-guess is computed when more than half the lines failed.
+    pub fn finish(mut self) -> FileStats {
+        if self.stats.malformed > 0 && self.stats.parsed < self.stats.malformed {
+            self.stats.guess = nearest_guess(&self.bad_lines, &self.fmt);
+        }
+        self.stats
+    }
+}
+
+fn lossy(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+/// Try the well-known formats on the lines that failed. A format matching them is named with
+/// the flag to use; otherwise the format that gets furthest into the lines is named with where it
+/// stops (e.g. extra fields after `combined`).
+pub fn nearest_guess(lines: &[String], fmt: &LogFormat) -> Option<String> {
+    let mut spans = [None; N_FIELDS];
+    // (full matches, items matched on the first line, name, text, first mismatch)
+    let mut best: Option<(usize, usize, &str, &str, Option<String>)> = None;
+    for (name, text) in crate::logformat::KNOWN {
+        if *text == fmt.text {
+            continue;
+        }
+        let Ok(f) = LogFormat::compile(name, text) else {
+            continue;
+        };
+        let mut full = 0;
+        let mut first_err = None;
+        let mut depth = 0;
+        for (k, l) in lines.iter().enumerate() {
+            match f.match_line(l.as_bytes(), &mut spans) {
+                Ok(()) => {
+                    full += 1;
+                    if k == 0 {
+                        depth = f.items().len() + 1;
+                    }
+                }
+                Err(m) => {
+                    if k == 0 {
+                        depth = m.item;
+                        first_err = Some(m.reason);
+                    }
+                }
+            }
+        }
+        let better = match &best {
+            None => true,
+            Some(b) => (full, depth) > (b.0, b.1),
+        };
+        if better {
+            best = Some((full, depth, name, text, first_err));
+        }
+    }
+    let (full, depth, name, text, err) = best?;
+    if full > 0 {
+        Some(format!(
+            "{full}/{} failing lines match the `{name}` format: --log-format '{text}'",
+            lines.len()
+        ))
+    } else if depth > 2 {
+        Some(format!(
+            "closest known format: `{name}` ({text}); it stops there: {}",
+            err.unwrap_or_default()
+        ))
+    } else {
+        None
+    }
+}
+
+/// Several access logs (rotations, several servers) merged into one time-ordered stream.
+pub struct AccessStream {
+    readers: Vec<AccessReader>,
+    live: Vec<bool>,
+    last: Option<usize>,
+    paths: Vec<PathBuf>,
+}
+
+impl AccessStream {
+    /// Open every file with the same format. File indexes start at `first_file`.
+    pub fn open(paths: &[PathBuf], fmt: &LogFormat, first_file: u32) -> anyhow::Result<Self> {
+        let fmt = Arc::new(fmt.clone());
+        let mut readers = Vec::new();
+        for (i, p) in paths.iter().enumerate() {
+            readers.push(AccessReader::open(p, first_file + i as u32, fmt.clone())?);
+        }
+        let live = readers.iter_mut().map(|r| r.advance()).collect();
+        Ok(AccessStream {
+            readers,
+            live,
+            last: None,
+            paths: paths.to_vec(),
+        })
+    }
+
+    /// The next line in time order across all files (a lending iterator).
+    #[allow(clippy::should_implement_trait)]
+    pub fn next(&mut self) -> Option<AccessLine<'_>> {
+        if let Some(i) = self.last.take() {
+            self.live[i] = self.readers[i].advance();
+        }
+        let pick = if self.readers.len() == 1 {
+            self.live[0].then_some(0)
+        } else {
+            (0..self.readers.len())
+                .filter(|&i| self.live[i])
+                .min_by_key(|&i| self.readers[i].t_us)
+        }?;
+        self.last = Some(pick);
+        Some(self.readers[pick].current())
+    }
+
+    /// The files of the stream.
+    pub fn paths(&self) -> &[PathBuf] {
+        &self.paths
+    }
+
+    /// Per-file statistics (consumes the stream).
+    pub fn finish(self) -> Vec<FileStats> {
+        self.readers.into_iter().map(|r| r.finish()).collect()
+    }
+}

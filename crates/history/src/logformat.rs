@@ -1,0 +1,698 @@
+//! nginx `log_format` strings compiled into a byte tokenizer.
+//!
+//! A format is a sequence of literals and `$variables`. Matching a line walks the sequence: a
+//! literal must appear verbatim, a variable extends up to the next literal. That is exactly how
+//! nginx writes the line, so no regular expression is needed and no allocation happens per line.
+//!
+//! Multi-valued `$upstream_*` variables contain `, ` (between tries) and ` : ` (between
+//! internal-redirect passes); when such a variable is followed by a literal starting with a space,
+//! spaces that belong to those separators are skipped.
+
+use std::fmt;
+
+/// The variables the history understands; every other `$variable` is matched and skipped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[repr(u8)]
+#[allow(missing_docs)]
+pub enum Field {
+    Msec = 0,
+    TimeLocal,
+    TimeIso8601,
+    Status,
+    Request,
+    RequestMethod,
+    RequestUri,
+    RequestTime,
+    UpstreamAddr,
+    UpstreamStatus,
+    UpstreamResponseTime,
+    UpstreamConnectTime,
+    UpstreamHeaderTime,
+    Connection,
+    ConnectionRequests,
+    RemoteAddr,
+    Host,
+    BodyBytesSent,
+}
+
+/// Number of [`Field`] variants.
+pub const N_FIELDS: usize = 18;
+
+impl Field {
+    /// Map an nginx variable name (without `$`) to a field.
+    pub fn from_var(name: &str) -> Option<Field> {
+        Some(match name {
+            "msec" => Field::Msec,
+            "time_local" => Field::TimeLocal,
+            "time_iso8601" => Field::TimeIso8601,
+            "status" => Field::Status,
+            "request" => Field::Request,
+            "request_method" => Field::RequestMethod,
+            "request_uri" | "uri" => Field::RequestUri,
+            "request_time" => Field::RequestTime,
+            "upstream_addr" => Field::UpstreamAddr,
+            "upstream_status" => Field::UpstreamStatus,
+            "upstream_response_time" => Field::UpstreamResponseTime,
+            "upstream_connect_time" => Field::UpstreamConnectTime,
+            "upstream_header_time" => Field::UpstreamHeaderTime,
+            "connection" => Field::Connection,
+            "connection_requests" => Field::ConnectionRequests,
+            "remote_addr" => Field::RemoteAddr,
+            "host" | "http_host" | "server_name" => Field::Host,
+            "body_bytes_sent" | "bytes_sent" => Field::BodyBytesSent,
+            _ => return None,
+        })
+    }
+
+    /// True for the `$upstream_*` variables whose values may hold `, ` and ` : ` separators.
+    pub fn multi_valued(self) -> bool {
+        matches!(
+            self,
+            Field::UpstreamAddr
+                | Field::UpstreamStatus
+                | Field::UpstreamResponseTime
+                | Field::UpstreamConnectTime
+                | Field::UpstreamHeaderTime
+        )
+    }
+
+    /// True when the value is a number (used to explain mismatches).
+    fn numeric(self) -> bool {
+        matches!(
+            self,
+            Field::Msec
+                | Field::Status
+                | Field::RequestTime
+                | Field::Connection
+                | Field::ConnectionRequests
+                | Field::BodyBytesSent
+        )
+    }
+}
+
+/// One element of a compiled format.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Item {
+    /// Text that must appear verbatim.
+    Literal(Vec<u8>),
+    /// A variable: its name and the field it fills (None = skipped).
+    Var(String, Option<Field>),
+}
+
+/// A compiled `log_format`.
+#[derive(Debug, Clone)]
+pub struct LogFormat {
+    /// The name (`combined`, `lab`, `main`, or `custom`).
+    pub name: String,
+    /// The format text as nginx sees it (quotes joined).
+    pub text: String,
+    items: Vec<Item>,
+    /// The hot-path program: leading literal, then one step per variable.
+    lead: Vec<u8>,
+    steps: Vec<Step>,
+    lits: Vec<u8>,
+}
+
+/// One variable and the literal that ends it (empty = end of line).
+#[derive(Debug, Clone, Copy)]
+struct Step {
+    field: u8,
+    numeric: bool,
+    multi: bool,
+    term_off: u32,
+    term_len: u32,
+}
+
+const SKIP: u8 = u8::MAX;
+
+/// nginx's predefined `combined` format.
+pub const COMBINED: &str = r#"$remote_addr - $remote_user [$time_local] "$request" $status $body_bytes_sent "$http_referer" "$http_user_agent""#;
+
+/// The resolvelab lab format (what every lab run's nginx.conf declares as `log_format lab`).
+pub const LAB: &str = r#"$msec $status "$upstream_addr" "$upstream_status" $request_time $request_method $connection $connection_requests "$upstream_response_time" "$upstream_connect_time" "$request" $remote_addr"#;
+
+/// Formats tried when a user's format does not match, to show the nearest guess.
+pub const KNOWN: &[(&str, &str)] = &[
+    ("combined", COMBINED),
+    ("lab", LAB),
+    (
+        "main (combined + upstream)",
+        r#"$remote_addr - $remote_user [$time_local] "$request" $status $body_bytes_sent "$http_referer" "$http_user_agent" "$upstream_addr" "$upstream_status" $request_time $upstream_response_time"#,
+    ),
+    (
+        "common",
+        r#"$remote_addr - $remote_user [$time_local] "$request" $status $body_bytes_sent"#,
+    ),
+];
+
+/// Why a line did not match a format.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Mismatch {
+    /// Index of the item that failed.
+    pub item: usize,
+    /// Byte offset in the line where it failed.
+    pub at: usize,
+    /// Human explanation naming the field.
+    pub reason: String,
+}
+
+impl fmt::Display for Mismatch {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} (at byte {})", self.reason, self.at)
+    }
+}
+
+/// Byte spans of the fields of one matched line, indexed by `Field as usize`.
+pub type Spans = [Option<(u32, u32)>; N_FIELDS];
+
+impl LogFormat {
+    /// Compile a format string (the concatenation of the quoted parts of a `log_format` directive).
+    pub fn compile(fmt_name: &str, text: &str) -> anyhow::Result<LogFormat> {
+        let bytes = text.as_bytes();
+        let mut items: Vec<Item> = Vec::new();
+        let mut lit = Vec::new();
+        let mut i = 0;
+        while i < bytes.len() {
+            let b = bytes[i];
+            if b == b'$' {
+                // `${var}` and `$var` are both nginx syntax.
+                let (name, next) = if bytes.get(i + 1) == Some(&b'{') {
+                    let end = text[i + 2..].find('}').ok_or_else(|| {
+                        anyhow::anyhow!(
+                            "log_format {fmt_name}: unclosed `${{` at byte {i} of `{text}`: close it with `}}`"
+                        )
+                    })?;
+                    (&text[i + 2..i + 2 + end], i + 3 + end)
+                } else {
+                    let mut j = i + 1;
+                    while j < bytes.len() && (bytes[j].is_ascii_alphanumeric() || bytes[j] == b'_')
+                    {
+                        j += 1;
+                    }
+                    (&text[i + 1..j], j)
+                };
+                if name.is_empty() {
+                    lit.push(b);
+                    i += 1;
+                    continue;
+                }
+                if !lit.is_empty() {
+                    items.push(Item::Literal(std::mem::take(&mut lit)));
+                }
+                if let Some(Item::Var(prev, _)) = items.last() {
+                    anyhow::bail!(
+                        "log_format {fmt_name}: variables ${prev} and ${name} are adjacent with nothing between them, so their values cannot be split; put a separator between them in the format"
+                    );
+                }
+                items.push(Item::Var(name.to_string(), Field::from_var(name)));
+                i = next;
+            } else {
+                lit.push(b);
+                i += 1;
+            }
+        }
+        if !lit.is_empty() {
+            items.push(Item::Literal(lit));
+        }
+        if items.is_empty() {
+            anyhow::bail!(
+                "log_format {fmt_name}: the format is empty; pass e.g. --log-format combined"
+            );
+        }
+        let mut lead = Vec::new();
+        let mut steps = Vec::new();
+        let mut lits = Vec::new();
+        for (k, it) in items.iter().enumerate() {
+            match it {
+                Item::Literal(l) if k == 0 => lead = l.clone(),
+                Item::Literal(_) => {}
+                Item::Var(_, f) => {
+                    let (off, len) = match items.get(k + 1) {
+                        Some(Item::Literal(l)) => {
+                            lits.extend_from_slice(l);
+                            ((lits.len() - l.len()) as u32, l.len() as u32)
+                        }
+                        _ => (0, 0),
+                    };
+                    steps.push(Step {
+                        field: f.map(|f| f as u8).unwrap_or(SKIP),
+                        numeric: f.is_some_and(|f| f.numeric()),
+                        multi: f.is_some_and(|f| f.multi_valued()),
+                        term_off: off,
+                        term_len: len,
+                    });
+                }
+            }
+        }
+        Ok(LogFormat {
+            name: fmt_name.to_string(),
+            text: text.to_string(),
+            items,
+            lead,
+            steps,
+            lits,
+        })
+    }
+
+    /// `combined`, nginx's default access-log format.
+    pub fn combined() -> LogFormat {
+        LogFormat::compile("combined", COMBINED).expect("builtin format")
+    }
+
+    /// The lab's format.
+    pub fn lab() -> LogFormat {
+        LogFormat::compile("lab", LAB).expect("builtin format")
+    }
+
+    /// Resolve a user's `--log-format` argument: a builtin name (`combined`, `lab`) or a format text.
+    pub fn from_arg(arg: &str) -> anyhow::Result<LogFormat> {
+        match arg {
+            "combined" => Ok(LogFormat::combined()),
+            "lab" => Ok(LogFormat::lab()),
+            _ if arg.contains('$') => LogFormat::compile("custom", arg),
+            _ => anyhow::bail!(
+                "--log-format `{arg}` is neither `combined`, `lab` nor a format with $variables; pass the format text, or --nginx-conf FILE --log-format-name {arg}"
+            ),
+        }
+    }
+
+    /// The compiled items.
+    pub fn items(&self) -> &[Item] {
+        &self.items
+    }
+
+    /// True when the format contains `field`.
+    pub fn has(&self, field: Field) -> bool {
+        self.items
+            .iter()
+            .any(|it| matches!(it, Item::Var(_, Some(f)) if *f == field))
+    }
+
+    /// Match one line (without its newline), filling `spans`; a mismatch names the field.
+    #[inline]
+    pub fn match_line(&self, line: &[u8], spans: &mut Spans) -> Result<(), Mismatch> {
+        if self.fast_match(line, spans) {
+            Ok(())
+        } else {
+            self.explain(line, spans)
+        }
+    }
+
+    /// The hot path: the compiled steps, no error reporting.
+    #[inline]
+    fn fast_match(&self, line: &[u8], spans: &mut Spans) -> bool {
+        *spans = [None; N_FIELDS];
+        if !has_at(line, 0, &self.lead) {
+            return false;
+        }
+        let mut pos = self.lead.len();
+        for st in &self.steps {
+            let term = &self.lits[st.term_off as usize..(st.term_off + st.term_len) as usize];
+            if st.numeric && !term.is_empty() {
+                // Numbers: scan and validate in one pass; the terminator must follow at once.
+                let mut j = pos;
+                let mut dots = 0u32;
+                while j < line.len() && (line[j].is_ascii_digit() || line[j] == b'.') {
+                    dots += (line[j] == b'.') as u32;
+                    j += 1;
+                }
+                if j == pos && line.get(pos) == Some(&b'-') {
+                    j += 1;
+                }
+                if j == pos || dots > 1 || !has_at(line, j, term) {
+                    return false;
+                }
+                spans[st.field as usize] = Some((pos as u32, j as u32));
+                pos = j + term.len();
+                continue;
+            }
+            let end = if term.is_empty() {
+                line.len()
+            } else {
+                match find_literal(line, pos, term, st.multi) {
+                    Some(e) => e,
+                    None => return false,
+                }
+            };
+            if st.field != SKIP {
+                if st.numeric && !is_number(&line[pos..end]) {
+                    return false;
+                }
+                spans[st.field as usize] = Some((pos as u32, end as u32));
+            }
+            pos = end + term.len();
+        }
+        pos == line.len()
+    }
+
+    /// The slow path for lines that failed: walk the items again and say which one failed.
+    fn explain(&self, line: &[u8], spans: &mut Spans) -> Result<(), Mismatch> {
+        *spans = [None; N_FIELDS];
+        let mut pos = 0usize;
+        let n = self.items.len();
+        for (idx, item) in self.items.iter().enumerate() {
+            match item {
+                Item::Literal(l) => {
+                    if !has_at(line, pos, l) {
+                        return Err(self.mismatch(idx, pos, line));
+                    }
+                    pos += l.len();
+                }
+                Item::Var(_, field) => {
+                    let end = if idx + 1 == n {
+                        line.len()
+                    } else {
+                        let Item::Literal(next) = &self.items[idx + 1] else {
+                            unreachable!("compile rejects adjacent variables")
+                        };
+                        let multi = field.is_some_and(|f| f.multi_valued());
+                        match find_literal(line, pos, next, multi) {
+                            Some(e) => e,
+                            None => return Err(self.mismatch(idx + 1, pos, line)),
+                        }
+                    };
+                    if let Some(f) = field {
+                        if f.numeric() {
+                            let v = &line[pos..end];
+                            if !is_number(v) {
+                                let Item::Var(name, _) = item else {
+                                    unreachable!()
+                                };
+                                return Err(Mismatch {
+                                    item: idx,
+                                    at: pos,
+                                    reason: format!(
+                                        "${name} should be a number but is `{}`",
+                                        snippet(v)
+                                    ),
+                                });
+                            }
+                        }
+                        spans[*f as usize] = Some((pos as u32, end as u32));
+                    }
+                    pos = end;
+                }
+            }
+        }
+        if pos != line.len() {
+            return Err(Mismatch {
+                item: n,
+                at: pos,
+                reason: format!(
+                    "the line continues after the format ended: `{}`",
+                    snippet(&line[pos..])
+                ),
+            });
+        }
+        Ok(())
+    }
+
+    fn mismatch(&self, idx: usize, at: usize, line: &[u8]) -> Mismatch {
+        let after = self.items[..idx].iter().rev().find_map(|it| match it {
+            Item::Var(n, _) => Some(format!("${n}")),
+            _ => None,
+        });
+        let lit = match &self.items[idx] {
+            Item::Literal(l) => String::from_utf8_lossy(l).into_owned(),
+            Item::Var(n, _) => format!("${n}"),
+        };
+        let reason = match after {
+            Some(v) => format!(
+                "expected `{lit}` after {v}, found `{}`",
+                snippet(&line[at.min(line.len())..])
+            ),
+            None => format!(
+                "expected the line to start with `{lit}`, found `{}`",
+                snippet(line)
+            ),
+        };
+        Mismatch {
+            item: idx,
+            at,
+            reason,
+        }
+    }
+}
+
+/// A number as nginx logs it (`200`, `0.004`, `1796018401.123`) or `-`.
+#[inline(always)]
+fn is_number(v: &[u8]) -> bool {
+    if v.is_empty() {
+        return false;
+    }
+    if v == b"-" {
+        return true;
+    }
+    let mut dots = 0;
+    for &c in v {
+        if c == b'.' {
+            dots += 1;
+        } else if !c.is_ascii_digit() {
+            return false;
+        }
+    }
+    dots <= 1
+}
+
+/// `line[pos..]` starts with `lit`. Literals are a few bytes: a byte loop beats a memcmp call.
+#[inline(always)]
+fn has_at(line: &[u8], pos: usize, lit: &[u8]) -> bool {
+    if pos + lit.len() > line.len() {
+        return false;
+    }
+    let mut k = 0;
+    while k < lit.len() {
+        if line[pos + k] != lit[k] {
+            return false;
+        }
+        k += 1;
+    }
+    true
+}
+
+/// Position of `b` in `line[from..]` (absolute). Field values are short, so eight bytes at a
+/// time in a register (the classic "has zero byte" test) beats a SIMD search's setup cost.
+#[inline(always)]
+fn find_byte(line: &[u8], from: usize, b: u8) -> Option<usize> {
+    const LO: u64 = 0x0101_0101_0101_0101;
+    const HI: u64 = 0x8080_8080_8080_8080;
+    let pat = LO.wrapping_mul(b as u64);
+    let mut j = from;
+    while j + 8 <= line.len() {
+        let w = u64::from_le_bytes(line[j..j + 8].try_into().expect("8 bytes"));
+        let x = w ^ pat;
+        // The lowest flagged byte is always a true match (false flags only appear above one).
+        let t = x.wrapping_sub(LO) & !x & HI;
+        if t != 0 {
+            return Some(j + (t.trailing_zeros() / 8) as usize);
+        }
+        j += 8;
+    }
+    while j < line.len() {
+        if line[j] == b {
+            return Some(j);
+        }
+        j += 1;
+    }
+    None
+}
+
+/// Find `lit` in `line[from..]`, skipping spaces that are part of `, ` / ` : ` separators when
+/// the value is multi-valued. Returns the absolute start of the literal.
+#[inline]
+fn find_literal(line: &[u8], from: usize, lit: &[u8], multi: bool) -> Option<usize> {
+    let first = lit[0];
+    let mut start = from;
+    loop {
+        let j = find_byte(line, start, first)?;
+        if has_at(line, j, lit) {
+            let sep = multi
+                && first == b' '
+                && ((j > from && line[j - 1] == b',')
+                    || line[j + 1..].starts_with(b": ")
+                    || (j >= from + 2 && line[j - 1] == b':' && line[j - 2] == b' '));
+            if !sep {
+                return Some(j);
+            }
+        }
+        start = j + 1;
+    }
+}
+
+fn snippet(b: &[u8]) -> String {
+    let s = String::from_utf8_lossy(&b[..b.len().min(40)]).into_owned();
+    if b.len() > 40 { format!("{s}…") } else { s }
+}
+
+/// Find `log_format NAME …;` in nginx configuration text (a file or `nginx -T` output) and
+/// return its format text with the quoted parts joined, as nginx does.
+pub fn find_in_config(conf: &str, wanted: &str) -> anyhow::Result<String> {
+    let toks = tokenize(conf);
+    let mut names = Vec::new();
+    let mut i = 0;
+    while i < toks.len() {
+        if toks[i] == "log_format" && i + 1 < toks.len() {
+            let name = &toks[i + 1];
+            let mut j = i + 2;
+            let mut text = String::new();
+            while j < toks.len() && toks[j] != ";" {
+                if !toks[j].starts_with("escape=") {
+                    text.push_str(&toks[j]);
+                }
+                j += 1;
+            }
+            if name == wanted {
+                return Ok(text);
+            }
+            names.push(name.clone());
+            i = j;
+        }
+        i += 1;
+    }
+    if wanted == "combined" {
+        return Ok(COMBINED.to_string());
+    }
+    anyhow::bail!(
+        "no `log_format {wanted}` in the configuration (found: {}); pass --log-format-name with one of those",
+        if names.is_empty() {
+            "none".to_string()
+        } else {
+            names.join(", ")
+        }
+    )
+}
+
+/// The access_log directives' format names in a configuration, in order (for picking a default).
+pub fn access_log_formats(conf: &str) -> Vec<String> {
+    let toks = tokenize(conf);
+    let mut out = Vec::new();
+    for (i, t) in toks.iter().enumerate() {
+        if t == "access_log" && i + 2 < toks.len() && toks[i + 1] != "off" && toks[i + 2] != ";" {
+            out.push(toks[i + 2].clone());
+        }
+    }
+    out
+}
+
+/// Minimal nginx config tokenizer: words, quoted strings (unquoted), `;`, `{`, `}`; drops comments.
+fn tokenize(conf: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut chars = conf.chars().peekable();
+    while let Some(&c) = chars.peek() {
+        if c.is_whitespace() {
+            chars.next();
+        } else if c == '#' {
+            for c in chars.by_ref() {
+                if c == '\n' {
+                    break;
+                }
+            }
+        } else if c == ';' || c == '{' || c == '}' {
+            out.push(c.to_string());
+            chars.next();
+        } else if c == '\'' || c == '"' {
+            chars.next();
+            let mut s = String::new();
+            while let Some(d) = chars.next() {
+                if d == '\\' {
+                    if let Some(e) = chars.next() {
+                        // nginx keeps backslashes before anything but the quote itself.
+                        if e != c {
+                            s.push('\\');
+                        }
+                        s.push(e);
+                    }
+                } else if d == c {
+                    break;
+                } else {
+                    s.push(d);
+                }
+            }
+            out.push(s);
+        } else {
+            let mut s = String::new();
+            while let Some(&d) = chars.peek() {
+                if d.is_whitespace() || d == ';' || d == '{' || d == '}' {
+                    break;
+                }
+                s.push(d);
+                chars.next();
+            }
+            out.push(s);
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn get<'a>(line: &'a str, s: &Spans, f: Field) -> Option<&'a str> {
+        s[f as usize].map(|(a, b)| &line[a as usize..b as usize])
+    }
+
+    #[test]
+    fn lab_line_with_two_hops() {
+        let f = LogFormat::lab();
+        let line = r#"1796018401.123 502 "127.0.0.20:8080, be" "502, 502" 0.004 GET 17 3 "0.004, 0.000" "0.000, -" "GET /x HTTP/1.1" 127.0.0.1"#;
+        let mut s = [None; N_FIELDS];
+        f.match_line(line.as_bytes(), &mut s).unwrap();
+        assert_eq!(get(line, &s, Field::Msec), Some("1796018401.123"));
+        assert_eq!(
+            get(line, &s, Field::UpstreamAddr),
+            Some("127.0.0.20:8080, be")
+        );
+        assert_eq!(get(line, &s, Field::Request), Some("GET /x HTTP/1.1"));
+        assert_eq!(get(line, &s, Field::RemoteAddr), Some("127.0.0.1"));
+        assert_eq!(get(line, &s, Field::ConnectionRequests), Some("3"));
+    }
+
+    #[test]
+    fn unquoted_multi_valued_upstream_keeps_separators() {
+        let f = LogFormat::compile("x", "$upstream_addr $status $upstream_status").unwrap();
+        let line = "10.0.0.1:80, 10.0.0.2:80 : be 502 502, 502 : 502";
+        let mut s = [None; N_FIELDS];
+        f.match_line(line.as_bytes(), &mut s).unwrap();
+        assert_eq!(
+            get(line, &s, Field::UpstreamAddr),
+            Some("10.0.0.1:80, 10.0.0.2:80 : be")
+        );
+        assert_eq!(get(line, &s, Field::Status), Some("502"));
+        assert_eq!(get(line, &s, Field::UpstreamStatus), Some("502, 502 : 502"));
+    }
+
+    #[test]
+    fn find_byte_matches_a_naive_scan() {
+        let line: Vec<u8> = (0..200u32).map(|i| (i * 37 % 251) as u8).collect();
+        for from in [0, 1, 7, 8, 9, 63, 150, 199, 200] {
+            for b in [0u8, 1, 37, 74, 128, 200, 255] {
+                let naive = line[from..].iter().position(|&c| c == b).map(|p| p + from);
+                assert_eq!(find_byte(&line, from, b), naive, "from {from} byte {b}");
+            }
+        }
+    }
+
+    #[test]
+    fn mismatch_names_the_field() {
+        let f = LogFormat::combined();
+        let mut s = [None; N_FIELDS];
+        let e = f
+            .match_line(b"1796018401.123 502 \"be\"", &mut s)
+            .unwrap_err();
+        assert!(e.reason.contains("$remote_addr"), "{}", e.reason);
+    }
+
+    #[test]
+    fn config_lookup_joins_quoted_parts() {
+        let conf = "http {\n  # comment log_format x 'y';\n  log_format main escape=json '$remote_addr [$time_local] '\n     '\"$request\" $status';\n  access_log /var/log/a.log main;\n}";
+        assert_eq!(
+            find_in_config(conf, "main").unwrap(),
+            "$remote_addr [$time_local] \"$request\" $status"
+        );
+        assert_eq!(access_log_formats(conf), vec!["main"]);
+        let e = find_in_config(conf, "nope").unwrap_err().to_string();
+        assert!(e.contains("found: main"), "{e}");
+        assert!(LogFormat::compile("x", "$a$b").is_err());
+    }
+}

@@ -1,0 +1,245 @@
+//! Our own JSON Lines logs: `resolvelab.dns/v1`, `resolvelab.events/v1`, `resolvelab.load/v1`.
+
+use crate::{FileStats, open_maybe_gz};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use std::io::BufRead;
+use std::path::Path;
+
+/// One DNS query and its answer (`dns.jsonl`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DnsRecord {
+    /// Index of the file in the history's file list.
+    #[serde(default)]
+    pub file: u32,
+    /// 1-based line number.
+    #[serde(default)]
+    pub line: u64,
+    /// Epoch µs of the answer.
+    pub t_us: i64,
+    /// `ip:port` of the asking client (nginx's resolver).
+    #[serde(default)]
+    pub client: String,
+    /// Query name.
+    #[serde(default)]
+    pub qname: String,
+    /// Query type (`A`, `AAAA`, …).
+    #[serde(default)]
+    pub qtype: String,
+    /// `udp` / `tcp`.
+    #[serde(default)]
+    pub transport: String,
+    /// Authority mode in force.
+    #[serde(default)]
+    pub mode: String,
+    /// `NOERROR`, `NXDOMAIN`, `SERVFAIL`, … (`none` when the authority stayed silent).
+    #[serde(default)]
+    pub rcode: String,
+    /// Answer addresses.
+    #[serde(default)]
+    pub answers: Vec<String>,
+    /// Answer TTL.
+    #[serde(default)]
+    pub ttl: Option<u64>,
+    /// The authority's own "answer changed" flag.
+    #[serde(default)]
+    pub changed: Option<bool>,
+    /// True when the answer was an injection (fault mode).
+    #[serde(default)]
+    pub injected: Option<bool>,
+}
+
+/// One lab event (`events.jsonl`): mode changes, injections and their hit counters, phases.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct EventRecord {
+    /// Index of the file in the history's file list.
+    #[serde(default)]
+    pub file: u32,
+    /// 1-based line number.
+    #[serde(default)]
+    pub line: u64,
+    /// Epoch µs.
+    pub t_us: i64,
+    /// `dns-mode`, `fault-on`, `fault-off`, `phase`, …
+    #[serde(default)]
+    pub kind: String,
+    /// What the event acts on.
+    #[serde(default)]
+    pub target: Option<String>,
+    /// The spec (`nxdomain`, `rst:p=1`, …).
+    #[serde(default)]
+    pub spec: Option<String>,
+    /// Injection hit counter at the end of that injection.
+    #[serde(default)]
+    pub hits: Option<u64>,
+}
+
+/// One load-generator request (`load.jsonl`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LoadRecord {
+    /// Scheduled time, epoch µs.
+    pub t_us: i64,
+    /// Actual send time.
+    #[serde(default)]
+    pub sent_us: Option<i64>,
+    /// Latency corrected for coordinated omission.
+    #[serde(default)]
+    pub latency_us: Option<i64>,
+    /// Latency from the actual send.
+    #[serde(default)]
+    pub uncorrected_us: Option<i64>,
+    /// HTTP status (absent on transport errors).
+    #[serde(default)]
+    pub status: Option<u16>,
+    /// Response bytes.
+    #[serde(default)]
+    pub bytes: Option<u64>,
+    /// Transport error text.
+    #[serde(default)]
+    pub error: Option<String>,
+    /// Client connection number.
+    #[serde(default)]
+    pub conn: Option<u64>,
+    /// Method.
+    #[serde(default)]
+    pub method: Option<String>,
+}
+
+/// Read a JSON Lines file, calling `f` for each non-schema line; bad lines are counted.
+pub fn for_each_line(
+    path: &Path,
+    kind: &str,
+    mut f: impl FnMut(u64, Value) -> Result<(), String>,
+) -> anyhow::Result<(Option<String>, FileStats)> {
+    let mut r = open_maybe_gz(path)?;
+    let mut stats = FileStats::new(path, kind);
+    let mut schema = None;
+    let mut buf = String::new();
+    let mut n = 0u64;
+    loop {
+        buf.clear();
+        match r.read_line(&mut buf) {
+            Ok(0) => break,
+            Ok(_) => {}
+            Err(e) => {
+                stats.error = Some(e.to_string());
+                break;
+            }
+        }
+        n += 1;
+        let line = buf.trim();
+        if line.is_empty() {
+            continue;
+        }
+        let v: Value = match serde_json::from_str(line) {
+            Ok(v) => v,
+            Err(e) => {
+                // An interrupted run may leave a torn last line: counted like any bad line.
+                stats.lines += 1;
+                stats.malformed(n, &format!("not JSON: {e}"), line);
+                continue;
+            }
+        };
+        if n == 1
+            && let Some(s) = v.get("schema").and_then(Value::as_str)
+        {
+            schema = Some(s.to_string());
+            continue;
+        }
+        stats.lines += 1;
+        match f(n, v) {
+            Ok(()) => stats.parsed += 1,
+            Err(reason) => stats.malformed(n, &reason, line),
+        }
+    }
+    Ok((schema, stats))
+}
+
+fn answers_of(v: &Value) -> Vec<String> {
+    match v.get("answers") {
+        Some(Value::Array(a)) => a
+            .iter()
+            .filter_map(|x| match x {
+                Value::String(s) => Some(s.clone()),
+                Value::Object(o) => o
+                    .get("addr")
+                    .or_else(|| o.get("address"))
+                    .or_else(|| o.get("ip"))
+                    .and_then(Value::as_str)
+                    .map(str::to_string),
+                _ => None,
+            })
+            .collect(),
+        _ => Vec::new(),
+    }
+}
+
+/// Read a `dns.jsonl`.
+pub fn read_dns(path: &Path, file: u32) -> anyhow::Result<(Vec<DnsRecord>, FileStats)> {
+    let mut out = Vec::new();
+    let (_, stats) = for_each_line(path, "dns", |n, mut v| {
+        let answers = answers_of(&v);
+        if let Some(o) = v.as_object_mut() {
+            o.remove("answers");
+            if o.get("ttl").is_some_and(|t| !t.is_u64()) {
+                o.remove("ttl");
+            }
+        }
+        let mut r: DnsRecord = serde_json::from_value(v).map_err(|e| e.to_string())?;
+        r.answers = answers;
+        r.file = file;
+        r.line = n;
+        out.push(r);
+        Ok(())
+    })?;
+    Ok((out, stats))
+}
+
+/// Read an `events.jsonl`.
+pub fn read_events(path: &Path, file: u32) -> anyhow::Result<(Vec<EventRecord>, FileStats)> {
+    let mut out = Vec::new();
+    let (_, stats) = for_each_line(path, "events", |n, v| {
+        let mut r: EventRecord = serde_json::from_value(v).map_err(|e| e.to_string())?;
+        r.file = file;
+        r.line = n;
+        out.push(r);
+        Ok(())
+    })?;
+    Ok((out, stats))
+}
+
+/// Stream a `load.jsonl` (one line per request: it can be large).
+pub fn for_each_load(path: &Path, mut f: impl FnMut(&LoadRecord)) -> anyhow::Result<FileStats> {
+    let (_, stats) = for_each_line(path, "load", |_, v| {
+        let r: LoadRecord = serde_json::from_value(v).map_err(|e| e.to_string())?;
+        f(&r);
+        Ok(())
+    })?;
+    Ok(stats)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dns_answers_strings_or_objects() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("dns.jsonl");
+        std::fs::write(
+            &p,
+            "{\"schema\":\"resolvelab.dns/v1\"}\n\
+             {\"t_us\":1,\"client\":\"127.0.0.1:5000\",\"qname\":\"be.lab\",\"qtype\":\"A\",\"transport\":\"udp\",\"id\":7,\"mode\":\"static\",\"rcode\":\"NOERROR\",\"answers\":[\"127.0.0.20\"],\"ttl\":5,\"changed\":false,\"injected\":false}\n\
+             {\"t_us\":2,\"qname\":\"be.lab\",\"answers\":[{\"addr\":\"127.0.0.30\"}],\"rcode\":\"NOERROR\"}\n\
+             {broken\n",
+        )
+        .unwrap();
+        let (rows, stats) = read_dns(&p, 3).unwrap();
+        assert_eq!(rows.len(), 2);
+        assert_eq!(rows[0].answers, vec!["127.0.0.20"]);
+        assert_eq!(rows[1].answers, vec!["127.0.0.30"]);
+        assert_eq!((rows[1].file, rows[1].line), (3, 3));
+        assert_eq!(stats.malformed, 1);
+        assert_eq!(stats.samples[0].line, 4);
+    }
+}

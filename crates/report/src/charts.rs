@@ -1,0 +1,222 @@
+//! Inline SVG charts (plotters' SVG backend): request rate by outcome with swap markers and
+//! incident bands, latency percentiles, and a zoom per incident.
+
+use plotters::prelude::*;
+use resolvelab_diagnose::model::Series;
+
+const OK: RGBColor = RGBColor(46, 139, 87);
+const FAIL: RGBColor = RGBColor(230, 140, 0);
+const NLU: RGBColor = RGBColor(200, 30, 30);
+const SWAP: RGBColor = RGBColor(40, 90, 200);
+const MAX_MARKERS: usize = 500;
+
+fn failed_svg(msg: &str, w: u32, h: u32) -> String {
+    format!(
+        "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{w}\" height=\"{h}\"><text x=\"10\" y=\"20\">chart unavailable: {}</text></svg>",
+        msg.replace('<', "&lt;")
+    )
+}
+
+/// Requests per second by outcome (ok / failed / NLU), swap markers (blue verticals) and
+/// incident bands (red shading). Times are epoch ms; the x axis is seconds since `t0_ms`.
+pub fn rate_svg(
+    s: &Series,
+    t0_ms: i64,
+    swaps: &[i64],
+    bands: &[(i64, i64)],
+    title: &str,
+    (w, h): (u32, u32),
+) -> String {
+    let mut out = String::new();
+    let r = draw_rate(&mut out, s, t0_ms, swaps, bands, title, (w, h));
+    match r {
+        Ok(()) => out,
+        Err(e) => failed_svg(&e, w, h),
+    }
+}
+
+fn draw_rate(
+    out: &mut String,
+    s: &Series,
+    t0: i64,
+    swaps: &[i64],
+    bands: &[(i64, i64)],
+    title: &str,
+    (w, h): (u32, u32),
+) -> Result<(), String> {
+    let e = |e: &dyn std::fmt::Display| e.to_string();
+    let bin = s.bin_ms.max(1) as f64;
+    let per_s = 1000.0 / bin;
+    let x = |t: i64| (t - t0) as f64 / 1000.0;
+    let x0 = s.points.first().map(|p| x(p.t_ms)).unwrap_or(0.0);
+    let x1 = s
+        .points
+        .last()
+        .map(|p| x(p.t_ms) + bin / 1000.0)
+        .unwrap_or(1.0)
+        .max(x0 + 0.001);
+    let ymax = s
+        .points
+        .iter()
+        .map(|p| (p.ok.max(p.failed).max(p.nlu)) as f64 * per_s)
+        .fold(1.0, f64::max)
+        * 1.1;
+    let root = SVGBackend::with_string(out, (w, h)).into_drawing_area();
+    root.fill(&WHITE).map_err(|x| e(&x))?;
+    let mut chart = ChartBuilder::on(&root)
+        .caption(title, ("sans-serif", 16))
+        .margin(8)
+        .x_label_area_size(32)
+        .y_label_area_size(56)
+        .build_cartesian_2d(x0..x1, 0f64..ymax)
+        .map_err(|x| e(&x))?;
+    chart
+        .configure_mesh()
+        .x_desc("seconds")
+        .y_desc("requests / s")
+        .light_line_style(WHITE.mix(0.0))
+        .draw()
+        .map_err(|x| e(&x))?;
+    chart
+        .draw_series(bands.iter().map(|(a, b)| {
+            let (a, b) = (x(*a), x(*b).max(x(*a) + bin / 2000.0));
+            Rectangle::new([(a, 0.0), (b, ymax)], NLU.mix(0.15).filled())
+        }))
+        .map_err(|x| e(&x))?;
+    chart
+        .draw_series(
+            swaps
+                .iter()
+                .take(MAX_MARKERS)
+                .map(|t| PathElement::new(vec![(x(*t), 0.0), (x(*t), ymax)], SWAP.mix(0.45))),
+        )
+        .map_err(|x| e(&x))?
+        .label("swap")
+        .legend(|(a, b)| PathElement::new(vec![(a, b), (a + 16, b)], SWAP));
+    let mid = |t: i64| x(t) + bin / 2000.0;
+    for (name, color, get) in [
+        (
+            "ok",
+            OK,
+            (|p: &resolvelab_diagnose::model::Point| p.ok) as fn(&_) -> u64,
+        ),
+        ("failed (502/504)", FAIL, |p| p.failed),
+        ("no live upstreams", NLU, |p| p.nlu),
+    ] {
+        chart
+            .draw_series(LineSeries::new(
+                s.points
+                    .iter()
+                    .map(|p| (mid(p.t_ms), get(p) as f64 * per_s)),
+                color.stroke_width(2),
+            ))
+            .map_err(|x| e(&x))?
+            .label(name)
+            .legend(move |(a, b)| {
+                PathElement::new(vec![(a, b), (a + 16, b)], color.stroke_width(2))
+            });
+    }
+    chart
+        .configure_series_labels()
+        .background_style(WHITE.mix(0.85))
+        .border_style(BLACK)
+        .position(SeriesLabelPosition::UpperRight)
+        .draw()
+        .map_err(|x| e(&x))?;
+    root.present().map_err(|x| e(&x))?;
+    Ok(())
+}
+
+/// Latency percentiles (p50, p90, p99, max) per bin, ms.
+pub fn latency_svg(s: &Series, t0_ms: i64, title: &str, (w, h): (u32, u32)) -> String {
+    let mut out = String::new();
+    match draw_latency(&mut out, s, t0_ms, title, (w, h)) {
+        Ok(()) => out,
+        Err(e) => failed_svg(&e, w, h),
+    }
+}
+
+fn draw_latency(
+    out: &mut String,
+    s: &Series,
+    t0: i64,
+    title: &str,
+    (w, h): (u32, u32),
+) -> Result<(), String> {
+    let e = |e: &dyn std::fmt::Display| e.to_string();
+    let bin = s.bin_ms.max(1) as f64;
+    let x = |t: i64| (t - t0) as f64 / 1000.0 + bin / 2000.0;
+    let pts: Vec<(f64, [f64; 4])> = s
+        .points
+        .iter()
+        .filter_map(|p| p.latency_ms.map(|l| (x(p.t_ms), l)))
+        .collect();
+    let x0 = s.points.first().map(|p| x(p.t_ms)).unwrap_or(0.0) - bin / 2000.0;
+    let x1 = s.points.last().map(|p| x(p.t_ms)).unwrap_or(1.0) + bin / 2000.0;
+    let ymax = pts.iter().map(|p| p.1[3]).fold(1.0, f64::max) * 1.1;
+    let root = SVGBackend::with_string(out, (w, h)).into_drawing_area();
+    root.fill(&WHITE).map_err(|x| e(&x))?;
+    let mut chart = ChartBuilder::on(&root)
+        .caption(title, ("sans-serif", 16))
+        .margin(8)
+        .x_label_area_size(32)
+        .y_label_area_size(56)
+        .build_cartesian_2d(x0..x1.max(x0 + 0.001), 0f64..ymax)
+        .map_err(|x| e(&x))?;
+    chart
+        .configure_mesh()
+        .x_desc("seconds")
+        .y_desc("latency (ms)")
+        .light_line_style(WHITE.mix(0.0))
+        .draw()
+        .map_err(|x| e(&x))?;
+    let colors = [
+        RGBColor(60, 60, 60),
+        RGBColor(40, 90, 200),
+        RGBColor(230, 140, 0),
+        RGBColor(200, 30, 30),
+    ];
+    for (k, name) in ["p50", "p90", "p99", "max"].iter().enumerate() {
+        let c = colors[k];
+        chart
+            .draw_series(LineSeries::new(
+                pts.iter().map(|p| (p.0, p.1[k])),
+                c.stroke_width(2),
+            ))
+            .map_err(|x| e(&x))?
+            .label(*name)
+            .legend(move |(a, b)| PathElement::new(vec![(a, b), (a + 16, b)], c.stroke_width(2)));
+    }
+    chart
+        .configure_series_labels()
+        .background_style(WHITE.mix(0.85))
+        .border_style(BLACK)
+        .position(SeriesLabelPosition::UpperRight)
+        .draw()
+        .map_err(|x| e(&x))?;
+    root.present().map_err(|x| e(&x))?;
+    Ok(())
+}
+
+/// A zoom on one incident: its fine-resolution series with the incident band and swaps.
+pub fn incident_svg(
+    zoom: &Series,
+    start_ms: i64,
+    end_ms: i64,
+    swaps: &[i64],
+    title: &str,
+    size: (u32, u32),
+) -> String {
+    let lo = zoom.points.first().map(|p| p.t_ms).unwrap_or(start_ms);
+    let hi = zoom
+        .points
+        .last()
+        .map(|p| p.t_ms + zoom.bin_ms)
+        .unwrap_or(end_ms);
+    let near: Vec<i64> = swaps
+        .iter()
+        .copied()
+        .filter(|t| *t >= lo && *t <= hi)
+        .collect();
+    rate_svg(zoom, start_ms, &near, &[(start_ms, end_ms)], title, size)
+}

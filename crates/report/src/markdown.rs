@@ -1,0 +1,252 @@
+//! Markdown: totals, incidents table, per-class explanation and fix, signatures, parse report.
+
+use crate::ts;
+use resolvelab_diagnose::{Diagnosis, Verdict};
+use std::fmt::Write;
+
+fn esc(s: &str) -> String {
+    s.replace('|', "\\|").replace('\n', " ")
+}
+
+pub(crate) fn diagnosis(d: &Diagnosis, v: Option<&Verdict>) -> String {
+    let mut o = String::new();
+    match v {
+        Some(v) => {
+            let _ = writeln!(
+                o,
+                "# resolvelab verdict — {}\n\n**Status: {}** — {}\n",
+                v.scenario.as_deref().unwrap_or("(unnamed run)"),
+                v.status,
+                v.summary
+            );
+            if !v.expectations.is_empty() {
+                o.push_str("## Expectations\n\n| | expectation | measured |\n|---|---|---|\n");
+                for e in &v.expectations {
+                    let _ = writeln!(
+                        o,
+                        "| {} | `{}` | {} |",
+                        if e.held { "✅ held" } else { "❌ not held" },
+                        esc(&e.text),
+                        esc(&e.measured)
+                    );
+                }
+                o.push('\n');
+            }
+            if !v.injections.is_empty() {
+                o.push_str("## Injections\n\n| kind | target | spec | hits | at |\n|---|---|---|---:|---|\n");
+                for i in &v.injections {
+                    let _ = writeln!(
+                        o,
+                        "| {} | {} | {} | {}{} | {} |",
+                        i.kind,
+                        esc(i.target.as_deref().unwrap_or("")),
+                        esc(i.spec.as_deref().unwrap_or("")),
+                        i.hits,
+                        if i.hits == 0 { " ⚠ did not hit" } else { "" },
+                        i.at
+                    );
+                }
+                o.push('\n');
+            }
+            if let Some(c) = &v.client {
+                let _ = writeln!(
+                    o,
+                    "Client side (load.jsonl): {} requests, {} errors ({}).\n",
+                    c.requests,
+                    c.errors,
+                    c.status
+                        .iter()
+                        .map(|(k, n)| format!("{k}: {n}"))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                );
+            }
+        }
+        None => o.push_str("# resolvelab diagnosis\n\n"),
+    }
+    o.push_str("## Totals\n\n");
+    let span = match (d.start_ms, d.end_ms) {
+        (Some(a), Some(b)) => format!("{} → {} ({:.1} s)", ts(a), ts(b), (b - a) as f64 / 1000.0),
+        _ => "no requests".into(),
+    };
+    let _ = writeln!(o, "- span: {span}");
+    let _ = writeln!(
+        o,
+        "- requests: {} ({})",
+        d.requests,
+        d.http_status
+            .iter()
+            .map(|(k, n)| format!("{k}: {n}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+    let _ = writeln!(
+        o,
+        "- failures (502/504 or NLU): {}; `no live upstreams`: {} (1-hop {}, 2-hop {}, 3+-hop {}, unknown {}; {} paired with their error line)",
+        d.failures,
+        d.nlu.total,
+        d.nlu.one_hop,
+        d.nlu.two_hop,
+        d.nlu.multi_hop,
+        d.nlu.unknown_hops,
+        d.nlu.paired
+    );
+    let _ = writeln!(
+        o,
+        "- swaps: {} (source: {}){}",
+        d.swaps,
+        d.swap_source,
+        if d.swap_directions.is_empty() {
+            String::new()
+        } else {
+            format!(
+                "; by direction: {}",
+                d.swap_directions
+                    .iter()
+                    .map(|(k, n)| format!("{k}: {n}"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )
+        }
+    );
+    if !d.nlu_by_swap_direction.is_empty() {
+        let _ = writeln!(
+            o,
+            "- NLU within 1 s after a swap, by direction: {}",
+            d.nlu_by_swap_direction
+                .iter()
+                .map(|(k, n)| format!("{k}: {n}"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+    }
+    let _ = writeln!(
+        o,
+        "- re-query period: {} (source: {})",
+        d.requery_period_ms
+            .map(|p| format!("{p:.0} ms"))
+            .unwrap_or_else(|| "unknown".into()),
+        d.requery_source
+    );
+    let _ = writeln!(
+        o,
+        "- clocks: error log at UTC{} (from {})\n",
+        d.inputs.tz_offset, d.inputs.tz_source
+    );
+
+    o.push_str("## Incidents\n\n");
+    if d.incidents.is_empty() {
+        o.push_str("No failures.\n\n");
+    } else {
+        o.push_str("| # | class | conf. | upstream | start | duration | failures | NLU (1/2/3+) | share failed | shape | after swap |\n|---:|---|---:|---|---|---:|---:|---|---:|---|---:|\n");
+        for i in d.incidents.iter().take(200) {
+            let _ = writeln!(
+                o,
+                "| {} | `{}` | {:.2} | {} | {} | {} ms | {} | {} ({}/{}/{}) | {:.1}% of {} | {} | {} |",
+                i.id,
+                i.class,
+                i.confidence,
+                esc(&i.upstream),
+                ts(i.start_ms),
+                i.duration_ms,
+                i.count,
+                i.nlu,
+                i.hops.one_hop,
+                i.hops.two_hop,
+                i.hops.multi_hop,
+                i.share_failed * 100.0,
+                i.requests_in_window,
+                i.shape,
+                i.after_swap_ms
+                    .map(|a| format!("+{a} ms"))
+                    .unwrap_or_else(|| "—".into())
+            );
+        }
+        if d.incidents.len() > 200 {
+            let _ = writeln!(
+                o,
+                "\n… {} more incidents in the JSON report.",
+                d.incidents.len() - 200
+            );
+        }
+        o.push('\n');
+        o.push_str("### Evidence (first incident of each class)\n\n");
+        let mut seen = std::collections::BTreeSet::new();
+        for i in &d.incidents {
+            if !seen.insert(i.class.clone()) {
+                continue;
+            }
+            let _ = writeln!(o, "**#{} `{}`** — {}\n", i.id, i.class, i.explanation);
+            for e in &i.evidence {
+                let _ = writeln!(
+                    o,
+                    "- `{}` {}:\n  `{}`",
+                    e.at,
+                    e.note,
+                    e.text.replace('`', "'")
+                );
+            }
+            o.push('\n');
+        }
+    }
+    if !d.classes.is_empty() {
+        o.push_str("## Classes and fixes\n\n");
+        for c in &d.classes {
+            let _ = writeln!(
+                o,
+                "### `{}` — {} incident(s), {} failed request(s)\n\n{}\n\n**Fix:** {}\n",
+                c.class, c.incidents, c.requests, c.explanation, c.fix
+            );
+        }
+    }
+    if !d.signatures.is_empty() {
+        o.push_str("## Error-log signatures\n\n| signature | lines | near NLU | harmless | note | first |\n|---|---:|---:|---|---|---|\n");
+        for s in &d.signatures {
+            let _ = writeln!(
+                o,
+                "| `{}` | {} | {} | {} | {} | `{}` |",
+                s.id,
+                s.count,
+                s.near_nlu,
+                if s.harmless { "yes" } else { "no" },
+                esc(&s.note),
+                s.first.at
+            );
+        }
+        o.push('\n');
+    }
+    o.push_str(
+        "## Parsing\n\n| file | kind | lines | parsed | malformed |\n|---|---|---:|---:|---:|\n",
+    );
+    for f in &d.parse.files {
+        let _ = writeln!(
+            o,
+            "| `{}` | {} | {} | {} | {} |",
+            f.path, f.kind, f.lines, f.parsed, f.malformed
+        );
+    }
+    for f in d
+        .parse
+        .files
+        .iter()
+        .filter(|f| f.malformed > 0 || f.error.is_some())
+    {
+        let _ = writeln!(o, "\n`{}`:", f.path);
+        if let Some(e) = &f.error {
+            let _ = writeln!(o, "- read error: {e}");
+        }
+        for s in &f.samples {
+            let _ = writeln!(
+                o,
+                "- line {}: {} — `{}`",
+                s.line,
+                s.reason,
+                s.text.replace('`', "'")
+            );
+        }
+        if let Some(g) = &f.guess {
+            let _ = writeln!(o, "- nearest guess: {g}");
+        }
+    }
+    o
+}

@@ -1,0 +1,117 @@
+//! `resolvelab backend` end to end: the binary serves, injects, counts, logs, and refuses bad input
+//! with one line.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+struct Proc(Child);
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        // Only our own child, by its handle.
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn bin() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_resolvelab"))
+}
+
+/// Raw HTTP/1.1 with `Connection: close`; the test only looks for substrings.
+fn http(addr: SocketAddr, method: &str, path: &str, body: &str) -> String {
+    let mut s = TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    write!(
+        s,
+        "{method} {path} HTTP/1.1\r\nHost: lab\r\nConnection: close\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    )
+    .unwrap();
+    let mut out = String::new();
+    let _ = s.read_to_string(&mut out);
+    out
+}
+
+/// The `listening on A (control http://B)` line.
+fn addrs(line: &str) -> (SocketAddr, Option<SocketAddr>) {
+    let after = line.split(" listening on ").nth(1).unwrap();
+    let main = after.split_whitespace().next().unwrap().parse().unwrap();
+    let control = line
+        .split("control http://")
+        .nth(1)
+        .map(|c| c.trim().trim_end_matches(')').parse().unwrap());
+    (main, control)
+}
+
+#[test]
+fn backend_serves_injects_counts_and_logs() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("b.jsonl");
+    let mut child = Proc(
+        bin()
+            .args(["backend", "--listen", "127.0.0.111:0", "--name", "b9"])
+            .args(["--control", "127.0.0.111:0", "--fault", "status:code=503"])
+            .args(["--duration", "3s", "--log"])
+            .arg(&log)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
+    let mut out = BufReader::new(child.0.stdout.take().unwrap());
+    let mut line = String::new();
+    out.read_line(&mut line).unwrap();
+    let (addr, control) = addrs(&line);
+    let r = http(addr, "GET", "/", "");
+    assert!(r.starts_with("HTTP/1.1 503"), "{r}");
+    assert!(r.to_ascii_lowercase().contains("x-backend: b9"), "{r}");
+    let f = http(control.unwrap(), "GET", "/faults", "");
+    assert!(f.contains("\"hits\":1"), "{f}");
+    let added = http(control.unwrap(), "POST", "/faults", "slow-headers:10ms");
+    assert!(added.starts_with("HTTP/1.1 201"), "{added}");
+    let status = child.0.wait().unwrap();
+    assert!(status.success());
+    let mut err = String::new();
+    child
+        .0
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut err)
+        .unwrap();
+    assert!(err.contains("fault status: 1 hits"), "{err}");
+    let text = std::fs::read_to_string(&log).unwrap();
+    assert!(
+        text.starts_with("{\"schema\":\"resolvelab.backend/v1\"}"),
+        "{text}"
+    );
+    assert!(text.contains("\"event\":\"request\""), "{text}");
+}
+
+#[test]
+fn bad_input_is_one_clear_line() {
+    let out = bin()
+        .args(["backend", "--fault", "explode"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("unknown backend fault `explode`"), "{err}");
+    let out = bin()
+        .args(["backend", "--listen", "192.0.2.1:80"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+    assert!(err.contains("--allow-remote"), "{err}");
+    let out = bin().args(["backend", "--help"]).output().unwrap();
+    let help = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        help.contains("reclaim") && help.contains("Examples:"),
+        "{help}"
+    );
+}

@@ -1,0 +1,286 @@
+//! `resolvelab analyze` on lab-run fixtures: every class of DESIGN.md is recognised, the scenario's
+//! expectations are evaluated, and a run whose injection never hit is refused.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+fn fixtures() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/diagnose")
+}
+
+/// Copy a fixture run into a temp dir (analyze writes verdict files into the run).
+fn run_copy(rel: &str) -> tempfile::TempDir {
+    let src = fixtures().join(rel);
+    let dst = tempfile::tempdir().unwrap();
+    for e in std::fs::read_dir(&src).unwrap_or_else(|e| panic!("{}: {e}", src.display())) {
+        let e = e.unwrap();
+        std::fs::copy(e.path(), dst.path().join(e.file_name())).unwrap();
+    }
+    dst
+}
+
+fn analyze(dir: &Path) -> (i32, serde_json::Value) {
+    let out = Command::new(env!("CARGO_BIN_EXE_resolvelab"))
+        .args(["analyze", "--format", "json"])
+        .arg(dir)
+        .output()
+        .unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stderr)));
+    (out.status.code().unwrap(), v)
+}
+
+fn classes(v: &serde_json::Value) -> Vec<String> {
+    v["incidents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| i["class"].as_str().unwrap().to_string())
+        .collect()
+}
+
+fn check(rel: &str, must: &[&str], must_not: &[&str]) -> serde_json::Value {
+    let dir = run_copy(rel);
+    let (code, v) = analyze(dir.path());
+    for e in v["expectations"].as_array().unwrap() {
+        assert!(
+            e["held"].as_bool().unwrap(),
+            "{rel}: {} → {}",
+            e["text"],
+            e["measured"]
+        );
+    }
+    assert_eq!(v["status"], "completed", "{rel}");
+    assert_eq!(code, 0, "{rel}");
+    let cs = classes(&v);
+    for m in must {
+        assert!(cs.iter().any(|c| c == m), "{rel}: {m} missing in {cs:?}");
+    }
+    for m in must_not {
+        assert!(!cs.iter().any(|c| c == m), "{rel}: {m} present in {cs:?}");
+    }
+    for f in ["verdict.json", "verdict.md", "verdict.html"] {
+        assert!(dir.path().join(f).exists(), "{rel}: {f} not written");
+    }
+    // Every incident carries evidence that points at a real file line.
+    for i in v["incidents"].as_array().unwrap() {
+        let ev = i["evidence"].as_array().unwrap();
+        assert!(!ev.is_empty(), "{rel}: incident without evidence");
+        assert!(
+            ev[0]["at"].as_str().unwrap().contains("access.log"),
+            "{rel}: {}",
+            ev[0]["at"]
+        );
+        assert!(!i["fix"].as_str().unwrap().is_empty());
+    }
+    v
+}
+
+#[test]
+fn swap_only_has_no_failures() {
+    let v = check("synthetic/swap-only", &[], &["generation-race-retry"]);
+    assert_eq!(v["incidents"].as_array().unwrap().len(), 0);
+    assert_eq!(v["swaps"], 6);
+    assert_eq!(v["swap_source"], "dns");
+}
+
+#[test]
+fn generation_race_retry_is_two_hop_after_swaps() {
+    let v = check(
+        "synthetic/generation-race",
+        &["generation-race-retry"],
+        &["maxfails-wipeout", "tries-exhausted"],
+    );
+    assert_eq!(v["nlu"]["two_hop"], 3);
+    assert_eq!(v["nlu"]["multi_hop"], 1);
+    assert_eq!(v["nlu"]["paired"], 4);
+    // Both swap directions are seen, and NLUs follow swaps of both directions.
+    assert_eq!(v["swap_directions"].as_object().unwrap().len(), 2);
+    let by_dir = v["nlu_by_swap_direction"].as_object().unwrap();
+    assert_eq!(by_dir.len(), 2);
+    assert_eq!(by_dir.values().map(|n| n.as_u64().unwrap()).sum::<u64>(), 4);
+    let ev = &v["incidents"][0]["evidence"];
+    assert!(
+        ev.as_array()
+            .unwrap()
+            .iter()
+            .any(|e| e["text"].as_str().unwrap().contains("prematurely closed"))
+    );
+    assert!(
+        ev.as_array()
+            .unwrap()
+            .iter()
+            .any(|e| e["at"].as_str().unwrap().contains("dns.jsonl:"))
+    );
+}
+
+#[test]
+fn first_pick_is_one_hop_aligned_to_swaps() {
+    check(
+        "synthetic/first-pick",
+        &["generation-race-first-pick"],
+        &["maxfails-wipeout"],
+    );
+}
+
+#[test]
+fn nxdomain_is_one_requery_period() {
+    let v = check(
+        "synthetic/dns-nxdomain",
+        &["dns-nxdomain"],
+        &["maxfails-wipeout"],
+    );
+    let i = &v["incidents"][0];
+    assert_eq!(i["shape"], "burst");
+    assert!(i["share_failed"].as_f64().unwrap() > 0.95);
+}
+
+#[test]
+fn maxfails_wipeout_is_a_burst_after_disabled_peers() {
+    let v = check(
+        "synthetic/maxfails-wipeout",
+        &["maxfails-wipeout", "upstream-failure"],
+        &["dns-nxdomain"],
+    );
+    let w = v["incidents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|i| i["class"] == "maxfails-wipeout")
+        .unwrap();
+    assert!(
+        w["evidence"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|e| e["text"].as_str().unwrap().contains("temporarily disabled"))
+    );
+}
+
+#[test]
+fn tries_exhausted_without_dns_change() {
+    check(
+        "synthetic/tries-exhausted",
+        &["tries-exhausted", "upstream-failure"],
+        &["generation-race-retry"],
+    );
+}
+
+#[test]
+fn zone_memory_and_port_exhaustion() {
+    check(
+        "synthetic/zone-memory",
+        &["zone-memory-exhausted"],
+        &["dns-nxdomain"],
+    );
+    check("synthetic/port-exhaustion", &["port-exhaustion"], &[]);
+}
+
+#[test]
+fn resolver_timeouts_are_reported_harmless() {
+    let v = check("synthetic/dns-silent", &[], &["dns-nxdomain"]);
+    let s = v["signatures"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["id"] == "resolve-timeout")
+        .unwrap();
+    assert_eq!(s["harmless"], true);
+    assert_eq!(s["count"], 4);
+}
+
+#[test]
+fn injection_that_never_hit_is_not_interpretable() {
+    let dir = run_copy("synthetic/injection-miss");
+    let (code, v) = analyze(dir.path());
+    assert_eq!(code, 3);
+    assert_eq!(v["status"], "not-interpretable");
+    assert!(
+        v["summary"]
+            .as_str()
+            .unwrap()
+            .contains("injection did not hit — not interpretable")
+    );
+    let md = std::fs::read_to_string(dir.path().join("verdict.md")).unwrap();
+    assert!(md.contains("did not hit"));
+}
+
+#[test]
+fn unheld_expectation_fails_the_run_and_aborted_is_kept() {
+    let dir = run_copy("synthetic/swap-only");
+    let sc = dir.path().join("scenario.toml");
+    let text = std::fs::read_to_string(&sc)
+        .unwrap()
+        .replace("\"nlu = 0\"", "\"nlu > 0\", \"bogus = 1\"");
+    std::fs::write(&sc, text).unwrap();
+    let (code, v) = analyze(dir.path());
+    assert_eq!(code, 1);
+    let ex = v["expectations"].as_array().unwrap();
+    let nlu = ex.iter().find(|e| e["text"] == "nlu > 0").unwrap();
+    assert_eq!(
+        (nlu["held"].as_bool(), nlu["measured"].as_str()),
+        (Some(false), Some("0"))
+    );
+    let bogus = ex.iter().find(|e| e["text"] == "bogus = 1").unwrap();
+    assert!(
+        bogus["measured"]
+            .as_str()
+            .unwrap()
+            .contains("cannot parse: unknown metric")
+    );
+    // A runner that marked the run aborted keeps that status on re-analysis.
+    std::fs::write(dir.path().join("verdict.json"), "{\"status\":\"aborted\"}").unwrap();
+    let (code, v) = analyze(dir.path());
+    assert_eq!((code, v["status"].as_str()), (3, Some("aborted")));
+}
+
+/// Runs recorded by `resolvelab run` against the real nginx 1.28 (tests/fixtures/diagnose/README.md).
+#[test]
+fn real_nginx_runs_are_classified() {
+    let v = check(
+        "real/generation-race",
+        &["generation-race-retry"],
+        &["maxfails-wipeout", "dns-nxdomain", "tries-exhausted"],
+    );
+    assert!(v["nlu"]["total"].as_u64().unwrap() > 0);
+    assert_eq!(
+        v["nlu"]["one_hop"], 0,
+        "every real generation-race NLU is multi-hop"
+    );
+    assert_eq!(v["nlu"]["paired"], v["nlu"]["total"]);
+    let v = check(
+        "real/nxdomain",
+        &["dns-nxdomain"],
+        &["maxfails-wipeout", "generation-race-retry"],
+    );
+    assert_eq!(v["incidents"].as_array().unwrap().len(), 1);
+    let v = check(
+        "real/dual-resolve",
+        &["maxfails-wipeout", "upstream-failure"],
+        &["dns-nxdomain"],
+    );
+    let w = v["incidents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|i| i["class"] == "maxfails-wipeout")
+        .unwrap();
+    assert_eq!(w["shape"], "burst");
+    check(
+        "real/dual-resolve.max_fails_0",
+        &["upstream-failure"],
+        &["maxfails-wipeout", "dns-nxdomain"],
+    );
+    let v = check("real/dns-silent", &[], &["dns-nxdomain"]);
+    assert_eq!(v["incidents"].as_array().unwrap().len(), 0);
+    let s = v["signatures"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["id"] == "resolve-timeout")
+        .unwrap();
+    assert_eq!(s["harmless"], true);
+    let v = check("real/swap-only", &[], &[]);
+    assert!(v["swaps"].as_u64().unwrap() >= 2);
+    check("real/zone-churn", &[], &["zone-memory-exhausted"]);
+}
