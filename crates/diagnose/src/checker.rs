@@ -63,6 +63,10 @@ struct Traj {
     /// Real addresses of the last pass (tried before the NLU).
     addrs: Vec<String>,
     group: Option<String>,
+    /// Passes (`error_page … = @named` redirects separate them with ` : `).
+    passes: u32,
+    /// NLUs that ended an earlier pass: (hops, group, real addresses of that pass).
+    internal: Vec<(u32, String, Vec<String>)>,
 }
 
 fn is_addr(h: &str) -> bool {
@@ -89,14 +93,27 @@ impl Keys {
     }
 }
 
-fn parse_traj(s: &str, keys: &mut Keys) -> Traj {
-    let last = s.rsplit(" : ").next().unwrap_or(s);
-    let hops: Vec<String> = last
-        .split(", ")
+fn split_hops(pass: &str) -> Vec<String> {
+    pass.split(", ")
         .map(str::trim)
         .filter(|h| !h.is_empty() && *h != "-")
         .map(str::to_string)
+        .collect()
+}
+
+fn parse_traj(s: &str, keys: &mut Keys) -> Traj {
+    let all: Vec<&str> = s.split(" : ").collect();
+    let last = all.last().copied().unwrap_or(s);
+    let internal = all[..all.len().saturating_sub(1)]
+        .iter()
+        .filter_map(|p| {
+            let h = split_hops(p);
+            let g = h.last().filter(|g| !is_addr(g))?.clone();
+            let addrs = h.iter().filter(|x| is_addr(x)).cloned().collect();
+            Some((h.len() as u32, g, addrs))
+        })
         .collect();
+    let hops: Vec<String> = split_hops(last);
     let nlu = hops.last().is_some_and(|h| !is_addr(h));
     let addrs: Vec<String> = hops.iter().filter(|h| is_addr(h)).cloned().collect();
     let group = if nlu { hops.last().cloned() } else { None };
@@ -111,6 +128,8 @@ fn parse_traj(s: &str, keys: &mut Keys) -> Traj {
         key,
         addrs,
         group,
+        passes: all.len() as u32,
+        internal,
     }
 }
 
@@ -134,6 +153,27 @@ struct Failure {
     first_try: Vec<usize>,
     class: &'static str,
     confidence: f64,
+    /// An NLU inside an earlier pass of a redirected request (not a client-visible failure).
+    internal: bool,
+    /// Real addresses tried in the NLU's pass (to see whether it went through a pre-swap peer).
+    addrs: Vec<String>,
+}
+
+/// A change of a name's peer list: a swap, or the peers removed by NXDOMAIN / restored after it.
+/// Each one bumps nginx's generation counter (digest F4).
+struct Change {
+    t_ms: i64,
+    direction: String,
+    /// IPs before the change (empty when there were none).
+    old: Vec<String>,
+    dns_idx: Option<usize>,
+}
+
+/// The IP of `IP:port` / `[v6]:port` (or the text itself).
+fn host_of(a: &str) -> String {
+    a.parse::<std::net::SocketAddr>()
+        .map(|s| s.ip().to_string())
+        .unwrap_or_else(|_| a.to_string())
 }
 
 struct Seg {
@@ -198,6 +238,7 @@ pub fn diagnose_with_history(opts: &Options) -> anyhow::Result<(Diagnosis, Histo
     let mut segs: Vec<Seg> = Vec::new();
     let (mut first_ms, mut last_ms) = (i64::MAX, i64::MIN);
     let has_upstream = fmt.has(Field::UpstreamAddr);
+    let mut passes = PassCounts::default();
 
     while let Some(a) = stream.next() {
         requests += 1;
@@ -287,6 +328,37 @@ pub fn diagnose_with_history(opts: &Options) -> anyhow::Result<(Diagnosis, Histo
                 }
             }
         }
+        if let Some(t) = traj {
+            passes.max_passes = passes.max_passes.max(t.passes as u64);
+            passes.multi_pass += (t.passes > 1) as u64;
+            if !t.internal.is_empty() && !failed {
+                passes.rescued += 1;
+            }
+            for (ih, ig, ia) in &t.internal {
+                failures.push(Failure {
+                    t_ms,
+                    start_ms: t_ms - latency.unwrap_or(0) / 1000,
+                    status: st,
+                    traj: tid,
+                    file: a.file,
+                    line: a.line,
+                    conn: a.connection(),
+                    method: a.method().map(str::to_string),
+                    request: a.text(Field::Request).map(str::to_string),
+                    remote: a.text(Field::RemoteAddr).map(str::to_string),
+                    raw: trunc(&String::from_utf8_lossy(a.raw()), 300),
+                    group: ig.clone(),
+                    nlu: true,
+                    hops: *ih,
+                    paired: None,
+                    first_try: Vec::new(),
+                    class: "unclassified",
+                    confidence: 0.0,
+                    internal: true,
+                    addrs: ia.clone(),
+                });
+            }
+        }
         if failed {
             let hops = traj.map(|t| t.hops.len() as u32).unwrap_or(0);
             failures.push(Failure {
@@ -308,6 +380,8 @@ pub fn diagnose_with_history(opts: &Options) -> anyhow::Result<(Diagnosis, Histo
                 first_try: Vec::new(),
                 class: "unclassified",
                 confidence: 0.0,
+                internal: false,
+                addrs: traj.map(|t| t.addrs.clone()).unwrap_or_default(),
             });
         }
     }
@@ -400,40 +474,68 @@ pub fn diagnose_with_history(opts: &Options) -> anyhow::Result<(Diagnosis, Histo
     drop(counts);
 
     // ---- swaps and the re-query period ---------------------------------------------------
-    let (swaps, swap_dns_idx, swap_source, requery, requery_source) = if !hist.dns.is_empty() {
-        let (s, idx, p) = swaps_from_dns(&hist);
-        (s, idx, "dns", p, "dns")
-    } else {
-        let s = infer_swaps(&segs, &keys, &key_group, first_ms, last_ms);
-        let mut p = median_interval(&s.iter().map(|x| x.t_ms).collect::<Vec<_>>());
-        let src = if s.is_empty() { "none" } else { "inferred" };
-        let mut psrc = src;
-        if p.is_none() {
-            // No swaps: every failed re-query logs `NAME could not be resolved`, once per period.
-            let mut by_name: HashMap<&str, Vec<i64>> = HashMap::new();
-            for e in &hist.errors {
-                if let Some(i) = e.message.find(" could not be resolved") {
-                    by_name
-                        .entry(&e.message[..i])
-                        .or_default()
-                        .push(e.t_us / 1000);
+    let (swaps, swap_dns_idx, swap_source, requery, requery_source, nx_changes) =
+        if !hist.dns.is_empty() {
+            let (s, idx, p, nx) = swaps_from_dns(&hist);
+            (s, idx, "dns", p, "dns", nx)
+        } else {
+            let s = infer_swaps(&segs, &keys, &key_group, first_ms, last_ms);
+            let mut p = median_interval(&s.iter().map(|x| x.t_ms).collect::<Vec<_>>());
+            let src = if s.is_empty() { "none" } else { "inferred" };
+            let mut psrc = src;
+            if p.is_none() {
+                // No swaps: every failed re-query logs `NAME could not be resolved`, once per period.
+                let mut by_name: HashMap<&str, Vec<i64>> = HashMap::new();
+                for e in &hist.errors {
+                    if let Some(i) = e.message.find(" could not be resolved") {
+                        by_name
+                            .entry(&e.message[..i])
+                            .or_default()
+                            .push(e.t_us / 1000);
+                    }
+                }
+                let mut all: Vec<i64> = Vec::new();
+                for ts in by_name.values() {
+                    all.extend(ts.windows(2).map(|w| w[1] - w[0]).filter(|d| *d >= 500));
+                }
+                all.sort_unstable();
+                if !all.is_empty() {
+                    p = Some(all[all.len() / 2] as f64);
+                    psrc = "error-log";
                 }
             }
-            let mut all: Vec<i64> = Vec::new();
-            for ts in by_name.values() {
-                all.extend(ts.windows(2).map(|w| w[1] - w[0]).filter(|d| *d >= 500));
-            }
-            all.sort_unstable();
-            if !all.is_empty() {
-                p = Some(all[all.len() / 2] as f64);
-                psrc = "error-log";
-            }
-        }
-        (s, Vec::new(), src, p, psrc)
-    };
+            (s, Vec::new(), src, p, psrc, Vec::new())
+        };
     let swap_times: Vec<i64> = swaps.iter().map(|s| s.t_ms).collect();
     let prev_swap = |t: i64| -> Option<usize> {
         let i = swap_times.partition_point(|&s| s <= t);
+        i.checked_sub(1)
+    };
+    // Every peer-list change (swaps and NXDOMAIN removals/restorations) bumps the generation;
+    // offsets "after the swap" are measured from the latest one before the failing selection.
+    let mut changes: Vec<Change> = swaps
+        .iter()
+        .enumerate()
+        .map(|(i, s)| Change {
+            t_ms: s.t_ms,
+            direction: s.direction.clone(),
+            old: s
+                .direction
+                .split(" → ")
+                .next()
+                .unwrap_or("")
+                .split(',')
+                .filter(|x| !x.is_empty())
+                .map(host_of)
+                .collect(),
+            dns_idx: swap_dns_idx.get(i).copied(),
+        })
+        .chain(nx_changes)
+        .collect();
+    changes.sort_by_key(|c| c.t_ms);
+    let change_times: Vec<i64> = changes.iter().map(|c| c.t_ms).collect();
+    let prev_change = |t: i64| -> Option<usize> {
+        let i = change_times.partition_point(|&s| s <= t);
         i.checked_sub(1)
     };
 
@@ -511,6 +613,9 @@ pub fn diagnose_with_history(opts: &Options) -> anyhow::Result<(Diagnosis, Histo
             .filter(|&i| classes::is_first_try_failure(sigs[i]) && req_ok(i))
             .take(3)
             .collect();
+        if f.internal {
+            continue;
+        }
         f.group = match f.traj.map(|t| &trajs[t as usize]) {
             Some(t) => t
                 .group
@@ -585,7 +690,7 @@ pub fn diagnose_with_history(opts: &Options) -> anyhow::Result<(Diagnosis, Histo
             } else {
                 fail as f64 / req as f64
             };
-            let burst = share >= 0.8 && c.len() >= 3;
+            let burst = share >= 0.8 && c.iter().filter(|&&i| !failures[i].internal).count() >= 3;
             let nx_err = in_window(&idx_nx, cs - 10_000, ce + 1000);
             let nx_dns = dns_nx.iter().copied().find(|&i| {
                 let t = hist.dns[i].t_us / 1000;
@@ -596,8 +701,17 @@ pub fn diagnose_with_history(opts: &Options) -> anyhow::Result<(Diagnosis, Histo
             let p99 = in_window(&idx_99, cs - 1000, ce + 1000);
             for &i in &c {
                 let f = &failures[i];
-                let after = prev_swap(f.t_ms).map(|s| f.t_ms - swap_times[s]);
+                let pc = prev_change(f.t_ms);
+                let after = pc.map(|s| f.t_ms - change_times[s]);
                 let near_swap = after.is_some_and(|a| a <= 1000);
+                // The generation race needs a request that started before the change, i.e.
+                // one that tried a pre-change peer (digest §8: "all through the pre-swap IP").
+                let through_old = pc.is_some_and(|s| {
+                    let old = &changes[s].old;
+                    old.is_empty()
+                        || f.addrs.is_empty()
+                        || f.addrs.iter().any(|a| old.contains(&host_of(a)))
+                });
                 let has_first_try = !f.first_try.is_empty();
                 let first_try_99 = f
                     .first_try
@@ -614,11 +728,15 @@ pub fn diagnose_with_history(opts: &Options) -> anyhow::Result<(Diagnosis, Histo
                         } else if p99.is_some() {
                             ("port-exhaustion", 0.6)
                         } else if f.hops >= 2 || (f.hops == 0 && has_first_try) {
-                            if near_swap {
+                            if near_swap && through_old {
                                 (
                                     "generation-race-retry",
                                     if has_first_try { 0.95 } else { 0.75 },
                                 )
+                            } else if burst && dis.is_some() {
+                                // The first failure of a max_fails wipeout: its own try
+                                // disabled the last live peer, so its retry found none.
+                                ("maxfails-wipeout", 0.8)
                             } else if swap_source != "none" {
                                 ("tries-exhausted", if f.hops >= 3 { 0.85 } else { 0.6 })
                             } else if f.hops >= 3 {
@@ -656,7 +774,9 @@ pub fn diagnose_with_history(opts: &Options) -> anyhow::Result<(Diagnosis, Histo
             }
             // One incident per class inside the cluster.
             let mut per_class: BTreeMap<&'static str, Vec<usize>> = BTreeMap::new();
-            for &i in &c {
+            // Internal NLUs (rescued or not by a later pass) are classified, but the
+            // incidents are made of what the client saw.
+            for &i in c.iter().filter(|&&i| !failures[i].internal) {
                 per_class.entry(failures[i].class).or_default().push(i);
             }
             for (class, members) in per_class {
@@ -684,7 +804,7 @@ pub fn diagnose_with_history(opts: &Options) -> anyhow::Result<(Diagnosis, Histo
                 // Offset after the swap: from the first failure's end (the failing selection
                 // happens after the swap even when the request started before it).
                 let first_end = members.iter().map(|&i| failures[i].t_ms).min().unwrap();
-                let sw = prev_swap(first_end);
+                let sw = prev_change(first_end);
                 let conf = members.iter().map(|&i| failures[i].confidence).sum::<f64>() / n as f64;
                 let mut ev = Vec::new();
                 let f0 = &failures[members[0]];
@@ -752,14 +872,14 @@ pub fn diagnose_with_history(opts: &Options) -> anyhow::Result<(Diagnosis, Histo
                 }
                 if class.starts_with("generation-race")
                     && let Some(si) = sw
-                    && let Some(&d) = swap_dns_idx.get(si)
+                    && let Some(d) = changes[si].dns_idx
                 {
                     let r = &hist.dns[d];
                     ev.push(Evidence {
                         at: hist.cite(r.file, r.line),
                         note: format!(
-                            "swap {} ms before the first failure",
-                            first_end - swaps[si].t_ms
+                            "peer-list change {} ms before the first failure",
+                            first_end - changes[si].t_ms
                         ),
                         text: format!(
                             "{} {} {} → {}",
@@ -786,14 +906,17 @@ pub fn diagnose_with_history(opts: &Options) -> anyhow::Result<(Diagnosis, Histo
                 } else {
                     "mixed"
                 };
-                let after_swap_ms = sw.map(|i| first_end - swap_times[i]);
+                let after_swap_ms = sw.map(|i| first_end - change_times[i]);
                 let detail = format!(
                     "{n} failure(s) over {} ms ({shape}, {:.0}% of {req} requests to `{g}` in the window failed){}.",
                     e - s,
                     share * 100.0,
-                    after_swap_ms
-                        .map(|a| format!(", starting {a} ms after a swap"))
-                        .unwrap_or_default()
+                    sw.map(|i| format!(
+                        ", starting {} ms after a peer-list change ({})",
+                        first_end - change_times[i],
+                        changes[i].direction
+                    ))
+                    .unwrap_or_default()
                 );
                 incidents.push(Incident {
                     id: 0,
@@ -810,7 +933,7 @@ pub fn diagnose_with_history(opts: &Options) -> anyhow::Result<(Diagnosis, Histo
                     share_failed: (share * 1000.0).round() / 1000.0,
                     shape: shape.to_string(),
                     after_swap_ms,
-                    swap_direction: sw.map(|i| swaps[i].direction.clone()),
+                    swap_direction: sw.map(|i| changes[i].direction.clone()),
                     methods,
                     evidence: ev,
                     explanation: format!("{} {detail}", classes::explanation(class)),
@@ -841,22 +964,33 @@ pub fn diagnose_with_history(opts: &Options) -> anyhow::Result<(Diagnosis, Histo
     let mut nlu_times = Vec::new();
     let mut nlu_by_swap_direction: BTreeMap<String, u64> = BTreeMap::new();
     for f in failures.iter().filter(|f| f.nlu) {
-        if let Some(si) = prev_swap(f.t_ms).filter(|&si| f.t_ms - swap_times[si] <= 1000) {
-            *nlu_by_swap_direction
-                .entry(swaps[si].direction.clone())
-                .or_insert(0) += 1;
-        }
-        count_hops(&mut nlu, f.hops);
-        nlu.paired += f.paired.is_some() as u64;
         nlu_times.push(f.t_ms);
+        if f.internal {
+            passes.internal_nlu += 1;
+            passes.internal_paired += f.paired.is_some() as u64;
+            *passes
+                .internal_by_class
+                .entry(f.class.to_string())
+                .or_insert(0) += 1;
+        } else {
+            if let Some(si) = prev_swap(f.t_ms).filter(|&si| f.t_ms - swap_times[si] <= 1000) {
+                *nlu_by_swap_direction
+                    .entry(swaps[si].direction.clone())
+                    .or_insert(0) += 1;
+            }
+            count_hops(&mut nlu, f.hops);
+            nlu.paired += f.paired.is_some() as u64;
+        }
         if nlu_events.len() < MAX_NLU_EVENTS {
             nlu_events.push(NluEvent {
                 t_ms: f.t_ms,
                 hops: f.hops,
                 trajectory: traj_label(f.hops).to_string(),
-                after_swap_ms: prev_swap(f.t_ms).map(|s| f.t_ms - swap_times[s]),
+                after_swap_ms: prev_change(f.t_ms).map(|s| f.t_ms - change_times[s]),
                 class: f.class.to_string(),
                 at: hist.cite(f.file, f.line),
+                internal: f.internal,
+                status: f.status,
             });
         }
     }
@@ -912,8 +1046,9 @@ pub fn diagnose_with_history(opts: &Options) -> anyhow::Result<(Diagnosis, Histo
         },
         requests,
         http_status: status.iter().map(|(k, v)| (k.to_string(), *v)).collect(),
-        failures: failures.len() as u64,
+        failures: failures.iter().filter(|f| !f.internal).count() as u64,
         nlu,
+        passes,
         swaps: swaps.len() as u64,
         swap_source: swap_source.to_string(),
         swap_directions,
@@ -1060,8 +1195,10 @@ fn median_interval(ts: &[i64]) -> Option<f64> {
 /// Swaps from the DNS log: a NOERROR answer whose address set differs from the previous
 /// non-empty answer for the same name and type. Returns the swaps, their dns indexes and the
 /// median re-query period (per client, name and type).
-fn swaps_from_dns(h: &History) -> (Vec<Swap>, Vec<usize>, Option<f64>) {
+fn swaps_from_dns(h: &History) -> (Vec<Swap>, Vec<usize>, Option<f64>, Vec<Change>) {
     let mut last: HashMap<(String, String), Vec<String>> = HashMap::new();
+    let mut removed: HashMap<(String, String), bool> = HashMap::new();
+    let mut nx_changes = Vec::new();
     let mut swaps = Vec::new();
     let mut idx = Vec::new();
     let mut per_client: HashMap<(String, String, String), Vec<i64>> = HashMap::new();
@@ -1070,12 +1207,36 @@ fn swaps_from_dns(h: &History) -> (Vec<Swap>, Vec<usize>, Option<f64>) {
             .entry((r.client.clone(), r.qname.clone(), r.qtype.clone()))
             .or_default()
             .push(r.t_us / 1000);
+        let k = (r.qname.clone(), r.qtype.clone());
+        if r.rcode.eq_ignore_ascii_case("NXDOMAIN") {
+            // NXDOMAIN removes every peer of the name (digest F2): a peer-list change.
+            if let Some(prev) = last.get(&k)
+                && !removed.get(&k).copied().unwrap_or(false)
+            {
+                nx_changes.push(Change {
+                    t_ms: r.t_us / 1000,
+                    direction: format!("{} → NXDOMAIN (no peers)", prev.join(",")),
+                    old: prev.clone(),
+                    dns_idx: Some(i),
+                });
+                removed.insert(k, true);
+            }
+            continue;
+        }
         if !r.rcode.eq_ignore_ascii_case("NOERROR") || r.answers.is_empty() {
             continue;
         }
         let mut set = r.answers.clone();
         set.sort();
-        let k = (r.qname.clone(), r.qtype.clone());
+        if removed.insert(k.clone(), false).unwrap_or(false) && last.get(&k) == Some(&set) {
+            // Peers restored after NXDOMAIN: a change, not a swap.
+            nx_changes.push(Change {
+                t_ms: r.t_us / 1000,
+                direction: format!("NXDOMAIN → {}", set.join(",")),
+                old: Vec::new(),
+                dns_idx: Some(i),
+            });
+        }
         match last.get(&k) {
             Some(prev) if *prev != set => {
                 swaps.push(Swap {
@@ -1107,7 +1268,7 @@ fn swaps_from_dns(h: &History) -> (Vec<Swap>, Vec<usize>, Option<f64>) {
             (all[n / 2 - 1] + all[n / 2]) as f64 / 2.0
         })
     };
-    (swaps, idx, period)
+    (swaps, idx, period, nx_changes)
 }
 
 /// Swaps inferred from `$upstream_addr`: an address whose successes start within 1.5 s of
@@ -1292,6 +1453,18 @@ mod tests {
             (t.hops.len(), t.addrs.len(), t.group.as_deref()),
             (3, 2, Some("be"))
         );
+        // The retry shim: the first pass ended in NLU (internal), the second succeeded.
+        let t = parse_traj("10.0.0.1:80, be : 10.0.0.2:80", &mut k);
+        assert!(!t.nlu);
+        assert_eq!(t.passes, 2);
+        assert_eq!(
+            t.internal,
+            [(2, "be".to_string(), vec!["10.0.0.1:80".to_string()])]
+        );
+        let t = parse_traj("be : be", &mut k);
+        assert!(t.nlu);
+        assert_eq!((t.passes, t.internal.len()), (2, 1));
+        assert_eq!(host_of("[::1]:8080"), "::1");
         let t = parse_traj("unix:/run/app.sock", &mut k);
         assert!(!t.nlu);
         assert_eq!(traj_label(2), "2-hop");

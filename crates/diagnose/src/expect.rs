@@ -6,7 +6,7 @@
 //!         | incident("CLASS").FIELD          the largest incident of that class
 //!         | all(SET).FIELD | any(SET).FIELD  every / at least one element (an empty set fails)
 //!         | count(SET)
-//! SET    := nlu | incidents | class("CLASS")
+//! SET    := nlu | internal_nlu | incidents | class("CLASS")
 //! OP     := = == != < <= > >= ≈ ~=
 //! literal:= NUMBER [± TOL[%]] | "text" | bare-word      (`±` may be written `+-`)
 //! ```
@@ -45,8 +45,10 @@ pub enum Value {
 /// A set of elements.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Set {
-    /// NLU failures.
+    /// NLU failures the client saw (the last pass of each request).
     Nlu,
+    /// NLUs inside an earlier pass of a redirected request (retry shim).
+    InternalNlu,
     /// All incidents.
     Incidents,
     /// Incidents of one class (counted in failed requests by `count`).
@@ -87,8 +89,13 @@ pub const METRICS: &[&str] = &[
     "swaps",
     "requery_period_ms",
     "incidents",
+    "nlu_internal",
+    "rescued",
+    "max_passes",
+    "multi_pass",
     "client_requests",
     "client_errors",
+    "client_unsent",
     "malformed",
 ];
 
@@ -224,6 +231,7 @@ impl P {
     fn set(&mut self) -> Result<Set, String> {
         match self.ident()?.as_str() {
             "nlu" => Ok(Set::Nlu),
+            "internal_nlu" | "nlu_internal" => Ok(Set::InternalNlu),
             "incidents" => Ok(Set::Incidents),
             "class" => {
                 self.sym("(")?;
@@ -232,7 +240,7 @@ impl P {
                 Ok(Set::Class(c))
             }
             other => Err(format!(
-                "unknown set `{other}` (use nlu, incidents or class(\"…\"))"
+                "unknown set `{other}` (use nlu, internal_nlu, incidents or class(\"…\"))"
             )),
         }
     }
@@ -398,9 +406,10 @@ fn nlu_field(e: &NluEvent, f: &str) -> Result<V, String> {
             .unwrap_or(V::Missing),
         "class" => V::S(e.class.clone()),
         "t_ms" => V::N(e.t_ms as f64),
+        "status" => V::N(e.status as f64),
         _ => {
             return Err(format!(
-                "unknown nlu field `{f}` (trajectory, hops, after_swap_ms, class, t_ms)"
+                "unknown nlu field `{f}` (trajectory, hops, after_swap_ms, class, t_ms, status)"
             ));
         }
     })
@@ -462,16 +471,46 @@ fn eval_inner(
             if !known {
                 return Err(format!("`{id}` is neither a class id nor a signature id"));
             }
-            let present = n_class > 0 || n_sig > 0;
+            let n_internal = d.passes.internal_by_class.get(id).copied().unwrap_or(0);
             let is_class = crate::classes::CLASSES.contains(&id.as_str());
-            return Ok((
-                present == *want,
-                match (present, is_class) {
-                    (false, _) => "absent".into(),
-                    (true, true) => format!("present ({n_class} failed requests)"),
-                    (true, false) => format!("present ({n_sig} error lines)"),
-                },
-            ));
+            let present = n_class > 0 || n_sig > 0 || (is_class && n_internal > 0);
+            let measured = if !present {
+                "absent".to_string()
+            } else if is_class {
+                // The evidence behind the class: its NLUs paired with their own error line
+                // (an NLU's `no live upstreams`) and the failures with a first-try line.
+                let paired: u64 = d
+                    .incidents
+                    .iter()
+                    .filter(|i| &i.class == id)
+                    .map(|i| i.hops.paired)
+                    .sum();
+                let nlu: u64 = d
+                    .incidents
+                    .iter()
+                    .filter(|i| &i.class == id)
+                    .map(|i| i.nlu)
+                    .sum();
+                let mut m = format!("present ({n_class} failed requests");
+                if nlu > 0 {
+                    m += &format!(", {paired}/{nlu} NLU paired with their error line");
+                }
+                if n_internal > 0 {
+                    let rescued = d
+                        .nlu_events
+                        .iter()
+                        .filter(|e| e.internal && &e.class == id && e.status < 500)
+                        .count();
+                    m += &format!(
+                        ", {n_internal} internal NLU in earlier passes, {rescued}{} rescued",
+                        if d.nlu_events_truncated { "+" } else { "" }
+                    );
+                }
+                m + ")"
+            } else {
+                format!("present ({n_sig} error lines)")
+            };
+            return Ok((present == *want, measured));
         }
         Check::Compare(v, op, lit) => (v, *op, lit),
     };
@@ -490,11 +529,15 @@ fn eval_inner(
                 "requery_period_ms" => d.requery_period_ms.map(V::N).unwrap_or(V::Missing),
                 "incidents" => V::N(d.incidents.len() as f64),
                 "malformed" => V::N(d.parse.malformed as f64),
-                "client_requests" | "client_errors" => match client {
-                    Some(c) => V::N(if m == "client_errors" {
-                        c.errors
-                    } else {
-                        c.requests
+                "nlu_internal" => V::N(d.passes.internal_nlu as f64),
+                "rescued" => V::N(d.passes.rescued as f64),
+                "max_passes" => V::N(d.passes.max_passes as f64),
+                "multi_pass" => V::N(d.passes.multi_pass as f64),
+                "client_requests" | "client_errors" | "client_unsent" => match client {
+                    Some(c) => V::N(match m.as_str() {
+                        "client_errors" => c.errors,
+                        "client_unsent" => c.unsent,
+                        _ => c.requests,
                     } as f64),
                     None => return Err("no load.jsonl in this run".into()),
                 },
@@ -516,6 +559,7 @@ fn eval_inner(
         Value::Count(set) => {
             let n = match set {
                 Set::Nlu => d.nlu.total,
+                Set::InternalNlu => d.passes.internal_nlu,
                 Set::Incidents => d.incidents.len() as u64,
                 Set::Class(c) => d
                     .incidents
@@ -531,6 +575,13 @@ fn eval_inner(
                 Set::Nlu => d
                     .nlu_events
                     .iter()
+                    .filter(|e| !e.internal)
+                    .map(|e| nlu_field(e, field))
+                    .collect::<Result<_, _>>()?,
+                Set::InternalNlu => d
+                    .nlu_events
+                    .iter()
+                    .filter(|e| e.internal)
                     .map(|e| nlu_field(e, field))
                     .collect::<Result<_, _>>()?,
                 Set::Incidents => d
@@ -638,6 +689,8 @@ mod tests {
                 after_swap_ms: Some(after),
                 class: "generation-race-retry".into(),
                 at: "access.log:1".into(),
+                internal: false,
+                status: 502,
             });
         }
         d

@@ -49,6 +49,26 @@ pub struct NluCounts {
     pub paired: u64,
 }
 
+/// Requests that went through an `error_page … = @named` redirect (`$upstream_addr` groups
+/// separated by ` : `), e.g. the `@retry_once` shim.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[serde(default)]
+pub struct PassCounts {
+    /// Requests with two or more passes.
+    pub multi_pass: u64,
+    /// Most passes seen in one request (1 when no request was redirected, 0 without
+    /// `$upstream_addr`).
+    pub max_passes: u64,
+    /// NLUs inside a pass that was not the last one (the request was redirected after it).
+    pub internal_nlu: u64,
+    /// Of which paired with their own `no live upstreams` error line.
+    pub internal_paired: u64,
+    /// Requests with an internal NLU whose final status was a success (< 500): rescued.
+    pub rescued: u64,
+    /// Internal NLUs by class.
+    pub internal_by_class: BTreeMap<String, u64>,
+}
+
 /// One evidence line.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct Evidence {
@@ -114,9 +134,11 @@ pub struct Incident {
     pub share_failed: f64,
     /// `burst` (≥ 80 % failing), `isolated` (≤ 50 %) or `mixed`.
     pub shape: String,
-    /// Start minus the previous swap, ms (None without swaps).
+    /// The first failure's end (`$msec`, i.e. the failing peer selection) minus the latest
+    /// peer-list change before it, ms: a swap, or peers removed by NXDOMAIN / restored after
+    /// it (None without any).
     pub after_swap_ms: Option<i64>,
-    /// Direction of that swap (`old → new`).
+    /// Direction of that change (`old → new`, `old → NXDOMAIN (no peers)`).
     pub swap_direction: Option<String>,
     /// Failures by method.
     pub methods: BTreeMap<String, u64>,
@@ -184,12 +206,19 @@ pub struct NluEvent {
     pub hops: u32,
     /// `1-hop`, `2-hop`, `3+-hop`, `unknown`.
     pub trajectory: String,
-    /// Since the previous swap, ms.
+    /// Request end minus the latest peer-list change before it (as `Incident::after_swap_ms`).
     pub after_swap_ms: Option<i64>,
     /// The class given to it.
     pub class: String,
     /// Access-log line.
     pub at: String,
+    /// True for an NLU inside an earlier pass of a redirected request (the response came
+    /// from a later pass: `status` says whether it was rescued).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub internal: bool,
+    /// The request's final status.
+    #[serde(default)]
+    pub status: u16,
 }
 
 /// Parse accounting.
@@ -222,8 +251,11 @@ pub struct Diagnosis {
     pub http_status: BTreeMap<String, u64>,
     /// Failed requests (502/504 or NLU).
     pub failures: u64,
-    /// NLU counts.
+    /// NLU counts (the NLU that decided the response; see `passes` for earlier passes).
     pub nlu: NluCounts,
+    /// Redirected requests (retry shim): passes, internal NLUs, rescues.
+    #[serde(default)]
+    pub passes: PassCounts,
     /// Number of peer-list swaps.
     pub swaps: u64,
     /// `dns`, `inferred` or `none`.
@@ -267,6 +299,9 @@ pub struct Injection {
     pub spec: Option<String>,
     /// Hits at the end of the injection.
     pub hits: u64,
+    /// The scenario meant this injection to miss nginx: 0 hits is the expected finding.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub expect_miss: bool,
     /// `events.jsonl:line`.
     pub at: String,
 }
@@ -313,11 +348,15 @@ impl Verdict {
 
 /// Client-side view from `load.jsonl`.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[serde(default)]
 pub struct ClientStats {
     /// Requests sent.
     pub requests: u64,
-    /// Status ≥ 500 or a transport error.
+    /// Sent requests that got status ≥ 500 or a transport error.
     pub errors: u64,
+    /// Requests the load generator never sent (`late`/`dropped`: it could not keep its
+    /// schedule); they say nothing about nginx and are not in `requests` or `errors`.
+    pub unsent: u64,
     /// By status (`error` for transport errors).
     pub status: BTreeMap<String, u64>,
 }

@@ -58,6 +58,7 @@ pub fn analyze_run(dir: &Path) -> anyhow::Result<Verdict> {
         );
     }
     let (scenario, checks) = read_scenario(dir)?;
+    let meant_to_miss = scenario_misses(dir);
     let access = with_rotations(dir, "access.log");
     let opts = Options {
         access: access.clone(),
@@ -95,6 +96,11 @@ pub fn analyze_run(dir: &Path) -> anyhow::Result<Verdict> {
                 target: e.target.clone(),
                 spec: e.spec.clone(),
                 hits,
+                expect_miss: e.expect_miss
+                    || meant_to_miss.iter().any(|(t, s)| {
+                        e.target.as_deref() == Some(t.as_str())
+                            && (s.is_none() || s.as_deref() == e.spec.as_deref())
+                    }),
                 at: format!(
                     "{}:{}",
                     opts.events
@@ -130,7 +136,29 @@ pub fn analyze_run(dir: &Path) -> anyhow::Result<Verdict> {
             },
         })
         .collect();
-    let missed: Vec<&Injection> = injections.iter().filter(|i| i.hits == 0).collect();
+    let missed: Vec<&Injection> = injections
+        .iter()
+        .filter(|i| i.hits == 0 && !i.expect_miss)
+        .collect();
+    // An injection placed to miss nginx (e.g. NXDOMAIN between re-queries) that hit anyway
+    // means the run did not test what it meant to.
+    let spoiled: Vec<&Injection> = injections
+        .iter()
+        .filter(|i| i.hits > 0 && i.expect_miss)
+        .collect();
+    let intended: Vec<&Injection> = injections
+        .iter()
+        .filter(|i| i.hits == 0 && i.expect_miss)
+        .collect();
+    let name = |i: &&Injection| {
+        format!(
+            "{} {}",
+            i.target.as_deref().unwrap_or("?"),
+            i.spec.as_deref().unwrap_or("")
+        )
+        .trim_end()
+        .to_string()
+    };
     let (status, summary) = if aborted {
         (
             "aborted",
@@ -146,23 +174,31 @@ pub fn analyze_run(dir: &Path) -> anyhow::Result<Verdict> {
             "not-interpretable",
             format!(
                 "injection did not hit — not interpretable ({})",
-                missed
+                missed.iter().map(name).collect::<Vec<_>>().join("; ")
+            ),
+        )
+    } else if !spoiled.is_empty() {
+        (
+            "not-interpretable",
+            format!(
+                "injection meant to miss hit — not interpretable ({})",
+                spoiled
                     .iter()
-                    .map(|i| format!(
-                        "{} {}",
-                        i.target.as_deref().unwrap_or("?"),
-                        i.spec.as_deref().unwrap_or("")
-                    ))
+                    .map(|i| format!("{} hit {} time(s)", name(i), i.hits))
                     .collect::<Vec<_>>()
                     .join("; ")
             ),
         )
     } else {
         let held = expectations.iter().filter(|e| e.held).count();
-        (
-            "completed",
-            format!("{held}/{} expectations held", expectations.len()),
-        )
+        let mut s = format!("{held}/{} expectations held", expectations.len());
+        if !intended.is_empty() {
+            s += &format!(
+                "; missed as intended: {}",
+                intended.iter().map(name).collect::<Vec<_>>().join("; ")
+            );
+        }
+        ("completed", s)
     };
     let mut diagnosis = diagnosis;
     // One `status` in the verdict JSON: the run's.
@@ -224,6 +260,34 @@ fn read_scenario(dir: &Path) -> anyhow::Result<(Option<String>, Vec<String>)> {
     Ok((name, checks))
 }
 
+/// Injections the scenario meant to miss nginx, as (target, spec): timeline entries with
+/// `expect_miss = true` or `align = "between-requeries"` (runs written before events.jsonl
+/// carried `expect_miss`).
+fn scenario_misses(dir: &Path) -> Vec<(String, Option<String>)> {
+    let Ok(text) = std::fs::read_to_string(dir.join("scenario.toml")) else {
+        return Vec::new();
+    };
+    let Ok(v) = toml::from_str::<toml::Value>(&text) else {
+        return Vec::new();
+    };
+    let s = |t: &toml::Value, k: &str| t.get(k).and_then(|x| x.as_str()).map(str::to_string);
+    v.get("timeline")
+        .and_then(|t| t.as_array())
+        .into_iter()
+        .flatten()
+        .filter(|t| {
+            t.get("expect_miss").and_then(|x| x.as_bool()) == Some(true)
+                || s(t, "align").as_deref() == Some("between-requeries")
+        })
+        .filter_map(|t| {
+            let target = s(t, "dns")
+                .or_else(|| s(t, "fault"))
+                .or_else(|| s(t, "proxy"))?;
+            Some((target, s(t, "mode").or_else(|| s(t, "spec"))))
+        })
+        .collect()
+}
+
 fn read_client(dir: &Path) -> anyhow::Result<Option<ClientStats>> {
     let files = with_rotations(dir, "load.jsonl");
     if files.is_empty() {
@@ -232,6 +296,15 @@ fn read_client(dir: &Path) -> anyhow::Result<Option<ClientStats>> {
     let mut c = ClientStats::default();
     for p in &files {
         ours::for_each_load(p, |r| {
+            // `late`/`dropped` records were never sent: the load generator's own failure to
+            // keep its schedule (a CPU-starved run), not an answer from nginx.
+            if r.sent_us.is_none()
+                && r.status.is_none()
+                && matches!(r.error.as_deref(), Some("late" | "dropped"))
+            {
+                c.unsent += 1;
+                return;
+            }
             c.requests += 1;
             let key = match (r.status, &r.error) {
                 (_, Some(_)) | (None, _) => "error".to_string(),
@@ -260,6 +333,7 @@ fn empty_diagnosis(o: &Options) -> Diagnosis {
         http_status: Default::default(),
         failures: 0,
         nlu: Default::default(),
+        passes: Default::default(),
         swaps: 0,
         swap_source: "none".into(),
         swap_directions: Default::default(),

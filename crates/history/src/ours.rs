@@ -72,6 +72,10 @@ pub struct EventRecord {
     /// Injection hit counter at the end of that injection.
     #[serde(default)]
     pub hits: Option<u64>,
+    /// The scenario meant this injection to miss nginx (e.g. an NXDOMAIN window placed between
+    /// re-queries): 0 hits is then the expected finding, and any hit spoils the run.
+    #[serde(default)]
+    pub expect_miss: bool,
 }
 
 /// One load-generator request (`load.jsonl`).

@@ -62,15 +62,32 @@ pub(crate) fn page(d: &Diagnosis, v: Option<&Verdict>) -> String {
             for i in &v.injections {
                 let _ = writeln!(
                     o,
-                    "<tr><td>{}</td><td>{}</td><td>{}</td><td class=\"{}\">{}</td></tr>",
+                    "<tr><td>{}</td><td>{}</td><td>{}</td><td class=\"{}\">{}{}</td></tr>",
                     h(&i.kind),
                     h(i.target.as_deref().unwrap_or("")),
                     h(i.spec.as_deref().unwrap_or("")),
-                    if i.hits == 0 { "nothold" } else { "held" },
-                    i.hits
+                    if (i.hits == 0) == i.expect_miss {
+                        "held"
+                    } else {
+                        "nothold"
+                    },
+                    i.hits,
+                    match (i.hits, i.expect_miss) {
+                        (0, true) => " (missed as intended)",
+                        (0, false) => " (did not hit)",
+                        (_, true) => " (meant to miss, but hit)",
+                        _ => "",
+                    }
                 );
             }
             o.push_str("</table>\n");
+        }
+        if let Some(c) = &v.client {
+            let _ = writeln!(
+                o,
+                "<p id=\"client\">Client side (load.jsonl): {} requests sent, {} errors (≥ 500 or transport error), {} never sent by the load generator (late/dropped).</p>",
+                c.requests, c.errors, c.unsent
+            );
         }
     }
     // Totals.
@@ -78,6 +95,7 @@ pub(crate) fn page(d: &Diagnosis, v: Option<&Verdict>) -> String {
         o,
         "<h2>Totals</h2><table id=\"totals\"><tr><th>requests</th><td>{}</td></tr><tr><th>by status</th><td>{}</td></tr>\
 <tr><th>failures</th><td>{}</td></tr><tr><th>no live upstreams</th><td>{} (1-hop {}, 2-hop {}, 3+-hop {}, paired {})</td></tr>\
+<tr><th>redirected (retry shim)</th><td>{} requests, max {} passes, {} internal NLU, {} rescued</td></tr>\
 <tr><th>swaps</th><td>{} ({})</td></tr><tr><th>re-query period</th><td>{}</td></tr><tr><th>span</th><td>{}</td></tr></table>",
         d.requests,
         h(&d.http_status
@@ -91,6 +109,10 @@ pub(crate) fn page(d: &Diagnosis, v: Option<&Verdict>) -> String {
         d.nlu.two_hop,
         d.nlu.multi_hop,
         d.nlu.paired,
+        d.passes.multi_pass,
+        d.passes.max_passes,
+        d.passes.internal_nlu,
+        d.passes.rescued,
         d.swaps,
         h(&d.swap_source),
         d.requery_period_ms

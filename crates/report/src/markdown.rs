@@ -42,7 +42,12 @@ pub(crate) fn diagnosis(d: &Diagnosis, v: Option<&Verdict>) -> String {
                         esc(i.target.as_deref().unwrap_or("")),
                         esc(i.spec.as_deref().unwrap_or("")),
                         i.hits,
-                        if i.hits == 0 { " ⚠ did not hit" } else { "" },
+                        match (i.hits, i.expect_miss) {
+                            (0, true) => " ✓ missed as intended",
+                            (0, false) => " ⚠ did not hit",
+                            (_, true) => " ⚠ meant to miss, but hit",
+                            _ => "",
+                        },
                         i.at
                     );
                 }
@@ -51,9 +56,10 @@ pub(crate) fn diagnosis(d: &Diagnosis, v: Option<&Verdict>) -> String {
             if let Some(c) = &v.client {
                 let _ = writeln!(
                     o,
-                    "Client side (load.jsonl): {} requests, {} errors ({}).\n",
+                    "Client side (load.jsonl): {} requests sent, {} errors (≥ 500 or transport error), {} never sent by the load generator (late/dropped); by status: {}.\n",
                     c.requests,
                     c.errors,
+                    c.unsent,
                     c.status
                         .iter()
                         .map(|(k, n)| format!("{k}: {n}"))
@@ -91,6 +97,23 @@ pub(crate) fn diagnosis(d: &Diagnosis, v: Option<&Verdict>) -> String {
         d.nlu.unknown_hops,
         d.nlu.paired
     );
+    if d.passes.max_passes > 1 {
+        let _ = writeln!(
+            o,
+            "- redirected requests (`error_page` passes, ` : ` in `$upstream_addr`): {} (at most {} passes); internal NLU in earlier passes: {} ({}; {} paired with their error line); rescued (final status < 500): {}",
+            d.passes.multi_pass,
+            d.passes.max_passes,
+            d.passes.internal_nlu,
+            d.passes
+                .internal_by_class
+                .iter()
+                .map(|(k, n)| format!("{k}: {n}"))
+                .collect::<Vec<_>>()
+                .join(", "),
+            d.passes.internal_paired,
+            d.passes.rescued
+        );
+    }
     let _ = writeln!(
         o,
         "- swaps: {} (source: {}){}",

@@ -44,7 +44,10 @@ pub const FILES: &[(&str, &str)] = &[
         include_str!("../../../scenarios/aaaa-pollution.toml"),
     ),
     ("rto", include_str!("../../../scenarios/rto.toml")),
-    ("port-exhaustion", include_str!("../../../scenarios/port-exhaustion.toml")),
+    (
+        "port-exhaustion",
+        include_str!("../../../scenarios/port-exhaustion.toml"),
+    ),
     ("demo", include_str!("../../../scenarios/demo.toml")),
 ];
 

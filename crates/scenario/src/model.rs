@@ -413,7 +413,12 @@ impl Scenario {
                     "timeline event {n}: give `at` or `after`, not both"
                 )));
             }
-            for (f, v) in [("at", &ev.at), ("after", &ev.after), ("for", &ev.for_), ("jitter", &ev.jitter)] {
+            for (f, v) in [
+                ("at", &ev.at),
+                ("after", &ev.after),
+                ("for", &ev.for_),
+                ("jitter", &ev.jitter),
+            ] {
                 if let Some(v) = v {
                     dur(&format!("timeline event {n}: {f}"), v).map_err(|e| bad(e.to_string()))?;
                 }

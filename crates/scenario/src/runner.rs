@@ -51,11 +51,11 @@ impl Default for RunOptions {
     }
 }
 
-/// What a run left.
-#[derive(Debug, Clone, Serialize)]
+/// What a run left (`run.json`).
+#[derive(Debug, Clone, Serialize, serde::Deserialize)]
 pub struct RunRecord {
     /// Always `resolvelab.run/v1`.
-    pub schema: &'static str,
+    pub schema: String,
     /// The scenario id.
     pub scenario: String,
     /// The variant, if any.
@@ -82,6 +82,19 @@ pub struct RunRecord {
     pub requests: u64,
     /// Injection hit counters by injection (`dns:NAME`, `fault:TARGET:SPEC`).
     pub hits: BTreeMap<String, u64>,
+}
+
+impl RunRecord {
+    /// Read `run.json` of a run directory.
+    pub fn read(dir: &Path) -> Result<RunRecord> {
+        let p = dir.join("run.json");
+        let text =
+            std::fs::read_to_string(&p).with_context(|| format!("cannot read {}", p.display()))?;
+        let mut r: RunRecord = serde_json::from_str(&text)
+            .with_context(|| format!("{}: not a resolvelab run record", p.display()))?;
+        r.dir = dir.to_path_buf();
+        Ok(r)
+    }
 }
 
 /// Set by Ctrl-C / SIGTERM handlers (installed by the binary) to stop a run early; the run then
@@ -111,7 +124,7 @@ pub fn run(sc: &Scenario, opts: &RunOptions) -> Result<RunRecord> {
     let dir = RunDir::create(&opts.out, &id)?;
     let started_us = now_us();
     let mut record = RunRecord {
-        schema: "resolvelab.run/v1",
+        schema: "resolvelab.run/v1".into(),
         scenario: sc.name.clone(),
         variant: sc.variant_of.clone(),
         status: "running".into(),

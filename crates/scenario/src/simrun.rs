@@ -1,12 +1,939 @@
 //! `--engine sim`: the same scenario against the deterministic model of nginx (`resolvelab-sim`).
+//!
+//! [`run`] maps a scenario onto [`SimConfig`] (server lines, resolver, keep-alive, retries, the
+//! shim, DNS names and their timeline, backend faults, the load), runs the model and leaves a run
+//! directory shaped exactly like the real runner's, so the checker judges both the same way.
+//! Whatever the model cannot express is refused with one line naming the scenario field.
+//!
+//! ```
+//! use resolvelab_scenario::{library, simrun};
+//! let sc = library::get("nxdomain").unwrap();
+//! let cfg = simrun::sim_config(&sc, 1, (0, 0)).unwrap();
+//! assert_eq!(cfg.servers.len(), 1);
+//! assert!(!cfg.ipv6, "the lab renders ipv6=off unless the scenario says otherwise");
+//! // The NXDOMAIN window lands on the model's re-query: one phase and its revert.
+//! assert_eq!(cfg.dns.len(), 3);
+//! ```
 
 use crate::Scenario;
+use crate::model::dur;
+use crate::render::{Net, http_body};
 use crate::runner::{RunOptions, RunRecord};
+use anyhow::{Context, Result, anyhow, bail};
+use resolvelab_core::rundir::{Fingerprint, HostFacts, RunDir, sha256_file};
+use resolvelab_core::time::now_us;
+use resolvelab_sim::nginx::{
+    DnsMode, DnsPhase, FaultKind, FaultWindow, Latency, NextUpstream, RetryShim, ServerLine,
+    SimConfig, SimSummary, Us, simulate,
+};
+use serde_json::Value;
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::time::Duration;
+
+/// The loopback /24 of a simulated run when `--net` is not given: fixed, so the same seed gives
+/// byte-identical logs (nothing is sent anywhere; the addresses only appear in the logs).
+pub const DEFAULT_NET: (u8, u8) = (0, 0);
+
+/// Environment variable: epoch µs of the simulated load start (default [`DEFAULT_EPOCH_US`]).
+/// `scripts/fidelity.sh` sets it to a lab run's `load_start_us`, so the model sees the same
+/// phase of nginx's one-second clock (`fail_timeout` is checked in whole seconds, which moves a
+/// wipeout's end by up to 1 s) and its logs line up with the lab's.
+pub const EPOCH_ENV: &str = "RESOLVELAB_SIM_EPOCH_US";
+
+/// The default simulated load start: 2026-11-30T06:00:00.5Z. Half a second past the second is
+/// the mean phase of a real run's load start relative to nginx's one-second clock.
+pub const DEFAULT_EPOCH_US: i64 = 1_796_018_400_500_000;
+
+/// nginx start → load start. The real runner starts the load about 300 ms after nginx's first
+/// DNS answer; the model resolves right at its start.
+pub const WARMUP: Us = Us::ms(300);
 
 /// Run a scenario on the simulated nginx, leaving a run directory like a real run.
-pub fn run(sc: &Scenario, _opts: &RunOptions) -> anyhow::Result<RunRecord> {
-    anyhow::bail!(
-        "--engine sim is not wired to scenarios yet (scenario `{}`)",
-        sc.name
-    )
+pub fn run(sc: &Scenario, opts: &RunOptions) -> Result<RunRecord> {
+    let sc = sc.scaled(opts.scale)?;
+    let seed = opts.seed.or(sc.seed).unwrap_or(1);
+    let (a, b) = opts.net.unwrap_or(DEFAULT_NET);
+    let epoch = match std::env::var(EPOCH_ENV) {
+        Ok(v) => v.trim().parse::<i64>().map_err(|_| {
+            anyhow!("{EPOCH_ENV}={v:?}: expected epoch microseconds (a run.json's load_start_us)")
+        })?,
+        Err(_) => DEFAULT_EPOCH_US,
+    };
+    let plan = plan(&sc, seed, (a, b), epoch)?;
+    let id = match &sc.variant_of {
+        Some(v) => format!("{}.{}", sc.name, sanitize(v)),
+        None => sc.name.clone(),
+    };
+    let dir = RunDir::create(&opts.out, &id)?;
+    let started_us = now_us();
+    std::fs::write(dir.file("scenario.toml"), toml::to_string(&sc)?)
+        .with_context(|| format!("cannot write {}", dir.file("scenario.toml").display()))?;
+    // For reference only: the configuration the real engine would run.
+    let body = http_body(&sc, &plan.net)?;
+    let conf_text = resolvelab_nginx::conf::lab_conf_with(
+        &dir.path,
+        &body,
+        &resolvelab_nginx::conf::LabConf {
+            workers: sc.nginx.workers,
+            ..Default::default()
+        },
+    );
+    std::fs::write(dir.file("nginx.conf"), conf_text)?;
+    if opts.progress {
+        eprintln!(
+            "[{}] simulating {} rps for {} (seed {seed}); run directory {}",
+            sc.name,
+            plan.cfg.rps,
+            resolvelab_core::dur::format(Duration::from_micros(plan.cfg.duration.0 as u64)),
+            dir.path.display()
+        );
+    }
+    let mut record = RunRecord {
+        schema: "resolvelab.run/v1".into(),
+        scenario: sc.name.clone(),
+        variant: sc.variant_of.clone(),
+        status: "running".into(),
+        reason: None,
+        dir: dir.path.clone(),
+        started_us,
+        load_start_us: plan.cfg.epoch_us,
+        ended_us: 0,
+        net: format!("127.{a}.{b}.0/24"),
+        nginx_addr: plan.net.nginx.to_string(),
+        seed,
+        requests: 0,
+        hits: BTreeMap::new(),
+    };
+    let result = simulate(&plan.cfg, &dir.path)
+        .with_context(|| format!("simulating scenario `{}`", sc.name))
+        .and_then(|summary| {
+            let hits = finish_events(&dir.path, &plan, &summary)?;
+            Ok((summary, hits))
+        });
+    record.ended_us = now_us();
+    let summary = match result {
+        Ok((summary, hits)) => {
+            record.status = "completed".into();
+            record.requests = summary.requests;
+            record.hits = hits;
+            summary
+        }
+        Err(e) => {
+            // Like the real runner: the directory still says what happened.
+            record.status = "failed".into();
+            record.reason = Some(format!("{e:#}"));
+            write_json(&dir.file("run.json"), &record)?;
+            return Err(e);
+        }
+    };
+    write_fingerprint(&dir, seed, started_us, plan.cfg.tz_offset_s)?;
+    write_json(&dir.file("run.json"), &record)?;
+    if opts.progress {
+        eprintln!(
+            "[{}] done: {} requests simulated, {} NLU; evidence in {}",
+            sc.name,
+            summary.requests,
+            summary.nlu_total(),
+            dir.path.display()
+        );
+    }
+    Ok(record)
+}
+
+/// The model's configuration for a (variant-merged, scaled) scenario: what [`run`] simulates.
+pub fn sim_config(sc: &Scenario, seed: u64, net: (u8, u8)) -> Result<SimConfig> {
+    Ok(plan(sc, seed, net, DEFAULT_EPOCH_US)?.cfg)
+}
+
+/// A scenario mapped onto the model, plus what the run directory's bookkeeping needs.
+struct Plan {
+    cfg: SimConfig,
+    net: Net,
+    /// Per fault window (same order as `cfg.faults`): the backend/proxy name (empty for an
+    /// address nothing listens on) and the fault name.
+    fault_names: Vec<(String, String)>,
+    /// Addresses nothing listens on (standing `refuse`, not injections: no events, no hits).
+    env_targets: std::collections::BTreeSet<String>,
+    /// DNS injections with `for` (their `dns-mode-end` events).
+    dns_windows: Vec<DnsWindow>,
+    /// Names the timeline injects into (their total hits go into run.json).
+    dns_injected: Vec<String>,
+}
+
+/// One DNS injection with `for`; times are µs from the load start.
+struct DnsWindow {
+    name: String,
+    mode: String,
+    from: i64,
+    until: i64,
+    expect_miss: bool,
+}
+
+fn sanitize(s: &str) -> String {
+    s.chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect()
+}
+
+fn us(d: Duration) -> Us {
+    Us(d.as_micros() as i64)
+}
+
+fn field_dur(field: &str, v: &str) -> Result<Us> {
+    Ok(us(dur(field, v)?))
+}
+
+/// `64k`, `1m`, `65536` → bytes.
+fn size(field: &str, v: &str) -> Result<u64> {
+    let t = v.trim();
+    let (num, mul) = match t.chars().last() {
+        Some('k' | 'K') => (&t[..t.len() - 1], 1024),
+        Some('m' | 'M') => (&t[..t.len() - 1], 1024 * 1024),
+        _ => (t, 1),
+    };
+    num.parse::<u64>()
+        .map(|n| n * mul)
+        .map_err(|_| anyhow!("{field} = {v:?}: expected a size like 64k or 1m"))
+}
+
+fn plan(sc: &Scenario, seed: u64, (a, b): (u8, u8), epoch_us: i64) -> Result<Plan> {
+    let n = &sc.nginx;
+    let unsupported = |field: &str, why: &str| -> anyhow::Error {
+        anyhow!(
+            "scenario `{}`: {field} cannot run on --engine sim ({why}); run it with --engine nginx",
+            sc.name
+        )
+    };
+    if n.inline.is_some() {
+        return Err(unsupported(
+            "nginx.inline",
+            "the model reads the template's variables, not an inline config",
+        ));
+    }
+    if let Some(t) = &n.keepalive_timeout {
+        return Err(unsupported(
+            &format!("nginx.keepalive_timeout = {t:?}"),
+            "idle expiry of cached connections is not modelled; the reclaim fault stands for it",
+        ));
+    }
+    if let Some(t) = &n.connect_timeout {
+        return Err(unsupported(
+            &format!("nginx.connect_timeout = {t:?}"),
+            "proxy_connect_timeout is not modelled",
+        ));
+    }
+    if n.recursive_error_pages {
+        return Err(unsupported(
+            "nginx.recursive_error_pages = true",
+            "the shim is modelled with nginx's default of at most 2 passes",
+        ));
+    }
+    if sc.load.max_in_flight.is_some() {
+        return Err(unsupported(
+            "load.max_in_flight",
+            "the model's load is an uncapped open loop",
+        ));
+    }
+    for be in &sc.backends {
+        if be.db.is_some() || be.round_trips.is_some() || be.pool.is_some() || be.echo_db {
+            return Err(unsupported(
+                &format!("backend `{}` (db/round_trips/pool/echo_db)", be.name),
+                "slow dependencies and connection pools are not modelled",
+            ));
+        }
+    }
+    let net = Net::assign(sc, a, b)?;
+
+    // Server lines.
+    let mut servers = Vec::new();
+    for (i, s) in n.servers.iter().enumerate() {
+        let mut line = match s.host.strip_prefix('@') {
+            Some(name) => {
+                let addr = net.hosts[name];
+                ServerLine::fixed(&addr.ip().to_string(), addr.port())
+            }
+            None if s.resolve => ServerLine::resolve(&s.host, n.port),
+            None => {
+                return Err(unsupported(
+                    &format!("nginx.server[{i}] host {:?} without resolve", s.host),
+                    "a name resolved once at startup is not modelled; use resolve or @backend",
+                ));
+            }
+        };
+        if let Some(m) = s.max_fails.or(n.max_fails) {
+            line.max_fails = m;
+        }
+        if let Some(f) = s.fail_timeout.as_ref().or(n.fail_timeout.as_ref()) {
+            line.fail_timeout = field_dur(&format!("nginx.server[{i}].fail_timeout"), f)?;
+        }
+        line.backup = s.backup;
+        servers.push(line);
+    }
+    let mut cfg = SimConfig::new(servers);
+    cfg.seed = seed;
+    cfg.epoch_us = epoch_us;
+    cfg.warmup = WARMUP;
+    cfg.listen = net.nginx.to_string();
+    cfg.uri = sc.load.path.clone();
+    cfg.valid = Some(field_dur("nginx.valid", &n.valid)?);
+    cfg.ipv6 = n.ipv6;
+    cfg.dns_ttl = field_dur("dns.ttl", &sc.dns.ttl)?;
+    if let Some(t) = &n.resolver_timeout {
+        cfg.resolver_timeout = field_dur("nginx.resolver_timeout", t)?;
+    }
+    cfg.zone_bytes = size("nginx.zone", &n.zone)?;
+    cfg.keepalive = n.keepalive;
+    cfg.next_upstream = next_upstream(&n.proxy_next_upstream).map_err(|why| {
+        unsupported(
+            &format!("nginx.proxy_next_upstream = {:?}", n.proxy_next_upstream),
+            &why,
+        )
+    })?;
+    cfg.next_upstream.tries = n.proxy_next_upstream_tries;
+    if let Some(t) = &n.read_timeout {
+        cfg.read_timeout = field_dur("nginx.read_timeout", t)?;
+    }
+
+    // Load.
+    if sc.load.rate.contains('@') || sc.load.rate.contains(',') {
+        return Err(unsupported(
+            &format!("load.rate = {:?}", sc.load.rate),
+            "the model runs one constant rate; give a number",
+        ));
+    }
+    cfg.rps = sc.load.rate.trim().parse::<f64>().map_err(|_| {
+        anyhow!(
+            "load.rate = {:?}: expected requests per second",
+            sc.load.rate
+        )
+    })?;
+    cfg.duration = field_dur("load.duration", &sc.load.duration)?;
+    cfg.mix = mix(&sc.load.mix)?;
+    cfg.client_connections = sc.load.connections.max(1);
+    if cfg.retry_shim.is_none() && n.retry_shim {
+        cfg.retry_shim = Some(if n.method_guard {
+            RetryShim::default()
+        } else {
+            // No guard: every method of the mix gets the second pass.
+            RetryShim {
+                methods: cfg.mix.iter().map(|(m, _)| m.clone()).collect(),
+            }
+        });
+    }
+    if let Some(l) = backend_latency(sc)? {
+        cfg.latency = l;
+    }
+
+    // DNS: the initial mode of every name a resolve line uses, from nginx's start.
+    let resolved: std::collections::BTreeSet<String> = cfg
+        .servers
+        .iter()
+        .filter(|s| s.resolve)
+        .map(|s| s.host.clone())
+        .collect();
+    let mut current: BTreeMap<String, String> = BTreeMap::new();
+    let mut phases: Vec<(i64, String, String)> = Vec::new();
+    for (name, mode) in &sc.dns.names {
+        let text = net
+            .expand(mode)
+            .map_err(|e| anyhow!("[dns.names] {name}: {e}"))?;
+        // Parse now so a mode the model does not know names its field.
+        DnsPhase::lab(Us(0), name, &text).map_err(|e| anyhow!("[dns.names] {name}: {e}"))?;
+        current.insert(name.clone(), text.clone());
+        if resolved.contains(name) {
+            phases.push((-cfg.warmup.0, name.clone(), text));
+        }
+    }
+
+    // Backend faults from the start.
+    let end_all = cfg.duration.0 + cfg.warmup.0;
+    let mut faults: Vec<FaultWindow> = Vec::new();
+    let mut fault_names = Vec::new();
+    for be in &sc.backends {
+        for f in &be.faults {
+            let kind = FaultKind::from_lab_spec(f)
+                .map_err(|e| anyhow!("backend `{}` fault `{f}`: {e:#}", be.name))?;
+            faults.push(FaultWindow {
+                start: Us(-cfg.warmup.0),
+                end: Us(end_all),
+                target: Some(net.hosts[&be.name].to_string()),
+                fault: kind,
+            });
+            fault_names.push((be.name.clone(), fault_name(f)));
+        }
+    }
+    for p in &sc.proxies {
+        for f in &p.faults {
+            let kind = FaultKind::from_lab_spec(f)
+                .map_err(|e| anyhow!("proxy `{}` fault `{f}`: {e:#}", p.name))?;
+            faults.push(FaultWindow {
+                start: Us(-cfg.warmup.0),
+                end: Us(end_all),
+                target: Some(net.hosts[&p.name].to_string()),
+                fault: kind,
+            });
+            fault_names.push((p.name.clone(), fault_name(f)));
+        }
+    }
+
+    // The timeline, played the way the real runner plays it (same jitter stream).
+    let period = cfg.valid_us() + 1_000_000;
+    let mut rng = <rand_chacha::ChaCha8Rng as rand::SeedableRng>::seed_from_u64(seed ^ 0x7431_6d65);
+    let mut prev = Duration::ZERO;
+    let mut reverts: BTreeMap<String, Vec<(i64, String)>> = BTreeMap::new();
+    let mut dns_windows = Vec::new();
+    let mut dns_injected: Vec<String> = Vec::new();
+    for (i, e) in sc.timeline.iter().enumerate() {
+        let field = format!("timeline event {}", i + 1);
+        let mut at = match (&e.at, &e.after) {
+            (Some(a), _) => dur(&format!("{field}: at"), a)?,
+            (None, Some(a)) => prev + dur(&format!("{field}: after"), a)?,
+            (None, None) => prev,
+        };
+        if let Some(j) = &e.jitter {
+            at +=
+                dur(&format!("{field}: jitter"), j)?.mul_f64(rand::RngExt::random::<f64>(&mut rng));
+        }
+        prev = at;
+        let at = at.as_micros() as i64;
+        let for_ = e
+            .for_
+            .as_deref()
+            .map(|f| field_dur(&format!("{field}: for"), f))
+            .transpose()?;
+        if let (Some(name), Some(mode)) = (&e.dns, &e.mode) {
+            let text = net.expand(mode).map_err(|err| anyhow!("{field}: {err}"))?;
+            DnsPhase::lab(Us(0), name, &text)
+                .map_err(|err| anyhow!("{field}: mode `{mode}`: {err:#}"))?;
+            let tracked = resolved.contains(name);
+            let mut when = at;
+            if tracked && e.align.is_some() {
+                // The trial run needs the reverts still pending, without committing them.
+                let mut trial = phases.clone();
+                for (w, m) in reverts.get(name).into_iter().flatten() {
+                    trial.push((*w, name.clone(), m.clone()));
+                }
+                let queries = query_times(&cfg, &trial, name, at + 2 * period + 2_000_000)?;
+                when = match e.align.as_deref() {
+                    Some("next-requery") => {
+                        queries.iter().copied().find(|&q| q >= at).ok_or_else(|| {
+                            anyhow!("{field}: no re-query of {name} after {at} µs")
+                        })?
+                    }
+                    _ => {
+                        // The middle of a gap between two re-queries, like the real runner.
+                        let len = for_.map_or(0, |f| f.0);
+                        match queries.iter().copied().rfind(|&q| q <= at) {
+                            Some(last) => {
+                                let mut start = last + (period - len).max(0) / 2;
+                                while start < at {
+                                    start += period;
+                                }
+                                start
+                            }
+                            None => at,
+                        }
+                    }
+                };
+            }
+            settle(&mut reverts, &mut phases, &mut current, name, when);
+            let before = current.get(name).cloned().unwrap_or_default();
+            match for_ {
+                Some(len) => reverts
+                    .entry(name.clone())
+                    .or_default()
+                    .push((when + len.0, before)),
+                None => {
+                    reverts.remove(name);
+                }
+            }
+            current.insert(name.clone(), text.clone());
+            if tracked {
+                phases.push((when, name.clone(), text.clone()));
+            }
+            if !dns_injected.contains(name) {
+                dns_injected.push(name.clone());
+            }
+            if let Some(len) = for_ {
+                // The real runner counts this injection's hits once its window is certainly
+                // over: `for`, plus one period when it waited for the re-query.
+                let until = if e.align.as_deref() == Some("next-requery") {
+                    at + len.0 + period
+                } else {
+                    when + len.0
+                };
+                dns_windows.push(DnsWindow {
+                    name: name.clone(),
+                    mode: text,
+                    from: when,
+                    until: until.max(when + len.0),
+                    expect_miss: e.expect_miss,
+                });
+            }
+        } else if let (Some(t), Some(spec)) = (&e.fault, &e.spec) {
+            let kind = FaultKind::from_lab_spec(spec)
+                .map_err(|err| anyhow!("{field}: fault `{spec}`: {err:#}"))?;
+            let end = match for_ {
+                Some(len) => at + len.0,
+                None => end_all,
+            };
+            if end > at {
+                faults.push(FaultWindow {
+                    start: Us(at),
+                    end: Us(end),
+                    target: Some(net.hosts[t].to_string()),
+                    fault: kind,
+                });
+                fault_names.push((t.clone(), fault_name(spec)));
+            }
+        } else if let Some(t) = &e.clear {
+            let addr = net.hosts[t].to_string();
+            for f in faults.iter_mut() {
+                if f.target.as_deref() == Some(addr.as_str()) && f.start.0 < at && f.end.0 > at {
+                    f.end = Us(at);
+                }
+            }
+        } else {
+            bail!("{field}: exactly one of `dns`, `fault`, `clear` is needed");
+        }
+    }
+    let names: Vec<String> = reverts.keys().cloned().collect();
+    for name in names {
+        settle(&mut reverts, &mut phases, &mut current, &name, i64::MAX);
+    }
+    cfg.dns = to_phases(&phases)?;
+    // Addresses the DNS answers but nothing listens on (an unintended AAAA `::1`, the other
+    // addresses of `multi:`): in the lab nginx's connect() is refused there, so the model gets a
+    // standing `refuse` on them. They are the lab's surroundings, not injections.
+    let listening: std::collections::BTreeSet<String> =
+        net.hosts.values().map(|a| a.to_string()).collect();
+    let mut env_targets = std::collections::BTreeSet::new();
+    for p in &cfg.dns {
+        let mut ips: Vec<std::net::IpAddr> = match &p.mode {
+            DnsMode::Static(v) | DnsMode::Alternate(v) => {
+                v.iter().map(|&i| std::net::IpAddr::V4(i)).collect()
+            }
+            DnsMode::Multi(k, base) => (0..*k)
+                .map(|i| {
+                    std::net::IpAddr::V4(std::net::Ipv4Addr::from(u32::from(*base).wrapping_add(i)))
+                })
+                .collect(),
+            _ => Vec::new(),
+        };
+        if cfg.ipv6 {
+            ips.extend(p.aaaa.iter().map(|&i| std::net::IpAddr::V6(i)));
+        }
+        for ip in ips {
+            let target = std::net::SocketAddr::new(ip, n.port).to_string();
+            if !listening.contains(&target) && env_targets.insert(target.clone()) {
+                faults.push(FaultWindow {
+                    start: Us(-cfg.warmup.0),
+                    end: Us(end_all),
+                    target: Some(target.clone()),
+                    fault: FaultKind::Refuse,
+                });
+                fault_names.push((String::new(), "refuse".into()));
+            }
+        }
+    }
+    cfg.faults = faults;
+    cfg.validate()
+        .map_err(|e| anyhow!("scenario `{}` mapped onto the model: {e:#}", sc.name))?;
+    Ok(Plan {
+        cfg,
+        net,
+        fault_names,
+        env_targets,
+        dns_windows,
+        dns_injected,
+    })
+}
+
+/// Apply the reverts of `name` due at or before `t`, as the lab DNS does.
+fn settle(
+    reverts: &mut BTreeMap<String, Vec<(i64, String)>>,
+    phases: &mut Vec<(i64, String, String)>,
+    current: &mut BTreeMap<String, String>,
+    name: &str,
+    t: i64,
+) {
+    let Some(list) = reverts.get_mut(name) else {
+        return;
+    };
+    list.sort_by_key(|r| r.0);
+    let due: Vec<(i64, String)> = list.iter().filter(|r| r.0 <= t).cloned().collect();
+    list.retain(|r| r.0 > t);
+    for (when, mode) in due {
+        phases.push((when, name.to_string(), mode.clone()));
+        current.insert(name.to_string(), mode);
+    }
+}
+
+fn to_phases(phases: &[(i64, String, String)]) -> Result<Vec<DnsPhase>> {
+    let mut v: Vec<&(i64, String, String)> = phases.iter().collect();
+    v.sort_by_key(|p| p.0);
+    v.into_iter()
+        .map(|(at, name, mode)| DnsPhase::lab(Us(*at), name, mode))
+        .collect()
+}
+
+/// When the model's nginx queries `name` (µs from the load start), with the DNS timeline known
+/// so far: a trial run up to `horizon`. The schedule before a phase does not depend on later
+/// phases (DNS ids and timer jitter come from their own RNG stream), so the trial's query times
+/// are the real run's.
+fn query_times(
+    cfg: &SimConfig,
+    phases: &[(i64, String, String)],
+    name: &str,
+    horizon: i64,
+) -> Result<Vec<i64>> {
+    let mut trial = cfg.clone();
+    trial.dns = to_phases(phases)?;
+    trial.faults = Vec::new();
+    trial.duration = Us(horizon.max(1_000_000));
+    // The load does not move the DNS schedule; a light one keeps the trial cheap.
+    trial.rps = 1.0;
+    let dir = tempfile::tempdir().context("creating a temporary directory for the trial run")?;
+    simulate(&trial, dir.path()).context("trial run for the timeline alignment")?;
+    let mut out = Vec::new();
+    for_each_json(&dir.path().join("dns.jsonl"), |v| {
+        if v.get("qname").and_then(Value::as_str) == Some(name)
+            && let Some(t) = v.get("t_us").and_then(Value::as_i64)
+        {
+            out.push(t - trial.epoch_us);
+        }
+    })?;
+    out.dedup();
+    Ok(out)
+}
+
+fn for_each_json(path: &Path, mut f: impl FnMut(&Value)) -> Result<()> {
+    let text =
+        std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
+    for line in text.lines().skip(1) {
+        if let Ok(v) = serde_json::from_str::<Value>(line) {
+            f(&v);
+        }
+    }
+    Ok(())
+}
+
+/// `error timeout non_idempotent` / `off` → the model's `proxy_next_upstream`.
+fn next_upstream(s: &str) -> std::result::Result<NextUpstream, String> {
+    let mut n = NextUpstream {
+        error: false,
+        timeout: false,
+        non_idempotent: false,
+        tries: 0,
+    };
+    for w in s.split_whitespace() {
+        match w {
+            "off" => {}
+            "error" => n.error = true,
+            "timeout" => n.timeout = true,
+            "non_idempotent" => n.non_idempotent = true,
+            other => {
+                return Err(format!(
+                    "`{other}` is not modelled (the model knows error, timeout, non_idempotent, off)"
+                ));
+            }
+        }
+    }
+    Ok(n)
+}
+
+/// `GET=0.8,POST=0.2` → `[("GET", 0.8), ("POST", 0.2)]`.
+fn mix(s: &str) -> Result<Vec<(String, f64)>> {
+    s.split(',')
+        .filter(|p| !p.trim().is_empty())
+        .map(|p| {
+            let (m, w) = p.split_once('=').unwrap_or((p, "1"));
+            let w: f64 = w
+                .trim()
+                .parse()
+                .map_err(|_| anyhow!("load.mix = {s:?}: weight {w:?} is not a number"))?;
+            Ok((m.trim().to_ascii_uppercase(), w))
+        })
+        .collect()
+}
+
+/// The backends' latency as the model's (one distribution for every backend).
+fn backend_latency(sc: &Scenario) -> Result<Option<Latency>> {
+    let specs: std::collections::BTreeSet<Option<&str>> =
+        sc.backends.iter().map(|b| b.latency.as_deref()).collect();
+    if specs.len() > 1 {
+        bail!(
+            "scenario `{}`: backend latency differs between backends ({specs:?}); --engine sim has one latency distribution for all",
+            sc.name
+        );
+    }
+    let Some(Some(spec)) = specs.into_iter().next() else {
+        return Ok(None);
+    };
+    let field = format!("backend latency `{spec}`");
+    let s = spec.trim();
+    if let Some(rest) = s.strip_prefix("lognormal:") {
+        let sp = resolvelab_core::spec::Spec::parse(&format!("lognormal:{rest}"))
+            .map_err(|e| anyhow!("{field}: {e}"))?;
+        let get = |k: &str| -> Result<Us> {
+            let v = sp.get(k).ok_or_else(|| anyhow!("{field}: needs {k}=DUR"))?;
+            field_dur(&field, v)
+        };
+        let (p50, p99) = (get("p50")?, get("p99")?);
+        if p50.0 <= 0 || p99.0 < p50.0 {
+            bail!("{field}: need 0 < p50 <= p99");
+        }
+        // p99 = median · e^(2.326 σ).
+        let sigma = ((p99.0 as f64).ln() - (p50.0 as f64).ln()) / 2.326_347_874;
+        return Ok(Some(Latency::Lognormal { median: p50, sigma }));
+    }
+    if s.starts_with("uniform:") || s.contains("..") {
+        let r = resolvelab_core::dur::Range::parse(s.trim_start_matches("uniform:"))
+            .map_err(|e| anyhow!("{field}: {e}"))?;
+        return Ok(Some(Latency::Uniform {
+            min: us(r.lo),
+            max: us(r.hi),
+        }));
+    }
+    Ok(Some(Latency::Fixed {
+        value: field_dur(&field, s)?,
+    }))
+}
+
+/// The name a lab backend gives a fault (its kind: `reclaim`, `rst`, …).
+fn fault_name(spec: &str) -> String {
+    spec.split(':').next().unwrap_or(spec).trim().to_string()
+}
+
+/// Complete events.jsonl like the real runner's: phase markers, fault targets by name,
+/// `dns-mode-end` with the injection's hits; returns run.json's hit counters.
+fn finish_events(dir: &Path, plan: &Plan, summary: &SimSummary) -> Result<BTreeMap<String, u64>> {
+    let epoch = plan.cfg.epoch_us;
+    let path = dir.join("events.jsonl");
+    let text = std::fs::read_to_string(&path)
+        .with_context(|| format!("cannot read {}", path.display()))?;
+    let mut lines = text.lines();
+    let header = lines
+        .next()
+        .unwrap_or(r#"{"schema":"resolvelab.events/v1"}"#);
+    let by_addr: BTreeMap<String, String> = plan
+        .net
+        .hosts
+        .iter()
+        .map(|(n, a)| (a.to_string(), n.clone()))
+        .collect();
+    let mut events: Vec<Value> = Vec::new();
+    for line in lines {
+        let mut v: Value = serde_json::from_str(line)
+            .with_context(|| format!("{}: the simulator wrote a bad line", path.display()))?;
+        if v.get("target")
+            .and_then(Value::as_str)
+            .is_some_and(|t| plan.env_targets.contains(t))
+        {
+            continue;
+        }
+        if let Some(name) = v
+            .get("target")
+            .and_then(Value::as_str)
+            .and_then(|t| by_addr.get(t))
+        {
+            v["target"] = Value::from(name.clone());
+        }
+        events.push(v);
+    }
+    let phase = |t: i64, target: &str, note: &str| serde_json::json!({"t_us": t, "kind": "phase", "target": target, "note": note});
+    events.push(phase(
+        epoch - plan.cfg.warmup.0,
+        "nginx",
+        "listening (simulated)",
+    ));
+    events.push(phase(epoch, "load", "start"));
+    events.push(phase(epoch + plan.cfg.duration.0, "load", "end"));
+
+    // DNS hits: queries answered under an injected mode, like the lab DNS counts them.
+    let mut injected: Vec<(String, i64)> = Vec::new();
+    for_each_json(&dir.join("dns.jsonl"), |v| {
+        if v.get("injected").and_then(Value::as_bool) == Some(true)
+            && let (Some(n), Some(t)) = (
+                v.get("qname").and_then(Value::as_str),
+                v.get("t_us").and_then(Value::as_i64),
+            )
+        {
+            injected.push((n.to_string(), t - epoch));
+        }
+    })?;
+    for w in &plan.dns_windows {
+        let hits = injected
+            .iter()
+            .filter(|(n, t)| *n == w.name && *t >= w.from && *t < w.until)
+            .count() as u64;
+        let mut v = serde_json::json!({
+            "t_us": epoch + w.until,
+            "kind": "dns-mode-end",
+            "target": w.name,
+            "spec": w.mode,
+            "hits": hits,
+        });
+        if w.expect_miss {
+            v["expect_miss"] = Value::from(true);
+        }
+        events.push(v);
+    }
+    events.sort_by_key(|v| v.get("t_us").and_then(Value::as_i64).unwrap_or(i64::MIN));
+    let mut out = String::from(header);
+    out.push('\n');
+    for v in &events {
+        out.push_str(&v.to_string());
+        out.push('\n');
+    }
+    std::fs::write(&path, out).with_context(|| format!("cannot write {}", path.display()))?;
+
+    let mut hits = BTreeMap::new();
+    for name in &plan.dns_injected {
+        let n = injected.iter().filter(|(q, _)| q == name).count() as u64;
+        hits.insert(format!("dns:{name}"), n);
+    }
+    for ((target, fname), h) in plan.fault_names.iter().zip(&summary.fault_hits) {
+        if target.is_empty() {
+            continue;
+        }
+        *hits.entry(format!("fault:{target}:{fname}")).or_insert(0) += h;
+    }
+    Ok(hits)
+}
+
+fn write_json<T: serde::Serialize>(path: &Path, v: &T) -> Result<()> {
+    let text = serde_json::to_string_pretty(v)?;
+    std::fs::write(path, text + "\n").with_context(|| format!("cannot write {}", path.display()))
+}
+
+fn write_fingerprint(dir: &RunDir, seed: u64, started_us: i64, tz_offset_s: i32) -> Result<()> {
+    let mut configs = BTreeMap::new();
+    for f in ["scenario.toml", "nginx.conf"] {
+        if let Ok(h) = sha256_file(&dir.file(f)) {
+            configs.insert(f.to_string(), h);
+        }
+    }
+    let fp = Fingerprint {
+        schema: "resolvelab.fingerprint/v1",
+        tool_version: env!("CARGO_PKG_VERSION").into(),
+        started_us,
+        seed,
+        nginx_v: String::new(),
+        engine: "sim".into(),
+        host: HostFacts::here(),
+        configs,
+    };
+    let mut v = serde_json::to_value(&fp)?;
+    // The simulated error log is written in this offset's local time; the checker joins the
+    // logs with it.
+    v["utc_offset_s"] = Value::from(tz_offset_s);
+    write_json(&dir.file("fingerprint.json"), &v)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::library;
+
+    fn cfg(name: &str, variant: Option<&str>) -> SimConfig {
+        let mut sc = library::get(name).unwrap();
+        if let Some(v) = variant {
+            sc = sc.variant(v).unwrap();
+        }
+        sim_config(&sc, 1, (0, 0)).unwrap()
+    }
+
+    #[test]
+    fn every_library_scenario_maps() {
+        for sc in library::all().unwrap() {
+            sim_config(&sc, 1, (0, 0)).unwrap();
+            for v in sc.variant_names() {
+                sim_config(&sc.variant(&v).unwrap(), 1, (0, 0))
+                    .unwrap_or_else(|e| panic!("{} {v}: {e:#}", sc.name));
+            }
+        }
+    }
+
+    #[test]
+    fn servers_resolver_and_faults() {
+        let c = cfg("dual-resolve", None);
+        assert_eq!(c.servers.len(), 2);
+        assert!(c.servers.iter().all(|s| s.resolve && s.max_fails == 1));
+        assert_eq!(c.keepalive, 0);
+        assert_eq!(c.valid, Some(Us::s(5)));
+        assert_eq!(c.faults.len(), 1);
+        assert_eq!(c.faults[0].start, Us::s(10));
+        assert_eq!(c.faults[0].end, Us::s(12));
+        assert_eq!(c.faults[0].target.as_deref(), Some("127.0.0.20:8080"));
+        let m = cfg("dual-resolve", Some("max_fails=0"));
+        assert!(m.servers.iter().all(|s| s.max_fails == 0));
+        let b = cfg("backup", None);
+        assert!(b.servers[1].backup && !b.servers[1].resolve);
+        assert_eq!(b.faults.len(), 3, "standing faults of every backend");
+        assert!(b.faults.iter().all(|f| f.start.0 < 0));
+        let a = cfg("aaaa-pollution", None);
+        assert!(a.ipv6);
+        assert_eq!(a.dns[0].aaaa.len(), 1);
+        assert!(!cfg("aaaa-pollution", Some("ipv6=off")).ipv6);
+        let s = cfg("retry-shim", None);
+        assert_eq!(s.retry_shim, Some(RetryShim::default()));
+    }
+
+    #[test]
+    fn aligned_injection_lands_on_a_requery() {
+        let c = cfg("nxdomain", None);
+        // initial, nxdomain at a re-query after 12 s, revert 6 s later.
+        assert_eq!(c.dns.len(), 3);
+        let nx = &c.dns[1];
+        assert_eq!(nx.mode.to_string(), "nxdomain");
+        assert!(nx.at.0 >= 12_000_000 && nx.at.0 < 18_100_000, "{:?}", nx.at);
+        assert_eq!(c.dns[2].at.0 - nx.at.0, 6_000_000);
+        let q = query_times(
+            &c,
+            &[(c.dns[0].at.0, "app.test.local".into(), c.dns[0].spec())],
+            "app.test.local",
+            30_000_000,
+        )
+        .unwrap();
+        assert!(q.contains(&nx.at.0), "{q:?} vs {:?}", nx.at);
+        // Unaligned with valid=30s: the window sits between two re-queries.
+        let u = cfg("nxdomain", Some("valid30-unaligned"));
+        let q = query_times(
+            &u,
+            &[(u.dns[0].at.0, "app.test.local".into(), u.dns[0].spec())],
+            "app.test.local",
+            75_000_000,
+        )
+        .unwrap();
+        let (from, to) = (u.dns[1].at.0, u.dns[2].at.0);
+        assert!(q.iter().all(|&t| t < from || t >= to), "{q:?} {from}..{to}");
+    }
+
+    #[test]
+    fn jitter_follows_the_seed_and_refusals_name_the_field() {
+        let sc = library::get("rto").unwrap();
+        let a = sim_config(&sc, 1, (0, 0)).unwrap();
+        let b = sim_config(&sc, 2, (0, 0)).unwrap();
+        assert_ne!(a.faults[0].start, b.faults[0].start);
+        assert!(a.faults[0].start.0 >= 10_000_000 && a.faults[0].start.0 < 16_000_000);
+        assert_eq!(a.dns.last().unwrap().at, a.faults[0].start);
+        let mut bad = library::get("swap-only").unwrap();
+        bad.nginx.connect_timeout = Some("1s".into());
+        let e = sim_config(&bad, 1, (0, 0)).unwrap_err().to_string();
+        assert!(e.contains("nginx.connect_timeout"), "{e}");
+        bad.nginx.connect_timeout = None;
+        bad.load.rate = "100@10s,500@30s".into();
+        let e = sim_config(&bad, 1, (0, 0)).unwrap_err().to_string();
+        assert!(e.contains("load.rate"), "{e}");
+        assert_eq!(size("z", "64k").unwrap(), 65536);
+        assert!(next_upstream("error http_502").is_err());
+    }
 }

@@ -14,7 +14,7 @@ use std::process::ExitCode;
 Reads scenario.toml ([expect] checks), nginx.conf (log_format), access.log, error.log, dns.jsonl,
 events.jsonl and load.jsonl; writes verdict.md, verdict.json and verdict.html into RUN_DIR and prints
 the verdict. Exit status: 0 = completed and every expectation held, 1 = an expectation did not hold,
-3 = not interpretable (an injection never hit), aborted or incomplete.")]
+3 = not interpretable (an injection never hit, or one meant to miss hit), aborted or incomplete.")]
 pub struct Args {
     /// The run directory.
     #[arg(value_name = "RUN_DIR")]

@@ -50,6 +50,10 @@ pub struct Args {
     /// With --all: also write the summary table to this Markdown file.
     #[arg(long)]
     table: Option<PathBuf>,
+    /// With --all: run nothing; re-judge the run directories already in this directory (e.g. after
+    /// a checker upgrade) and rebuild the summary table from them.
+    #[arg(long, value_name = "DIR", requires = "all")]
+    rejudge: Option<PathBuf>,
     /// Print no progress lines.
     #[arg(long, short)]
     quiet: bool,
@@ -180,6 +184,9 @@ pub fn run(args: Args, ctx: &Ctx) -> Result<ExitCode> {
         progress: !args.quiet,
     };
     install_signal_handlers();
+    if let Some(dir) = &args.rejudge {
+        return rejudge(dir, &args, &opts);
+    }
     let scenarios: Vec<Scenario> = if args.all {
         library::all()?
             .into_iter()
@@ -239,7 +246,8 @@ pub fn run(args: Args, ctx: &Ctx) -> Result<ExitCode> {
         }
     }
     if args.all {
-        let table = summary_table(&judged, &distributions, &opts, &args.engine);
+        let command = format!("resolvelab run --all --scale {} --engine {}", opts.scale, args.engine);
+        let table = summary_table(&judged, &distributions, &command);
         let path = args.out.join("summary.md");
         std::fs::create_dir_all(&args.out)?;
         std::fs::write(&path, &table)?;
@@ -254,6 +262,76 @@ pub fn run(args: Args, ctx: &Ctx) -> Result<ExitCode> {
     } else {
         ExitCode::from(1)
     })
+}
+
+/// `run --all --rejudge DIR`: judge existing run directories again and rebuild the table.
+fn rejudge(dir: &Path, args: &Args, opts: &RunOptions) -> Result<ExitCode> {
+    let mut dirs: Vec<PathBuf> = std::fs::read_dir(dir)
+        .with_context(|| format!("cannot read {}", dir.display()))?
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.join("run.json").is_file())
+        .collect();
+    dirs.sort();
+    let order: Vec<String> = library::names().into_iter().map(String::from).collect();
+    let mut judged = Vec::new();
+    for d in dirs {
+        let record = RunRecord::read(&d)?;
+        let text = std::fs::read_to_string(d.join("scenario.toml"))?;
+        let sc = Scenario::from_toml(&text, &d.join("scenario.toml").display().to_string())?;
+        let mut verdict = resolvelab_diagnose::analyze_run(&d)?;
+        if record.status == "aborted" {
+            verdict.status = "aborted".into();
+        }
+        resolvelab_report::write_verdict_files(&d, &verdict)?;
+        let j = Judged { record, verdict };
+        print_verdict(&j);
+        judged.push((sc, j));
+    }
+    // Library order, then variants in file order, repetitions in time order.
+    judged.sort_by_key(|(sc, j)| {
+        (
+            order.iter().position(|n| *n == sc.name).unwrap_or(usize::MAX),
+            sc.variant_of.is_some(),
+            j.record.started_us,
+        )
+    });
+    let mut distributions = Vec::new();
+    let mut groups: Vec<(String, Option<String>)> = judged
+        .iter()
+        .map(|(sc, _)| (sc.name.clone(), sc.variant_of.clone()))
+        .collect();
+    groups.dedup();
+    for (name, variant) in groups {
+        let runs: Vec<&(Scenario, Judged)> = judged
+            .iter()
+            .filter(|(sc, _)| sc.name == name && sc.variant_of == variant)
+            .collect();
+        if runs.len() > 1 {
+            let durations: Vec<i64> = runs
+                .iter()
+                .filter_map(|(_, j)| j.verdict.diagnosis.incidents.iter().map(|i| i.duration_ms).max())
+                .collect();
+            let line = distribution_line(&runs[0].0, &durations);
+            println!("{line}");
+            distributions.push(line);
+        }
+    }
+    let command = format!(
+        "resolvelab run --all --rejudge {} (evidence of `resolvelab run --all --scale {}`)",
+        dir.display(),
+        opts.scale
+    );
+    let table = summary_table(&judged, &distributions, &command);
+    let path = dir.join("summary.md");
+    std::fs::write(&path, &table)?;
+    println!("summary table: {}", path.display());
+    if let Some(t) = &args.table {
+        std::fs::write(t, &table).with_context(|| format!("cannot write {}", t.display()))?;
+        println!("summary table: {}", t.display());
+    }
+    let all = judged.iter().all(|(_, j)| j.verdict.passed());
+    Ok(if all { ExitCode::SUCCESS } else { ExitCode::from(1) })
 }
 
 /// `rto: longest incident over 5 runs: 2510 / 3120 / 5790 ms … (mean 3800 ms)`.
@@ -280,17 +358,10 @@ fn distribution_line(sc: &Scenario, durations: &[i64]) -> String {
 }
 
 /// The reproduction table: the seed's figure, ours, the verdict and the command.
-fn summary_table(
-    judged: &[(Scenario, Judged)],
-    distributions: &[String],
-    opts: &RunOptions,
-    engine: &str,
-) -> String {
+fn summary_table(judged: &[(Scenario, Judged)], distributions: &[String], command: &str) -> String {
     let mut t = String::from("# Reproduction table\n\n");
     t.push_str(&format!(
-        "Generated by `resolvelab run --all --scale {} --engine {engine}` on {} (resolvelab {}). \
-         Do not edit by hand.\n\n",
-        opts.scale,
+        "Generated by `{command}` on {} (resolvelab {}). Do not edit by hand.\n\n",
         resolvelab_core::time::rfc3339(resolvelab_core::time::now_us()),
         env!("CARGO_PKG_VERSION"),
     ));
@@ -354,6 +425,32 @@ fn summary_table(
                 v.status.as_str()
             },
         ));
+    }
+    if !distributions.is_empty() {
+        t.push_str("\n## Distributions (`repeat = N`)\n\n");
+        for d in distributions {
+            t.push_str(&format!("- {d}\n"));
+        }
+    }
+    t.push_str("\n## Not reproduced in this run\n\n");
+    let failed: Vec<&(Scenario, Judged)> =
+        judged.iter().filter(|(_, j)| !j.verdict.passed()).collect();
+    if failed.is_empty() {
+        t.push_str("Every expectation of every scenario held.\n");
+    }
+    for (sc, j) in failed {
+        let name = match &sc.variant_of {
+            Some(var) => format!("{} [{var}]", sc.name),
+            None => sc.name.clone(),
+        };
+        t.push_str(&format!(
+            "- **{name}** — {}: {}\n",
+            j.verdict.status, j.verdict.summary
+        ));
+        for e in j.verdict.expectations.iter().filter(|e| !e.held) {
+            t.push_str(&format!("  - `{}` measured {}\n", e.text, e.measured));
+        }
+        t.push_str(&format!("  - evidence: `{}`\n", j.record.dir.display()));
     }
     t
 }
