@@ -1,0 +1,436 @@
+//! Answer modes: what the authority says for one name, switchable at runtime.
+//!
+//! A mode is written `KIND[:ARGS]`; the wrappers `delay:DUR` and `truncate` may be chained in
+//! front of another mode with `+` (`delay:200ms+alternate:127.0.0.20,127.0.0.30`). Set alone, a
+//! wrapper applies to the mode the name is in at that moment (see [`Mode::wrap_onto`]).
+
+use std::fmt;
+use std::net::{IpAddr, Ipv4Addr};
+use std::str::FromStr;
+use std::time::Duration;
+
+use resolvelab_core::{dur, policy};
+
+/// Default first address of `multi:N` when no `@BASE` is given.
+pub const MULTI_DEFAULT_BASE: Ipv4Addr = Ipv4Addr::new(127, 0, 1, 1);
+
+/// Largest `multi:N`: 4096 A records still fit a TCP answer (64 KiB).
+pub const MULTI_MAX: u32 = 4096;
+
+/// The help text listing every mode, shared by `--help` and error messages.
+pub const MODES_HELP: &str =
+    "  static:IP[,IP…]         every record, every time (two IPs = the \"two records\" window)
+  alternate:IP1,IP2[,…]   one A record per answer, rotating on every query (GSLB)
+  weighted:IP=W[,IP=W…]   one A record per answer, picked by weight from the seeded RNG
+  multi:N[@BASE]          N consecutive addresses from BASE (default 127.0.1.1)
+  nxdomain                NXDOMAIN (rcode 3): nginx logs `could not be resolved (3: Host not found)`
+  servfail                SERVFAIL (rcode 2)
+  refused                 REFUSED (rcode 5)
+  nodata                  NOERROR with no records
+  drop                    never answer (the resolver times out)
+  delay:DUR[+MODE]        answer MODE (default: the current mode) after DUR
+  truncate[+MODE]         TC bit and no records over UDP, the full answer over TCP
+  default                 (control only) back to the name's configured mode";
+
+const MODE_NAMES: &str = "static:IP,… alternate:IP1,IP2 weighted:IP=W,… multi:N[@BASE] nxdomain \
+     servfail refused nodata drop delay:DUR[+MODE] truncate[+MODE]";
+
+/// One name's answer behaviour.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Mode {
+    /// All these A records in every answer.
+    Static(Vec<Ipv4Addr>),
+    /// Exactly one A record per answer, rotating through the list on every A query.
+    Alternate(Vec<Ipv4Addr>),
+    /// Exactly one A record per answer, chosen by weight from the name's seeded RNG.
+    Weighted(Vec<(Ipv4Addr, u32)>),
+    /// `n` consecutive A records starting at `base`.
+    Multi {
+        /// How many records.
+        n: u32,
+        /// The first address.
+        base: Ipv4Addr,
+    },
+    /// NXDOMAIN.
+    NxDomain,
+    /// SERVFAIL.
+    ServFail,
+    /// REFUSED.
+    Refused,
+    /// NOERROR with an empty answer section.
+    NoData,
+    /// No answer at all.
+    Drop,
+    /// Answer `inner` after `by`. `inner = None` means "the mode in force when this is set".
+    Delay {
+        /// The added latency.
+        by: Duration,
+        /// The mode whose answer is delayed.
+        inner: Option<Box<Mode>>,
+    },
+    /// TC bit over UDP, `inner`'s full answer over TCP. `inner = None` as for [`Mode::Delay`].
+    Truncate {
+        /// The mode answered over TCP.
+        inner: Option<Box<Mode>>,
+    },
+}
+
+impl Mode {
+    /// A wrapper set alone (`delay:200ms`, `truncate`) is completed with the mode in force;
+    /// a wrapper of the same kind already on `current` is replaced rather than stacked.
+    pub fn wrap_onto(self, current: &Mode) -> Mode {
+        let base = || -> Box<Mode> {
+            let mut m = current;
+            // Peel the same kind of wrapper so `delay:1s` then `delay:2s` is 2 s, not 3 s.
+            while let (Mode::Delay { inner: Some(i), .. }, Mode::Delay { .. })
+            | (Mode::Truncate { inner: Some(i) }, Mode::Truncate { .. }) = (m, &self)
+            {
+                m = i;
+            }
+            Box::new(m.clone())
+        };
+        match self {
+            Mode::Delay { by, inner: None } => Mode::Delay {
+                by,
+                inner: Some(base()),
+            },
+            Mode::Truncate { inner: None } => Mode::Truncate {
+                inner: Some(base()),
+            },
+            other => other,
+        }
+    }
+
+    /// Does this mode (or its inner mode) still need completing with [`Mode::wrap_onto`]?
+    pub fn is_partial(&self) -> bool {
+        match self {
+            Mode::Delay { inner, .. } | Mode::Truncate { inner } => {
+                inner.as_ref().is_none_or(|i| i.is_partial())
+            }
+            _ => false,
+        }
+    }
+
+    /// The addresses this mode may hand out (for the loopback check).
+    pub fn addresses(&self) -> Vec<Ipv4Addr> {
+        match self {
+            Mode::Static(v) | Mode::Alternate(v) => v.clone(),
+            Mode::Weighted(v) => v.iter().map(|(ip, _)| *ip).collect(),
+            Mode::Multi { n, base } => {
+                let b = u32::from(*base);
+                (0..*n).map(|i| Ipv4Addr::from(b + i)).collect()
+            }
+            Mode::Delay { inner, .. } | Mode::Truncate { inner } => {
+                inner.as_ref().map(|i| i.addresses()).unwrap_or_default()
+            }
+            _ => Vec::new(),
+        }
+    }
+
+    /// Refuse to hand out non-loopback addresses (nginx would connect to them) unless allowed.
+    pub fn check_loopback(&self, allow_remote: bool) -> Result<(), String> {
+        if allow_remote {
+            return Ok(());
+        }
+        match self {
+            Mode::Multi { n, base } => {
+                let last = Ipv4Addr::from(u32::from(*base) + n.saturating_sub(1));
+                for ip in [*base, last] {
+                    if !policy::is_loopback(IpAddr::V4(ip)) {
+                        return Err(non_loopback(ip.into()));
+                    }
+                }
+                Ok(())
+            }
+            _ => match self
+                .addresses()
+                .into_iter()
+                .find(|ip| !policy::is_loopback(IpAddr::V4(*ip)))
+            {
+                Some(ip) => Err(non_loopback(ip.into())),
+                None => Ok(()),
+            },
+        }
+    }
+}
+
+pub(crate) fn non_loopback(ip: IpAddr) -> String {
+    format!(
+        "answer address {ip} is not loopback: nginx would send traffic to it; use 127.0.0.0/8 or \
+         ::1 (or pass --allow-remote)"
+    )
+}
+
+fn parse_v4_list(kind: &str, args: &str) -> Result<Vec<Ipv4Addr>, String> {
+    let ips: Result<Vec<Ipv4Addr>, String> = args
+        .split(',')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .map(|s| parse_v4(kind, s))
+        .collect();
+    let ips = ips?;
+    if ips.is_empty() {
+        return Err(format!(
+            "`{kind}` needs at least one IPv4 address, e.g. `{kind}:127.0.0.20,127.0.0.30`"
+        ));
+    }
+    Ok(ips)
+}
+
+fn parse_v4(kind: &str, s: &str) -> Result<Ipv4Addr, String> {
+    match s.parse::<IpAddr>() {
+        Ok(IpAddr::V4(v4)) => Ok(v4),
+        Ok(IpAddr::V6(_)) => Err(format!(
+            "`{kind}`: `{s}` is IPv6; modes carry A records, give AAAA records with `aaaa=IP,…`"
+        )),
+        Err(_) => Err(format!("`{kind}`: `{s}` is not an IPv4 address")),
+    }
+}
+
+impl FromStr for Mode {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Mode, String> {
+        let s = s.trim();
+        let (head, tail) = match s.split_once('+') {
+            Some((h, t)) => (h.trim(), Some(t.trim())),
+            None => (s, None),
+        };
+        let (kind, args) = match head.split_once(':') {
+            Some((k, a)) => (k.trim().to_ascii_lowercase(), Some(a.trim())),
+            None => (head.to_ascii_lowercase(), None),
+        };
+        let inner = match tail {
+            Some(t) if !t.is_empty() => Some(Box::new(t.parse::<Mode>()?)),
+            Some(_) => return Err(format!("mode `{s}`: nothing after `+`")),
+            None => None,
+        };
+        if inner.is_some() && kind != "delay" && kind != "truncate" {
+            return Err(format!(
+                "mode `{s}`: only `delay:DUR` and `truncate` can be chained with `+`"
+            ));
+        }
+        let no_args = |m: Mode| match args {
+            Some(a) if !a.is_empty() => {
+                Err(format!("mode `{kind}` takes no arguments (got `{a}`)"))
+            }
+            _ => Ok(m),
+        };
+        let need = |example: &str| {
+            args.filter(|a| !a.is_empty())
+                .ok_or_else(|| format!("mode `{kind}` needs arguments, e.g. `{example}`"))
+        };
+        match kind.as_str() {
+            "static" => Ok(Mode::Static(parse_v4_list(
+                "static",
+                need("static:127.0.0.20")?,
+            )?)),
+            "alternate" => Ok(Mode::Alternate(parse_v4_list(
+                "alternate",
+                need("alternate:127.0.0.20,127.0.0.30")?,
+            )?)),
+            "weighted" => {
+                let a = need("weighted:127.0.0.20=3,127.0.0.30=1")?;
+                let mut out = Vec::new();
+                for part in a.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+                    let (ip, w) = part.split_once('=').ok_or_else(|| {
+                        format!("`weighted`: `{part}` should be IP=WEIGHT, e.g. `127.0.0.20=3`")
+                    })?;
+                    let ip = parse_v4("weighted", ip.trim())?;
+                    let w: u32 = w.trim().parse().map_err(|_| {
+                        format!("`weighted`: weight `{w}` of {ip} is not a whole number")
+                    })?;
+                    out.push((ip, w));
+                }
+                if out.iter().map(|(_, w)| u64::from(*w)).sum::<u64>() == 0 {
+                    return Err("`weighted`: the weights add up to 0".into());
+                }
+                Ok(Mode::Weighted(out))
+            }
+            "multi" => {
+                let a = need("multi:25@127.0.1.1")?;
+                let (n, base) = match a.split_once('@') {
+                    Some((n, b)) => (n.trim(), parse_v4("multi", b.trim())?),
+                    None => (a, MULTI_DEFAULT_BASE),
+                };
+                let n: u32 = n
+                    .parse()
+                    .map_err(|_| format!("`multi`: count `{n}` is not a whole number"))?;
+                if n == 0 || n > MULTI_MAX {
+                    return Err(format!("`multi`: count must be 1..={MULTI_MAX}, got {n}"));
+                }
+                if u32::from(base).checked_add(n - 1).is_none() {
+                    return Err(format!("`multi:{n}@{base}` runs past 255.255.255.255"));
+                }
+                Ok(Mode::Multi { n, base })
+            }
+            "nxdomain" => no_args(Mode::NxDomain),
+            "servfail" => no_args(Mode::ServFail),
+            "refused" => no_args(Mode::Refused),
+            "nodata" => no_args(Mode::NoData),
+            "drop" => no_args(Mode::Drop),
+            "delay" => {
+                let by = dur::parse(need("delay:200ms")?).map_err(|e| format!("`delay`: {e}"))?;
+                Ok(Mode::Delay { by, inner })
+            }
+            "truncate" => {
+                no_args(Mode::NoData)?;
+                Ok(Mode::Truncate { inner })
+            }
+            "" => Err(format!("empty mode: use one of {MODE_NAMES}")),
+            other => Err(format!(
+                "unknown mode `{other}`: use one of {MODE_NAMES} (see `resolvelab dns --help`)"
+            )),
+        }
+    }
+}
+
+fn join<T: fmt::Display>(
+    f: &mut fmt::Formatter<'_>,
+    items: impl Iterator<Item = T>,
+) -> fmt::Result {
+    for (i, item) in items.enumerate() {
+        if i > 0 {
+            f.write_str(",")?;
+        }
+        write!(f, "{item}")?;
+    }
+    Ok(())
+}
+
+impl fmt::Display for Mode {
+    /// The canonical spelling, which [`Mode::from_str`] parses back to the same mode.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Mode::Static(v) => {
+                f.write_str("static:")?;
+                join(f, v.iter())
+            }
+            Mode::Alternate(v) => {
+                f.write_str("alternate:")?;
+                join(f, v.iter())
+            }
+            Mode::Weighted(v) => {
+                f.write_str("weighted:")?;
+                join(f, v.iter().map(|(ip, w)| format!("{ip}={w}")))
+            }
+            Mode::Multi { n, base } if *base == MULTI_DEFAULT_BASE => write!(f, "multi:{n}"),
+            Mode::Multi { n, base } => write!(f, "multi:{n}@{base}"),
+            Mode::NxDomain => f.write_str("nxdomain"),
+            Mode::ServFail => f.write_str("servfail"),
+            Mode::Refused => f.write_str("refused"),
+            Mode::NoData => f.write_str("nodata"),
+            Mode::Drop => f.write_str("drop"),
+            Mode::Delay { by, inner } => {
+                write!(f, "delay:{}", dur::format(*by))?;
+                match inner {
+                    Some(i) => write!(f, "+{i}"),
+                    None => Ok(()),
+                }
+            }
+            Mode::Truncate { inner } => {
+                f.write_str("truncate")?;
+                match inner {
+                    Some(i) => write!(f, "+{i}"),
+                    None => Ok(()),
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn round_trips() {
+        for s in [
+            "static:127.0.0.20",
+            "static:127.0.0.20,127.0.0.30",
+            "alternate:127.0.0.20,127.0.0.30",
+            "weighted:127.0.0.20=3,127.0.0.30=1",
+            "multi:25",
+            "multi:25@127.0.2.1",
+            "nxdomain",
+            "servfail",
+            "refused",
+            "nodata",
+            "drop",
+            "delay:200ms",
+            "delay:1.5s+alternate:127.0.0.20,127.0.0.30",
+            "truncate",
+            "truncate+static:127.0.0.20",
+            "delay:10ms+truncate+multi:3",
+        ] {
+            let m: Mode = s.parse().unwrap_or_else(|e| panic!("{s}: {e}"));
+            assert_eq!(m.to_string(), s);
+            assert_eq!(m.to_string().parse::<Mode>().unwrap(), m);
+        }
+        assert_eq!(
+            "ALTERNATE: 127.0.0.20 , 127.0.0.30"
+                .parse::<Mode>()
+                .unwrap(),
+            Mode::Alternate(vec![
+                Ipv4Addr::new(127, 0, 0, 20),
+                Ipv4Addr::new(127, 0, 0, 30)
+            ])
+        );
+    }
+
+    #[test]
+    fn errors_are_explained() {
+        let e = |s: &str| s.parse::<Mode>().unwrap_err();
+        assert!(e("bogus").contains("unknown mode `bogus`"));
+        assert!(e("bogus").contains("alternate:IP1,IP2"));
+        assert!(!e("bogus").contains('\n'));
+        assert!(e("static").contains("needs arguments"));
+        assert!(e("static:::1").contains("aaaa="));
+        assert!(e("static:1.2.3").contains("not an IPv4"));
+        assert!(e("weighted:127.0.0.1").contains("IP=WEIGHT"));
+        assert!(e("weighted:127.0.0.1=0").contains("add up to 0"));
+        assert!(e("multi:0").contains("1..="));
+        assert!(e("multi:5000").contains("1..="));
+        assert!(e("multi:10@255.255.255.250").contains("runs past"));
+        assert!(e("nxdomain:1").contains("takes no arguments"));
+        assert!(e("delay:5").contains("no unit"));
+        assert!(e("static:127.0.0.1+nodata").contains("only `delay"));
+        assert!(e("delay:1s+").contains("nothing after"));
+    }
+
+    #[test]
+    fn wrappers_complete_with_the_current_mode() {
+        let alt: Mode = "alternate:127.0.0.20,127.0.0.30".parse().unwrap();
+        let d: Mode = "delay:100ms".parse().unwrap();
+        assert!(d.is_partial());
+        let d = d.wrap_onto(&alt);
+        assert!(!d.is_partial());
+        assert_eq!(d.to_string(), "delay:100ms+alternate:127.0.0.20,127.0.0.30");
+        // Same-kind wrapper replaces instead of stacking.
+        let d2 = "delay:2s".parse::<Mode>().unwrap().wrap_onto(&d);
+        assert_eq!(d2.to_string(), "delay:2s+alternate:127.0.0.20,127.0.0.30");
+        let t = "truncate".parse::<Mode>().unwrap().wrap_onto(&d2);
+        assert_eq!(
+            t.to_string(),
+            "truncate+delay:2s+alternate:127.0.0.20,127.0.0.30"
+        );
+        // A complete mode is kept as is.
+        assert_eq!(Mode::NxDomain.wrap_onto(&alt), Mode::NxDomain);
+    }
+
+    #[test]
+    fn loopback_policy() {
+        let ok: Mode = "multi:25@127.0.1.1".parse().unwrap();
+        assert!(ok.check_loopback(false).is_ok());
+        let bad: Mode = "alternate:127.0.0.20,10.0.0.1".parse().unwrap();
+        assert!(bad.check_loopback(false).unwrap_err().contains("10.0.0.1"));
+        assert!(bad.check_loopback(true).is_ok());
+        let edge: Mode = "multi:3@127.255.255.254".parse().unwrap();
+        assert!(
+            edge.check_loopback(false)
+                .unwrap_err()
+                .contains("128.0.0.0")
+        );
+        assert_eq!(ok.addresses().len(), 25);
+    }
+}
