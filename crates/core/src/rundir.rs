@@ -137,7 +137,11 @@ mod tests {
         assert!(a.id.starts_with("x-20"));
         let h = HostFacts::here();
         assert!(h.cpus >= 1);
-        assert!(h.utc_offset.len() == 6 && h.utc_offset.contains(':'), "{}", h.utc_offset);
+        assert!(
+            h.utc_offset.len() == 6 && h.utc_offset.contains(':'),
+            "{}",
+            h.utc_offset
+        );
         assert_eq!(sha256_hex(b"").len(), 64);
         std::fs::remove_dir_all(&base).ok();
     }

@@ -246,7 +246,10 @@ pub fn run(args: Args, ctx: &Ctx) -> Result<ExitCode> {
         }
     }
     if args.all {
-        let command = format!("resolvelab run --all --scale {} --engine {}", opts.scale, args.engine);
+        let command = format!(
+            "resolvelab run --all --scale {} --engine {}",
+            opts.scale, args.engine
+        );
         let table = summary_table(&judged, &distributions, &command);
         let path = args.out.join("summary.md");
         std::fs::create_dir_all(&args.out)?;
@@ -291,7 +294,10 @@ fn rejudge(dir: &Path, args: &Args, opts: &RunOptions) -> Result<ExitCode> {
     // Library order, then variants in file order, repetitions in time order.
     judged.sort_by_key(|(sc, j)| {
         (
-            order.iter().position(|n| *n == sc.name).unwrap_or(usize::MAX),
+            order
+                .iter()
+                .position(|n| *n == sc.name)
+                .unwrap_or(usize::MAX),
             sc.variant_of.is_some(),
             j.record.started_us,
         )
@@ -310,7 +316,14 @@ fn rejudge(dir: &Path, args: &Args, opts: &RunOptions) -> Result<ExitCode> {
         if runs.len() > 1 {
             let durations: Vec<i64> = runs
                 .iter()
-                .filter_map(|(_, j)| j.verdict.diagnosis.incidents.iter().map(|i| i.duration_ms).max())
+                .filter_map(|(_, j)| {
+                    j.verdict
+                        .diagnosis
+                        .incidents
+                        .iter()
+                        .map(|i| i.duration_ms)
+                        .max()
+                })
                 .collect();
             let line = distribution_line(&runs[0].0, &durations);
             println!("{line}");
@@ -331,7 +344,11 @@ fn rejudge(dir: &Path, args: &Args, opts: &RunOptions) -> Result<ExitCode> {
         println!("summary table: {}", t.display());
     }
     let all = judged.iter().all(|(_, j)| j.verdict.passed());
-    Ok(if all { ExitCode::SUCCESS } else { ExitCode::from(1) })
+    Ok(if all {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
 }
 
 /// `rto: longest incident over 5 runs: 2510 / 3120 / 5790 ms … (mean 3800 ms)`.
