@@ -46,6 +46,42 @@ impl RunDir {
     pub fn file(&self, name: &str) -> PathBuf {
         self.path.join(name)
     }
+
+    /// Write `name` as pretty JSON with a final newline.
+    pub fn write_json<T: Serialize>(&self, name: &str, v: &T) -> std::io::Result<()> {
+        let p = self.file(name);
+        let text = serde_json::to_string_pretty(v).map_err(std::io::Error::other)?;
+        std::fs::write(&p, text + "\n").map_err(|e| {
+            std::io::Error::new(e.kind(), format!("cannot write {}: {e}", p.display()))
+        })
+    }
+
+    /// The fingerprint of this run: tool version, seed, engine, `nginx -V` (empty for the
+    /// simulator), host facts and the sha256 of the run's configuration files.
+    pub fn fingerprint(
+        &self,
+        seed: u64,
+        started_us: i64,
+        engine: &str,
+        nginx_v: &str,
+    ) -> Fingerprint {
+        let mut configs = std::collections::BTreeMap::new();
+        for f in ["scenario.toml", "nginx.conf"] {
+            if let Ok(h) = sha256_file(&self.file(f)) {
+                configs.insert(f.to_string(), h);
+            }
+        }
+        Fingerprint {
+            schema: "resolvelab.fingerprint/v1",
+            tool_version: env!("CARGO_PKG_VERSION").into(),
+            started_us,
+            seed,
+            nginx_v: nginx_v.to_string(),
+            engine: engine.to_string(),
+            host: HostFacts::here(),
+            configs,
+        }
+    }
 }
 
 /// What `fingerprint.json` records: enough to know what produced a run.

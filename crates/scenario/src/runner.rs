@@ -7,7 +7,7 @@ use crate::model::{Event, Scenario, dur};
 use crate::render::{Net, http_body};
 use anyhow::{Context, Result, anyhow, bail};
 use resolvelab_core::jsonl::JsonlWriter;
-use resolvelab_core::rundir::{Fingerprint, HostFacts, RunDir, sha256_file};
+use resolvelab_core::rundir::RunDir;
 use resolvelab_core::supervise::Supervisor;
 use resolvelab_core::time::now_us;
 use resolvelab_dns::{DnsConfig, DnsHandle, DnsServer, Mode, NameConfig};
@@ -139,7 +139,7 @@ pub fn run(sc: &Scenario, opts: &RunOptions) -> Result<RunRecord> {
         requests: 0,
         hits: BTreeMap::new(),
     };
-    write_json(&dir.file("run.json"), &record)?;
+    dir.write_json("run.json", &record)?;
     std::fs::write(dir.file("scenario.toml"), toml::to_string(&sc)?)?;
 
     let rt = tokio::runtime::Builder::new_multi_thread()
@@ -160,8 +160,11 @@ pub fn run(sc: &Scenario, opts: &RunOptions) -> Result<RunRecord> {
             record.reason = Some(format!("{e:#}"));
         }
     }
-    write_fingerprint(&dir, &nginx, seed, started_us)?;
-    write_json(&dir.file("run.json"), &record)?;
+    dir.write_json(
+        "fingerprint.json",
+        &dir.fingerprint(seed, started_us, "nginx", &nginx.info.raw),
+    )?;
+    dir.write_json("run.json", &record)?;
     result.map(|()| record)
 }
 
@@ -182,31 +185,6 @@ fn pick_net() -> (u8, u8) {
     let x = (now_us() as u64) ^ ((std::process::id() as u64) << 20);
     let x = x.wrapping_mul(0x9E37_79B9_7F4A_7C15);
     (100 + ((x >> 32) % 100) as u8, ((x >> 8) % 250) as u8 + 1)
-}
-
-fn write_json<T: Serialize>(path: &Path, v: &T) -> Result<()> {
-    let text = serde_json::to_string_pretty(v)?;
-    std::fs::write(path, text + "\n").with_context(|| format!("cannot write {}", path.display()))
-}
-
-fn write_fingerprint(dir: &RunDir, nginx: &Nginx, seed: u64, started_us: i64) -> Result<()> {
-    let mut configs = BTreeMap::new();
-    for f in ["scenario.toml", "nginx.conf"] {
-        if let Ok(h) = sha256_file(&dir.file(f)) {
-            configs.insert(f.to_string(), h);
-        }
-    }
-    let fp = Fingerprint {
-        schema: "resolvelab.fingerprint/v1",
-        tool_version: env!("CARGO_PKG_VERSION").into(),
-        started_us,
-        seed,
-        nginx_v: nginx.info.raw.clone(),
-        engine: "nginx".into(),
-        host: HostFacts::here(),
-        configs,
-    };
-    write_json(&dir.file("fingerprint.json"), &fp)
 }
 
 /// Anything faults can be injected into: a backend or a TCP proxy.

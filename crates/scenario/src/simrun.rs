@@ -20,7 +20,7 @@ use crate::model::dur;
 use crate::render::{Net, http_body};
 use crate::runner::{RunOptions, RunRecord};
 use anyhow::{Context, Result, anyhow, bail};
-use resolvelab_core::rundir::{Fingerprint, HostFacts, RunDir, sha256_file};
+use resolvelab_core::rundir::RunDir;
 use resolvelab_core::time::now_us;
 use resolvelab_sim::nginx::{
     DnsMode, DnsPhase, FaultKind, FaultWindow, Latency, NextUpstream, RetryShim, ServerLine,
@@ -123,12 +123,12 @@ pub fn run(sc: &Scenario, opts: &RunOptions) -> Result<RunRecord> {
             // Like the real runner: the directory still says what happened.
             record.status = "failed".into();
             record.reason = Some(format!("{e:#}"));
-            write_json(&dir.file("run.json"), &record)?;
+            dir.write_json("run.json", &record)?;
             return Err(e);
         }
     };
     write_fingerprint(&dir, seed, started_us, plan.cfg.tz_offset_s)?;
-    write_json(&dir.file("run.json"), &record)?;
+    dir.write_json("run.json", &record)?;
     if opts.progress {
         eprintln!(
             "[{}] done: {} requests simulated, {} NLU; evidence in {}",
@@ -809,33 +809,12 @@ fn finish_events(dir: &Path, plan: &Plan, summary: &SimSummary) -> Result<BTreeM
     Ok(hits)
 }
 
-fn write_json<T: serde::Serialize>(path: &Path, v: &T) -> Result<()> {
-    let text = serde_json::to_string_pretty(v)?;
-    std::fs::write(path, text + "\n").with_context(|| format!("cannot write {}", path.display()))
-}
-
 fn write_fingerprint(dir: &RunDir, seed: u64, started_us: i64, tz_offset_s: i32) -> Result<()> {
-    let mut configs = BTreeMap::new();
-    for f in ["scenario.toml", "nginx.conf"] {
-        if let Ok(h) = sha256_file(&dir.file(f)) {
-            configs.insert(f.to_string(), h);
-        }
-    }
-    let fp = Fingerprint {
-        schema: "resolvelab.fingerprint/v1",
-        tool_version: env!("CARGO_PKG_VERSION").into(),
-        started_us,
-        seed,
-        nginx_v: String::new(),
-        engine: "sim".into(),
-        host: HostFacts::here(),
-        configs,
-    };
-    let mut v = serde_json::to_value(&fp)?;
+    let mut v = serde_json::to_value(dir.fingerprint(seed, started_us, "sim", ""))?;
     // The simulated error log is written in this offset's local time; the checker joins the
     // logs with it.
     v["utc_offset_s"] = Value::from(tz_offset_s);
-    write_json(&dir.file("fingerprint.json"), &v)
+    Ok(dir.write_json("fingerprint.json", &v)?)
 }
 
 #[cfg(test)]
