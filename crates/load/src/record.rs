@@ -1,0 +1,284 @@
+//! The per-request record (one JSON Lines object each) and the result-file header.
+
+use serde::{Deserialize, Serialize};
+use std::fmt;
+use std::io::{self, BufRead, BufWriter, Write};
+use std::path::Path;
+
+/// The `schema` of a load result file (first line).
+pub const SCHEMA: &str = "resolvelab.load/v1";
+
+/// Why a request has no (complete) response.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ErrorKind {
+    /// The TCP connect was refused (nothing listening).
+    ConnectRefused,
+    /// The peer reset the connection.
+    Reset,
+    /// No complete response within `--timeout` of the send.
+    Timeout,
+    /// The peer closed the connection before a complete response.
+    Closed,
+    /// Never sent: it waited for a connection longer than `--timeout` past its scheduled time.
+    Late,
+    /// Never sent: the in-flight cap was full at its scheduled time.
+    Dropped,
+    /// Anything else (including requests still in flight when the run was cancelled).
+    Other,
+}
+
+impl ErrorKind {
+    /// Every kind, in report order.
+    pub const ALL: [ErrorKind; 7] = [
+        ErrorKind::ConnectRefused,
+        ErrorKind::Reset,
+        ErrorKind::Timeout,
+        ErrorKind::Closed,
+        ErrorKind::Late,
+        ErrorKind::Dropped,
+        ErrorKind::Other,
+    ];
+
+    /// The stable id used in JSON and reports.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ErrorKind::ConnectRefused => "connect-refused",
+            ErrorKind::Reset => "reset",
+            ErrorKind::Timeout => "timeout",
+            ErrorKind::Closed => "closed",
+            ErrorKind::Late => "late",
+            ErrorKind::Dropped => "dropped",
+            ErrorKind::Other => "other",
+        }
+    }
+
+    /// Index into [`ErrorKind::ALL`].
+    pub fn index(self) -> usize {
+        self as usize
+    }
+}
+
+impl fmt::Display for ErrorKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// One request, as written to the result file. Times are epoch microseconds.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Record {
+    /// Scheduled time (for `--rate max`: the send time, there is no schedule).
+    pub t_us: i64,
+    /// When the request actually started (connect or write); `null` if it was never sent.
+    pub sent_us: Option<i64>,
+    /// Corrected latency: done − scheduled; `null` if never sent.
+    pub latency_us: Option<i64>,
+    /// Uncorrected latency: done − sent; `null` if never sent.
+    pub uncorrected_us: Option<i64>,
+    /// HTTP status, `null` without a complete response.
+    pub status: Option<u16>,
+    /// Response body bytes received.
+    pub bytes: u64,
+    /// Error kind, `null` on a complete response (whatever its status).
+    pub error: Option<ErrorKind>,
+    /// Connection id (unique within the run); `null` if no connection was used.
+    pub conn: Option<u64>,
+    /// Request method.
+    pub method: String,
+    /// Value of the `--header-capture` response header, if asked for and present.
+    pub header: Option<String>,
+    /// Position in the schedule (0-based); records are written in completion order.
+    pub seq: u64,
+}
+
+impl Record {
+    /// Status class index: 0..=4 for 1xx..5xx, 5 for an error (no status).
+    pub fn class(&self) -> usize {
+        match (self.status, self.error) {
+            (Some(s), None) if (100..600).contains(&s) => (s / 100 - 1) as usize,
+            _ => 5,
+        }
+    }
+}
+
+/// The first line of a result file.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Header {
+    /// Always [`SCHEMA`].
+    pub schema: String,
+    /// Target URL.
+    #[serde(default)]
+    pub target: String,
+    /// The `--rate` plan as given (`max` for closed loop).
+    #[serde(default)]
+    pub plan: String,
+    /// Epoch µs of the schedule origin.
+    #[serde(default)]
+    pub start_us: i64,
+    /// RNG seed (method mix).
+    #[serde(default)]
+    pub seed: u64,
+    /// Keep-alive pool size (0 with `--no-keepalive`).
+    #[serde(default)]
+    pub connections: usize,
+    /// Name of the captured response header, if any.
+    #[serde(default)]
+    pub header_capture: Option<String>,
+}
+
+/// Where records go: implemented for the JSON Lines file writer; the runner may plug its own.
+pub trait RecordSink: Send {
+    /// Take one record (called from the collector thread, in completion order).
+    fn record(&mut self, r: &Record) -> io::Result<()>;
+    /// Flush what was buffered (called whenever the collector catches up, and at the end).
+    fn flush(&mut self) -> io::Result<()>;
+}
+
+/// A sink that discards records (summary only).
+pub struct NullSink;
+
+impl RecordSink for NullSink {
+    fn record(&mut self, _r: &Record) -> io::Result<()> {
+        Ok(())
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+/// Writes the result file: the [`Header`] line, then one [`Record`] per line.
+pub struct JsonlSink<W: Write + Send> {
+    w: BufWriter<W>,
+}
+
+impl<W: Write + Send> JsonlSink<W> {
+    /// Wrap a writer and write the header line.
+    pub fn new(w: W, header: &Header) -> io::Result<Self> {
+        let mut s = JsonlSink {
+            w: BufWriter::with_capacity(1 << 16, w),
+        };
+        serde_json::to_writer(&mut s.w, header).map_err(io::Error::other)?;
+        s.w.write_all(b"\n")?;
+        s.w.flush()?;
+        Ok(s)
+    }
+}
+
+impl JsonlSink<std::fs::File> {
+    /// Create (truncate) `path` and write the header line.
+    pub fn create(path: &Path, header: &Header) -> io::Result<Self> {
+        let f = std::fs::File::create(path).map_err(|e| {
+            io::Error::new(e.kind(), format!("cannot create {}: {e}", path.display()))
+        })?;
+        Self::new(f, header)
+    }
+}
+
+impl<W: Write + Send> RecordSink for JsonlSink<W> {
+    fn record(&mut self, r: &Record) -> io::Result<()> {
+        serde_json::to_writer(&mut self.w, r).map_err(io::Error::other)?;
+        self.w.write_all(b"\n")
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        self.w.flush()
+    }
+}
+
+/// A result file read back: its header, its records, and the lines that did not parse.
+#[derive(Debug, Clone, Default)]
+pub struct ResultFile {
+    /// The header line.
+    pub header: Header,
+    /// Records in file order.
+    pub records: Vec<Record>,
+    /// Number of malformed lines (skipped, never fatal).
+    pub malformed: usize,
+    /// Up to 3 samples of malformed lines: `(line number, error)`.
+    pub malformed_samples: Vec<(usize, String)>,
+}
+
+/// Read a result file (`-` for standard input). A file whose first line is not a
+/// `resolvelab.load/v1` header is refused with one line that says so.
+pub fn read_file(path: &Path) -> anyhow::Result<ResultFile> {
+    let reader: Box<dyn BufRead> = if path.as_os_str() == "-" {
+        Box::new(io::BufReader::new(io::stdin()))
+    } else {
+        let f = std::fs::File::open(path)
+            .map_err(|e| anyhow::anyhow!("cannot read {}: {e}", path.display()))?;
+        Box::new(io::BufReader::with_capacity(1 << 16, f))
+    };
+    let mut out = ResultFile::default();
+    let mut first = true;
+    for (i, line) in reader.lines().enumerate() {
+        let line = line.map_err(|e| anyhow::anyhow!("cannot read {}: {e}", path.display()))?;
+        if line.trim().is_empty() {
+            continue;
+        }
+        if first {
+            first = false;
+            let h: Header = serde_json::from_str(&line).map_err(|_| {
+                anyhow::anyhow!(
+                    "{}:{}: not a load result file (expected a first line with \"schema\":\"{SCHEMA}\"); \
+                     write one with `resolvelab load URL --out FILE`",
+                    path.display(),
+                    i + 1
+                )
+            })?;
+            if h.schema != SCHEMA {
+                anyhow::bail!(
+                    "{}:{}: schema `{}` is not `{SCHEMA}`; pass files written by `resolvelab load --out`",
+                    path.display(),
+                    i + 1,
+                    h.schema
+                );
+            }
+            out.header = h;
+            continue;
+        }
+        match serde_json::from_str::<Record>(&line) {
+            Ok(r) => out.records.push(r),
+            Err(e) => {
+                out.malformed += 1;
+                if out.malformed_samples.len() < 3 {
+                    out.malformed_samples.push((i + 1, e.to_string()));
+                }
+            }
+        }
+    }
+    if first {
+        anyhow::bail!(
+            "{}: empty file; write one with `resolvelab load URL --out FILE`",
+            path.display()
+        );
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn record_round_trip_and_field_names() {
+        let r = Record {
+            t_us: 10,
+            sent_us: None,
+            latency_us: None,
+            uncorrected_us: None,
+            status: None,
+            bytes: 0,
+            error: Some(ErrorKind::ConnectRefused),
+            conn: None,
+            method: "GET".into(),
+            header: None,
+            seq: 3,
+        };
+        let v = serde_json::to_value(&r).unwrap();
+        assert_eq!(v["error"], "connect-refused");
+        assert!(v["sent_us"].is_null() && v["status"].is_null() && v["header"].is_null());
+        let back: Record = serde_json::from_value(v).unwrap();
+        assert_eq!(back, r);
+        assert_eq!(r.class(), 5);
+    }
+}

@@ -1,0 +1,213 @@
+//! `resolvelab load` and `resolvelab load report` as a user runs them. Only loopback is
+//! targeted: the remote-target test is refused before any socket exists.
+
+use std::process::Command;
+
+fn bin() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_resolvelab"))
+}
+
+/// A loopback port with nothing listening (bound, then closed).
+fn closed_port(ip: &str) -> u16 {
+    std::net::TcpListener::bind((ip, 0))
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+#[test]
+fn remote_targets_are_refused_without_allow_remote() {
+    for url in [
+        "http://192.0.2.1/",
+        "http://example.com:8080/",
+        "http://[2001:db8::1]/",
+    ] {
+        let out = bin()
+            .args(["load", url, "--requests", "1"])
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2), "{url}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains("--allow-remote"), "{url}: {err}");
+        assert_eq!(err.lines().count(), 1, "one clear line: {err}");
+    }
+}
+
+#[test]
+fn user_mistakes_get_one_line() {
+    for (args, needle) in [
+        (
+            vec!["load", "http://127.0.0.1:1/", "--rate", "100"],
+            "--duration",
+        ),
+        (
+            vec![
+                "load",
+                "http://127.0.0.1:1/",
+                "--rate",
+                "fast",
+                "--requests",
+                "1",
+            ],
+            "not a rate",
+        ),
+        (
+            vec![
+                "load",
+                "http://127.0.0.1:1/",
+                "--requests",
+                "1",
+                "--timeout",
+                "5",
+            ],
+            "no unit",
+        ),
+        (
+            vec!["load", "https://127.0.0.1:1/", "--requests", "1"],
+            "https",
+        ),
+        (
+            vec![
+                "load",
+                "http://127.0.0.1:1/",
+                "--requests",
+                "1",
+                "--mix",
+                "GET=x",
+            ],
+            "--mix",
+        ),
+    ] {
+        let out = bin().args(&args).output().unwrap();
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(needle), "{args:?}: {err}");
+        assert_eq!(err.trim().lines().count(), 1, "{err}");
+    }
+}
+
+#[test]
+fn run_write_and_report_every_format() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("load.jsonl");
+    let url = format!("http://127.0.0.61:{}/", closed_port("127.0.0.61"));
+    let out = bin()
+        .args([
+            "load",
+            &url,
+            "--rate",
+            "200",
+            "--requests",
+            "8",
+            "--summary",
+            "json",
+            "--out",
+        ])
+        .arg(&file)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let summary: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(summary["requests"], 8);
+    assert_eq!(summary["errors"]["connect-refused"], 8);
+    let text = std::fs::read_to_string(&file).unwrap();
+    assert_eq!(text.lines().count(), 9);
+    assert!(
+        text.lines()
+            .next()
+            .unwrap()
+            .contains("\"schema\":\"resolvelab.load/v1\"")
+    );
+
+    let report = |fmt: &str| {
+        let o = bin()
+            .args(["load", "report", "--format", fmt])
+            .arg(&file)
+            .arg(&file)
+            .output()
+            .unwrap();
+        assert!(
+            o.status.success(),
+            "{fmt}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        String::from_utf8(o.stdout).unwrap()
+    };
+    assert!(report("text").contains("connect-refused:16"));
+    let j: serde_json::Value = serde_json::from_str(&report("json")).unwrap();
+    assert_eq!(j["requests"], 16, "two files merged");
+    let csv = report("csv");
+    assert_eq!(csv.lines().count(), 16);
+    assert!(csv.lines().all(|l| l.split(',').count() == 12));
+    let html_path = dir.path().join("r.html");
+    let o = bin()
+        .args(["load", "report", "--format", "html", "--output"])
+        .arg(&html_path)
+        .arg(&file)
+        .output()
+        .unwrap();
+    assert!(o.status.success());
+    let html = std::fs::read_to_string(&html_path).unwrap();
+    assert!(html.contains("<svg") && html.contains("</html>"));
+
+    let bad = bin()
+        .args(["load", "report", "--format", "xml"])
+        .arg(&file)
+        .output()
+        .unwrap();
+    assert_eq!(bad.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("text, json, csv or html"));
+}
+
+#[test]
+fn out_dash_streams_records_and_moves_the_summary_to_stderr() {
+    let url = format!("http://127.0.0.62:{}/", closed_port("127.0.0.62"));
+    let out = bin()
+        .args([
+            "load",
+            &url,
+            "--rate",
+            "100",
+            "--requests",
+            "3",
+            "--out",
+            "-",
+        ])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    let lines: Vec<serde_json::Value> = stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines.len(), 4);
+    assert_eq!(lines[0]["schema"], "resolvelab.load/v1");
+    assert!(
+        lines[1..]
+            .iter()
+            .all(|l| l["error"] == "connect-refused" && l["sent_us"].is_i64())
+    );
+    assert!(String::from_utf8_lossy(&out.stderr).contains("Requests"));
+}
+
+#[test]
+fn help_explains_with_examples() {
+    let out = bin().args(["load", "--help"]).output().unwrap();
+    let h = String::from_utf8_lossy(&out.stdout);
+    for needle in [
+        "Examples:",
+        "--rate",
+        "100@10s,500@30s",
+        "late",
+        "dropped",
+        "load report",
+    ] {
+        assert!(h.contains(needle), "{needle}");
+    }
+}
