@@ -35,6 +35,7 @@ pub fn run(args: Args, ctx: &Ctx) -> anyhow::Result<ExitCode> {
         nginx: ctx.nginx.clone(),
         ..RunOptions::default()
     };
+    crate::cmd::run::install_signal_handlers();
     let j = run_and_judge(&sc, &opts, "nginx")?;
     let v = &j.verdict;
     println!();

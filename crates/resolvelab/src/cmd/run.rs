@@ -65,7 +65,8 @@ extern "C" fn on_signal(_: libc::c_int) {
     INTERRUPTED.store(true, Ordering::SeqCst);
 }
 
-fn install_signal_handlers() {
+/// Route Ctrl-C and SIGTERM to the runner's `INTERRUPTED` flag (the run ends as `aborted`).
+pub fn install_signal_handlers() {
     // SAFETY: the handler only performs an atomic store.
     unsafe {
         libc::signal(libc::SIGINT, on_signal as *const () as libc::sighandler_t);
