@@ -297,7 +297,7 @@ async fn play(
     // Backends, then proxies (which point at backends).
     let mut targets: BTreeMap<String, FaultTarget> = BTreeMap::new();
     for be in &sc.backends {
-        let handle = start_backend(sc, be, net, seed, dir).await?;
+        let handle = start_backend(be, net, seed, dir).await?;
         targets.insert(be.name.clone(), FaultTarget::Backend(handle));
     }
     for p in &sc.proxies {
@@ -529,7 +529,6 @@ fn dns_hits(dns: &DnsHandle, sc: &Scenario) -> Option<Vec<(String, u64)>> {
 }
 
 async fn start_backend(
-    sc: &Scenario,
     be: &crate::model::BackendSpec,
     net: &Net,
     seed: u64,
@@ -549,7 +548,6 @@ async fn start_backend(
         );
     }
     cfg.log = Some(dir.file(&format!("backend-{}.jsonl", be.name)));
-    let _ = sc;
     resolvelab_backend::Backend::start(cfg)
         .await
         .with_context(|| format!("starting backend `{}` on {}", be.name, net.hosts[&be.name]))
