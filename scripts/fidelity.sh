@@ -80,7 +80,8 @@ for lab in "$LAB_RUNS"/*/; do
     variant="$(field "$lab" variant)"
     seed="$(field "$lab" seed)"
     start="$(field "$lab" load_start_us)"
-    net="$(field "$lab" net | sed -n 's/^127\.\([0-9]*\)\.\([0-9]*\)\.0\/24$/\1.\2/p')"
+    # "127.A.B.0/24", possibly followed by " in a private network namespace, …" ([host] netns).
+    net="$(field "$lab" net | sed -n 's/^127\.\([0-9]*\)\.\([0-9]*\)\.0\/24\( .*\)\{0,1\}$/\1.\2/p')"
     status="$(verdict_status "$lab")"
     title="$scenario"
     [ "$variant" = "null" ] || title="$scenario [$variant]"
@@ -94,7 +95,7 @@ for lab in "$LAB_RUNS"/*/; do
     rc=0
     RESOLVELAB_SIM_EPOCH_US="${start:-}" "$BIN" run "$SIM_OUT/$base/scenario.toml" --engine sim \
         --seed "$seed" "${netarg[@]}" --out "$SIM_OUT/$base/runs" -q > "$SIM_OUT/$base/run.txt" 2>&1 || rc=$?
-    sim="$(find "$SIM_OUT/$base/runs" -mindepth 1 -maxdepth 1 -type d 2>/dev/null | sort | head -n 1)"
+    sim="$(find "$SIM_OUT/$base/runs" -mindepth 1 -maxdepth 1 -type d 2>/dev/null | sort | head -n 1 || true)"
     if [ "$rc" -gt 1 ] || [ -z "$sim" ]; then
         failed=$((failed + 1))
         printf '| %s | `%s` | %s | – | **sim run failed**: %s |\n' "$title" "$base" "$status" \

@@ -195,6 +195,12 @@ pub struct Fault {
     pub(crate) caught: AtomicU64,
 }
 
+impl resolvelab_faults::gate::Named for Fault {
+    fn name(&self) -> &str {
+        &self.name
+    }
+}
+
 /// A fault's counters.
 #[derive(Debug, Clone, serde::Serialize, PartialEq)]
 pub struct FaultStatus {

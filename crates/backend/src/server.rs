@@ -13,6 +13,7 @@ use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 use resolvelab_core::policy;
 use resolvelab_core::time::now_us;
+use resolvelab_faults::gate::FaultList;
 use resolvelab_faults::net::{listen_reuse, set_reset_on_close};
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -23,7 +24,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, ReadBuf};
@@ -106,7 +107,7 @@ pub(crate) struct Shared {
     latency: Latency,
     status: StatusMix,
     rng: Mutex<ChaCha8Rng>,
-    faults: RwLock<Arc<Vec<Arc<Fault>>>>,
+    faults: FaultList<Fault>,
     changed: Notify,
     next_conn: AtomicU64,
     connections: AtomicU64,
@@ -120,10 +121,7 @@ pub(crate) struct Shared {
 
 impl Shared {
     fn current(&self) -> Arc<Vec<Arc<Fault>>> {
-        self.faults
-            .read()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone()
+        self.faults.current()
     }
 
     fn log(&self, rec: Rec) {
@@ -173,7 +171,7 @@ impl Backend {
             latency: cfg.latency,
             status: cfg.status,
             rng: Mutex::new(ChaCha8Rng::seed_from_u64(cfg.seed)),
-            faults: RwLock::new(Arc::new(Vec::new())),
+            faults: FaultList::default(),
             changed: Notify::new(),
             next_conn: AtomicU64::new(1),
             connections: AtomicU64::new(0),
@@ -242,18 +240,12 @@ impl BackendHandle {
     pub fn add_fault(&self, spec: FaultSpec) -> anyhow::Result<String> {
         let fault = Arc::new(Fault::new(spec));
         let name = fault.name.clone();
-        {
-            let mut list = self.sh.faults.write().unwrap_or_else(|p| p.into_inner());
-            if list.iter().any(|f| f.name == name) {
-                anyhow::bail!(
-                    "backend `{}` already has a fault named `{name}`; remove it first or add `name=OTHER`",
-                    self.sh.name
-                );
-            }
-            let mut next = (**list).clone();
-            next.push(fault.clone());
-            *list = Arc::new(next);
-        }
+        self.sh.faults.add(fault.clone()).map_err(|name| {
+            anyhow::anyhow!(
+                "backend `{}` already has a fault named `{name}`; remove it first or add `name=OTHER`",
+                self.sh.name
+            )
+        })?;
         let mut rec = Rec::new("fault", &self.sh.name, 0);
         rec.faults = vec![name.clone()];
         rec.detail = Some(format!("added {}", fault.spec.render()));
@@ -270,13 +262,7 @@ impl BackendHandle {
 
     /// Remove one fault by name; false if there was none.
     pub fn remove_fault(&self, name: &str) -> bool {
-        let removed = {
-            let mut list = self.sh.faults.write().unwrap_or_else(|p| p.into_inner());
-            let next: Vec<_> = list.iter().filter(|f| f.name != name).cloned().collect();
-            let removed = next.len() != list.len();
-            *list = Arc::new(next);
-            removed
-        };
+        let removed = self.sh.faults.remove(name);
         if removed {
             let mut rec = Rec::new("fault", &self.sh.name, 0);
             rec.faults = vec![name.to_string()];
@@ -289,7 +275,7 @@ impl BackendHandle {
 
     /// Remove every fault.
     pub fn clear_faults(&self) {
-        *self.sh.faults.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(Vec::new());
+        self.sh.faults.clear();
         let mut rec = Rec::new("fault", &self.sh.name, 0);
         rec.detail = Some("cleared".into());
         self.sh.log(rec);

@@ -1,11 +1,11 @@
 //! The checker: stream the access logs once, pair failures with error-log lines, find swaps,
 //! cluster failures into incidents and classify each one (digest §3–§4).
 
-use crate::classes::{self, signature_of};
+use crate::classes;
 use crate::model::*;
 use crate::timeline::{Outcome, Timeline};
 use resolvelab_history::logformat::{Field, LogFormat};
-use resolvelab_history::{History, Sources, time};
+use resolvelab_history::{ErrorRecord, ErrorStream, History, Sources, time};
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
 
@@ -149,8 +149,11 @@ struct Failure {
     group: String,
     nlu: bool,
     hops: u32,
-    paired: Option<usize>,
-    first_try: Vec<usize>,
+    /// The error line paired with the request (its NLU line, else its first-try line) and its
+    /// signature.
+    paired: Option<(ERef, &'static str)>,
+    /// First-try failure lines of the same `*cid` in the request's window.
+    first_try: Vec<(ERef, &'static str)>,
     class: &'static str,
     confidence: f64,
     /// An NLU inside an earlier pass of a redirected request (not a client-visible failure).
@@ -182,8 +185,283 @@ struct Seg {
     end: i64,
 }
 
+/// How far (ms) past a failure's end the error stream is read before pairing it, so that a line
+/// written slightly out of order (several workers share one file) still finds its request.
+const REORDER_SLACK_MS: i64 = 5000;
+/// At most this many error lines wait in the pairing window (a safety net: the window is
+/// normally bounded by the longest request).
+pub const MAX_BUFFERED: usize = 200_000;
+
+/// One error line by its place in the merged order: time (ms), file, line.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+struct ERef {
+    t_ms: i64,
+    file: u32,
+    line: u64,
+}
+
+/// What pairing needs of a buffered error line.
+struct Pairable {
+    cid: u64,
+    sig: &'static str,
+    request: Option<String>,
+    client: Option<String>,
+    upstream_host: Option<String>,
+}
+
+/// The error lines that may still pair with a pending failure, ordered like the merged stream
+/// and indexed by `*cid`.
+#[derive(Default)]
+struct PairWindow {
+    lines: BTreeMap<ERef, Pairable>,
+    cids: std::collections::BTreeSet<(u64, ERef)>,
+    max_len: usize,
+    dropped: u64,
+}
+
+impl ERef {
+    /// The first and last possible references of the time window `lo..=hi` (ms).
+    fn span(lo: i64, hi: i64) -> (ERef, ERef) {
+        (
+            ERef {
+                t_ms: lo,
+                file: 0,
+                line: 0,
+            },
+            ERef {
+                t_ms: hi,
+                file: u32::MAX,
+                line: u64::MAX,
+            },
+        )
+    }
+}
+
+impl PairWindow {
+    fn insert(&mut self, k: ERef, p: Pairable) {
+        self.cids.insert((p.cid, k));
+        self.lines.insert(k, p);
+        if self.lines.len() > MAX_BUFFERED
+            && let Some((k, p)) = self.lines.pop_first()
+        {
+            self.cids.remove(&(p.cid, k));
+            self.dropped += 1;
+        }
+        self.max_len = self.max_len.max(self.lines.len());
+    }
+
+    fn evict_before(&mut self, t_ms: i64) {
+        while let Some(e) = self.lines.first_entry() {
+            if e.key().t_ms >= t_ms {
+                break;
+            }
+            let (k, p) = e.remove_entry();
+            self.cids.remove(&(p.cid, k));
+        }
+    }
+
+    fn get(&self, k: &ERef) -> &Pairable {
+        &self.lines[k]
+    }
+
+    fn take(&mut self, k: &ERef) -> Pairable {
+        let p = self.lines.remove(k).expect("a candidate is in the window");
+        self.cids.remove(&(p.cid, *k));
+        p
+    }
+
+    fn by_cid(&self, cid: u64, lo: i64, hi: i64) -> Vec<ERef> {
+        let (a, b) = ERef::span(lo, hi);
+        self.cids
+            .range((cid, a)..=(cid, b))
+            .map(|(_, k)| *k)
+            .collect()
+    }
+
+    fn by_time(&self, lo: i64, hi: i64) -> impl Iterator<Item = (ERef, &Pairable)> {
+        let (a, b) = ERef::span(lo, hi);
+        self.lines.range(a..=b).map(|(k, p)| (*k, p))
+    }
+}
+
+/// Per signature: count, first line, and per second (error-log resolution) the first line and
+/// the count — bounded by the span of the logs in seconds, not by their size.
+struct SigIndex {
+    count: Vec<u64>,
+    first: Vec<Option<ERef>>,
+    per_sec: Vec<BTreeMap<i64, (ERef, u64)>>,
+    /// The second being counted per signature (lines come in time order): flushed into
+    /// `per_sec` when the second changes, so the map is touched once per second.
+    cur: Vec<Option<(i64, ERef, u64)>>,
+    /// `NAME could not be resolved` lines: the distinct seconds per name (re-query period
+    /// without a DNS log), with the last second added.
+    unresolved: HashMap<String, (i64, std::collections::BTreeSet<i64>)>,
+    /// The last distinct messages and what they are: (message, signature, length of the name
+    /// before ` could not be resolved`). Messages repeat (the context is not part of them), so
+    /// most lines skip the substring searches.
+    memo: Vec<(String, Option<usize>, Option<usize>)>,
+    memo_next: usize,
+}
+
+const MEMO: usize = 16;
+
+impl Default for SigIndex {
+    fn default() -> SigIndex {
+        let n = classes::SIGNATURES.len();
+        SigIndex {
+            count: vec![0; n],
+            first: vec![None; n],
+            per_sec: vec![BTreeMap::new(); n],
+            cur: vec![None; n],
+            unresolved: HashMap::new(),
+            memo: Vec::with_capacity(MEMO),
+            memo_next: 0,
+        }
+    }
+}
+
+impl SigIndex {
+    fn classify(&mut self, message: &str) -> (Option<usize>, Option<usize>) {
+        if let Some(m) = self.memo.iter().find(|m| m.0 == message) {
+            return (m.1, m.2);
+        }
+        let v = (
+            classes::signature_index(message),
+            message.find(" could not be resolved"),
+        );
+        let entry = (message.to_string(), v.0, v.1);
+        if self.memo.len() < MEMO {
+            self.memo.push(entry);
+        } else {
+            self.memo[self.memo_next] = entry;
+            self.memo_next = (self.memo_next + 1) % MEMO;
+        }
+        v
+    }
+
+    /// Index one line; returns its signature id.
+    fn add(&mut self, e: &ErrorRecord) -> &'static str {
+        let k = ERef {
+            t_ms: e.t_us / 1000,
+            file: e.file,
+            line: e.line,
+        };
+        let (sig, unresolved) = self.classify(&e.message);
+        if let Some(i) = unresolved {
+            let name = &e.message[..i];
+            match self.unresolved.get_mut(name) {
+                Some((last, _)) if *last == k.t_ms => {}
+                Some((last, set)) => {
+                    *last = k.t_ms;
+                    set.insert(k.t_ms);
+                }
+                None => {
+                    self.unresolved
+                        .insert(name.to_string(), (k.t_ms, [k.t_ms].into()));
+                }
+            }
+        }
+        let Some(si) = sig else {
+            return "other";
+        };
+        self.count[si] += 1;
+        if self.first[si].is_none_or(|f| k < f) {
+            self.first[si] = Some(k);
+        }
+        match &mut self.cur[si] {
+            Some(c) if c.0 == k.t_ms => {
+                c.1 = c.1.min(k);
+                c.2 += 1;
+            }
+            slot => {
+                if let Some((t, r, n)) = slot.replace((k.t_ms, k, 1)) {
+                    Self::flush(&mut self.per_sec[si], t, r, n);
+                }
+            }
+        }
+        classes::SIGNATURES[si].id
+    }
+
+    fn flush(m: &mut BTreeMap<i64, (ERef, u64)>, t: i64, r: ERef, n: u64) {
+        let e = m.entry(t).or_insert((r, 0));
+        e.0 = e.0.min(r);
+        e.1 += n;
+    }
+
+    /// Flush the seconds being counted (after the last line).
+    fn finish(&mut self) {
+        for si in 0..self.cur.len() {
+            if let Some((t, r, n)) = self.cur[si].take() {
+                Self::flush(&mut self.per_sec[si], t, r, n);
+            }
+        }
+    }
+
+    /// The first line (in merged order) of signature `id` between `a` and `b` ms.
+    fn first_in(&self, id: &str, a: i64, b: i64) -> Option<ERef> {
+        let si = classes::SIGNATURES.iter().position(|s| s.id == id)?;
+        self.per_sec.get(si)?.range(a..=b).next().map(|(_, v)| v.0)
+    }
+}
+
+/// Read the error stream up to `upto_ms`: index every line, and buffer the pairable ones
+/// (a `*cid` and an NLU or first-try signature) not older than `keep_from_ms`.
+fn feed_errors(
+    errs: &mut ErrorStream,
+    upto_ms: i64,
+    keep_from_ms: i64,
+    ix: &mut SigIndex,
+    win: &mut PairWindow,
+) {
+    while errs.peek_t_us().is_some_and(|t| t / 1000 <= upto_ms) {
+        let Some(e) = errs.next() else { break };
+        let sig = ix.add(e);
+        let t_ms = e.t_us / 1000;
+        if let Some(cid) = e.cid
+            && t_ms >= keep_from_ms
+            && (sig == "no-live-upstreams" || classes::is_first_try_failure(sig))
+        {
+            win.insert(
+                ERef {
+                    t_ms,
+                    file: e.file,
+                    line: e.line,
+                },
+                Pairable {
+                    cid,
+                    sig,
+                    request: e.request.clone(),
+                    client: e.client.clone(),
+                    upstream_host: e.upstream_host().map(str::to_string),
+                },
+            );
+        }
+    }
+}
+
+/// Memory accounting of the streamed error-log pass (what a test or a benchmark asserts).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct StreamStats {
+    /// Error lines read (every file, merged).
+    pub error_lines: u64,
+    /// Lines that came after a later line of their file (several workers share a file).
+    pub late_lines: u64,
+    /// The most error lines buffered at once for pairing.
+    pub max_buffered: usize,
+    /// Lines dropped from a full pairing window (over its safety cap).
+    pub dropped: u64,
+    /// Error lines read a second time to quote them as evidence.
+    pub fetched: usize,
+}
+
 /// Run the checker; also returns the loaded history (events, DNS) for the lab verdict.
 pub fn diagnose_with_history(opts: &Options) -> anyhow::Result<(Diagnosis, History)> {
+    diagnose_with_stats(opts).map(|(d, h, _)| (d, h))
+}
+
+/// Run the checker; also returns the loaded history and the memory accounting of the streamed
+/// error-log pass.
+pub fn diagnose_with_stats(opts: &Options) -> anyhow::Result<(Diagnosis, History, StreamStats)> {
     if opts.access.is_empty() {
         anyhow::bail!("no access log given: pass --access FILE (several allowed, .gz ok)");
     }
@@ -209,7 +487,7 @@ pub fn diagnose_with_history(opts: &Options) -> anyhow::Result<(Diagnosis, Histo
             fmt.text
         );
     }
-    let mut hist = History::load(&Sources {
+    let hist = History::load(&Sources {
         access: opts.access.clone(),
         error: opts.error.clone(),
         dns: opts.dns.clone(),
@@ -410,8 +688,6 @@ pub fn diagnose_with_history(opts: &Options) -> anyhow::Result<(Diagnosis, Histo
             "machine",
         ),
     };
-    hist.apply_offset(offset_s);
-    hist.errors.sort_by_key(|e| e.t_us);
 
     // ---- upstream groups -----------------------------------------------------------------
     let group_names: Vec<&String> = {
@@ -473,6 +749,105 @@ pub fn diagnose_with_history(opts: &Options) -> anyhow::Result<(Diagnosis, Histo
         gnames.into_iter().zip(per_gid).collect();
     drop(counts);
 
+    // ---- error logs: one streamed pass (signatures, pairing) -----------------------------
+    // Failures are paired in time order while the merged error stream is read up to just past
+    // each one: only the lines that can still pair (a `*cid` and an NLU or first-try
+    // signature, not older than the earliest pending request start) are buffered, so memory is
+    // bounded by the longest request, not by the size of the error logs.
+    failures.sort_by_key(|f| f.t_ms);
+    let mut errs = hist.error_stream(offset_s)?;
+    let mut ix = SigIndex::default();
+    let mut win = PairWindow::default();
+    let mut lo_suffix = vec![i64::MAX; failures.len() + 1];
+    for j in (0..failures.len()).rev() {
+        lo_suffix[j] = lo_suffix[j + 1].min(failures[j].start_ms - 1000);
+    }
+    for (j, f) in failures.iter_mut().enumerate() {
+        // Error-log times are the start of their second; a request's lines fall between its
+        // start and its end.
+        let lo = f.start_ms - 1000;
+        let hi = f.t_ms;
+        feed_errors(
+            &mut errs,
+            hi.saturating_add(REORDER_SLACK_MS),
+            lo_suffix[j],
+            &mut ix,
+            &mut win,
+        );
+        win.evict_before(lo_suffix[j]);
+        let cands: Vec<ERef> = match f.conn {
+            // Several requests of a keep-alive connection share its *cid: the time window
+            // and the request text tell them apart.
+            Some(c) => win.by_cid(c, lo, hi),
+            None => win
+                .by_time(lo, hi)
+                .filter(|(_, e)| f.remote.is_none() || e.client.is_none() || e.client == f.remote)
+                .map(|(k, _)| k)
+                .collect(),
+        };
+        let req_ok = |k: &ERef| match (&win.get(k).request, &f.request) {
+            (Some(a), Some(b)) => a == b,
+            _ => true,
+        };
+        let first_try = |k: &ERef| classes::is_first_try_failure(win.get(k).sig) && req_ok(k);
+        // A known trajectory that ends at a real address is not an NLU, even when an NLU line
+        // of the same connection and second exists (keep-alive neighbours).
+        let may_be_nlu = f.nlu || f.traj.is_none();
+        let nlu_line = cands
+            .iter()
+            .copied()
+            .filter(|k| may_be_nlu && win.get(k).sig == "no-live-upstreams" && req_ok(k))
+            .min_by_key(|k| (f.t_ms - k.t_ms).abs());
+        f.first_try = cands
+            .iter()
+            .filter(|k| first_try(k))
+            .take(3)
+            .map(|k| (*k, win.get(k).sig))
+            .collect();
+        let mut paired_upstream = None;
+        if let Some(k) = nlu_line {
+            // An NLU line answers one request only.
+            let e = win.take(&k);
+            f.paired = Some((k, e.sig));
+            paired_upstream = e.upstream_host;
+            if !f.nlu {
+                // Formats without $upstream_addr learn NLU from the error log.
+                f.nlu = true;
+            }
+        } else if !f.nlu
+            && let Some(k) = cands.iter().find(|k| first_try(k))
+        {
+            let e = win.get(k);
+            f.paired = Some((*k, e.sig));
+            paired_upstream = e.upstream_host.clone();
+        }
+        if f.internal {
+            continue;
+        }
+        f.group = match f.traj.map(|t| &trajs[t as usize]) {
+            Some(t) => t
+                .group
+                .clone()
+                .or_else(|| t.addrs.last().and_then(|a| addr_group.get(a).cloned()))
+                .unwrap_or_else(|| default_group.clone()),
+            None => paired_upstream
+                .filter(|h| !is_addr(h))
+                .unwrap_or_else(|| default_group.clone()),
+        };
+    }
+    // The lines after the last failure still count for signatures and the re-query period.
+    feed_errors(&mut errs, i64::MAX, i64::MAX, &mut ix, &mut win);
+    ix.finish();
+    let stream_stats = StreamStats {
+        error_lines: errs.lines(),
+        late_lines: errs.late_lines(),
+        max_buffered: win.max_len,
+        dropped: win.dropped,
+        fetched: 0,
+    };
+    let error_stats = errs.finish();
+    drop(win);
+
     // ---- swaps and the re-query period ---------------------------------------------------
     let (swaps, swap_dns_idx, swap_source, requery, requery_source, nx_changes) =
         if !hist.dns.is_empty() {
@@ -485,17 +860,10 @@ pub fn diagnose_with_history(opts: &Options) -> anyhow::Result<(Diagnosis, Histo
             let mut psrc = src;
             if p.is_none() {
                 // No swaps: every failed re-query logs `NAME could not be resolved`, once per period.
-                let mut by_name: HashMap<&str, Vec<i64>> = HashMap::new();
-                for e in &hist.errors {
-                    if let Some(i) = e.message.find(" could not be resolved") {
-                        by_name
-                            .entry(&e.message[..i])
-                            .or_default()
-                            .push(e.t_us / 1000);
-                    }
-                }
                 let mut all: Vec<i64> = Vec::new();
-                for ts in by_name.values() {
+                for (_, ts) in ix.unresolved.values() {
+                    // Distinct seconds: lines of one second are 0 ms apart and never count.
+                    let ts: Vec<i64> = ts.iter().copied().collect();
                     all.extend(ts.windows(2).map(|w| w[1] - w[0]).filter(|d| *d >= 500));
                 }
                 all.sort_unstable();
@@ -539,112 +907,12 @@ pub fn diagnose_with_history(opts: &Options) -> anyhow::Result<(Diagnosis, Histo
         i.checked_sub(1)
     };
 
-    // ---- error-log signatures and pairing ------------------------------------------------
-    let sigs: Vec<&'static str> = hist
-        .errors
-        .iter()
-        .map(|e| signature_of(&e.message))
-        .collect();
-    let mut by_cid: HashMap<u64, Vec<usize>> = HashMap::new();
-    for (i, e) in hist.errors.iter().enumerate() {
-        if let Some(c) = e.cid {
-            by_cid.entry(c).or_default().push(i);
-        }
-    }
-    let mut used = vec![false; hist.errors.len()];
-    let err_t: Vec<i64> = hist.errors.iter().map(|e| e.t_us / 1000).collect();
-    failures.sort_by_key(|f| f.t_ms);
-    for f in failures.iter_mut() {
-        // Error-log times are the start of their second; a request's lines fall between its
-        // start and its end.
-        let lo = f.start_ms - 1000;
-        let hi = f.t_ms;
-        let cands: Vec<usize> = match f.conn {
-            // A connection's lines are in time order: binary-search the window (a burst puts
-            // thousands of NLU lines on one keep-alive connection).
-            Some(c) => by_cid
-                .get(&c)
-                .map(|v| {
-                    let a = v.partition_point(|&i| err_t[i] < lo);
-                    let b = v.partition_point(|&i| err_t[i] <= hi);
-                    v[a..b].to_vec()
-                })
-                .unwrap_or_default(),
-            None => {
-                let a = err_t.partition_point(|&t| t < lo);
-                let b = err_t.partition_point(|&t| t <= hi);
-                (a..b)
-                    .filter(|&i| {
-                        let e = &hist.errors[i];
-                        e.cid.is_some()
-                            && (f.remote.is_none() || e.client.is_none() || e.client == f.remote)
-                    })
-                    .collect()
-            }
-        };
-        let req_ok = |i: usize| match (&hist.errors[i].request, &f.request) {
-            (Some(a), Some(b)) => a == b,
-            _ => true,
-        };
-        // A known trajectory that ends at a real address is not an NLU, even when an NLU line
-        // of the same connection and second exists (keep-alive neighbours).
-        let may_be_nlu = f.nlu || f.traj.is_none();
-        let nlu_line = cands
-            .iter()
-            .copied()
-            .filter(|&i| may_be_nlu && sigs[i] == "no-live-upstreams" && !used[i] && req_ok(i))
-            .min_by_key(|&i| (f.t_ms - err_t[i]).abs());
-        if let Some(i) = nlu_line {
-            used[i] = true;
-            f.paired = Some(i);
-            if !f.nlu {
-                // Formats without $upstream_addr learn NLU from the error log.
-                f.nlu = true;
-            }
-        } else if !f.nlu {
-            f.paired = cands
-                .iter()
-                .copied()
-                .find(|&i| classes::is_first_try_failure(sigs[i]) && req_ok(i));
-        }
-        f.first_try = cands
-            .iter()
-            .copied()
-            .filter(|&i| classes::is_first_try_failure(sigs[i]) && req_ok(i))
-            .take(3)
-            .collect();
-        if f.internal {
-            continue;
-        }
-        f.group = match f.traj.map(|t| &trajs[t as usize]) {
-            Some(t) => t
-                .group
-                .clone()
-                .or_else(|| t.addrs.last().and_then(|a| addr_group.get(a).cloned()))
-                .unwrap_or_else(|| default_group.clone()),
-            None => hist
-                .errors
-                .get(f.paired.unwrap_or(usize::MAX))
-                .and_then(|e| e.upstream_host().map(str::to_string))
-                .filter(|h| !is_addr(h))
-                .unwrap_or_else(|| default_group.clone()),
-        };
-    }
     if let Some(u) = &opts.upstream {
         failures.retain(|f| &f.group == u);
     }
 
-    let sig_index =
-        |id: &str| -> Vec<usize> { (0..hist.errors.len()).filter(|&i| sigs[i] == id).collect() };
-    let idx_nx = sig_index("resolve-nxdomain");
-    let idx_dis = sig_index("peer-disabled");
-    let idx_mem = sig_index("zone-memory-exhausted");
-    let idx_99 = sig_index("connect-eaddrnotavail");
-    let in_window = |idx: &[usize], a: i64, b: i64| -> Option<usize> {
-        idx.iter()
-            .copied()
-            .find(|&i| err_t[i] >= a && err_t[i] <= b)
-    };
+    let in_window = |id: &str, a: i64, b: i64| ix.first_in(id, a, b);
+    let mut cites = Cites::default();
     let dns_nx: Vec<usize> = (0..hist.dns.len())
         .filter(|&i| hist.dns[i].rcode.eq_ignore_ascii_case("NXDOMAIN"))
         .collect();
@@ -691,14 +959,14 @@ pub fn diagnose_with_history(opts: &Options) -> anyhow::Result<(Diagnosis, Histo
                 fail as f64 / req as f64
             };
             let burst = share >= 0.8 && c.iter().filter(|&&i| !failures[i].internal).count() >= 3;
-            let nx_err = in_window(&idx_nx, cs - 10_000, ce + 1000);
+            let nx_err = in_window("resolve-nxdomain", cs - 10_000, ce + 1000);
             let nx_dns = dns_nx.iter().copied().find(|&i| {
                 let t = hist.dns[i].t_us / 1000;
                 t >= cs - period - 2000 && t <= ce
             });
-            let mem = in_window(&idx_mem, cs - period - 10_000, ce);
-            let dis = in_window(&idx_dis, cs - 12_000, ce + 1000);
-            let p99 = in_window(&idx_99, cs - 1000, ce + 1000);
+            let mem = in_window("zone-memory-exhausted", cs - period - 10_000, ce);
+            let dis = in_window("peer-disabled", cs - 12_000, ce + 1000);
+            let p99 = in_window("connect-eaddrnotavail", cs - 1000, ce + 1000);
             for &i in &c {
                 let f = &failures[i];
                 let pc = prev_change(f.t_ms);
@@ -713,10 +981,7 @@ pub fn diagnose_with_history(opts: &Options) -> anyhow::Result<(Diagnosis, Histo
                         || f.addrs.iter().any(|a| old.contains(&host_of(a)))
                 });
                 let has_first_try = !f.first_try.is_empty();
-                let first_try_99 = f
-                    .first_try
-                    .iter()
-                    .any(|&e| sigs[e] == "connect-eaddrnotavail");
+                let first_try_99 = f.first_try.iter().any(|e| e.1 == "connect-eaddrnotavail");
                 let (class, conf): (&'static str, f64) =
                     if first_try_99 || (p99.is_some() && !f.nlu) {
                         ("port-exhaustion", 0.8)
@@ -821,20 +1086,20 @@ pub fn diagnose_with_history(opts: &Options) -> anyhow::Result<(Diagnosis, Histo
                     ),
                     text: f0.raw.clone(),
                 });
-                for &e in f0.first_try.iter().take(1) {
-                    ev.push(err_ev(&hist, e, "first-try failure on the same *cid"));
+                for e in f0.first_try.iter().take(1) {
+                    ev.push(cites.ev(&hist, e.0, "first-try failure on the same *cid"));
                 }
-                if let Some(e) = f0.paired.filter(|&e| sigs[e] == "no-live-upstreams") {
-                    ev.push(err_ev(
+                if let Some(e) = f0.paired.filter(|e| e.1 == "no-live-upstreams") {
+                    ev.push(cites.ev(
                         &hist,
-                        e,
+                        e.0,
                         "paired `no live upstreams` (same *cid, time, request)",
                     ));
                 }
                 match class {
                     "dns-nxdomain" => {
                         if let Some(e) = nx_err {
-                            ev.push(err_ev(
+                            ev.push(cites.ev(
                                 &hist,
                                 e,
                                 "NXDOMAIN: nginx removed every peer of the name",
@@ -851,12 +1116,12 @@ pub fn diagnose_with_history(opts: &Options) -> anyhow::Result<(Diagnosis, Histo
                     }
                     "maxfails-wipeout" => {
                         if let Some(e) = dis {
-                            ev.push(err_ev(&hist, e, "a peer was excluded by max_fails"));
+                            ev.push(cites.ev(&hist, e, "a peer was excluded by max_fails"));
                         }
                     }
                     "zone-memory-exhausted" => {
                         if let Some(e) = mem {
-                            ev.push(err_ev(
+                            ev.push(cites.ev(
                                 &hist,
                                 e,
                                 "the zone ran out of memory while adding peers",
@@ -865,7 +1130,7 @@ pub fn diagnose_with_history(opts: &Options) -> anyhow::Result<(Diagnosis, Histo
                     }
                     "port-exhaustion" => {
                         if let Some(e) = p99 {
-                            ev.push(err_ev(&hist, e, "ephemeral ports exhausted"));
+                            ev.push(cites.ev(&hist, e, "ephemeral ports exhausted"));
                         }
                     }
                     _ => {}
@@ -1008,12 +1273,18 @@ pub fn diagnose_with_history(opts: &Options) -> anyhow::Result<(Diagnosis, Histo
             fix: classes::fix(c).to_string(),
         });
     }
-    let signatures = summarize_signatures(&hist, &sigs, &err_t, &nlu_times);
+    let mut signatures = summarize_signatures(&hist, &ix, &mut cites, &nlu_times);
+    // Evidence text of the cited error lines: read again, only those lines.
+    let stream_stats = StreamStats {
+        fetched: cites.fill(&hist, &mut incidents, &mut signatures)?,
+        ..stream_stats
+    };
     let mut swap_directions = BTreeMap::new();
     for s in &swaps {
         *swap_directions.entry(s.direction.clone()).or_insert(0) += 1;
     }
     let mut files = access_stats;
+    files.extend(error_stats);
     files.extend(hist.stats.iter().cloned());
     let malformed = files.iter().map(|f| f.malformed).sum();
     let files_ref = &files;
@@ -1065,7 +1336,7 @@ pub fn diagnose_with_history(opts: &Options) -> anyhow::Result<(Diagnosis, Histo
         parse: ParseInfo { files, malformed },
     };
     let _ = has_upstream;
-    Ok((d, hist))
+    Ok((d, hist, stream_stats))
 }
 
 fn flush_bucket(
@@ -1122,27 +1393,76 @@ fn trunc(s: &str, n: usize) -> String {
     format!("{}…", &s[..c])
 }
 
-fn err_ev(h: &History, i: usize, note: &str) -> Evidence {
-    let e = &h.errors[i];
-    Evidence {
-        at: h.cite(e.file, e.line),
-        note: note.to_string(),
-        text: trunc(
-            &format!(
-                "[{}] {}{}{}",
-                serde_json::to_value(e.level)
-                    .ok()
-                    .and_then(|v| v.as_str().map(str::to_string))
-                    .unwrap_or_default(),
-                e.cid.map(|c| format!("*{c} ")).unwrap_or_default(),
-                e.message,
-                e.request
-                    .as_ref()
-                    .map(|r| format!(", request: \"{r}\""))
-                    .unwrap_or_default()
-            ),
-            300,
+fn err_text(e: &ErrorRecord) -> String {
+    trunc(
+        &format!(
+            "[{}] {}{}{}",
+            serde_json::to_value(e.level)
+                .ok()
+                .and_then(|v| v.as_str().map(str::to_string))
+                .unwrap_or_default(),
+            e.cid.map(|c| format!("*{c} ")).unwrap_or_default(),
+            e.message,
+            e.request
+                .as_ref()
+                .map(|r| format!(", request: \"{r}\""))
+                .unwrap_or_default()
         ),
+        300,
+    )
+}
+
+/// Error lines cited as evidence. Their text is filled in after the streamed pass, by reading
+/// only those lines again ([`History::fetch_errors`]).
+#[derive(Default)]
+struct Cites {
+    wanted: HashMap<String, (u32, u64)>,
+}
+
+impl Cites {
+    /// Evidence for one error line; the text follows in [`Cites::fill`].
+    fn ev(&mut self, h: &History, r: ERef, note: &str) -> Evidence {
+        let at = h.cite(r.file, r.line);
+        self.wanted.insert(at.clone(), (r.file, r.line));
+        Evidence {
+            at,
+            note: note.to_string(),
+            text: String::new(),
+        }
+    }
+
+    /// Read the cited lines and fill their evidence text; returns the number of lines read.
+    fn fill(
+        &self,
+        h: &History,
+        incidents: &mut [Incident],
+        signatures: &mut [Signature],
+    ) -> anyhow::Result<usize> {
+        if self.wanted.is_empty() {
+            return Ok(0);
+        }
+        let keys: Vec<(u32, u64)> = self.wanted.values().copied().collect();
+        let recs = h.fetch_errors(&keys)?;
+        let text = |at: &str| -> Option<String> {
+            let k = self.wanted.get(at)?;
+            Some(
+                recs.get(k)
+                    .map(err_text)
+                    .unwrap_or_else(|| "(the line can no longer be read: the file changed)".into()),
+            )
+        };
+        let evs = incidents
+            .iter_mut()
+            .flat_map(|i| i.evidence.iter_mut())
+            .chain(signatures.iter_mut().map(|s| &mut s.first));
+        for e in evs {
+            if e.text.is_empty()
+                && let Some(t) = text(&e.at)
+            {
+                e.text = t;
+            }
+        }
+        Ok(recs.len())
     }
 }
 
@@ -1316,24 +1636,22 @@ fn infer_swaps(
 
 fn summarize_signatures(
     h: &History,
-    sigs: &[&'static str],
-    err_t: &[i64],
+    ix: &SigIndex,
+    cites: &mut Cites,
     nlu_times: &[i64],
 ) -> Vec<Signature> {
-    let mut by: BTreeMap<&str, Vec<usize>> = BTreeMap::new();
-    for (i, s) in sigs.iter().enumerate() {
-        if *s != "other" {
-            by.entry(s).or_default().push(i);
-        }
-    }
     let near = |t: i64| {
         let i = nlu_times.partition_point(|&x| x < t - 10_000);
         nlu_times.get(i).is_some_and(|&x| x <= t + 11_000)
     };
     let mut out = Vec::new();
-    for def in classes::SIGNATURES {
-        let Some(idx) = by.get(def.id) else { continue };
-        let near_nlu = idx.iter().filter(|&&i| near(err_t[i])).count() as u64;
+    for (si, def) in classes::SIGNATURES.iter().enumerate() {
+        let Some(first) = ix.first[si] else { continue };
+        let near_nlu = ix.per_sec[si]
+            .iter()
+            .filter(|(t, _)| near(**t))
+            .map(|(_, c)| c.1)
+            .sum::<u64>();
         let (harmless, note) = match def.id {
             "resolve-servfail" | "resolve-timeout" | "resolve-other" if near_nlu == 0 => (
                 true,
@@ -1361,11 +1679,11 @@ fn summarize_signatures(
         out.push(Signature {
             id: def.id.to_string(),
             pattern: def.pattern.to_string(),
-            count: idx.len() as u64,
+            count: ix.count[si],
             near_nlu,
             harmless,
             note,
-            first: err_ev(h, idx[0], "first occurrence"),
+            first: cites.ev(h, first, "first occurrence"),
         });
     }
     out
@@ -1381,6 +1699,22 @@ mod tests {
             t_ms / 1000,
             t_ms % 1000
         )
+    }
+
+    /// `access.log` + `error.log` in `dir`, read with the lab format at UTC.
+    fn lab_options(dir: &std::path::Path, acc: &str, err: &str) -> Options {
+        let a = dir.join("access.log");
+        let e = dir.join("error.log");
+        std::fs::write(&a, acc).unwrap();
+        std::fs::write(&e, err).unwrap();
+        let mut o = Options::new(vec![a], vec![e]);
+        o.log_format = LogFormat::lab();
+        o.tz_offset_s = Some(0);
+        o
+    }
+
+    fn nlu_err(t_s: i64, cid: u64) -> String {
+        err_line(t_s, cid, "no live upstreams while connecting to upstream")
     }
 
     fn err_line(t_s: i64, cid: u64, msg: &str) -> String {
@@ -1404,28 +1738,10 @@ mod tests {
         acc += &lab_line(t0 + 12_200, 502, "be", 7, 4);
         acc += &lab_line(t0 + 20_100, 502, "be", 8, 1);
         let mut err = String::new();
-        err += &err_line(
-            t0 / 1000 + 10,
-            7,
-            "no live upstreams while connecting to upstream",
-        );
-        err += &err_line(
-            t0 / 1000 + 12,
-            7,
-            "no live upstreams while connecting to upstream",
-        );
-        err += &err_line(
-            t0 / 1000 + 15,
-            8,
-            "no live upstreams while connecting to upstream",
-        );
-        let a = dir.path().join("access.log");
-        let e = dir.path().join("error.log");
-        std::fs::write(&a, acc).unwrap();
-        std::fs::write(&e, err).unwrap();
-        let mut o = Options::new(vec![a], vec![e]);
-        o.log_format = LogFormat::lab();
-        o.tz_offset_s = Some(0);
+        err += &nlu_err(t0 / 1000 + 10, 7);
+        err += &nlu_err(t0 / 1000 + 12, 7);
+        err += &nlu_err(t0 / 1000 + 15, 8);
+        let o = lab_options(dir.path(), &acc, &err);
         let d = diagnose(&o).unwrap();
         assert_eq!(d.nlu.total, 3);
         assert_eq!(d.nlu.paired, 2, "the *8 line is 5 s away from its request");
@@ -1469,5 +1785,126 @@ mod tests {
         assert!(!t.nlu);
         assert_eq!(traj_label(2), "2-hop");
         assert_eq!(traj_label(5), "3+-hop");
+    }
+
+    /// A long run: 36,000 requests over an hour, 3,600 2-hop NLUs each with a first-try line
+    /// and an NLU line on its own keep-alive connection, plus resolver noise every second and
+    /// peer-disabled warnings, in two error_log files (the second gzipped). Every NLU pairs,
+    /// and the error lines buffered at once stay a tiny fraction of the log: a materialised
+    /// error log would hold all of them.
+    #[test]
+    fn error_logs_are_streamed_with_a_bounded_window() {
+        let dir = tempfile::tempdir().unwrap();
+        let t0 = 1_796_018_400_000i64;
+        let (mut acc, mut err, mut noise) = (String::new(), String::new(), String::new());
+        let n = 36_000i64;
+        for i in 0..n {
+            let t = t0 + i * 100;
+            let conn = 1 + (i % 40) as u64;
+            if i % 10 == 3 {
+                acc += &lab_line(t, 502, "127.0.0.20:8080, be", conn, 1 + i as u64);
+                let ts = jiff::Timestamp::from_second(t / 1000)
+                    .unwrap()
+                    .strftime("%Y/%m/%d %H:%M:%S")
+                    .to_string();
+                err += &format!(
+                    "{ts} [error] 1#1: *{conn} upstream prematurely closed connection while reading response header from upstream, client: 127.0.0.1, server: , request: \"GET / HTTP/1.1\", upstream: \"http://127.0.0.20:8080/\", host: \"x\"\n"
+                );
+                err += &err_line(
+                    t / 1000,
+                    conn,
+                    "no live upstreams while connecting to upstream",
+                );
+            } else {
+                acc += &lab_line(t, 200, "127.0.0.20:8080", conn, 1 + i as u64);
+            }
+            if i % 10 == 0 {
+                let ts = jiff::Timestamp::from_second(t / 1000)
+                    .unwrap()
+                    .strftime("%Y/%m/%d %H:%M:%S")
+                    .to_string();
+                noise += &format!(
+                    "{ts} [error] 2#2: be.lab could not be resolved (110: Operation timed out)\n"
+                );
+                if i % 50 == 0 {
+                    noise += &format!(
+                        "{ts} [warn] 2#2: *{conn} upstream server temporarily disabled while reading response header from upstream, client: 127.0.0.1, server: , request: \"GET / HTTP/1.1\", upstream: \"http://127.0.0.30:8080/\", host: \"x\"\n"
+                    );
+                }
+            }
+        }
+        let a = dir.path().join("access.log");
+        let e = dir.path().join("error.log");
+        let z = dir.path().join("noise.log.gz");
+        std::fs::write(&a, acc).unwrap();
+        std::fs::write(&e, err).unwrap();
+        let mut gz = flate2::write::GzEncoder::new(
+            std::fs::File::create(&z).unwrap(),
+            flate2::Compression::fast(),
+        );
+        std::io::Write::write_all(&mut gz, noise.as_bytes()).unwrap();
+        gz.finish().unwrap();
+        let mut o = Options::new(vec![a], vec![e, z]);
+        o.log_format = LogFormat::lab();
+        o.tz_offset_s = Some(0);
+        let (d, _, st) = diagnose_with_stats(&o).unwrap();
+        assert_eq!(d.requests, n as u64);
+        assert_eq!(d.nlu.total, 3600);
+        assert_eq!(d.nlu.paired, 3600, "every NLU found its own line");
+        assert_eq!(st.error_lines, 3600 * 2 + 3600 + 720);
+        assert_eq!((st.late_lines, st.dropped), (0, 0));
+        // One request every 100 ms, lines of one second, 5 s read ahead: a few dozen at most.
+        assert!(
+            st.max_buffered > 0 && st.max_buffered <= 100,
+            "buffered {} of {} error lines",
+            st.max_buffered,
+            st.error_lines
+        );
+        // Evidence is quoted from the lines read again: a handful, not the log.
+        assert!(st.fetched > 0 && st.fetched <= 64, "{st:?}");
+        let te = d
+            .incidents
+            .iter()
+            .flat_map(|i| &i.evidence)
+            .find(|e| e.note.starts_with("paired"))
+            .unwrap();
+        assert!(te.text.contains("no live upstreams"), "{te:?}");
+        let sig = d
+            .signatures
+            .iter()
+            .find(|s| s.id == "resolve-timeout")
+            .unwrap();
+        assert_eq!(sig.count, 3600);
+        assert!(sig.first.at.ends_with("noise.log.gz:1"), "{:?}", sig.first);
+        assert!(sig.first.text.contains("could not be resolved"));
+        assert_eq!(d.requery_source, "error-log");
+        assert_eq!(d.requery_period_ms, Some(1000.0));
+    }
+
+    /// Several workers share one error_log: a request's NLU line written after a line of a
+    /// later second (out of order in the file) still pairs, and is counted as late.
+    #[test]
+    fn an_out_of_order_error_line_still_pairs() {
+        let dir = tempfile::tempdir().unwrap();
+        let t0 = 1_796_018_400_000i64;
+        let mut acc = String::new();
+        acc += &lab_line(t0 + 1_500, 502, "127.0.0.20:8080, be", 4, 1);
+        acc += &lab_line(t0 + 3_200, 502, "127.0.0.20:8080, be", 5, 1);
+        let mut err = String::new();
+        err += &nlu_err(t0 / 1000 + 3, 5);
+        // Written after the line of second 3, for second 1.
+        err += &nlu_err(t0 / 1000 + 1, 4);
+        let o = lab_options(dir.path(), &acc, &err);
+        let (d, _, st) = diagnose_with_stats(&o).unwrap();
+        assert_eq!((d.nlu.total, d.nlu.paired), (2, 2));
+        assert_eq!(st.late_lines, 1);
+        let ats: Vec<&str> = d
+            .incidents
+            .iter()
+            .flat_map(|i| &i.evidence)
+            .filter(|e| e.note.starts_with("paired"))
+            .map(|e| e.at.rsplit(':').next().unwrap())
+            .collect();
+        assert_eq!(ats, ["2", "1"]);
     }
 }

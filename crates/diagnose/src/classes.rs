@@ -171,6 +171,11 @@ pub fn signature_of(message: &str) -> &'static str {
         .unwrap_or("other")
 }
 
+/// The index in [`SIGNATURES`] of an error message's signature (`None` for `other`).
+pub fn signature_index(message: &str) -> Option<usize> {
+    SIGNATURES.iter().position(|s| s.matches(message))
+}
+
 /// True for signatures that are a first-try failure (what precedes a retry).
 pub fn is_first_try_failure(sig: &str) -> bool {
     matches!(

@@ -6,6 +6,11 @@
 //!         | incident("CLASS").FIELD          the largest incident of that class
 //!         | all(SET).FIELD | any(SET).FIELD  every / at least one element (an empty set fails)
 //!         | count(SET)
+//!         | backend("NAME").FIELD           the client's view of one backend (x-backend):
+//!                                          requests, errors, min_ms, p50_ms, p90_ms, p99_ms, max_ms,
+//!                                          pool_wait_max_ms, pool_wait_p99_ms, pool_timeouts
+//!         | probe("NAME").FIELD             readiness probes of a backend ([[probe]]):
+//!                                          probes, ok, failed, timeouts, max_ms
 //! SET    := nlu | internal_nlu | incidents | class("CLASS")
 //! OP     := = == != < <= > >= ≈ ~=
 //! literal:= NUMBER [± TOL[%]] | "text" | bare-word      (`±` may be written `+-`)
@@ -15,6 +20,7 @@
 //! use resolvelab_diagnose::expect::parse;
 //! assert!(parse("incident(\"dns-nxdomain\").duration_ms ≈ 6000 ± 10%").is_ok());
 //! assert!(parse("all(nlu).after_swap_ms <= 600").is_ok());
+//! assert!(parse("backend(\"app-slow\").min_ms ≈ 1800 ± 15%").is_ok());
 //! assert!(parse("nlu >").is_err());
 //! ```
 
@@ -40,6 +46,10 @@ pub enum Value {
     Quant(bool, Set, String),
     /// The size of a set.
     Count(Set),
+    /// A field of one backend's client-side statistics.
+    Backend(String, String),
+    /// A field of one backend's readiness probes.
+    Probe(String, String),
 }
 
 /// A set of elements.
@@ -98,6 +108,23 @@ pub const METRICS: &[&str] = &[
     "client_unsent",
     "malformed",
 ];
+
+/// Fields of `backend("NAME")`.
+pub const BACKEND_FIELDS: &[&str] = &[
+    "requests",
+    "errors",
+    "min_ms",
+    "p50_ms",
+    "p90_ms",
+    "p99_ms",
+    "max_ms",
+    "pool_wait_max_ms",
+    "pool_wait_p99_ms",
+    "pool_timeouts",
+];
+
+/// Fields of `probe("NAME")`.
+pub const PROBE_FIELDS: &[&str] = &["probes", "ok", "failed", "timeouts", "max_ms"];
 
 #[derive(Debug, Clone, PartialEq)]
 enum Tok {
@@ -292,6 +319,29 @@ pub fn parse(text: &str) -> Result<Check, String> {
             let s = p.set()?;
             p.sym(")")?;
             Value::Count(s)
+        }
+        "backend" | "probe" => {
+            p.sym("(")?;
+            let name = p.string()?;
+            p.sym(")")?;
+            p.sym(".")?;
+            let field = p.ident()?;
+            let known = if head == "backend" {
+                BACKEND_FIELDS
+            } else {
+                PROBE_FIELDS
+            };
+            if !known.contains(&field.as_str()) {
+                return Err(format!(
+                    "unknown {head} field `{field}` (known: {})",
+                    known.join(", ")
+                ));
+            }
+            if head == "backend" {
+                Value::Backend(name, field)
+            } else {
+                Value::Probe(name, field)
+            }
         }
         m if METRICS.contains(&m) => Value::Metric(m.to_string()),
         m => {
@@ -556,6 +606,53 @@ fn eval_inner(
                 None => (false, format!("no `{class}` incident")),
             }
         }
+        Value::Backend(name, field) => {
+            let c = client.ok_or("no load.jsonl in this run")?;
+            let Some(b) = c.backends.get(name) else {
+                let seen: Vec<&str> = c.backends.keys().map(String::as_str).collect();
+                return Ok((
+                    false,
+                    format!("no answers from `{name}` (answered: {})", seen.join(", ")),
+                ));
+            };
+            scalar(V::N(match field.as_str() {
+                "requests" => b.requests as f64,
+                "errors" => b.errors as f64,
+                "min_ms" => b.min_ms,
+                "p50_ms" => b.p50_ms,
+                "p90_ms" => b.p90_ms,
+                "p99_ms" => b.p99_ms,
+                "max_ms" => b.max_ms,
+                "pool_wait_max_ms" | "pool_wait_p99_ms" | "pool_timeouts" => {
+                    let v = match field.as_str() {
+                        "pool_wait_max_ms" => b.pool_wait_max_ms,
+                        "pool_wait_p99_ms" => b.pool_wait_p99_ms,
+                        _ => b.pool_timeouts.map(|n| n as f64),
+                    };
+                    match v {
+                        Some(v) => v,
+                        None => {
+                            return Ok((false, format!("`{name}` has no DB pool (backends.json)")));
+                        }
+                    }
+                }
+                f => return Err(format!("unknown backend field `{f}`")),
+            }))
+        }
+        Value::Probe(name, field) => {
+            let c = client.ok_or("no load.jsonl in this run")?;
+            let Some(p) = c.probes.get(name) else {
+                return Ok((false, format!("no probes of `{name}` (probes.jsonl)")));
+            };
+            scalar(V::N(match field.as_str() {
+                "probes" => p.probes as f64,
+                "ok" => p.ok as f64,
+                "failed" => p.failed as f64,
+                "timeouts" => p.timeouts as f64,
+                "max_ms" => p.max_ms,
+                f => return Err(format!("unknown probe field `{f}`")),
+            }))
+        }
         Value::Count(set) => {
             let n = match set {
                 Set::Nlu => d.nlu.total,
@@ -728,6 +825,47 @@ mod tests {
             ev("all(incidents).duration_ms > 0"),
             (false, "no elements".into())
         );
+    }
+
+    #[test]
+    fn backend_and_probe_terms() {
+        let d = diag();
+        let mut c = ClientStats::default();
+        c.backends.insert(
+            "app-slow".into(),
+            crate::model::BackendStats {
+                requests: 20,
+                min_ms: 1830.0,
+                max_ms: 9400.0,
+                ..Default::default()
+            },
+        );
+        c.probes.insert(
+            "app-fast".into(),
+            crate::model::ProbeStats {
+                probes: 30,
+                ok: 30,
+                ..Default::default()
+            },
+        );
+        let ev = |s: &str| eval(&parse(s).unwrap(), &d, Some(&c));
+        assert_eq!(
+            ev("backend(\"app-slow\").min_ms ≈ 1800 ± 15%"),
+            (true, "1830".into())
+        );
+        assert!(!ev("backend(\"app-slow\").max_ms < 5400").0);
+        assert_eq!(ev("probe(\"app-fast\").failed = 0"), (true, "0".into()));
+        let (held, m) = ev("backend(\"nope\").requests > 0");
+        assert!(!held && m.contains("answered: app-slow"), "{m}");
+        assert!(!ev("probe(\"app-slow\").ok > 0").0);
+        assert!(
+            eval(&parse("backend(\"x\").errors = 0").unwrap(), &d, None)
+                .1
+                .contains("no load.jsonl")
+        );
+        let e = parse("backend(\"x\").p42_ms = 0").unwrap_err();
+        assert!(e.contains("p99_ms"), "{e}");
+        assert!(parse("probe(\"x\").latency = 0").is_err());
     }
 
     #[test]

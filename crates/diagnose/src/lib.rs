@@ -29,6 +29,6 @@ pub mod model;
 pub mod run;
 pub mod timeline;
 
-pub use checker::{Options, diagnose, diagnose_with_history};
+pub use checker::{Options, StreamStats, diagnose, diagnose_with_history, diagnose_with_stats};
 pub use model::{Diagnosis, Incident, Verdict};
 pub use run::analyze_run;

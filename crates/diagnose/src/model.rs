@@ -359,4 +359,81 @@ pub struct ClientStats {
     pub unsent: u64,
     /// By status (`error` for transport errors).
     pub status: BTreeMap<String, u64>,
+    /// Per backend that answered (the captured `x-backend` header): what the client saw of it.
+    /// Answers without the header (nginx's own 502s, transport errors) belong to no backend.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub backends: BTreeMap<String, BackendStats>,
+    /// Readiness probes (`probes.jsonl`) per probed backend.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub probes: BTreeMap<String, ProbeStats>,
+}
+
+/// The client's view of one backend: requests it answered and their latency from the scheduled
+/// send (corrected for coordinated omission), in milliseconds.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[serde(default)]
+pub struct BackendStats {
+    /// Requests answered by this backend.
+    pub requests: u64,
+    /// Of them with status ≥ 500.
+    pub errors: u64,
+    /// Fastest answer.
+    pub min_ms: f64,
+    /// Median.
+    pub p50_ms: f64,
+    /// 90th percentile.
+    pub p90_ms: f64,
+    /// 99th percentile.
+    pub p99_ms: f64,
+    /// Slowest answer.
+    pub max_ms: f64,
+    /// The backend's own DB-pool counters (`backends.json` of a lab run), when it has a pool:
+    /// the longest wait for a pool connection.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pool_wait_max_ms: Option<f64>,
+    /// 99th percentile of the pool wait.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pool_wait_p99_ms: Option<f64>,
+    /// Requests that gave up waiting for a pool connection (answered 503).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pool_timeouts: Option<u64>,
+    /// Width of the bins of `bins` (100 ms, or 1 s for long runs).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub bin_ms: i64,
+    /// Answers and their slowest latency per bin of scheduled time: a burst queued behind a
+    /// slow dependency's pool shows as a staircase here.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub bins: Vec<BackendBin>,
+}
+
+fn is_zero(v: &i64) -> bool {
+    *v == 0
+}
+
+/// One bin of one backend's answers.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[serde(default)]
+pub struct BackendBin {
+    /// Start of the bin (scheduled time), epoch ms.
+    pub t_ms: i64,
+    /// Answers of requests scheduled in this bin.
+    pub requests: u64,
+    /// Their slowest latency.
+    pub max_ms: f64,
+}
+
+/// Readiness probes of one backend.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[serde(default)]
+pub struct ProbeStats {
+    /// Probes sent.
+    pub probes: u64,
+    /// Answered 2xx within the timeout.
+    pub ok: u64,
+    /// Timed out, failed to connect or answered non-2xx.
+    pub failed: u64,
+    /// Of the failures, timeouts.
+    pub timeouts: u64,
+    /// Slowest probe (a timed-out probe counts its timeout).
+    pub max_ms: f64,
 }

@@ -288,12 +288,28 @@ fn scenario_misses(dir: &Path) -> Vec<(String, Option<String>)> {
         .collect()
 }
 
+/// Bins of the per-backend latency series: fine enough to show a burst's staircase, coarser for
+/// long runs so the verdict stays small.
+const FINE_BIN_MS: i64 = 100;
+const MAX_BINS: usize = 1500;
+
+/// `(requests, slowest ms)` per bin start, for one backend.
+type Bins = std::collections::BTreeMap<i64, (u64, f64)>;
+
+fn add_to_bin(bins: &mut Bins, t_ms: i64, requests: u64, max_ms: f64) {
+    let b = bins.entry(t_ms).or_insert((0, 0.0));
+    b.0 += requests;
+    b.1 = b.1.max(max_ms);
+}
+
 fn read_client(dir: &Path) -> anyhow::Result<Option<ClientStats>> {
     let files = with_rotations(dir, "load.jsonl");
     if files.is_empty() {
         return Ok(None);
     }
     let mut c = ClientStats::default();
+    let mut latency: std::collections::BTreeMap<String, (hdrhistogram::Histogram<u64>, Bins)> =
+        Default::default();
     for p in &files {
         ours::for_each_load(p, |r| {
             // `late`/`dropped` records were never sent: the load generator's own failure to
@@ -310,10 +326,81 @@ fn read_client(dir: &Path) -> anyhow::Result<Option<ClientStats>> {
                 (_, Some(_)) | (None, _) => "error".to_string(),
                 (Some(s), None) => s.to_string(),
             };
-            if key == "error" || r.status.is_some_and(|s| s >= 500) {
+            let failed = key == "error" || r.status.is_some_and(|s| s >= 500);
+            if failed {
                 c.errors += 1;
             }
             *c.status.entry(key).or_insert(0) += 1;
+            if let (Some(be), Some(lat), Some(_)) = (&r.header, r.latency_us, r.status) {
+                let b = c.backends.entry(be.clone()).or_default();
+                b.requests += 1;
+                b.errors += failed as u64;
+                let (h, bins) = latency.entry(be.clone()).or_insert_with(|| {
+                    // 1 µs .. 1 h: `new(3)` would start at 2 µs and saturate there.
+                    let h = hdrhistogram::Histogram::new_with_bounds(1, 3_600_000_000, 3)
+                        .expect("valid bounds");
+                    (h, Bins::new())
+                });
+                h.saturating_record(lat.max(0) as u64);
+                let bin = r.t_us.div_euclid(FINE_BIN_MS * 1000) * FINE_BIN_MS;
+                add_to_bin(bins, bin, 1, lat as f64 / 1000.0);
+            }
+        })?;
+    }
+    for (be, (h, mut bins)) in latency {
+        let b = c.backends.entry(be).or_default();
+        b.bin_ms = FINE_BIN_MS;
+        if bins.len() > MAX_BINS {
+            let mut coarse = Bins::new();
+            for (t, (n, max)) in bins {
+                add_to_bin(&mut coarse, t.div_euclid(1000) * 1000, n, max);
+            }
+            bins = coarse;
+            b.bin_ms = 1000;
+        }
+        b.bins = bins
+            .into_iter()
+            .map(|(t_ms, (requests, max_ms))| BackendBin {
+                t_ms,
+                requests,
+                max_ms,
+            })
+            .collect();
+        let ms = |us: u64| us as f64 / 1000.0;
+        b.min_ms = ms(h.min());
+        b.p50_ms = ms(h.value_at_quantile(0.5));
+        b.p90_ms = ms(h.value_at_quantile(0.9));
+        b.p99_ms = ms(h.value_at_quantile(0.99));
+        b.max_ms = ms(h.max());
+    }
+    if let Ok(text) = std::fs::read_to_string(dir.join("backends.json")) {
+        let v: serde_json::Value = serde_json::from_str(&text)
+            .map_err(|e| anyhow::anyhow!("{}: {e}", dir.join("backends.json").display()))?;
+        for (name, st) in v.as_object().into_iter().flatten() {
+            let pool = &st["pool"];
+            if pool.is_object() {
+                let b = c.backends.entry(name.clone()).or_default();
+                let ms = |k: &str| pool[k].as_f64().map(|us| us / 1000.0);
+                b.pool_wait_max_ms = ms("wait_us_max");
+                b.pool_wait_p99_ms = ms("wait_us_p99");
+                b.pool_timeouts = pool["timeouts"].as_u64();
+            }
+        }
+    }
+    for p in with_rotations(dir, "probes.jsonl") {
+        ours::for_each_line(&p, "probes", |_, v| {
+            let target = v["target"].as_str().ok_or("no `target`")?;
+            let s = c.probes.entry(target.to_string()).or_default();
+            s.probes += 1;
+            if v["ok"].as_bool() == Some(true) {
+                s.ok += 1;
+            } else {
+                s.failed += 1;
+                s.timeouts += (v["error"].as_str() == Some("timeout")) as u64;
+            }
+            let ms = v["latency_us"].as_f64().unwrap_or(0.0) / 1000.0;
+            s.max_ms = s.max_ms.max(ms);
+            Ok(())
         })?;
     }
     Ok(Some(c))

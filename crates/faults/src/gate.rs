@@ -5,8 +5,8 @@
 use rand::{RngExt, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use resolvelab_core::{dur, spec::Spec};
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 /// Keys every fault accepts besides its own.
@@ -167,9 +167,86 @@ impl Gate {
     }
 }
 
+/// Something in a [`FaultList`]: faults are addressed by name.
+pub trait Named {
+    /// The fault's name (unique in its list).
+    fn name(&self) -> &str;
+}
+
+/// The live list of faults of a backend or a proxy: copy-on-write, so that the data path takes a
+/// snapshot (`current`) without holding a lock while it works, and a change applies to the next
+/// connection or chunk.
+pub struct FaultList<T> {
+    list: std::sync::RwLock<Arc<Vec<Arc<T>>>>,
+}
+
+impl<T: Named> Default for FaultList<T> {
+    fn default() -> Self {
+        FaultList {
+            list: std::sync::RwLock::new(Arc::new(Vec::new())),
+        }
+    }
+}
+
+impl<T: Named> FaultList<T> {
+    /// A snapshot of the faults now.
+    pub fn current(&self) -> Arc<Vec<Arc<T>>> {
+        self.list.read().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    /// Add `item`; `Err(name)` when a fault of that name is already there.
+    pub fn add(&self, item: Arc<T>) -> Result<(), String> {
+        let mut list = self.list.write().unwrap_or_else(|p| p.into_inner());
+        if list.iter().any(|f| f.name() == item.name()) {
+            return Err(item.name().to_string());
+        }
+        let mut next = (**list).clone();
+        next.push(item);
+        *list = Arc::new(next);
+        Ok(())
+    }
+
+    /// Remove the fault called `name`; false if there was none.
+    pub fn remove(&self, name: &str) -> bool {
+        let mut list = self.list.write().unwrap_or_else(|p| p.into_inner());
+        let next: Vec<_> = list.iter().filter(|f| f.name() != name).cloned().collect();
+        let removed = next.len() != list.len();
+        *list = Arc::new(next);
+        removed
+    }
+
+    /// Remove every fault.
+    pub fn clear(&self) {
+        *self.list.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(Vec::new());
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    struct F(&'static str);
+    impl Named for F {
+        fn name(&self) -> &str {
+            self.0
+        }
+    }
+
+    #[test]
+    fn fault_list_names_are_unique_and_snapshots_stay_put() {
+        let l = FaultList::<F>::default();
+        l.add(Arc::new(F("a"))).unwrap();
+        l.add(Arc::new(F("b"))).unwrap();
+        assert_eq!(l.add(Arc::new(F("a"))).unwrap_err(), "a");
+        let snap = l.current();
+        assert!(l.remove("a"));
+        assert!(!l.remove("a"));
+        // A connection's snapshot is not changed under it.
+        assert_eq!(snap.len(), 2);
+        assert_eq!(l.current().len(), 1);
+        l.clear();
+        assert!(l.current().is_empty());
+    }
 
     #[test]
     fn common_keys() {

@@ -1,6 +1,6 @@
 //! The TCP fault proxy: a listener, an upstream, and a live list of toxics.
 
-use crate::gate::{Gate, sub_seed};
+use crate::gate::{FaultList, Gate, Named, sub_seed};
 use crate::net::{listen_reuse, set_reset_on_close};
 use crate::toxics::{Direction, Step, ToxicConn, ToxicSpec};
 use bytes::{Bytes, BytesMut};
@@ -10,8 +10,8 @@ use resolvelab_core::jsonl::JsonlWriter;
 use resolvelab_core::{policy, time::now_us};
 use serde::Serialize;
 use std::net::SocketAddr;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
@@ -64,6 +64,12 @@ pub struct ToxicEntry {
     gate: Gate,
     bytes: AtomicU64,
     chunks: AtomicU64,
+}
+
+impl Named for ToxicEntry {
+    fn name(&self) -> &str {
+        &self.name
+    }
 }
 
 /// Counters of one toxic, as the control API and metrics show them.
@@ -134,7 +140,7 @@ struct Inner {
     name: String,
     listen: SocketAddr,
     upstream: SocketAddr,
-    toxics: RwLock<Arc<Vec<Arc<ToxicEntry>>>>,
+    toxics: FaultList<ToxicEntry>,
     version: AtomicU64,
     changed: Notify,
     next_conn: AtomicU64,
@@ -163,7 +169,7 @@ impl Proxy {
             name: cfg.name,
             listen,
             upstream: cfg.upstream,
-            toxics: RwLock::new(Arc::new(Vec::new())),
+            toxics: FaultList::default(),
             version: AtomicU64::new(0),
             changed: Notify::new(),
             next_conn: AtomicU64::new(1),
@@ -214,29 +220,23 @@ impl ProxyHandle {
     /// Install a toxic (it also applies to connections already open); returns its name.
     pub fn add_fault(&self, spec: ToxicSpec) -> anyhow::Result<String> {
         let name = spec.name();
-        {
-            let mut list = self.inner.toxics.write().unwrap_or_else(|p| p.into_inner());
-            if list.iter().any(|t| t.name == name) {
-                anyhow::bail!(
-                    "proxy `{}` already has a fault named `{name}`; remove it first or add `name=OTHER`",
-                    self.inner.name
-                );
-            }
-            let entry = Arc::new(ToxicEntry {
-                name: name.clone(),
-                gate: Gate::new(spec.common.clone()),
-                spec,
-                bytes: AtomicU64::new(0),
-                chunks: AtomicU64::new(0),
-            });
-            let mut next = (**list).clone();
-            next.push(entry.clone());
-            *list = Arc::new(next);
-            self.log_event(
-                "fault_added",
-                serde_json::json!({"fault": name, "spec": entry.spec.render()}),
-            );
-        }
+        let entry = Arc::new(ToxicEntry {
+            name: name.clone(),
+            gate: Gate::new(spec.common.clone()),
+            spec,
+            bytes: AtomicU64::new(0),
+            chunks: AtomicU64::new(0),
+        });
+        self.inner.toxics.add(entry.clone()).map_err(|name| {
+            anyhow::anyhow!(
+                "proxy `{}` already has a fault named `{name}`; remove it first or add `name=OTHER`",
+                self.inner.name
+            )
+        })?;
+        self.log_event(
+            "fault_added",
+            serde_json::json!({"fault": name, "spec": entry.spec.render()}),
+        );
         self.bump();
         Ok(name)
     }
@@ -249,13 +249,7 @@ impl ProxyHandle {
 
     /// Remove a toxic by name; false if there was none.
     pub fn remove_fault(&self, name: &str) -> bool {
-        let removed = {
-            let mut list = self.inner.toxics.write().unwrap_or_else(|p| p.into_inner());
-            let next: Vec<_> = list.iter().filter(|t| t.name != name).cloned().collect();
-            let removed = next.len() != list.len();
-            *list = Arc::new(next);
-            removed
-        };
+        let removed = self.inner.toxics.remove(name);
         if removed {
             self.log_event("fault_removed", serde_json::json!({"fault": name}));
             self.bump();
@@ -265,7 +259,7 @@ impl ProxyHandle {
 
     /// Remove every toxic.
     pub fn clear_faults(&self) {
-        *self.inner.toxics.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(Vec::new());
+        self.inner.toxics.clear();
         self.log_event("faults_cleared", serde_json::json!({}));
         self.bump();
     }
@@ -326,10 +320,7 @@ impl ProxyHandle {
 
 impl Inner {
     fn current(&self) -> Arc<Vec<Arc<ToxicEntry>>> {
-        self.toxics
-            .read()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone()
+        self.toxics.current()
     }
 
     fn active_down(&self) -> Option<Arc<ToxicEntry>> {

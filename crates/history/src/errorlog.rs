@@ -4,7 +4,7 @@
 use crate::{FileStats, open_maybe_gz, time};
 use serde::{Deserialize, Serialize};
 use std::io::BufRead;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 /// Error-log severity.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -81,6 +81,73 @@ impl ErrorRecord {
 
 /// Parse one error-log line. `Err` carries the reason.
 pub fn parse_line(line: &str, file: u32, line_no: u64) -> Result<ErrorRecord, String> {
+    let mut rec = blank(file);
+    parse_into(line, file, line_no, &mut rec)?;
+    Ok(rec)
+}
+
+fn blank(file: u32) -> ErrorRecord {
+    ErrorRecord {
+        file,
+        line: 0,
+        local_s: 0,
+        t_us: 0,
+        level: Level::Error,
+        pid: 0,
+        tid: 0,
+        cid: None,
+        message: String::new(),
+        client: None,
+        server: None,
+        request: None,
+        upstream: None,
+        host: None,
+    }
+}
+
+/// `haystack.find(needle)` for the two-byte separators (`: `, `, `, `] `): a byte search for
+/// the first byte (building a substring searcher per call costs more than the search).
+#[inline]
+fn find(haystack: &str, needle: &str) -> Option<usize> {
+    let (h, n) = (haystack.as_bytes(), needle.as_bytes());
+    let mut from = 0;
+    while let Some(i) = memchr::memchr(n[0], &h[from..]) {
+        let j = from + i;
+        if h[j..].starts_with(n) {
+            return Some(j);
+        }
+        from = j + 1;
+    }
+    None
+}
+
+/// The start of the context (`, client: `), searched with one prebuilt finder.
+fn find_context(msg: &str) -> Option<usize> {
+    static F: std::sync::LazyLock<memchr::memmem::Finder<'static>> =
+        std::sync::LazyLock::new(|| memchr::memmem::Finder::new(", client: "));
+    F.find(msg.as_bytes())
+}
+
+/// Set an optional field, reusing its allocation when it has one.
+#[inline]
+fn put(slot: &mut Option<String>, v: &str) {
+    match slot {
+        Some(s) => {
+            s.clear();
+            s.push_str(v);
+        }
+        None => *slot = Some(v.to_string()),
+    }
+}
+
+/// Parse one line into `rec`, reusing its strings: a streamed log allocates nothing per line
+/// once the first lines have sized them. On `Err`, `rec` is unspecified.
+pub fn parse_into(
+    line: &str,
+    file: u32,
+    line_no: u64,
+    rec: &mut ErrorRecord,
+) -> Result<(), String> {
     let local_s = line
         .get(..19)
         .and_then(|t| time::parse_error_time(t.as_bytes()))
@@ -88,9 +155,11 @@ pub fn parse_line(line: &str, file: u32, line_no: u64) -> Result<ErrorRecord, St
     let rest = line[19..]
         .strip_prefix(" [")
         .ok_or("missing ` [level]` after the time")?;
-    let (lvl, rest) = rest.split_once("] ").ok_or("missing `]` after the level")?;
+    let i = find(rest, "] ").ok_or("missing `]` after the level")?;
+    let (lvl, rest) = (&rest[..i], &rest[i + 2..]);
     let level = Level::parse(lvl).ok_or_else(|| format!("unknown level `{lvl}`"))?;
-    let (pidtid, rest) = rest.split_once(": ").ok_or("missing `pid#tid: `")?;
+    let i = find(rest, ": ").ok_or("missing `pid#tid: `")?;
+    let (pidtid, rest) = (&rest[..i], &rest[i + 2..]);
     let (pid, tid) = pidtid.split_once('#').ok_or("missing `pid#tid`")?;
     let pid = pid.parse().map_err(|_| format!("bad pid `{pid}`"))?;
     let tid = tid.parse().map_err(|_| format!("bad tid `{tid}`"))?;
@@ -104,38 +173,52 @@ pub fn parse_line(line: &str, file: u32, line_no: u64) -> Result<ErrorRecord, St
         }
         None => (None, rest),
     };
-    let mut rec = ErrorRecord {
-        file,
-        line: line_no,
-        local_s,
-        t_us: local_s * 1_000_000,
-        level,
-        pid,
-        tid,
-        cid,
-        message: msg.to_string(),
-        client: None,
-        server: None,
-        request: None,
-        upstream: None,
-        host: None,
-    };
+    rec.file = file;
+    rec.line = line_no;
+    rec.local_s = local_s;
+    rec.t_us = local_s * 1_000_000;
+    rec.level = level;
+    rec.pid = pid;
+    rec.tid = tid;
+    rec.cid = cid;
+    rec.message.clear();
     // The context always starts with `, client: ` (ngx_http_log_error); the message itself may
     // contain commas, so split at that marker only.
-    if let Some(idx) = msg.find(", client: ") {
-        rec.message = msg[..idx].to_string();
-        parse_context(&msg[idx + 2..], &mut rec);
+    let mut seen = [false; 5];
+    if let Some(idx) = find_context(msg) {
+        rec.message.push_str(&msg[..idx]);
+        seen = parse_context(&msg[idx + 2..], rec);
+    } else {
+        rec.message.push_str(msg);
     }
-    Ok(rec)
+    for (slot, seen) in [
+        &mut rec.client,
+        &mut rec.server,
+        &mut rec.request,
+        &mut rec.upstream,
+        &mut rec.host,
+    ]
+    .into_iter()
+    .zip(seen)
+    {
+        if !seen {
+            *slot = None;
+        }
+    }
+    Ok(())
 }
 
-fn parse_context(mut s: &str, rec: &mut ErrorRecord) {
-    while let Some((key, rest)) = s.split_once(": ") {
+/// Parse the `client: …, server: …` pairs; returns which of client, server, request,
+/// upstream, host were set.
+fn parse_context(mut s: &str, rec: &mut ErrorRecord) -> [bool; 5] {
+    let mut seen = [false; 5];
+    while let Some(k) = find(s, ": ") {
+        let (key, rest) = (&s[..k], &s[k + 2..]);
         let (value, next) = if let Some(q) = rest.strip_prefix('"') {
             // Quoted values end at `"` followed by `, ` or end of line.
             let mut end = None;
             let mut from = 0;
-            while let Some(i) = q[from..].find('"') {
+            while let Some(i) = memchr::memchr(b'"', &q.as_bytes()[from..]) {
                 let j = from + i;
                 if q[j + 1..].is_empty() || q[j + 1..].starts_with(", ") {
                     end = Some(j);
@@ -146,60 +229,242 @@ fn parse_context(mut s: &str, rec: &mut ErrorRecord) {
             let j = end.unwrap_or(q.len());
             (&q[..j], q.get(j + 1..).unwrap_or(""))
         } else {
-            match rest.find(", ") {
+            match find(rest, ", ") {
                 Some(i) => (&rest[..i], &rest[i..]),
                 None => (rest, ""),
             }
         };
-        let v = Some(value.to_string());
-        match key {
-            "client" => rec.client = v,
-            "server" => rec.server = v,
-            "request" => rec.request = v,
-            "upstream" => rec.upstream = v,
-            "host" => rec.host = v,
-            _ => {}
-        }
+        let (slot, n) = match key {
+            "client" => (&mut rec.client, 0),
+            "server" => (&mut rec.server, 1),
+            "request" => (&mut rec.request, 2),
+            "upstream" => (&mut rec.upstream, 3),
+            "host" => (&mut rec.host, 4),
+            _ => {
+                s = match next.strip_prefix(", ") {
+                    Some(n) => n,
+                    None => break,
+                };
+                continue;
+            }
+        };
+        put(slot, value);
+        seen[n] = true;
         s = match next.strip_prefix(", ") {
             Some(n) => n,
             None => break,
         };
     }
+    seen
 }
 
-/// Read a whole error log (plain or gzip). Malformed lines are counted in the stats.
+/// Read a whole error log (plain or gzip) into memory. Malformed lines are counted in the
+/// stats. For logs of any size prefer [`ErrorStream`], which keeps one line per file.
 pub fn read(path: &Path, file: u32) -> anyhow::Result<(Vec<ErrorRecord>, FileStats)> {
+    let mut r = ErrorReader::open(path, file, 0)?;
+    let mut out = Vec::new();
+    while r.advance() {
+        out.extend(r.current().cloned());
+    }
+    Ok((out, r.stats))
+}
+
+/// Streaming reader of one error log: one parsed line at a time.
+pub struct ErrorReader {
+    file: u32,
+    reader: Box<dyn BufRead>,
+    buf: Vec<u8>,
+    line_no: u64,
+    offset_s: i32,
+    /// The current line, parsed into reused strings.
+    rec: ErrorRecord,
+    has: bool,
+    stats: FileStats,
+}
+
+impl ErrorReader {
+    /// Open `path` (plain or gzip); `file` is the index reported in every record and
+    /// `offset_s` the server's UTC offset (seconds east) that places lines on the epoch clock.
+    pub fn open(path: &Path, file: u32, offset_s: i32) -> anyhow::Result<ErrorReader> {
+        Ok(ErrorReader {
+            file,
+            reader: open_maybe_gz(path)?,
+            buf: Vec::with_capacity(512),
+            line_no: 0,
+            offset_s,
+            rec: blank(file),
+            has: false,
+            stats: FileStats::new(path, "error"),
+        })
+    }
+
+    /// Read the next well-formed line into [`ErrorReader::current`]; false at end of file (or
+    /// at a read error, which is kept in the stats).
+    pub fn advance(&mut self) -> bool {
+        self.has = false;
+        loop {
+            self.buf.clear();
+            match self.reader.read_until(b'\n', &mut self.buf) {
+                Ok(0) => return false,
+                Ok(_) => {}
+                Err(e) => {
+                    self.stats.error = Some(e.to_string());
+                    return false;
+                }
+            }
+            self.line_no += 1;
+            // nginx writes UTF-8 (or escapes); validating is much cheaper than the lossy path.
+            let line = match std::str::from_utf8(&self.buf) {
+                Ok(l) => std::borrow::Cow::Borrowed(l),
+                Err(_) => String::from_utf8_lossy(&self.buf),
+            };
+            let line = line.trim_end_matches(['\n', '\r']);
+            if line.is_empty() {
+                continue;
+            }
+            self.stats.lines += 1;
+            match parse_into(line, self.file, self.line_no, &mut self.rec) {
+                Ok(()) => {
+                    self.stats.parsed += 1;
+                    self.rec.t_us = (self.rec.local_s - self.offset_s as i64) * 1_000_000;
+                    self.has = true;
+                    return true;
+                }
+                Err(reason) => self.stats.malformed(self.line_no, &reason, line),
+            }
+        }
+    }
+
+    /// The current line (after `advance` returned true).
+    pub fn current(&self) -> Option<&ErrorRecord> {
+        self.has.then_some(&self.rec)
+    }
+
+    /// Statistics so far (consumes the reader).
+    pub fn finish(self) -> FileStats {
+        self.stats
+    }
+}
+
+/// Several error logs (rotations, several `error_log` destinations) merged into one stream in
+/// time order without loading them: each file is read one line at a time and the stream yields
+/// the earliest head (ties: the earlier file), which is the order of a stable sort by time of
+/// the files concatenated. A line written out of order inside one file (several workers share a
+/// file) is yielded where it stands and counted in [`ErrorStream::late_lines`]; consumers that
+/// need it at its sorted place key their buffers by (time, file, line).
+pub struct ErrorStream {
+    readers: Vec<ErrorReader>,
+    live: Vec<bool>,
+    last: Option<usize>,
+    max_local_s: i64,
+    lines: u64,
+    late: u64,
+}
+
+impl ErrorStream {
+    /// Open every file; file indexes start at `first_file`. `offset_s` is the server's UTC
+    /// offset (seconds east) of the error log's local time.
+    pub fn open(paths: &[PathBuf], first_file: u32, offset_s: i32) -> anyhow::Result<ErrorStream> {
+        let mut readers = Vec::new();
+        for (i, p) in paths.iter().enumerate() {
+            readers.push(ErrorReader::open(p, first_file + i as u32, offset_s)?);
+        }
+        let live = readers.iter_mut().map(|r| r.advance()).collect();
+        Ok(ErrorStream {
+            readers,
+            live,
+            last: None,
+            max_local_s: i64::MIN,
+            lines: 0,
+            late: 0,
+        })
+    }
+
+    fn settle(&mut self) {
+        if let Some(i) = self.last.take() {
+            self.live[i] = self.readers[i].advance();
+        }
+    }
+
+    fn pick(&self) -> Option<usize> {
+        (0..self.readers.len())
+            .filter(|&i| self.live[i])
+            .min_by_key(|&i| self.readers[i].current().map_or(i64::MAX, |r| r.local_s))
+    }
+
+    /// Epoch µs of the next line, without consuming it.
+    pub fn peek_t_us(&mut self) -> Option<i64> {
+        self.settle();
+        let i = self.pick()?;
+        self.readers[i].current().map(|r| r.t_us)
+    }
+
+    /// The next line in time order across all files (a lending iterator).
+    #[allow(clippy::should_implement_trait)]
+    pub fn next(&mut self) -> Option<&ErrorRecord> {
+        self.settle();
+        let i = self.pick()?;
+        self.last = Some(i);
+        let r = self.readers[i].current()?;
+        self.lines += 1;
+        if r.local_s < self.max_local_s {
+            self.late += 1;
+        }
+        self.max_local_s = self.max_local_s.max(r.local_s);
+        Some(r)
+    }
+
+    /// Lines yielded so far.
+    pub fn lines(&self) -> u64 {
+        self.lines
+    }
+
+    /// Lines yielded after a later line (out of order inside their file).
+    pub fn late_lines(&self) -> u64 {
+        self.late
+    }
+
+    /// Per-file statistics (consumes the stream).
+    pub fn finish(self) -> Vec<FileStats> {
+        self.readers.into_iter().map(|r| r.finish()).collect()
+    }
+}
+
+/// Read the given line numbers (1-based) of one error log again, for evidence: lines are
+/// counted, and only the wanted ones are parsed. Stops after the last wanted line. A wanted
+/// line that no longer parses (the file changed) is left out.
+pub fn fetch_lines(path: &Path, file: u32, wanted: &[u64]) -> anyhow::Result<Vec<ErrorRecord>> {
+    let mut want: Vec<u64> = wanted.to_vec();
+    want.sort_unstable();
+    want.dedup();
+    let Some(&last) = want.last() else {
+        return Ok(Vec::new());
+    };
     let mut r = open_maybe_gz(path)?;
-    let mut stats = FileStats::new(path, "error");
     let mut out = Vec::new();
     let mut buf = Vec::new();
     let mut n = 0u64;
-    loop {
+    let mut next = 0;
+    while n < last {
         buf.clear();
         match r.read_until(b'\n', &mut buf) {
-            Ok(0) => break,
+            Ok(0) | Err(_) => break,
             Ok(_) => {}
-            Err(e) => {
-                stats.error = Some(e.to_string());
-                break;
-            }
         }
         n += 1;
-        let line = String::from_utf8_lossy(&buf);
-        let line = line.trim_end_matches(['\n', '\r']);
-        if line.is_empty() {
+        if want[next] != n {
             continue;
         }
-        stats.lines += 1;
-        match parse_line(line, file, n) {
-            Ok(rec) => {
-                stats.parsed += 1;
-                out.push(rec);
-            }
-            Err(reason) => stats.malformed(n, &reason, line),
+        next += 1;
+        let line = String::from_utf8_lossy(&buf);
+        if let Ok(rec) = parse_line(line.trim_end_matches(['\n', '\r']), file, n) {
+            out.push(rec);
+        }
+        if next == want.len() {
+            break;
         }
     }
-    Ok((out, stats))
+    Ok(out)
 }
 
 #[cfg(test)]
@@ -237,5 +502,55 @@ mod tests {
         assert_eq!(r.upstream_host(), Some("127.0.0.20:8080"));
         assert!(parse_line("garbage", 0, 3).is_err());
         assert!(parse_line("2026/11/30 06:00:01 [loud] 1#0: x", 0, 4).is_err());
+    }
+
+    fn line(t: &str, cid: u64, msg: &str) -> String {
+        format!(
+            "2026/11/30 {t} [error] 1#0: *{cid} {msg}, client: 127.0.0.1, server: , request: \"GET / HTTP/1.1\", upstream: \"http://be/\", host: \"x\"\n"
+        )
+    }
+
+    #[test]
+    fn stream_merges_files_in_time_order_and_counts_late_lines() {
+        use std::io::Write;
+        let dir = tempfile::tempdir().unwrap();
+        let a = dir.path().join("error.log");
+        // A worker wrote second 02 after second 03: a late line.
+        let text = line("06:00:01", 1, "a1")
+            + &line("06:00:03", 2, "a3")
+            + "junk\n"
+            + &line("06:00:02", 3, "a2")
+            + &line("06:00:05", 4, "a5");
+        std::fs::write(&a, text).unwrap();
+        let b = dir.path().join("other.log.1.gz");
+        let mut gz = flate2::write::GzEncoder::new(
+            std::fs::File::create(&b).unwrap(),
+            flate2::Compression::fast(),
+        );
+        gz.write_all((line("06:00:01", 9, "b1") + &line("06:00:04", 9, "b4")).as_bytes())
+            .unwrap();
+        gz.finish().unwrap();
+        let mut s = ErrorStream::open(&[a.clone(), b], 3, 3600).unwrap();
+        let mut seen = Vec::new();
+        while let Some(t) = s.peek_t_us() {
+            let r = s.next().unwrap();
+            assert_eq!(r.t_us, t);
+            assert_eq!(r.t_us, (r.local_s - 3600) * 1_000_000);
+            seen.push((r.message.clone(), r.file, r.line));
+        }
+        let msgs: Vec<&str> = seen.iter().map(|x| x.0.as_str()).collect();
+        // Ties in one second go to the earlier file; the late line comes where it stands.
+        assert_eq!(msgs, ["a1", "b1", "a3", "a2", "b4", "a5"]);
+        assert_eq!(seen[3], ("a2".to_string(), 3, 4));
+        assert_eq!((s.lines(), s.late_lines()), (6, 1));
+        let st = s.finish();
+        assert_eq!((st[0].parsed, st[0].malformed), (4, 1));
+        assert_eq!(st[0].samples[0].line, 3);
+        assert_eq!((st[1].parsed, st[1].kind.as_str()), (2, "error"));
+        // Evidence lines are read again by number, only those.
+        let got = fetch_lines(&a, 3, &[4, 1, 3, 4]).unwrap();
+        let got: Vec<(u64, &str)> = got.iter().map(|r| (r.line, r.message.as_str())).collect();
+        assert_eq!(got, [(1, "a1"), (4, "a2")], "line 3 is junk");
+        assert!(fetch_lines(&a, 3, &[]).unwrap().is_empty());
     }
 }

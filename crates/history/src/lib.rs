@@ -6,7 +6,8 @@
 //! * [`access`] streams access logs (plain or `.gz`, several files merged in time order) without
 //!   keeping lines in memory.
 //! * [`errorlog`] parses error logs of every level with `*cid` and the `client/server/request/
-//!   upstream/host` context.
+//!   upstream/host` context, and streams several of them merged in time order (one line per
+//!   file in memory).
 //! * [`ours`] reads `dns.jsonl`, `events.jsonl` and `load.jsonl`.
 //!
 //! Bad input never stops a run: malformed lines are counted per file with samples ([`FileStats`]).
@@ -18,11 +19,11 @@
 //! std::fs::write(&access, "1796018401.123 200 \"127.0.0.20:8080\" \"200\" 0.001 GET 1 1 \"0.001\" \"0.000\" \"GET / HTTP/1.1\" 127.0.0.1\nnot a log line\n").unwrap();
 //! let error = dir.path().join("error.log");
 //! std::fs::write(&error, "2026/11/30 06:00:01 [error] 1#0: *5 no live upstreams while connecting to upstream, client: 127.0.0.1, server: , request: \"GET / HTTP/1.1\", upstream: \"http://be/\", host: \"x\"\n").unwrap();
-//! let mut h = History::load(&Sources { access: vec![access], error: vec![error], ..Default::default() }).unwrap();
-//! h.apply_offset(0);
+//! let h = History::load(&Sources { access: vec![access], error: vec![error], ..Default::default() }).unwrap();
 //! let mut stream = h.access_stream(&LogFormat::lab()).unwrap();
+//! let mut errors = h.error_stream(0).unwrap();
 //! let mut kinds = Vec::new();
-//! h.merge(&mut stream, |r| kinds.push(match r {
+//! h.merge(&mut stream, &mut errors, |r| kinds.push(match r {
 //!     Record::Access(a) => format!("access {}", a.status().unwrap()),
 //!     Record::Error(e) => format!("error *{}", e.cid.unwrap()),
 //!     _ => "other".into(),
@@ -40,7 +41,7 @@ pub mod ours;
 pub mod time;
 
 pub use access::{AccessLine, AccessRecord, AccessStream};
-pub use errorlog::{ErrorRecord, Level};
+pub use errorlog::{ErrorRecord, ErrorStream, Level};
 pub use ours::{DnsRecord, EventRecord, LoadRecord};
 
 use serde::{Deserialize, Serialize};
@@ -144,36 +145,37 @@ pub struct Sources {
     pub events: Vec<PathBuf>,
 }
 
-/// Everything but the access logs, loaded; access logs are streamed with [`History::access_stream`].
+/// The DNS and event logs, loaded; access logs and error logs are streamed
+/// ([`History::access_stream`], [`History::error_stream`]) so that memory does not grow with
+/// their size.
 #[derive(Debug, Clone)]
 pub struct History {
-    /// Every file by index (the `file` of each record).
+    /// Every file by index (the `file` of each record): access logs, error logs, DNS logs,
+    /// event logs, in that order.
     pub files: Vec<PathBuf>,
     /// Number of access files (they come first in `files`).
     pub n_access: usize,
-    /// Error-log lines of every file, in time order (stable within a second).
-    pub errors: Vec<ErrorRecord>,
+    /// Number of error-log files (they follow the access files in `files`).
+    pub n_error: usize,
     /// DNS log records in time order.
     pub dns: Vec<DnsRecord>,
     /// Lab events in time order.
     pub events: Vec<EventRecord>,
-    /// Parse accounting for the non-access files.
+    /// Parse accounting for the DNS and event files (access and error files report theirs when
+    /// their stream finishes).
     pub stats: Vec<FileStats>,
 }
 
 impl History {
-    /// Load error, DNS and event logs; register the access logs for streaming.
+    /// Load DNS and event logs; register the access and error logs for streaming (each error
+    /// log is opened once here so that a missing file is reported before any work is done).
     pub fn load(src: &Sources) -> anyhow::Result<History> {
         let mut files: Vec<PathBuf> = src.access.clone();
         let mut stats = Vec::new();
-        let mut errors = Vec::new();
         for p in &src.error {
-            let (recs, st) = errorlog::read(p, files.len() as u32)?;
+            open_maybe_gz(p)?;
             files.push(p.clone());
-            errors.extend(recs);
-            stats.push(st);
         }
-        errors.sort_by_key(|e| e.local_s);
         let mut dns = Vec::new();
         for p in &src.dns {
             let (recs, st) = ours::read_dns(p, files.len() as u32)?;
@@ -193,23 +195,48 @@ impl History {
         Ok(History {
             files,
             n_access: src.access.len(),
-            errors,
+            n_error: src.error.len(),
             dns,
             events,
             stats,
         })
     }
 
-    /// Place error-log lines on the epoch clock with the server's UTC offset (seconds east).
-    pub fn apply_offset(&mut self, offset_s: i32) {
-        for e in &mut self.errors {
-            e.t_us = (e.local_s - offset_s as i64) * 1_000_000;
-        }
-    }
-
     /// Open the access logs as one time-ordered stream.
     pub fn access_stream(&self, fmt: &logformat::LogFormat) -> anyhow::Result<AccessStream> {
         AccessStream::open(&self.files[..self.n_access], fmt, 0)
+    }
+
+    /// Open the error logs as one time-ordered stream, placing their local times on the epoch
+    /// clock with the server's UTC offset (seconds east).
+    pub fn error_stream(&self, offset_s: i32) -> anyhow::Result<ErrorStream> {
+        ErrorStream::open(
+            &self.files[self.n_access..self.n_access + self.n_error],
+            self.n_access as u32,
+            offset_s,
+        )
+    }
+
+    /// Read error-log lines again by (file index, line number), for evidence: only the wanted
+    /// lines are parsed, and each file is read up to its last wanted line.
+    pub fn fetch_errors(
+        &self,
+        wanted: &[(u32, u64)],
+    ) -> anyhow::Result<std::collections::HashMap<(u32, u64), ErrorRecord>> {
+        let mut by_file: std::collections::BTreeMap<u32, Vec<u64>> = Default::default();
+        for &(f, l) in wanted {
+            by_file.entry(f).or_default().push(l);
+        }
+        let mut out = std::collections::HashMap::new();
+        for (f, lines) in by_file {
+            let Some(p) = self.files.get(f as usize) else {
+                continue;
+            };
+            for r in errorlog::fetch_lines(p, f, &lines)? {
+                out.insert((f, r.line), r);
+            }
+        }
+        Ok(out)
     }
 
     /// `file:line` for evidence.
@@ -222,12 +249,18 @@ impl History {
         format!("{name}:{line}")
     }
 
-    /// Walk every record — access lines, error lines, DNS answers, events — in one time order.
-    /// Error lines (1 s resolution) sort at the start of their second.
-    pub fn merge(&self, access: &mut AccessStream, mut f: impl FnMut(Record<'_>)) {
-        let (mut ei, mut di, mut vi) = (0, 0, 0);
+    /// Walk every record — access lines, error lines, DNS answers, events — in one time order,
+    /// streaming both the access and the error logs. Error lines (1 s resolution) sort at the
+    /// start of their second.
+    pub fn merge(
+        &self,
+        access: &mut AccessStream,
+        errors: &mut ErrorStream,
+        mut f: impl FnMut(Record<'_>),
+    ) {
+        let (mut di, mut vi) = (0, 0);
         let mut emit_until = |t: i64, f: &mut dyn FnMut(Record<'_>)| loop {
-            let te = self.errors.get(ei).map(|e| e.t_us).unwrap_or(i64::MAX);
+            let te = errors.peek_t_us().unwrap_or(i64::MAX);
             let td = self.dns.get(di).map(|e| e.t_us).unwrap_or(i64::MAX);
             let tv = self.events.get(vi).map(|e| e.t_us).unwrap_or(i64::MAX);
             let m = te.min(td).min(tv);
@@ -235,8 +268,9 @@ impl History {
                 break;
             }
             if te == m {
-                f(Record::Error(&self.errors[ei]));
-                ei += 1;
+                if let Some(e) = errors.next() {
+                    f(Record::Error(e));
+                }
             } else if td == m {
                 f(Record::Dns(&self.dns[di]));
                 di += 1;

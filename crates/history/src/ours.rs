@@ -107,6 +107,9 @@ pub struct LoadRecord {
     /// Method.
     #[serde(default)]
     pub method: Option<String>,
+    /// The captured response header (`--header-capture`; the lab captures `x-backend`).
+    #[serde(default)]
+    pub header: Option<String>,
 }
 
 /// Read a JSON Lines file, calling `f` for each non-schema line; bad lines are counted.

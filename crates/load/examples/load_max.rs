@@ -4,6 +4,39 @@
 //! cargo run --release -p resolvelab-load --example load_max -- http://127.0.0.30:18081/ 64 5s [threads]
 //! ```
 use resolvelab_load::{CancellationToken, Live, LoadConfig, Output, RatePlan, run_load};
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+
+/// Counts allocations, to report allocations per request (`ALLOCS=1`; off by default, since
+/// the counter itself costs an atomic per allocation).
+struct Counting;
+static ALLOCS: AtomicU64 = AtomicU64::new(0);
+static COUNT: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+// SAFETY: forwards to the system allocator unchanged; only counts.
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, l: Layout) -> *mut u8 {
+        if COUNT.load(Relaxed) {
+            ALLOCS.fetch_add(1, Relaxed);
+        }
+        // SAFETY: same contract as the caller's.
+        unsafe { System.alloc(l) }
+    }
+    unsafe fn dealloc(&self, p: *mut u8, l: Layout) {
+        // SAFETY: same contract as the caller's.
+        unsafe { System.dealloc(p, l) }
+    }
+    unsafe fn realloc(&self, p: *mut u8, l: Layout, n: usize) -> *mut u8 {
+        if COUNT.load(Relaxed) {
+            ALLOCS.fetch_add(1, Relaxed);
+        }
+        // SAFETY: same contract as the caller's.
+        unsafe { System.realloc(p, l, n) }
+    }
+}
+
+#[global_allocator]
+static GLOBAL: Counting = Counting;
 
 fn main() -> anyhow::Result<()> {
     let a: Vec<String> = std::env::args().collect();
@@ -29,6 +62,7 @@ fn main() -> anyhow::Result<()> {
             .enable_all()
             .build()?
     };
+    COUNT.store(std::env::var_os("ALLOCS").is_some(), Relaxed);
     let s = rt.block_on(run_load(
         &cfg,
         Output::None,
@@ -39,5 +73,11 @@ fn main() -> anyhow::Result<()> {
         "{:.0} rps, p99 {} µs, errors {:?}",
         s.throughput_rps, s.latency.p99_us, s.errors
     );
+    if COUNT.load(Relaxed) {
+        eprintln!(
+            "{:.2} allocations per request",
+            ALLOCS.load(Relaxed) as f64 / s.requests.max(1) as f64
+        );
+    }
     Ok(())
 }

@@ -1,6 +1,7 @@
 //! The per-request record (one JSON Lines object each) and the result-file header.
 
 use serde::{Deserialize, Serialize};
+use std::borrow::Cow;
 use std::fmt;
 use std::io::{self, BufRead, BufWriter, Write};
 use std::path::Path;
@@ -84,8 +85,8 @@ pub struct Record {
     pub error: Option<ErrorKind>,
     /// Connection id (unique within the run); `null` if no connection was used.
     pub conn: Option<u64>,
-    /// Request method.
-    pub method: String,
+    /// Request method (borrowed for the standard methods: no allocation per request).
+    pub method: Cow<'static, str>,
     /// Value of the `--header-capture` response header, if asked for and present.
     pub header: Option<String>,
     /// Position in the schedule (0-based); records are written in completion order.

@@ -14,10 +14,12 @@ use anyhow::Context;
 use bytes::Bytes;
 use hdrhistogram::Histogram;
 use http_body_util::Full;
+use hyper::HeaderMap;
 use hyper::header::{HeaderName, HeaderValue};
 use hyper::{Method, Request, Uri};
 use rand::{RngExt, SeedableRng};
 use rand_chacha::ChaCha8Rng;
+use std::borrow::Cow;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::Relaxed};
@@ -44,13 +46,13 @@ pub enum Output {
 pub struct Live {
     // Request tasks write the first group, the collector thread the second: separate cache
     // lines keep the two cores from bouncing one line back and forth on every request.
-    req: Padded<ReqCounters>,
+    pub(crate) req: Padded<ReqCounters>,
     fin: Padded<DoneCounters>,
 }
 
 #[derive(Debug, Default)]
 #[repr(align(64))]
-struct Padded<T>(T);
+pub(crate) struct Padded<T>(T);
 
 impl<T> std::ops::Deref for Padded<T> {
     type Target = T;
@@ -60,10 +62,10 @@ impl<T> std::ops::Deref for Padded<T> {
 }
 
 #[derive(Debug, Default)]
-struct ReqCounters {
-    scheduled: AtomicU64,
-    sent: AtomicU64,
-    in_flight: AtomicUsize,
+pub(crate) struct ReqCounters {
+    pub(crate) scheduled: AtomicU64,
+    pub(crate) sent: AtomicU64,
+    pub(crate) in_flight: AtomicUsize,
 }
 
 #[derive(Debug, Default)]
@@ -121,25 +123,54 @@ impl Live {
     }
 }
 
+/// What request tasks hand to the collector: one record (open loop, where a record should
+/// reach the file as soon as it exists) or a batch (`--rate max`, where one channel send per
+/// request would cost more than the bookkeeping itself).
+pub(crate) enum Batch {
+    One(Record),
+    Many(Vec<Record>),
+}
+
 /// State shared by the scheduler and the request tasks.
-struct Shared {
+pub(crate) struct Shared {
     addr: SocketAddr,
     uri: Uri,
-    host: HeaderValue,
-    methods: Vec<(Method, Bytes)>,
-    headers: Vec<(HeaderName, HeaderValue)>,
+    /// Per method of the mix: the method, its body, and its name for the records.
+    methods: Vec<(Method, Bytes, Cow<'static, str>)>,
+    /// Every request's headers (Host, User-Agent, `--header`s, `Connection: close`), built
+    /// once: each request clones this map instead of hashing and inserting every header.
+    template: HeaderMap,
     capture: Option<HeaderName>,
-    keepalive: bool,
-    timeout: Duration,
+    pub(crate) keepalive: bool,
+    pub(crate) timeout: Duration,
     max_in_flight: usize,
-    cancel: CancellationToken,
-    tx: mpsc::UnboundedSender<Record>,
-    live: Arc<Live>,
+    pub(crate) cancel: CancellationToken,
+    tx: mpsc::UnboundedSender<Batch>,
+    pub(crate) live: Arc<Live>,
     next_conn: AtomicU64,
     start: Instant,
-    start_us: i64,
+    pub(crate) start_us: i64,
     idle: Mutex<Vec<Conn>>,
     permits: Arc<Semaphore>,
+}
+
+/// The name of a method as a record stores it; the standard ones need no allocation.
+fn method_name(m: &Method) -> Cow<'static, str> {
+    const STANDARD: [(Method, &str); 9] = [
+        (Method::GET, "GET"),
+        (Method::POST, "POST"),
+        (Method::PUT, "PUT"),
+        (Method::DELETE, "DELETE"),
+        (Method::HEAD, "HEAD"),
+        (Method::OPTIONS, "OPTIONS"),
+        (Method::CONNECT, "CONNECT"),
+        (Method::PATCH, "PATCH"),
+        (Method::TRACE, "TRACE"),
+    ];
+    STANDARD
+        .iter()
+        .find(|(s, _)| s == m)
+        .map_or_else(|| Cow::Owned(m.to_string()), |(_, n)| Cow::Borrowed(*n))
 }
 
 /// The result of one attempt.
@@ -150,26 +181,41 @@ struct Attempt {
 }
 
 impl Shared {
-    fn now_us(&self) -> i64 {
+    pub(crate) fn now_us(&self) -> i64 {
         // One monotonic base for every timestamp of the run: wall-clock steps cannot bend it.
         self.start_us + self.start.elapsed().as_micros() as i64
     }
 
     fn request(&self, m: usize) -> Request<Full<Bytes>> {
-        let (method, body) = &self.methods[m];
-        let mut b = Request::builder()
-            .method(method.clone())
-            .uri(self.uri.clone())
-            .header(hyper::header::HOST, self.host.clone())
-            .header(hyper::header::USER_AGENT, "resolvelab-load/0.1");
-        if !self.keepalive {
-            b = b.header(hyper::header::CONNECTION, "close");
+        let (method, body, _) = &self.methods[m];
+        let mut req = Request::new(Full::new(body.clone()));
+        *req.method_mut() = method.clone();
+        *req.uri_mut() = self.uri.clone();
+        *req.headers_mut() = self.template.clone();
+        req
+    }
+
+    /// Connect (or reuse `conn` if it is still usable) and exchange one request. `conn_id` is
+    /// set as soon as a connection is in use and `keep` receives it back if it may be reused,
+    /// so a caller that abandons this future (timeout, cancel) still knows which one it was.
+    pub(crate) async fn exchange_on(
+        &self,
+        conn: Option<Conn>,
+        m: usize,
+        conn_id: &mut Option<u64>,
+        keep: &mut Option<Conn>,
+    ) -> Result<Outcome, ErrorKind> {
+        let reused = conn.and_then(|mut c| c.usable().then_some(c));
+        let mut c = match reused {
+            Some(c) => c,
+            None => Conn::open(self.addr, self.next_conn.fetch_add(1, Relaxed)).await?,
+        };
+        *conn_id = Some(c.id);
+        let out = c.exchange(self.request(m), self.capture.as_ref()).await?;
+        if out.reusable && self.keepalive {
+            *keep = Some(c);
         }
-        for (n, v) in &self.headers {
-            b = b.header(n, v);
-        }
-        b.body(Full::new(body.clone()))
-            .expect("request parts were validated when the config was built")
+        Ok(out)
     }
 
     /// Connect (or reuse `conn`), exchange, all within `--timeout`; cancellation ends it early.
@@ -184,19 +230,7 @@ impl Shared {
         let mut conn_id = None;
         let mut keep = None;
         let res = {
-            let work = async {
-                let reused = conn.and_then(|mut c| c.usable().then_some(c));
-                let mut c = match reused {
-                    Some(c) => c,
-                    None => Conn::open(self.addr, self.next_conn.fetch_add(1, Relaxed)).await?,
-                };
-                conn_id = Some(c.id);
-                let out = c.exchange(self.request(m), self.capture.as_ref()).await?;
-                if out.reusable && self.keepalive {
-                    keep = Some(c);
-                }
-                Ok(out)
-            };
+            let work = self.exchange_on(conn, m, &mut conn_id, &mut keep);
             tokio::select! {
                 r = tokio::time::timeout(self.timeout, work) => r.unwrap_or(Err(ErrorKind::Timeout)),
                 _ = cancelled => Err(ErrorKind::Other),
@@ -211,14 +245,35 @@ impl Shared {
 
     fn emit(&self, r: Record) {
         // The collector lives until every sender is gone, so this cannot fail while we run.
-        let _ = self.tx.send(r);
+        let _ = self.tx.send(Batch::One(r));
     }
 
-    fn record(&self, seq: u64, t_us: i64, sent_us: i64, m: usize, a: &Attempt) -> Record {
-        let done = self.now_us();
-        let (status, bytes, header, error) = match &a.res {
-            Ok(o) => (Some(o.status), o.bytes, o.header.clone(), None),
-            Err(e) => (None, 0, None, Some(*e)),
+    /// Hand a batch of records to the collector.
+    pub(crate) fn emit_many(&self, rs: Vec<Record>) {
+        if !rs.is_empty() {
+            let _ = self.tx.send(Batch::Many(rs));
+        }
+    }
+
+    fn record(&self, seq: u64, t_us: i64, sent_us: i64, m: usize, a: Attempt) -> Record {
+        self.finished(seq, t_us, sent_us, self.now_us(), m, a.res, a.conn)
+    }
+
+    /// The record of a request that was sent at `sent_us` and ended at `done`.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn finished(
+        &self,
+        seq: u64,
+        t_us: i64,
+        sent_us: i64,
+        done: i64,
+        m: usize,
+        res: Result<Outcome, ErrorKind>,
+        conn: Option<u64>,
+    ) -> Record {
+        let (status, bytes, header, error) = match res {
+            Ok(o) => (Some(o.status), o.bytes, o.header, None),
+            Err(e) => (None, 0, None, Some(e)),
         };
         Record {
             t_us,
@@ -228,8 +283,8 @@ impl Shared {
             status,
             bytes,
             error,
-            conn: a.conn,
-            method: self.methods[m].0.to_string(),
+            conn,
+            method: self.methods[m].2.clone(),
             header,
             seq,
         }
@@ -245,7 +300,7 @@ impl Shared {
             bytes: 0,
             error: Some(error),
             conn: None,
-            method: self.methods[m].0.to_string(),
+            method: self.methods[m].2.clone(),
             header: None,
             seq,
         }
@@ -290,11 +345,11 @@ async fn scheduled(sh: Arc<Shared>, seq: u64, due: Instant, t_us: i64, m: usize)
     };
     let sent = sh.now_us();
     sh.live.req.sent.fetch_add(1, Relaxed);
-    let a = sh.attempt(conn, m, cancelled.as_mut()).await;
-    let rec = sh.record(seq, t_us, sent, m, &a);
-    if let Some(c) = a.keep {
+    let mut a = sh.attempt(conn, m, cancelled.as_mut()).await;
+    if let Some(c) = a.keep.take() {
         sh.idle.lock().unwrap_or_else(|p| p.into_inner()).push(c);
     }
+    let rec = sh.record(seq, t_us, sent, m, a);
     drop(permit);
     sh.emit(rec);
     sh.live.req.in_flight.fetch_sub(1, Relaxed);
@@ -365,48 +420,13 @@ fn schedule_thread(
     lag
 }
 
-/// A closed-loop worker for `--rate max`: one request after the other on its own connection.
-async fn max_worker(
-    sh: Arc<Shared>,
-    next_seq: Arc<AtomicU64>,
-    limit: u64,
-    end: Option<Instant>,
-    mut rng: ChaCha8Rng,
-    mix: crate::config::Mix,
-) {
-    let mut conn: Option<Conn> = None;
-    let token = sh.cancel.clone();
-    let cancelled = token.cancelled();
-    tokio::pin!(cancelled);
-    loop {
-        if sh.cancel.is_cancelled() || end.is_some_and(|e| Instant::now() >= e) {
-            return;
-        }
-        let seq = next_seq.fetch_add(1, Relaxed);
-        if seq >= limit {
-            return;
-        }
-        let m = mix.pick(rng.random::<f64>());
-        sh.live.req.scheduled.fetch_add(1, Relaxed);
-        sh.live.req.in_flight.fetch_add(1, Relaxed);
-        let sent = sh.now_us();
-        sh.live.req.sent.fetch_add(1, Relaxed);
-        let a = sh.attempt(conn.take(), m, cancelled.as_mut()).await;
-        // Closed loop: the request is "scheduled" when it is sent.
-        let rec = sh.record(seq, sent, sent, m, &a);
-        conn = a.keep;
-        sh.emit(rec);
-        sh.live.req.in_flight.fetch_sub(1, Relaxed);
-    }
-}
-
 /// The collector: every record goes to the sink and the summary, and updates the live counters.
 ///
 /// It polls the channel (draining everything, then napping 2 ms) instead of blocking on it:
 /// a blocked receiver makes every send a futex wake-up, which at tens of thousands of requests
 /// per second costs more than the request itself.
 fn collect(
-    mut rx: mpsc::UnboundedReceiver<Record>,
+    mut rx: mpsc::UnboundedReceiver<Batch>,
     mut sink: Box<dyn RecordSink>,
     mut builder: SummaryBuilder,
     live: Arc<Live>,
@@ -416,17 +436,36 @@ fn collect(
         let mut got = false;
         let closed = loop {
             match rx.try_recv() {
-                Ok(r) => {
+                Ok(b) => {
                     got = true;
-                    builder.add(&r);
-                    live.fin.classes[r.class()].fetch_add(1, Relaxed);
-                    if let Some(e) = r.error {
-                        live.fin.errors[e.index()].fetch_add(1, Relaxed);
+                    let rs: &[Record] = match &b {
+                        Batch::One(r) => std::slice::from_ref(r),
+                        Batch::Many(v) => v,
+                    };
+                    // Counted locally, published once per batch.
+                    let (mut classes, mut errors) = ([0u64; 6], [0u64; 7]);
+                    for r in rs {
+                        builder.add(r);
+                        classes[r.class()] += 1;
+                        if let Some(e) = r.error {
+                            errors[e.index()] += 1;
+                        }
+                        if io_result.is_ok() {
+                            io_result = sink.record(r);
+                        }
                     }
-                    live.fin.done.fetch_add(1, Relaxed);
-                    if io_result.is_ok() {
-                        io_result = sink.record(&r);
+                    for (a, n) in live.fin.classes.iter().zip(classes) {
+                        if n > 0 {
+                            a.fetch_add(n, Relaxed);
+                        }
                     }
+                    for (a, n) in live.fin.errors.iter().zip(errors) {
+                        if n > 0 {
+                            a.fetch_add(n, Relaxed);
+                        }
+                    }
+                    // After the records: a reader of `done` then sees their classes too.
+                    live.fin.done.fetch_add(rs.len() as u64, Relaxed);
                 }
                 Err(mpsc::error::TryRecvError::Empty) => break false,
                 Err(mpsc::error::TryRecvError::Disconnected) => break true,
@@ -498,9 +537,22 @@ pub async fn run_load(
             (
                 m.clone(),
                 if bodyless { Bytes::new() } else { body.clone() },
+                method_name(m),
             )
         })
         .collect();
+    let mut template = HeaderMap::with_capacity(cfg.headers.len() + 3);
+    template.insert(hyper::header::HOST, host);
+    template.insert(
+        hyper::header::USER_AGENT,
+        HeaderValue::from_static("resolvelab-load/0.1"),
+    );
+    if !cfg.keepalive {
+        template.insert(hyper::header::CONNECTION, HeaderValue::from_static("close"));
+    }
+    for (n, v) in &cfg.headers {
+        template.append(n.clone(), v.clone());
+    }
 
     let start = Instant::now();
     let start_us = resolvelab_core::time::now_us();
@@ -519,9 +571,8 @@ pub async fn run_load(
     let sh = Arc::new(Shared {
         addr,
         uri,
-        host,
         methods,
-        headers: cfg.headers.clone(),
+        template,
         capture: cfg.header_capture.clone(),
         keepalive: cfg.keepalive,
         timeout: cfg.timeout,
@@ -569,23 +620,7 @@ pub async fn run_load(
                 })?;
             dispatch_lag = Some(Percentiles::of(&lag));
         }
-        RatePlan::Max => {
-            let next = Arc::new(AtomicU64::new(0));
-            let end = cfg.duration.map(|d| start + d);
-            let limit = cfg.requests.unwrap_or(u64::MAX);
-            let mut seeder = ChaCha8Rng::seed_from_u64(cfg.seed);
-            for _ in 0..cfg.connections {
-                let rng = ChaCha8Rng::seed_from_u64(seeder.random::<u64>());
-                tracker.spawn(max_worker(
-                    sh.clone(),
-                    next.clone(),
-                    limit,
-                    end,
-                    rng,
-                    cfg.mix.clone(),
-                ));
-            }
-        }
+        RatePlan::Max => crate::closed::run(sh.clone(), cfg).await?,
     }
     tracker.close();
     tracker.wait().await;

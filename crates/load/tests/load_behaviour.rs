@@ -193,8 +193,8 @@ async fn requests_cap_and_per_request_fields() {
     assert_eq!(s.header_name.as_deref(), Some("x-body-len"));
     // The same seed gives the same method sequence.
     let (_, again) = go(&c).await;
-    let a: Vec<&str> = recs.iter().map(|r| r.method.as_str()).collect();
-    let b: Vec<&str> = again.iter().map(|r| r.method.as_str()).collect();
+    let a: Vec<&str> = recs.iter().map(|r| r.method.as_ref()).collect();
+    let b: Vec<&str> = again.iter().map(|r| r.method.as_ref()).collect();
     assert_eq!(a, b);
 }
 
@@ -364,4 +364,143 @@ async fn idle_keepalive_closed_by_the_server_is_not_an_error() {
     assert_eq!(s.classes.c2xx, 10, "{:?}", s.errors);
     let conns: HashSet<u64> = recs.iter().map(|r| r.conn.unwrap()).collect();
     assert_eq!(conns.len(), 10, "every request needed a fresh connection");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn max_rate_times_out_stalled_requests_without_waiting_for_the_server() {
+    // Everything that arrives from 200 ms on is held for 10 s; --timeout 300ms must end each
+    // such request 300 ms after its send (the watchdog), not when the server lets go.
+    let srv = start(
+        "127.0.0.52",
+        Some(Stall {
+            after: Duration::from_millis(200),
+            length: Duration::from_secs(10),
+        }),
+    )
+    .await;
+    let mut c = cfg(&srv.url(), "max");
+    c.connections = 2;
+    c.duration = Some(Duration::from_millis(1200));
+    c.timeout = Duration::from_millis(300);
+    let t = std::time::Instant::now();
+    let (s, recs) = go(&c).await;
+    assert!(
+        t.elapsed() < Duration::from_secs(5),
+        "took {:?}",
+        t.elapsed()
+    );
+    let timeouts: Vec<&Record> = recs
+        .iter()
+        .filter(|r| r.error == Some(ErrorKind::Timeout))
+        .collect();
+    // Each worker times out every ~300 ms from 200 ms to 1.2 s.
+    assert!(timeouts.len() >= 4, "{:?}", s.errors);
+    for r in &timeouts {
+        let u = r.uncorrected_us.unwrap();
+        assert!((295_000..1_000_000).contains(&u), "timeout after {u} µs");
+        assert!(
+            r.conn.is_some(),
+            "the connection of a timed-out request is named"
+        );
+    }
+    assert!(
+        recs.iter().any(|r| r.status == Some(200)),
+        "answers before the stall"
+    );
+    assert!(
+        recs.iter()
+            .all(|r| r.status == Some(200) || r.error == Some(ErrorKind::Timeout)),
+        "{:?}",
+        s.errors
+    );
+    // A timed-out connection is not reused: a new one follows each timeout.
+    let conns: HashSet<u64> = recs.iter().filter_map(|r| r.conn).collect();
+    assert!(conns.len() >= timeouts.len(), "{} conns", conns.len());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn max_rate_cancel_ends_in_flight_requests_and_accounts_for_all() {
+    let srv = start(
+        "127.0.0.53",
+        Some(Stall {
+            after: Duration::from_millis(200),
+            length: Duration::from_secs(10),
+        }),
+    )
+    .await;
+    let mut c = cfg(&srv.url(), "max");
+    c.connections = 4;
+    c.duration = Some(Duration::from_secs(30));
+    c.timeout = Duration::from_secs(20);
+    let cancel = CancellationToken::new();
+    let live = Live::new();
+    let (c2, l2) = (cancel.clone(), live.clone());
+    let t = std::time::Instant::now();
+    tokio::spawn(async move {
+        // Cancel once requests have completed and the stall holds every connection.
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while (l2.snapshot().done < 10 || t.elapsed() < Duration::from_millis(500))
+            && std::time::Instant::now() < deadline
+        {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        c2.cancel();
+    });
+    let sink = VecSink::default();
+    let s = run_load(
+        &c,
+        Output::Sink(Box::new(sink.clone())),
+        live.clone(),
+        cancel,
+    )
+    .await
+    .unwrap();
+    assert!(
+        t.elapsed() < Duration::from_secs(8),
+        "took {:?}",
+        t.elapsed()
+    );
+    let recs = sink.0.lock().unwrap().clone();
+    let snap = live.snapshot();
+    assert_eq!(recs.len() as u64, s.requests);
+    assert_eq!(
+        (snap.done, snap.sent, snap.in_flight),
+        (s.requests, s.requests, 0)
+    );
+    let other = recs
+        .iter()
+        .filter(|r| r.error == Some(ErrorKind::Other))
+        .count();
+    assert!((1..=4).contains(&other), "in flight at cancel: {other}");
+    assert_eq!(
+        recs.iter().filter(|r| r.status == Some(200)).count() + other,
+        recs.len()
+    );
+    let seqs: HashSet<u64> = recs.iter().map(|r| r.seq).collect();
+    assert_eq!(seqs.len(), recs.len(), "every seq once");
+}
+
+#[tokio::test]
+async fn max_rate_runs_on_a_current_thread_runtime() {
+    // The scenario runner may call run_load from any runtime; a single-threaded one must work
+    // too (one load thread), and --duration alone must end the run.
+    let srv = start("127.0.0.54", None).await;
+    let mut c = cfg(&srv.url(), "max");
+    c.connections = 3;
+    c.duration = Some(Duration::from_millis(300));
+    let (s, recs) = go(&c).await;
+    assert!(!recs.is_empty());
+    assert_eq!(recs.len() as u64, s.requests);
+    assert!(recs.iter().all(|r| r.status == Some(200)));
+    assert_eq!(
+        s.uncorrected, s.latency,
+        "closed loop: nothing was scheduled ahead"
+    );
+    assert_eq!(s.schedule_lag.max_us, 0);
+    let conns: HashSet<u64> = recs.iter().map(|r| r.conn.unwrap()).collect();
+    assert_eq!(conns.len(), 3);
+    // Started before the end of --duration; the last one finished shortly after.
+    let last = recs.iter().map(|r| r.t_us).max().unwrap();
+    let first = recs.iter().map(|r| r.t_us).min().unwrap();
+    assert!(last - first < 300_000 + 50_000, "span {} µs", last - first);
 }

@@ -141,9 +141,8 @@ fn draw_latency(
     s: &Series,
     t0: i64,
     title: &str,
-    (w, h): (u32, u32),
+    size: (u32, u32),
 ) -> Result<(), String> {
-    let e = |e: &dyn std::fmt::Display| e.to_string();
     let bin = s.bin_ms.max(1) as f64;
     let x = |t: i64| (t - t0) as f64 / 1000.0 + bin / 2000.0;
     let pts: Vec<(f64, [f64; 4])> = s
@@ -153,7 +152,53 @@ fn draw_latency(
         .collect();
     let x0 = s.points.first().map(|p| x(p.t_ms)).unwrap_or(0.0) - bin / 2000.0;
     let x1 = s.points.last().map(|p| x(p.t_ms)).unwrap_or(1.0) + bin / 2000.0;
-    let ymax = pts.iter().map(|p| p.1[3]).fold(1.0, f64::max) * 1.1;
+    let colors = [
+        RGBColor(60, 60, 60),
+        RGBColor(40, 90, 200),
+        RGBColor(230, 140, 0),
+        RGBColor(200, 30, 30),
+    ];
+    let lines: Vec<Line> = ["p50", "p90", "p99", "max"]
+        .iter()
+        .enumerate()
+        .map(|(k, name)| Line {
+            name: name.to_string(),
+            color: colors[k],
+            points: pts.iter().map(|p| (p.0, p.1[k])).collect(),
+        })
+        .collect();
+    lines_chart(
+        out,
+        title,
+        size,
+        (x0, x1),
+        ("seconds", "latency (ms)"),
+        &lines,
+    )
+}
+
+/// One named line of a [`lines_chart`].
+struct Line {
+    name: String,
+    color: RGBColor,
+    points: Vec<(f64, f64)>,
+}
+
+/// Lines over `x0..x1` (seconds) from 0 to 110 % of the highest point, with a legend.
+fn lines_chart(
+    out: &mut String,
+    title: &str,
+    (w, h): (u32, u32),
+    (x0, x1): (f64, f64),
+    (x_desc, y_desc): (&str, &str),
+    lines: &[Line],
+) -> Result<(), String> {
+    let e = |e: &dyn std::fmt::Display| e.to_string();
+    let ymax = lines
+        .iter()
+        .flat_map(|l| l.points.iter().map(|p| p.1))
+        .fold(1.0, f64::max)
+        * 1.1;
     let root = SVGBackend::with_string(out, (w, h)).into_drawing_area();
     root.fill(&WHITE).map_err(|x| e(&x))?;
     let mut chart = ChartBuilder::on(&root)
@@ -165,26 +210,17 @@ fn draw_latency(
         .map_err(|x| e(&x))?;
     chart
         .configure_mesh()
-        .x_desc("seconds")
-        .y_desc("latency (ms)")
+        .x_desc(x_desc)
+        .y_desc(y_desc)
         .light_line_style(WHITE.mix(0.0))
         .draw()
         .map_err(|x| e(&x))?;
-    let colors = [
-        RGBColor(60, 60, 60),
-        RGBColor(40, 90, 200),
-        RGBColor(230, 140, 0),
-        RGBColor(200, 30, 30),
-    ];
-    for (k, name) in ["p50", "p90", "p99", "max"].iter().enumerate() {
-        let c = colors[k];
+    for l in lines {
+        let c = l.color;
         chart
-            .draw_series(LineSeries::new(
-                pts.iter().map(|p| (p.0, p.1[k])),
-                c.stroke_width(2),
-            ))
+            .draw_series(LineSeries::new(l.points.iter().copied(), c.stroke_width(2)))
             .map_err(|x| e(&x))?
-            .label(*name)
+            .label(l.name.clone())
             .legend(move |(a, b)| PathElement::new(vec![(a, b), (a + 16, b)], c.stroke_width(2)));
     }
     chart
@@ -196,6 +232,53 @@ fn draw_latency(
         .map_err(|x| e(&x))?;
     root.present().map_err(|x| e(&x))?;
     Ok(())
+}
+
+/// The slowest answer per bin for each backend (by `x-backend`), ms: a slow dependency's
+/// queueing staircase next to its control.
+pub fn backend_latency_svg(
+    backends: &[(&str, &[resolvelab_diagnose::model::BackendBin])],
+    t0_ms: i64,
+    title: &str,
+    (w, h): (u32, u32),
+) -> String {
+    let mut out = String::new();
+    match draw_backend_latency(&mut out, backends, t0_ms, title, (w, h)) {
+        Ok(()) => out,
+        Err(e) => failed_svg(&e, w, h),
+    }
+}
+
+fn draw_backend_latency(
+    out: &mut String,
+    backends: &[(&str, &[resolvelab_diagnose::model::BackendBin])],
+    t0: i64,
+    title: &str,
+    size: (u32, u32),
+) -> Result<(), String> {
+    let x = |t: i64| (t - t0) as f64 / 1000.0;
+    let all = || backends.iter().flat_map(|(_, s)| s.iter());
+    let x0 = all().map(|p| x(p.t_ms)).fold(f64::INFINITY, f64::min);
+    let x1 = all().map(|p| x(p.t_ms)).fold(f64::NEG_INFINITY, f64::max) + 1.0;
+    let (x0, x1) = if x0.is_finite() { (x0, x1) } else { (0.0, 1.0) };
+    let colors = [SWAP, FAIL, OK, NLU, RGBColor(60, 60, 60)];
+    let lines: Vec<Line> = backends
+        .iter()
+        .enumerate()
+        .map(|(k, (name, bins))| Line {
+            name: name.to_string(),
+            color: colors[k % colors.len()],
+            points: bins.iter().map(|p| (x(p.t_ms), p.max_ms)).collect(),
+        })
+        .collect();
+    lines_chart(
+        out,
+        title,
+        size,
+        (x0, x1),
+        ("seconds (scheduled send)", "slowest answer (ms)"),
+        &lines,
+    )
 }
 
 /// A zoom on one incident: its fine-resolution series with the incident band and swaps.

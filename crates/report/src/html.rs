@@ -88,6 +88,53 @@ pub(crate) fn page(d: &Diagnosis, v: Option<&Verdict>) -> String {
                 "<p id=\"client\">Client side (load.jsonl): {} requests sent, {} errors (≥ 500 or transport error), {} never sent by the load generator (late/dropped).</p>",
                 c.requests, c.errors, c.unsent
             );
+            // Worth a chart only when some backend was slow enough to see (a second or more).
+            if c.backends.values().any(|b| b.max_ms >= 1000.0) {
+                let series: Vec<(&str, &[resolvelab_diagnose::model::BackendBin])> = c
+                    .backends
+                    .iter()
+                    .map(|(n, b)| (n.as_str(), b.bins.as_slice()))
+                    .collect();
+                let t0 = c
+                    .backends
+                    .values()
+                    .filter_map(|b| b.bins.first().map(|s| s.t_ms))
+                    .min()
+                    .unwrap_or(0);
+                let bin = c.backends.values().map(|b| b.bin_ms).max().unwrap_or(0);
+                let _ = writeln!(
+                    o,
+                    "<div class=\"chart\" id=\"backend-latency\">{}</div>",
+                    crate::charts::backend_latency_svg(
+                        &series,
+                        t0,
+                        &format!("Slowest answer per {bin} ms of scheduled time, by backend"),
+                        (900, 280)
+                    )
+                );
+            }
+            let ((bh, brows), (ph, prows)) = crate::backend_tables(c);
+            for (id, title, head, rows) in [
+                ("backends", "Backends as the client saw them", bh, brows),
+                ("probes", "Readiness probes", ph, prows),
+            ] {
+                if rows.is_empty() {
+                    continue;
+                }
+                let _ = write!(o, "<h3>{title}</h3><table id=\"{id}\"><tr>");
+                for c in head {
+                    let _ = write!(o, "<th>{}</th>", h(c));
+                }
+                o.push_str("</tr>\n");
+                for r in rows {
+                    o.push_str("<tr>");
+                    for c in r {
+                        let _ = write!(o, "<td>{}</td>", h(&c));
+                    }
+                    o.push_str("</tr>\n");
+                }
+                o.push_str("</table>\n");
+            }
         }
     }
     // Totals.

@@ -23,7 +23,73 @@ mod markdown;
 use resolvelab_diagnose::{Diagnosis, Verdict};
 use std::path::Path;
 
-pub use charts::{incident_svg, latency_svg, rate_svg};
+pub use charts::{backend_latency_svg, incident_svg, latency_svg, rate_svg};
+
+/// The per-backend table of a lab verdict (client view from `x-backend`, pool counters from
+/// `backends.json`) and the readiness-probe table, as header + rows of plain text, so Markdown and
+/// HTML show the same numbers.
+pub(crate) fn backend_tables(c: &resolvelab_diagnose::model::ClientStats) -> (Table, Table) {
+    let ms = |v: f64| format!("{v:.1}");
+    let opt = |v: Option<f64>| v.map(ms).unwrap_or_else(|| "–".into());
+    let bh = vec![
+        "backend",
+        "answers",
+        "≥ 500",
+        "min ms",
+        "p50 ms",
+        "p90 ms",
+        "p99 ms",
+        "max ms",
+        "pool wait max ms",
+        "pool timeouts",
+    ];
+    let brows = c
+        .backends
+        .iter()
+        .map(|(n, b)| {
+            vec![
+                n.clone(),
+                b.requests.to_string(),
+                b.errors.to_string(),
+                ms(b.min_ms),
+                ms(b.p50_ms),
+                ms(b.p90_ms),
+                ms(b.p99_ms),
+                ms(b.max_ms),
+                opt(b.pool_wait_max_ms),
+                b.pool_timeouts
+                    .map(|n| n.to_string())
+                    .unwrap_or_else(|| "–".into()),
+            ]
+        })
+        .collect();
+    let ph = vec![
+        "probed backend",
+        "probes",
+        "ok",
+        "failed",
+        "of them timeouts",
+        "slowest ms",
+    ];
+    let prows = c
+        .probes
+        .iter()
+        .map(|(n, p)| {
+            vec![
+                n.clone(),
+                p.probes.to_string(),
+                p.ok.to_string(),
+                p.failed.to_string(),
+                p.timeouts.to_string(),
+                ms(p.max_ms),
+            ]
+        })
+        .collect();
+    ((bh, brows), (ph, prows))
+}
+
+/// A header and its rows.
+pub(crate) type Table = (Vec<&'static str>, Vec<Vec<String>>);
 
 /// Output format.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -66,6 +66,26 @@ pub(crate) fn diagnosis(d: &Diagnosis, v: Option<&Verdict>) -> String {
                         .collect::<Vec<_>>()
                         .join(", ")
                 );
+                let ((bh, brows), (ph, prows)) = crate::backend_tables(c);
+                for (title, head, rows) in [
+                    (
+                        "Backends as the client saw them (latency from the scheduled send)",
+                        bh,
+                        brows,
+                    ),
+                    ("Readiness probes", ph, prows),
+                ] {
+                    if rows.is_empty() {
+                        continue;
+                    }
+                    let _ = writeln!(o, "{title}:\n\n| {} |", head.join(" | "));
+                    let _ = writeln!(o, "|{}", "---|".repeat(head.len()));
+                    for r in rows {
+                        let r: Vec<String> = r.iter().map(|x| esc(x)).collect();
+                        let _ = writeln!(o, "| {} |", r.join(" | "));
+                    }
+                    o.push('\n');
+                }
             }
         }
         None => o.push_str("# resolvelab diagnosis\n\n"),

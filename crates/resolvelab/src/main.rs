@@ -74,7 +74,27 @@ enum Command {
     SuperviseSelftest(cmd::selftest::Args),
 }
 
+/// `resolvelab … | head` must end quietly like any Unix filter. SIGPIPE stays ignored (sockets
+/// must see EPIPE, not die), so a closed stdout surfaces as a panic in `println!`: end with the
+/// status a shell reports for SIGPIPE instead of a backtrace.
+fn quiet_on_closed_stdout() {
+    let default = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        let p = info.payload();
+        let msg = p
+            .downcast_ref::<String>()
+            .map(String::as_str)
+            .or_else(|| p.downcast_ref::<&str>().copied())
+            .unwrap_or("");
+        if msg.starts_with("failed printing to stdout") && msg.contains("Broken pipe") {
+            std::process::exit(141);
+        }
+        default(info)
+    }));
+}
+
 fn main() -> ExitCode {
+    quiet_on_closed_stdout();
     let cli = Cli::parse();
     let ctx = cli.ctx;
     let Some(command) = cli.command else {

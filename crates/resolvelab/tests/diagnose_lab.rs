@@ -39,6 +39,16 @@ fn classes(v: &serde_json::Value) -> Vec<String> {
         .collect()
 }
 
+/// The notes of an incident's evidence lines.
+fn notes(incident: &serde_json::Value) -> Vec<&str> {
+    incident["evidence"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["note"].as_str().unwrap())
+        .collect()
+}
+
 fn check(rel: &str, must: &[&str], must_not: &[&str]) -> serde_json::Value {
     let dir = run_copy(rel);
     let (code, v) = analyze(dir.path());
@@ -283,4 +293,168 @@ fn real_nginx_runs_are_classified() {
     let v = check("real/swap-only", &[], &[]);
     assert!(v["swaps"].as_u64().unwrap() >= 2);
     check("real/zone-churn", &[], &["zone-memory-exhausted"]);
+}
+
+/// Two upstreams sharing a 32k zone against the real nginx (`scenarios/zone-exhaustion.toml`):
+/// the filler's 200-address answer fills the zone, then `be`'s answer changes while its old peer
+/// is still referenced by in-flight requests, so the new peer cannot be allocated and `be` has
+/// no peer for one re-query period.
+#[test]
+fn real_nginx_zone_memory_exhausted() {
+    let v = check(
+        "real/zone-exhaustion",
+        &["zone-memory-exhausted"],
+        &["dns-nxdomain", "generation-race-retry", "maxfails-wipeout"],
+    );
+    let inc: Vec<&serde_json::Value> = v["incidents"].as_array().unwrap().iter().collect();
+    assert_eq!(inc.len(), 1, "{inc:#?}");
+    let i = inc[0];
+    // One re-query period (valid 1 s + 1 s) of 1-hop NLUs, every one paired.
+    let d = i["duration_ms"].as_i64().unwrap();
+    assert!((1700..=2300).contains(&d), "duration {d}");
+    assert_eq!(i["hops"]["one_hop"], i["count"]);
+    assert_eq!(i["hops"]["paired"], i["count"]);
+    assert_eq!(i["shape"], "burst");
+    let notes = notes(i);
+    assert!(
+        notes.iter().any(|n| n.contains("ran out of memory")),
+        "{notes:?}"
+    );
+    let sig = v["signatures"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["id"] == "zone-memory-exhausted")
+        .expect("memory exhausted lines counted");
+    assert!(sig["count"].as_u64().unwrap() >= 2);
+}
+
+/// The real nginx out of ephemeral ports (`port-exhaustion --variant netns`, first 5 s): the
+/// first 500 requests (the port range) succeed, then every connect fails with errno 99.
+#[test]
+fn real_nginx_port_exhaustion() {
+    let v = check(
+        "real/port-exhaustion.netns",
+        &["port-exhaustion"],
+        &["dns-nxdomain", "maxfails-wipeout", "zone-memory-exhausted"],
+    );
+    assert_eq!(v["http_status"]["200"], 500, "{}", v["http_status"]);
+    assert_eq!(v["nlu"]["total"], 0);
+    let inc = v["incidents"].as_array().unwrap();
+    assert_eq!(inc.len(), 1);
+    let i = &inc[0];
+    assert_eq!(i["class"], "port-exhaustion");
+    assert_eq!(i["shape"], "burst");
+    assert!(i["share_failed"].as_f64().unwrap() > 0.95);
+    let notes = notes(i);
+    assert!(
+        notes
+            .iter()
+            .any(|n| n.contains("ephemeral ports exhausted")),
+        "{notes:?}"
+    );
+}
+
+/// `backup` with `max_fails=0` against the real nginx (a 4 s cut of a 90 s run that produced
+/// 822 of them): every peer — the primary and the backup — fails in turn, so the request ends in
+/// a 3-hop `IP, BACKUP, be` NLU with no peer-list change nearby: `tries-exhausted`. The three
+/// 2-hop NLUs right after the swap at 742.469 stay the generation race.
+#[test]
+fn real_nginx_tries_exhausted() {
+    let v = check(
+        "real/backup.max_fails_0",
+        &["tries-exhausted", "generation-race-retry"],
+        &["maxfails-wipeout", "dns-nxdomain", "upstream-failure"],
+    );
+    let nlu = &v["nlu"];
+    let total = nlu["total"].as_u64().unwrap();
+    assert!((30..=45).contains(&total), "nlu {nlu}");
+    assert_eq!(
+        nlu["paired"], nlu["total"],
+        "every NLU has its own error line"
+    );
+    assert_eq!(
+        nlu["one_hop"], 0,
+        "no 1-hop NLU: the peers never all went down"
+    );
+    assert_eq!(v["swaps"], 1);
+    assert_eq!(v["swap_source"], "dns");
+    let te: Vec<&serde_json::Value> = v["incidents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|i| i["class"] == "tries-exhausted")
+        .collect();
+    assert_eq!(te.len(), 1, "{te:#?}");
+    let i = te[0];
+    let n = i["count"].as_u64().unwrap();
+    assert!(
+        n * 10 >= total * 8,
+        "most NLUs are tries-exhausted: {n} of {total}"
+    );
+    // Every tries-exhausted NLU went through every peer: primary, backup, then the group.
+    assert_eq!(i["hops"]["multi_hop"], i["count"]);
+    assert_eq!(i["hops"]["paired"], i["count"]);
+    assert!(i["confidence"].as_f64().unwrap() >= 0.8);
+    // Real backend failures among successes, not a burst, and no peer-list change before it.
+    assert_eq!(i["shape"], "isolated");
+    assert!(i["share_failed"].as_f64().unwrap() < 0.2);
+    assert!(i["after_swap_ms"].is_null(), "{}", i["after_swap_ms"]);
+    let ev = i["evidence"].as_array().unwrap();
+    let notes = notes(i);
+    assert!(
+        notes[0].starts_with("first failure: status 502, 3+-hop"),
+        "{notes:?}"
+    );
+    let first_try = ev
+        .iter()
+        .find(|e| e["note"] == "first-try failure on the same *cid")
+        .unwrap_or_else(|| panic!("{notes:?}"));
+    assert!(first_try["at"].as_str().unwrap().contains("error.log.gz:"));
+    assert!(
+        first_try["text"]
+            .as_str()
+            .unwrap()
+            .contains("upstream prematurely closed")
+    );
+    let paired = ev
+        .iter()
+        .find(|e| {
+            e["note"]
+                .as_str()
+                .unwrap()
+                .starts_with("paired `no live upstreams`")
+        })
+        .unwrap_or_else(|| panic!("{notes:?}"));
+    assert!(paired["at"].as_str().unwrap().contains("error.log.gz:"));
+    assert!(
+        paired["text"]
+            .as_str()
+            .unwrap()
+            .contains("no live upstreams")
+    );
+    // The same connection id on the first-try line and the NLU line.
+    let cid = |e: &serde_json::Value| {
+        e["text"]
+            .as_str()
+            .unwrap()
+            .split(' ')
+            .nth(1)
+            .unwrap()
+            .to_string()
+    };
+    assert_eq!(cid(first_try), cid(paired));
+    // The NLU events agree with the incident.
+    let events = v["nlu_events"].as_array().unwrap();
+    let te_events = events
+        .iter()
+        .filter(|e| e["class"] == "tries-exhausted")
+        .count() as u64;
+    assert_eq!(te_events, n);
+    assert!(
+        events
+            .iter()
+            .filter(|e| e["class"] == "tries-exhausted")
+            .all(|e| e["trajectory"] == "3+-hop")
+    );
 }

@@ -229,3 +229,50 @@ duration = "10s"
     assert!(err.contains("nginx.connect_timeout"), "{err}");
     assert_eq!(err.trim().lines().count(), 1, "one clear line: {err}");
 }
+
+#[test]
+fn slow_dependency_pool_staircase_and_probes() {
+    // The DB pool model: 9 × 200 ms round trips per request through 4 connections, a burst
+    // that queues in batches, a readiness probe that times out behind it, the control fast.
+    let tmp = tempfile::tempdir().unwrap();
+    let (_, dirs) = run_sim(tmp.path(), &["slow-dependency"]);
+    let v = assert_green(&dirs[0]);
+    assert_eq!(v["nlu"]["total"], 0);
+    for f in ["backends.json", "probes.jsonl"] {
+        assert!(dirs[0].join(f).is_file(), "{f}");
+    }
+    // The link's latency fault counts the pool connections it carried, like the lab proxy.
+    let run: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dirs[0].join("run.json")).unwrap()).unwrap();
+    assert_eq!(
+        run["hits"]["fault:db-link:latency_downstream"], 4,
+        "{run:#}"
+    );
+}
+
+#[test]
+fn zone_exhaustion_and_its_large_zone() {
+    // Both variants: the shared 32k zone leaves `be` without a peer for one re-query period;
+    // 1m holds everything.
+    let tmp = tempfile::tempdir().unwrap();
+    let (text, dirs) = run_sim(tmp.path(), &["zone-exhaustion"]);
+    assert_eq!(dirs.len(), 2, "{text}");
+    let v = assert_green(&dirs[0]);
+    assert_eq!(classes(&v), ["zone-memory-exhausted"]);
+    let err = std::fs::read_to_string(dirs[0].join("error.log")).unwrap();
+    assert!(err.contains("cannot add new server to upstream \"be\", memory exhausted"));
+    let v = assert_green(&dirs[1]);
+    assert_eq!(v["nlu"]["total"], 0);
+}
+
+#[test]
+fn port_exhaustion_only_without_time_wait_reuse() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (_, dirs) = run_sim(tmp.path(), &["port-exhaustion", "--variant", "netns"]);
+    let v = assert_green(&dirs[0]);
+    assert_eq!(classes(&v), ["port-exhaustion"]);
+    // Nothing in a namespace is touched: the model only reads the sysctl values.
+    let run: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dirs[0].join("run.json")).unwrap()).unwrap();
+    assert_eq!(run["status"], "completed", "{run:#}");
+}

@@ -211,3 +211,96 @@ fn help_explains_with_examples() {
         assert!(h.contains(needle), "{needle}");
     }
 }
+
+/// Kills the backend when the test ends, whatever happens.
+struct Child(std::process::Child);
+
+impl Drop for Child {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+#[test]
+fn max_rate_on_two_threads_writes_every_request() {
+    let ip = "127.0.0.63";
+    let port = closed_port(ip);
+    let addr = format!("{ip}:{port}");
+    let _backend = Child(
+        bin()
+            .args([
+                "backend",
+                "--listen",
+                &addr,
+                "--name",
+                "b1",
+                "--duration",
+                "60s",
+            ])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    // Poll until it accepts (bounded), instead of guessing a sleep.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while std::net::TcpStream::connect(&addr).is_err() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "backend never listened"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("max.jsonl");
+    let out = bin()
+        .args([
+            "load",
+            &format!("http://{addr}/"),
+            "--rate",
+            "max",
+            "--requests",
+            "500",
+            "--connections",
+            "6",
+            "--threads",
+            "2",
+            "--header-capture",
+            "x-backend",
+            "--summary",
+            "json",
+            "--out",
+        ])
+        .arg(&file)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let summary: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(summary["requests"], 500);
+    assert_eq!(summary["classes"]["c2xx"], 500);
+    assert_eq!(summary["headers"]["b1"], 500);
+    assert_eq!(summary["open_loop"], false);
+    let text = std::fs::read_to_string(&file).unwrap();
+    let recs: Vec<serde_json::Value> = text
+        .lines()
+        .skip(1)
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(recs.len(), 500);
+    let mut seqs: Vec<u64> = recs.iter().map(|r| r["seq"].as_u64().unwrap()).collect();
+    seqs.sort_unstable();
+    assert_eq!(
+        seqs,
+        (0..500).collect::<Vec<u64>>(),
+        "every seq exactly once"
+    );
+    let conns: std::collections::HashSet<u64> =
+        recs.iter().map(|r| r["conn"].as_u64().unwrap()).collect();
+    assert_eq!(conns.len(), 6, "one keep-alive connection per worker");
+    assert!(recs.iter().all(|r| r["t_us"] == r["sent_us"]));
+}

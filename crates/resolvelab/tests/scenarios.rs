@@ -144,6 +144,82 @@ fn per_dc_names_survive_a_backend_failure() {
 }
 
 #[test]
+fn slow_dependency_multiplies_latency_and_fails_the_readiness_probe() {
+    // Not scaled: the burst must outnumber the pool, and the delays are the measurement.
+    let vs = assert_all_held("slow-dependency", &[]);
+    // (The run directory is gone after success; the verdict carries what was read from it.)
+    let v = &vs[0].1;
+    let b = &v["client"]["backends"];
+    let slow_min = b["app-slow"]["min_ms"].as_f64().unwrap();
+    let slow_max = b["app-slow"]["max_ms"].as_f64().unwrap();
+    // The staircase: the burst's last answers waited several pool batches.
+    assert!(slow_max >= 3.0 * slow_min, "{slow_min} .. {slow_max}");
+    // From backends.json: the backend's own pool saw the wait.
+    assert!(b["app-slow"]["pool_wait_max_ms"].as_f64().unwrap() >= slow_min);
+    // The control is faster than the slow backend's fastest answer, in the same run.
+    assert!(b["app-fast"]["max_ms"].as_f64().unwrap() < slow_min / 4.0);
+    assert!(!b["app-slow"]["bins"].as_array().unwrap().is_empty());
+    // From probes.jsonl: one probe per second per backend for the whole run.
+    let p = &v["client"]["probes"];
+    for be in ["app-slow", "app-fast"] {
+        assert!(p[be]["probes"].as_u64().unwrap() >= 25, "{be}: {}", p[be]);
+    }
+}
+
+#[test]
+fn a_full_shared_zone_leaves_an_upstream_without_peers_for_one_period() {
+    let vs = assert_all_held("zone-exhaustion", &[]);
+    assert_eq!(vs.len(), 2, "base and zone=1m");
+    let base = vs.iter().find(|(_, v)| v["nlu"]["total"] != 0).unwrap();
+    assert!(base.1["incidents"][0]["class"] == "zone-memory-exhausted");
+}
+
+#[test]
+fn ports_run_out_in_a_private_namespace_without_time_wait_reuse() {
+    // Creating a network namespace needs root; elsewhere the scenario says so and this skips.
+    let can = Command::new("unshare")
+        .args(["-n", "true"])
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    if !can {
+        eprintln!("skipped: cannot create a network namespace here (not root)");
+        return;
+    }
+    let _g = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let out = tempfile::tempdir().unwrap();
+    // Scaled to 21 s: too short for the 60 s TIME_WAIT cycle (that check does not hold), long
+    // enough for the port range to run out.
+    let (_, text) = run(
+        &["port-exhaustion", "--variant", "netns", "--scale", "0.3"],
+        out.path(),
+    );
+    let vs = verdicts(out.path());
+    assert_eq!(vs.len(), 1, "{text}");
+    let v = &vs[0].1;
+    assert_eq!(v["status"], "completed", "{text}");
+    let held: Vec<bool> = v["expectations"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["held"].as_bool().unwrap())
+        .collect();
+    assert_eq!(&held[..2], [true, true], "{text}");
+    // Exactly the port range gets through before the first failure.
+    let ok = v["http_status"]["200"].as_u64().unwrap();
+    assert!((475..=525).contains(&ok), "{} ok", ok);
+    assert!(v["failures"].as_u64().unwrap() > 0);
+    let run: Value =
+        serde_json::from_str(&std::fs::read_to_string(vs[0].0.join("run.json")).unwrap()).unwrap();
+    assert!(
+        run["net"]
+            .as_str()
+            .unwrap()
+            .contains("private network namespace")
+    );
+}
+
+#[test]
 fn an_interrupted_run_leaves_a_valid_directory_marked_aborted() {
     let _g = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
     let out = tempfile::tempdir().unwrap();

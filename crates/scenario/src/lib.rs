@@ -16,6 +16,8 @@
 
 pub mod library;
 pub mod model;
+pub mod netns;
+pub mod probe;
 pub mod render;
 pub mod runner;
 pub mod simrun;

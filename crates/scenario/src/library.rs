@@ -35,6 +35,10 @@ pub const FILES: &[(&str, &str)] = &[
         include_str!("../../../scenarios/zone-churn.toml"),
     ),
     (
+        "zone-exhaustion",
+        include_str!("../../../scenarios/zone-exhaustion.toml"),
+    ),
+    (
         "retry-shim",
         include_str!("../../../scenarios/retry-shim.toml"),
     ),
@@ -47,6 +51,10 @@ pub const FILES: &[(&str, &str)] = &[
     (
         "port-exhaustion",
         include_str!("../../../scenarios/port-exhaustion.toml"),
+    ),
+    (
+        "slow-dependency",
+        include_str!("../../../scenarios/slow-dependency.toml"),
     ),
     ("demo", include_str!("../../../scenarios/demo.toml")),
 ];

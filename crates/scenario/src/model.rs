@@ -29,9 +29,16 @@ pub struct Scenario {
     /// Run the same scenario this many times (distributions, e.g. RTO).
     #[serde(default)]
     pub repeat: Option<u32>,
+    /// `false` when the load itself is the measurement (a burst that must outnumber a pool):
+    /// `--scale` then leaves the scenario as written.
+    #[serde(default = "d_true", skip_serializing_if = "Clone::clone")]
+    pub scalable: bool,
     /// Variant name when this is a variant run (set by the runner).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub variant_of: Option<String>,
+    /// The host the run needs (`[host]`): a private network namespace and its settings.
+    #[serde(default, skip_serializing_if = "HostSpec::is_default")]
+    pub host: HostSpec,
     /// The nginx configuration.
     pub nginx: NginxSpec,
     /// The DNS authority.
@@ -43,6 +50,10 @@ pub struct Scenario {
     /// TCP fault proxies (`[[proxy]]`).
     #[serde(default, rename = "proxy")]
     pub proxies: Vec<ProxySpec>,
+    /// Readiness probes (`[[probe]]`): a prober like a kubelet's, polling a backend's path on an
+    /// interval with a timeout while the load runs; every probe goes to `probes.jsonl`.
+    #[serde(default, rename = "probe", skip_serializing_if = "Vec::is_empty")]
+    pub probes: Vec<ProbeSpec>,
     /// The load.
     pub load: LoadSpec,
     /// Injections over time (`[[timeline]]`).
@@ -114,8 +125,12 @@ pub struct NginxSpec {
     /// Upstream server lines (`[[nginx.server]]`).
     #[serde(default, rename = "server")]
     pub servers: Vec<ServerLine>,
-    /// An inline `http {}` body instead of the template. `{resolver}`, `{listen}`, `{port}` and
-    /// `{backend:NAME}` are substituted.
+    /// A second upstream, `filler`, sharing `be`'s zone and resolving this [dns.names] entry (no
+    /// traffic goes to it): its peers take zone memory that `be`'s answer changes then lack.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub zone_filler: Option<String>,
+    /// An inline `http {}` body instead of the template. `{resolver}`, `{listen}`, `{port}`,
+    /// `{zone}` and `{backend:NAME}` are substituted.
     #[serde(default)]
     pub inline: Option<String>,
 }
@@ -211,6 +226,48 @@ pub struct ProxySpec {
     /// Faults active from the start.
     #[serde(default)]
     pub faults: Vec<String>,
+}
+
+/// `[host]`: kernel settings a scenario needs, applied only inside a private network namespace.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HostSpec {
+    /// Run in a fresh network namespace (its own loopback; needs root).
+    #[serde(default)]
+    pub netns: bool,
+    /// Per-namespace settings, e.g. `"net.ipv4.tcp_tw_reuse" = "0"` (only with `netns = true`).
+    #[serde(default)]
+    pub sysctl: BTreeMap<String, String>,
+}
+
+impl HostSpec {
+    fn is_default(&self) -> bool {
+        self == &HostSpec::default()
+    }
+}
+
+/// One readiness prober (`[[probe]]`).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ProbeSpec {
+    /// The backend (or proxy) probed, by name.
+    pub target: String,
+    /// Path requested (`/ready` queues behind a backend's DB pool; `/health` never does).
+    #[serde(default = "d_probe_path")]
+    pub path: String,
+    /// Time between probes (not scaled by `--scale`, like `valid`).
+    #[serde(default = "d_probe_interval")]
+    pub interval: String,
+    /// A probe without a complete answer within this time counts as failed.
+    #[serde(default = "d_probe_interval")]
+    pub timeout: String,
+}
+
+fn d_probe_path() -> String {
+    "/ready".into()
+}
+fn d_probe_interval() -> String {
+    "1s".into()
 }
 
 /// The load.
@@ -394,6 +451,67 @@ impl Scenario {
                 )));
             }
         }
+        if !self.host.sysctl.is_empty() && !self.host.netns {
+            return Err(bad(
+                "[host] sysctl needs `netns = true`: settings are only changed inside the run's own network namespace, never on the host".into(),
+            ));
+        }
+        for k in self.host.sysctl.keys() {
+            crate::netns::check_sysctl_key(k).map_err(|e| bad(format!("[host] {e}")))?;
+        }
+        for b in &self.backends {
+            if let Some(db) = &b.db {
+                if !names.contains(db.as_str()) || db == &b.name {
+                    return Err(bad(format!(
+                        "backend `{}`: db `{db}` is not another backend or proxy name (point it at an `echo_db = true` backend or a proxy in front of one)",
+                        b.name
+                    )));
+                }
+                if let Some(t) = &b.acquire_timeout {
+                    dur(&format!("backend `{}` acquire_timeout", b.name), t)
+                        .map_err(|e| bad(e.to_string()))?;
+                }
+                if b.pool == Some(0) || b.round_trips == Some(0) {
+                    return Err(bad(format!(
+                        "backend `{}`: pool and round_trips must be at least 1",
+                        b.name
+                    )));
+                }
+            } else if b.round_trips.is_some() || b.pool.is_some() || b.acquire_timeout.is_some() {
+                return Err(bad(format!(
+                    "backend `{}`: round_trips/pool/acquire_timeout need `db = \"NAME\"`",
+                    b.name
+                )));
+            }
+        }
+        for (i, p) in self.probes.iter().enumerate() {
+            let n = i + 1;
+            if !names.contains(p.target.as_str()) {
+                return Err(bad(format!(
+                    "probe {n}: target `{}` is not a backend or proxy name",
+                    p.target
+                )));
+            }
+            for (f, v) in [("interval", &p.interval), ("timeout", &p.timeout)] {
+                let d = dur(&format!("probe {n}: {f}"), v).map_err(|e| bad(e.to_string()))?;
+                if d.is_zero() {
+                    return Err(bad(format!("probe {n}: {f} must be above 0 (e.g. `1s`)")));
+                }
+            }
+            if !p.path.starts_with('/') {
+                return Err(bad(format!(
+                    "probe {n}: path `{}` must start with `/`",
+                    p.path
+                )));
+            }
+        }
+        if let Some(f) = &self.nginx.zone_filler
+            && !self.dns.names.contains_key(f)
+        {
+            return Err(bad(format!(
+                "[nginx] zone_filler `{f}` is not a [dns.names] entry"
+            )));
+        }
         for s in &self.nginx.servers {
             if let Some(b) = s.host.strip_prefix('@') {
                 if !names.contains(b) {
@@ -500,7 +618,7 @@ impl Scenario {
     /// Shorten durations and rates by `f` for quick runs; `valid` and `fail_timeout` stay real
     /// (they are what the scenarios measure).
     pub fn scaled(&self, f: f64) -> anyhow::Result<Scenario> {
-        if (f - 1.0).abs() < f64::EPSILON {
+        if (f - 1.0).abs() < f64::EPSILON || !self.scalable {
             return Ok(self.clone());
         }
         if !(f > 0.0 && f <= 1.0) {
@@ -656,6 +774,40 @@ expect = { checks = ["nlu = 0"] }
                 .to_string()
                 .contains("[dns.names]")
         );
+    }
+
+    #[test]
+    fn slow_dependency_and_probe_references_are_checked() {
+        let db = MIN.replace(
+            "[[backend]]\nname = \"b2\"",
+            "[[backend]]\nname = \"b2\"\ndb = \"DB\"\npool = 4\n[[backend]]\nname = \"db\"\necho_db = true\n[[probe]]\ntarget = \"PT\"\n",
+        );
+        let ok = db.replace("DB", "db").replace("PT", "b2");
+        let s = Scenario::from_toml(&ok, "t").unwrap();
+        assert_eq!(s.probes[0].path, "/ready");
+        assert_eq!(s.probes[0].interval, "1s");
+        let err = |text: &str| Scenario::from_toml(text, "t").unwrap_err().to_string();
+        assert!(err(&db.replace("DB", "nope").replace("PT", "b2")).contains("db `nope`"));
+        assert!(err(&db.replace("DB", "b2").replace("PT", "b2")).contains("another backend"));
+        assert!(err(&db.replace("DB", "db").replace("PT", "x")).contains("target `x`"));
+        assert!(err(&ok.replace("pool = 4", "pool = 0")).contains("at least 1"));
+        let no_db = ok.replace("db = \"db\"\n", "");
+        assert!(err(&no_db).contains("need `db"));
+        let zero = ok.replace("target = \"b2\"", "target = \"b2\"\ntimeout = \"0s\"");
+        assert!(err(&zero).contains("timeout must be above 0"));
+    }
+
+    #[test]
+    fn an_unscalable_scenario_ignores_scale() {
+        let s = Scenario::from_toml(&format!("scalable = false\n{MIN}"), "t").unwrap();
+        let t = s.scaled(0.1).unwrap();
+        assert_eq!(
+            (t.load.rate.as_str(), t.load.duration.as_str()),
+            ("300", "60s")
+        );
+        // Round trip: the resolved scenario.toml of a run keeps the flag.
+        let back = Scenario::from_toml(&toml::to_string(&s).unwrap(), "t").unwrap();
+        assert!(!back.scalable);
     }
 
     #[test]

@@ -106,7 +106,8 @@ pub fn http_body(sc: &Scenario, net: &Net) -> Result<String> {
         let mut t = inline
             .replace("{resolver}", &resolver)
             .replace("{listen}", &net.nginx.to_string())
-            .replace("{port}", &n.port.to_string());
+            .replace("{port}", &n.port.to_string())
+            .replace("{zone}", &n.zone);
         for (name, addr) in &net.hosts {
             t = t.replace(&format!("{{backend:{name}}}"), &addr.to_string());
         }
@@ -148,6 +149,15 @@ pub fn http_body(sc: &Scenario, net: &Net) -> Result<String> {
         }
     }
     writeln!(w, "}}\n")?;
+    if let Some(f) = &n.zone_filler {
+        // Upstream groups may share a zone (the size is given once): the filler's peers live in
+        // `be`'s slab.
+        writeln!(
+            w,
+            "upstream filler {{\n    zone be;\n    {resolver}\n    server {f}:{} resolve max_fails=0;\n}}\n",
+            n.port
+        )?;
+    }
     writeln!(
         w,
         "# Only idempotent methods may be retried by the shim.\n\

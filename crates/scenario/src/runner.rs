@@ -141,6 +141,27 @@ pub fn run(sc: &Scenario, opts: &RunOptions) -> Result<RunRecord> {
     };
     dir.write_json("run.json", &record)?;
     std::fs::write(dir.file("scenario.toml"), toml::to_string(&sc)?)?;
+    // Before the runtime: its threads and nginx inherit this thread's namespace.
+    let netns = if sc.host.netns {
+        let g = match crate::netns::enter(&sc.host.sysctl) {
+            Ok(g) => g,
+            Err(e) => {
+                record.status = "failed".into();
+                record.reason = Some(format!("{e:#}"));
+                record.ended_us = now_us();
+                dir.write_json("run.json", &record)?;
+                return Err(e);
+            }
+        };
+        record.net += " in a private network namespace";
+        for (k, v) in &sc.host.sysctl {
+            record.net += &format!(", {k} = {v}");
+        }
+        Some(g)
+    } else {
+        None
+    };
+    dir.write_json("run.json", &record)?;
 
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -148,6 +169,7 @@ pub fn run(sc: &Scenario, opts: &RunOptions) -> Result<RunRecord> {
         .build()?;
     let result = rt.block_on(play(&sc, &net, &nginx, &dir, seed, opts, &mut record));
     rt.shutdown_timeout(Duration::from_secs(5));
+    drop(netns);
     record.ended_us = now_us();
     match &result {
         Ok(()) if INTERRUPTED.load(Ordering::SeqCst) => {
@@ -294,11 +316,17 @@ async fn play(
     let mut first_queries = dns.subscribe();
     let dns = Arc::new(dns);
 
-    // Backends, then proxies (which point at backends).
+    // DB stand-ins, then proxies (which point at backends), then the backends that use them
+    // (their pools connect lazily, but their addresses must exist).
     let mut targets: BTreeMap<String, FaultTarget> = BTreeMap::new();
-    for be in &sc.backends {
-        let handle = start_backend(be, net, seed, dir).await?;
-        targets.insert(be.name.clone(), FaultTarget::Backend(handle));
+    let mut echo_dbs = Vec::new();
+    for be in sc.backends.iter().filter(|b| b.echo_db) {
+        let addr = net.hosts[&be.name];
+        echo_dbs.push(
+            resolvelab_backend::EchoDb::start(addr)
+                .await
+                .with_context(|| format!("starting echo DB `{}` on {addr}", be.name))?,
+        );
     }
     for p in &sc.proxies {
         let mut cfg = resolvelab_faults::ProxyConfig::new(
@@ -314,6 +342,10 @@ async fn play(
         }
         let h = resolvelab_faults::Proxy::start(cfg).await?;
         targets.insert(p.name.clone(), FaultTarget::Proxy(h));
+    }
+    for be in sc.backends.iter().filter(|b| !b.echo_db) {
+        let handle = start_backend(be, net, seed, dir).await?;
+        targets.insert(be.name.clone(), FaultTarget::Backend(handle));
     }
 
     // nginx.
@@ -339,13 +371,25 @@ async fn play(
 
     // A resolve upstream is empty until its first answer: wait for nginx's first query of every
     // resolve name, then a little for the answer to be applied.
-    let resolve_names: Vec<String> = sc
-        .nginx
-        .servers
-        .iter()
-        .filter(|s| s.resolve && !s.host.starts_with('@'))
-        .map(|s| s.host.to_lowercase())
-        .collect();
+    let resolve_names: Vec<String> = match &sc.nginx.inline {
+        // An inline config names its own upstreams: wait for the served names it mentions.
+        Some(text) => sc
+            .dns
+            .names
+            .keys()
+            .filter(|n| text.contains(n.as_str()))
+            .map(|n| n.to_lowercase())
+            .collect(),
+        None => sc
+            .nginx
+            .servers
+            .iter()
+            .filter(|s| s.resolve && !s.host.starts_with('@'))
+            .map(|s| s.host.as_str())
+            .chain(sc.nginx.zone_filler.as_deref())
+            .map(str::to_lowercase)
+            .collect(),
+    };
     let mut seen = std::collections::BTreeSet::new();
     let deadline = tokio::time::Instant::now() + Duration::from_secs(15);
     while seen.len()
@@ -421,6 +465,7 @@ async fn play(
 
     let t0 = Instant::now();
     let targets = Arc::new(targets);
+    let next = Arc::new(std::sync::Mutex::new(String::new()));
     let timeline = tokio::spawn(run_timeline(
         sc.timeline.clone(),
         seed,
@@ -431,7 +476,24 @@ async fn play(
         events.clone(),
         t0,
         cancel.clone(),
+        next.clone(),
     ));
+    let mut probers = Vec::new();
+    if !sc.probes.is_empty() {
+        let out = Arc::new(JsonlWriter::create(
+            &dir.file("probes.jsonl"),
+            crate::probe::SCHEMA,
+        )?);
+        for p in &sc.probes {
+            probers.push(tokio::spawn(crate::probe::run(
+                p.clone(),
+                net.hosts[&p.target],
+                out.clone(),
+                tokio::time::Instant::from_std(t0),
+                cancel.clone(),
+            )));
+        }
+    }
     let watcher = tokio::spawn(watch(
         live.clone(),
         cancel.clone(),
@@ -439,6 +501,7 @@ async fn play(
         total,
         opts.progress && std::io::stderr().is_terminal(),
         sc.name.clone(),
+        next,
     ));
     let summary = run_load(
         &cfg,
@@ -449,6 +512,9 @@ async fn play(
     .await;
     cancel.cancel();
     let _ = watcher.await;
+    for p in probers {
+        p.await.map_err(|e| anyhow!("probe task: {e}"))??;
+    }
     let timeline_result = timeline.await.map_err(|e| anyhow!("timeline task: {e}"))?;
     ev(&events, "phase", "load", None, None, Some("end"));
     if INTERRUPTED.load(Ordering::SeqCst) {
@@ -482,12 +548,25 @@ async fn play(
         }
     }
 
+    // The backends' own counters (DB pool waits and timeouts) next to the client's view.
+    let stats: BTreeMap<&String, resolvelab_backend::BackendStats> = targets
+        .iter()
+        .filter_map(|(n, t)| match t {
+            FaultTarget::Backend(b) => Some((n, b.stats())),
+            FaultTarget::Proxy(_) => None,
+        })
+        .collect();
+    dir.write_json("backends.json", &stats)?;
+
     // Stop nginx first (it owns connections to the backends), then the rest.
     tokio::task::block_in_place(|| nx.stop(Duration::from_secs(5)))?;
     drop(sup);
     let targets = Arc::try_unwrap(targets).map_err(|_| anyhow!("fault targets still in use"))?;
     for (_, t) in targets {
         t.shutdown().await;
+    }
+    for db in echo_dbs {
+        db.shutdown();
     }
     // The timeline's bookkeeping tasks end on `cancel`; give them a moment to drop their handles.
     let mut dns = dns;
@@ -547,6 +626,17 @@ async fn start_backend(
                 .map_err(|e| anyhow!("backend `{}` fault `{f}`: {e}", be.name))?,
         );
     }
+    if let Some(db) = &be.db {
+        cfg.db = Some(resolvelab_backend::DbConfig {
+            addr: net.hosts[db],
+            round_trips: be.round_trips.unwrap_or(1),
+            pool: be.pool.unwrap_or(10) as usize,
+            acquire_timeout: dur(
+                &format!("backend `{}` acquire_timeout", be.name),
+                be.acquire_timeout.as_deref().unwrap_or("30s"),
+            )?,
+        });
+    }
     cfg.log = Some(dir.file(&format!("backend-{}.jsonl", be.name)));
     resolvelab_backend::Backend::start(cfg)
         .await
@@ -566,6 +656,7 @@ async fn watch(
     total: Duration,
     tty: bool,
     name: String,
+    next: Arc<std::sync::Mutex<String>>,
 ) {
     let mut tick = tokio::time::interval(Duration::from_secs(1));
     let mut last_sent = 0u64;
@@ -582,8 +673,10 @@ async fn watch(
             let s = live.snapshot();
             let rps = s.sent.saturating_sub(last_sent);
             last_sent = s.sent;
+            let next = next.lock().unwrap_or_else(|p| p.into_inner()).clone();
+            // \x1b[K clears what a longer previous line left behind.
             eprint!(
-                "\r[{name}] {:>4.0}/{:.0} s  {rps:>5} rps  2xx {}  5xx {}  errors {}   ",
+                "\r[{name}] load {:>4.0}/{:.0} s  {rps:>5} rps  2xx {}  5xx {}  errors {}  {next}\x1b[K",
                 t0.elapsed().as_secs_f64(),
                 total.as_secs_f64(),
                 s.classes.c2xx,
@@ -608,7 +701,9 @@ async fn run_timeline(
     events: Arc<JsonlWriter>,
     t0: Instant,
     cancel: CancellationToken,
+    next: Arc<std::sync::Mutex<String>>,
 ) -> Result<()> {
+    let set_next = |text: String| *next.lock().unwrap_or_else(|p| p.into_inner()) = text;
     let period = dur("nginx.valid", &valid)? + Duration::from_secs(1);
     // Last query time per name, read live from the DNS authority.
     let last_query: Arc<std::sync::Mutex<BTreeMap<String, Instant>>> = Default::default();
@@ -641,6 +736,17 @@ async fn run_timeline(
             at += dur("jitter", j)?.mul_f64(rand::RngExt::random::<f64>(&mut rng));
         }
         prev = at;
+        let what = match (&e.dns, &e.mode, &e.fault, &e.spec, &e.clear) {
+            (Some(d), Some(m), ..) => format!("dns {d} → {m}"),
+            (_, _, Some(t), Some(sp), _) => format!("fault {t} {sp}"),
+            (.., Some(t)) => format!("clear {t}"),
+            _ => "event".into(),
+        };
+        let aligned = if e.align.is_some() { " (aligned)" } else { "" };
+        set_next(format!(
+            "next: {what} at {:.0} s{aligned}",
+            at.as_secs_f64()
+        ));
         let mut when = t0 + at;
         let for_ = e.for_.as_deref().map(|f| dur("for", f)).transpose()?;
         if e.align.as_deref() == Some("between-requeries") {
@@ -752,6 +858,7 @@ async fn run_timeline(
             target.clear();
         }
     }
+    set_next("timeline done".into());
     Ok(())
 }
 

@@ -23,8 +23,8 @@ use anyhow::{Context, Result, anyhow, bail};
 use resolvelab_core::rundir::RunDir;
 use resolvelab_core::time::now_us;
 use resolvelab_sim::nginx::{
-    DnsMode, DnsPhase, FaultKind, FaultWindow, Latency, NextUpstream, RetryShim, ServerLine,
-    SimConfig, SimSummary, Us, simulate,
+    BackendPool, DnsMode, DnsPhase, EphemeralPorts, FaultKind, FaultWindow, Latency, NextUpstream,
+    Probe, RetryShim, ServerLine, SimConfig, SimSummary, Us, ZoneFiller, simulate,
 };
 use serde_json::Value;
 use std::collections::BTreeMap;
@@ -159,6 +159,11 @@ struct Plan {
     dns_windows: Vec<DnsWindow>,
     /// Names the timeline injects into (their total hits go into run.json).
     dns_injected: Vec<String>,
+    /// Proxies that stand for a pool backend's link to its database, with the pools (indices
+    /// into `cfg.pools`) that use them: their faults touch the pools' connections.
+    links: BTreeMap<String, Vec<usize>>,
+    /// Every proxy's fault specs by name.
+    proxies: Vec<(String, Vec<String>)>,
 }
 
 /// One DNS injection with `for`; times are µs from the load start.
@@ -203,6 +208,65 @@ fn size(field: &str, v: &str) -> Result<u64> {
         .map_err(|_| anyhow!("{field} = {v:?}: expected a size like 64k or 1m"))
 }
 
+/// `[host] sysctl` → the model's ephemeral port pool. Only a host that never reuses TIME_WAIT
+/// ports (`net.ipv4.tcp_tw_reuse = 0`) runs out: Linux's default (2) reuses them on loopback,
+/// which is why the lab's plain run sees no exhaustion.
+fn ephemeral_ports(
+    sc: &Scenario,
+    unsupported: &dyn Fn(&str, &str) -> anyhow::Error,
+) -> Result<Option<EphemeralPorts>> {
+    let mut reuse = 2u8;
+    // Linux's default net.ipv4.ip_local_port_range: 32768 60999.
+    let mut count = 60999 - 32768 + 1;
+    for (k, v) in &sc.host.sysctl {
+        let field = format!("[host] sysctl \"{k}\" = {v:?}");
+        match k.as_str() {
+            "net.ipv4.tcp_tw_reuse" => {
+                reuse = match v.trim() {
+                    "0" => 0,
+                    "1" => 1,
+                    "2" => 2,
+                    _ => bail!("{field}: expected 0, 1 or 2"),
+                };
+            }
+            "net.ipv4.ip_local_port_range" => {
+                let mut it = v.split_whitespace().map(str::parse::<u32>);
+                count = match (it.next(), it.next(), it.next()) {
+                    (Some(Ok(lo)), Some(Ok(hi)), None) if lo <= hi && hi <= 65535 => hi - lo + 1,
+                    _ => bail!(
+                        "{field}: expected two port numbers \"LOW HIGH\", e.g. \"40000 40499\""
+                    ),
+                };
+            }
+            _ => {
+                return Err(unsupported(
+                    &field,
+                    "the model only knows net.ipv4.tcp_tw_reuse and net.ipv4.ip_local_port_range",
+                ));
+            }
+        }
+    }
+    if reuse != 0 {
+        return Ok(None);
+    }
+    if sc.nginx.keepalive > 0 {
+        return Err(unsupported(
+            &format!(
+                "[host] sysctl net.ipv4.tcp_tw_reuse = 0 with nginx.keepalive = {}",
+                sc.nginx.keepalive
+            ),
+            "the port model covers one connection per try (keepalive = 0) only",
+        ));
+    }
+    Ok(Some(EphemeralPorts {
+        count,
+        time_wait: Us::s(60),
+        // Measured in the lab (port-exhaustion [netns]): ports come back in batches 2.048 s
+        // apart, the kernel timer wheel's granularity for a 60 s timer at HZ=250.
+        granularity: Us::ms(2048),
+    }))
+}
+
 fn plan(sc: &Scenario, seed: u64, (a, b): (u8, u8), epoch_us: i64) -> Result<Plan> {
     let n = &sc.nginx;
     let unsupported = |field: &str, why: &str| -> anyhow::Error {
@@ -240,14 +304,6 @@ fn plan(sc: &Scenario, seed: u64, (a, b): (u8, u8), epoch_us: i64) -> Result<Pla
             "load.max_in_flight",
             "the model's load is an uncapped open loop",
         ));
-    }
-    for be in &sc.backends {
-        if be.db.is_some() || be.round_trips.is_some() || be.pool.is_some() || be.echo_db {
-            return Err(unsupported(
-                &format!("backend `{}` (db/round_trips/pool/echo_db)", be.name),
-                "slow dependencies and connection pools are not modelled",
-            ));
-        }
     }
     let net = Net::assign(sc, a, b)?;
 
@@ -289,7 +345,17 @@ fn plan(sc: &Scenario, seed: u64, (a, b): (u8, u8), epoch_us: i64) -> Result<Pla
         cfg.resolver_timeout = field_dur("nginx.resolver_timeout", t)?;
     }
     cfg.zone_bytes = size("nginx.zone", &n.zone)?;
+    // The template's `upstream filler { zone be; server NAME:PORT resolve max_fails=0; }`.
+    cfg.zone_filler = n.zone_filler.as_ref().map(|name| ZoneFiller {
+        name: name.clone(),
+        upstream: "filler".into(),
+        port: n.port,
+    });
     cfg.keepalive = n.keepalive;
+    cfg.ephemeral_ports = ephemeral_ports(sc, &unsupported)?;
+    // Each nginx worker keeps its own keep-alive cache: how soon a connection is reused (and
+    // so how often a backend's reclaim catches a request) depends on it.
+    cfg.workers = n.workers.max(1);
     cfg.next_upstream = next_upstream(&n.proxy_next_upstream).map_err(|why| {
         unsupported(
             &format!("nginx.proxy_next_upstream = {:?}", n.proxy_next_upstream),
@@ -302,21 +368,38 @@ fn plan(sc: &Scenario, seed: u64, (a, b): (u8, u8), epoch_us: i64) -> Result<Pla
     }
 
     // Load.
-    if sc.load.rate.contains('@') || sc.load.rate.contains(',') {
-        return Err(unsupported(
-            &format!("load.rate = {:?}", sc.load.rate),
-            "the model runs one constant rate; give a number",
-        ));
-    }
-    cfg.rps = sc.load.rate.trim().parse::<f64>().map_err(|_| {
-        anyhow!(
-            "load.rate = {:?}: expected requests per second",
-            sc.load.rate
-        )
-    })?;
     cfg.duration = field_dur("load.duration", &sc.load.duration)?;
+    match sc.load.rate.trim().parse::<f64>() {
+        Ok(r) => cfg.rps = r,
+        Err(_) => {
+            // A staged plan: the request times the lab's own scheduler gives it.
+            let plan = resolvelab_load::RatePlan::parse(&sc.load.rate)
+                .map_err(|e| anyhow!("load.rate = {:?}: {e}", sc.load.rate))?;
+            let Some(schedule) =
+                plan.schedule(Some(Duration::from_micros(cfg.duration.0 as u64)), None)
+            else {
+                return Err(unsupported(
+                    &format!("load.rate = {:?}", sc.load.rate),
+                    "the model's load is an open loop; give a rate or stages",
+                ));
+            };
+            cfg.arrivals = schedule
+                .map(|(_, off)| us(off))
+                .take_while(|t| t.0 < cfg.duration.0)
+                .collect();
+            if cfg.arrivals.is_empty() {
+                bail!(
+                    "load.rate = {:?}: the plan schedules no request",
+                    sc.load.rate
+                );
+            }
+            cfg.rps = cfg.arrivals.len() as f64 * 1e6 / cfg.duration.0 as f64;
+        }
+    }
     cfg.mix = mix(&sc.load.mix)?;
     cfg.client_connections = sc.load.connections.max(1);
+    // The lab renders `keepalive_requests 100000` (crates/scenario/src/render.rs).
+    cfg.keepalive_requests = 100_000;
     if cfg.retry_shim.is_none() && n.retry_shim {
         cfg.retry_shim = Some(if n.method_guard {
             RetryShim::default()
@@ -327,8 +410,19 @@ fn plan(sc: &Scenario, seed: u64, (a, b): (u8, u8), epoch_us: i64) -> Result<Pla
             }
         });
     }
-    if let Some(l) = backend_latency(sc)? {
-        cfg.latency = l;
+    let specs: std::collections::BTreeSet<Option<&str>> =
+        sc.backends.iter().map(|b| b.latency.as_deref()).collect();
+    if specs.len() > 1 {
+        // A slow and a fast backend: each its own distribution, loopback for the others.
+        cfg.latency = LOOPBACK_LATENCY;
+        for be in &sc.backends {
+            if let Some(spec) = &be.latency {
+                cfg.backend_latency
+                    .insert(net.hosts[&be.name].to_string(), latency_spec(spec)?);
+            }
+        }
+    } else {
+        cfg.latency = backend_latency(sc)?.unwrap_or(LOOPBACK_LATENCY);
     }
 
     // DNS: the initial mode of every name a resolve line uses, from nginx's start.
@@ -337,6 +431,7 @@ fn plan(sc: &Scenario, seed: u64, (a, b): (u8, u8), epoch_us: i64) -> Result<Pla
         .iter()
         .filter(|s| s.resolve)
         .map(|s| s.host.clone())
+        .chain(cfg.zone_filler.iter().map(|f| f.name.clone()))
         .collect();
     let mut current: BTreeMap<String, String> = BTreeMap::new();
     let mut phases: Vec<(i64, String, String)> = Vec::new();
@@ -352,14 +447,92 @@ fn plan(sc: &Scenario, seed: u64, (a, b): (u8, u8), epoch_us: i64) -> Result<Pla
         }
     }
 
+    // Backends with a database pool: the request's service is its round trips over the link.
+    let mut links: BTreeMap<String, Vec<usize>> = BTreeMap::new();
+    for be in &sc.backends {
+        let Some(db) = &be.db else {
+            continue;
+        };
+        let field = |k: &str| format!("backend `{}` {k}", be.name);
+        let (Some(round_trips), Some(pool), Some(acquire)) =
+            (be.round_trips, be.pool, be.acquire_timeout.as_deref())
+        else {
+            return Err(unsupported(
+                &field("db"),
+                "the model needs round_trips, pool and acquire_timeout with db",
+            ));
+        };
+        // One round trip on loopback, plus every latency fault of a proxy in between.
+        let mut round_trip = LOOPBACK_ROUND_TRIP.0;
+        if let Some(px) = sc.proxies.iter().find(|p| &p.name == db) {
+            for f in &px.faults {
+                match lab_fault(f).map_err(|e| anyhow!("proxy `{}` fault `{f}`: {e:#}", px.name))? {
+                    FaultKind::Delay { by } => round_trip += by.0,
+                    _ => {
+                        return Err(unsupported(
+                            &format!("proxy `{}` fault `{f}`", px.name),
+                            "a database link only models latency faults",
+                        ));
+                    }
+                }
+            }
+            links
+                .entry(px.name.clone())
+                .or_default()
+                .push(cfg.pools.len());
+        }
+        let probe = match sc.probes.iter().find(|p| p.target == be.name) {
+            Some(p) => Some(Probe {
+                interval: field_dur(&format!("probe {} interval", p.target), &p.interval)?,
+                timeout: field_dur(&format!("probe {} timeout", p.target), &p.timeout)?,
+                path: p.path.clone(),
+            }),
+            None => None,
+        };
+        cfg.pools.push(BackendPool {
+            target: net.hosts[&be.name].to_string(),
+            name: be.name.clone(),
+            pool,
+            round_trips,
+            round_trip: Us(round_trip),
+            acquire_timeout: field_dur(&field("acquire_timeout"), acquire)?,
+            probe,
+        });
+    }
+    for p in &sc.probes {
+        if !cfg.pools.iter().any(|b| b.name == p.target) {
+            return Err(unsupported(
+                &format!("probe of `{}`", p.target),
+                "the model probes backends with a database pool only",
+            ));
+        }
+    }
+    for i in 0..sc.nginx.servers.len() {
+        let s = &sc.nginx.servers[i];
+        if let Some(name) = s.host.strip_prefix('@')
+            && sc.backends.iter().any(|b| b.name == name && b.echo_db)
+        {
+            return Err(unsupported(
+                &format!("nginx.server[{i}] @{name}"),
+                "an echo_db backend behind nginx is not modelled",
+            ));
+        }
+    }
+    // Every backend answers with its name in `x-backend`, which the load records.
+    cfg.names = sc
+        .backends
+        .iter()
+        .map(|b| (net.hosts[&b.name].to_string(), b.name.clone()))
+        .collect();
+
     // Backend faults from the start.
     let end_all = cfg.duration.0 + cfg.warmup.0;
     let mut faults: Vec<FaultWindow> = Vec::new();
     let mut fault_names = Vec::new();
     for be in &sc.backends {
         for f in &be.faults {
-            let kind = FaultKind::from_lab_spec(f)
-                .map_err(|e| anyhow!("backend `{}` fault `{f}`: {e:#}", be.name))?;
+            let kind =
+                lab_fault(f).map_err(|e| anyhow!("backend `{}` fault `{f}`: {e:#}", be.name))?;
             faults.push(FaultWindow {
                 start: Us(-cfg.warmup.0),
                 end: Us(end_all),
@@ -370,9 +543,13 @@ fn plan(sc: &Scenario, seed: u64, (a, b): (u8, u8), epoch_us: i64) -> Result<Pla
         }
     }
     for p in &sc.proxies {
+        if links.contains_key(&p.name) {
+            // Folded into the pools' round trips; its hits are the pool connections it carried.
+            continue;
+        }
         for f in &p.faults {
-            let kind = FaultKind::from_lab_spec(f)
-                .map_err(|e| anyhow!("proxy `{}` fault `{f}`: {e:#}", p.name))?;
+            let kind =
+                lab_fault(f).map_err(|e| anyhow!("proxy `{}` fault `{f}`: {e:#}", p.name))?;
             faults.push(FaultWindow {
                 start: Us(-cfg.warmup.0),
                 end: Us(end_all),
@@ -478,8 +655,14 @@ fn plan(sc: &Scenario, seed: u64, (a, b): (u8, u8), epoch_us: i64) -> Result<Pla
                 });
             }
         } else if let (Some(t), Some(spec)) = (&e.fault, &e.spec) {
-            let kind = FaultKind::from_lab_spec(spec)
-                .map_err(|err| anyhow!("{field}: fault `{spec}`: {err:#}"))?;
+            if links.contains_key(t) {
+                return Err(unsupported(
+                    &format!("{field}: fault on `{t}`"),
+                    "a database link's faults are modelled from the start of the run only",
+                ));
+            }
+            let kind =
+                lab_fault(spec).map_err(|err| anyhow!("{field}: fault `{spec}`: {err:#}"))?;
             let end = match for_ {
                 Some(len) => at + len.0,
                 None => end_all,
@@ -494,6 +677,12 @@ fn plan(sc: &Scenario, seed: u64, (a, b): (u8, u8), epoch_us: i64) -> Result<Pla
                 fault_names.push((t.clone(), fault_name(spec)));
             }
         } else if let Some(t) = &e.clear {
+            if links.contains_key(t) {
+                return Err(unsupported(
+                    &format!("{field}: clear `{t}`"),
+                    "a database link's faults are modelled from the start of the run only",
+                ));
+            }
             let addr = net.hosts[t].to_string();
             for f in faults.iter_mut() {
                 if f.target.as_deref() == Some(addr.as_str()) && f.start.0 < at && f.end.0 > at {
@@ -553,6 +742,12 @@ fn plan(sc: &Scenario, seed: u64, (a, b): (u8, u8), epoch_us: i64) -> Result<Pla
         env_targets,
         dns_windows,
         dns_injected,
+        links,
+        proxies: sc
+            .proxies
+            .iter()
+            .map(|p| (p.name.clone(), p.faults.clone()))
+            .collect(),
     })
 }
 
@@ -665,18 +860,50 @@ fn mix(s: &str) -> Result<Vec<(String, f64)>> {
 }
 
 /// The backends' latency as the model's (one distribution for every backend).
+/// The lab backend's timer resolution: tokio fires a sleep on the next 1 ms tick, so a
+/// `reclaim` close comes 0–1 ms after its drawn delay (measured on the lab's backup
+/// [max_fails=0] run: `delay=0ms..50ms` fails tries 0.6 ms later on average than a uniform
+/// 0–50 ms, and up to 52 ms). The model shifts the range by half a tick.
+const LAB_TIMER_HALF_TICK: Us = Us(500);
+
+/// A lab fault spec as the model plays it, with the lab's timer resolution on `reclaim`.
+fn lab_fault(spec: &str) -> Result<FaultKind> {
+    Ok(match FaultKind::from_lab_spec(spec)? {
+        FaultKind::Reclaim {
+            p,
+            delay_min,
+            delay_max,
+        } => FaultKind::Reclaim {
+            p,
+            delay_min: Us(delay_min.0 + LAB_TIMER_HALF_TICK.0),
+            delay_max: Us(delay_max.0 + LAB_TIMER_HALF_TICK.0),
+        },
+        other => other,
+    })
+}
+
+/// One database round trip on loopback (the lab's app-fast: 9 round trips in about 2 ms).
+pub const LOOPBACK_ROUND_TRIP: Us = Us(200);
+
+/// A try's latency on loopback when the scenario gives the backends none: the lab's
+/// `$upstream_response_time` is below 1 ms for > 90 % of tries.
+pub const LOOPBACK_LATENCY: Latency = Latency::Uniform {
+    min: Us(100),
+    max: Us(400),
+};
+
+/// The latency every backend shares (`None`: the scenario gives none).
 fn backend_latency(sc: &Scenario) -> Result<Option<Latency>> {
     let specs: std::collections::BTreeSet<Option<&str>> =
         sc.backends.iter().map(|b| b.latency.as_deref()).collect();
-    if specs.len() > 1 {
-        bail!(
-            "scenario `{}`: backend latency differs between backends ({specs:?}); --engine sim has one latency distribution for all",
-            sc.name
-        );
+    match specs.into_iter().next() {
+        Some(Some(spec)) => latency_spec(spec).map(Some),
+        _ => Ok(None),
     }
-    let Some(Some(spec)) = specs.into_iter().next() else {
-        return Ok(None);
-    };
+}
+
+/// A lab backend's `latency` (`100ms`, `1ms..5ms`, `lognormal:p50=…,p99=…`) as the model's.
+fn latency_spec(spec: &str) -> Result<Latency> {
     let field = format!("backend latency `{spec}`");
     let s = spec.trim();
     if let Some(rest) = s.strip_prefix("lognormal:") {
@@ -692,22 +919,35 @@ fn backend_latency(sc: &Scenario) -> Result<Option<Latency>> {
         }
         // p99 = median · e^(2.326 σ).
         let sigma = ((p99.0 as f64).ln() - (p50.0 as f64).ln()) / 2.326_347_874;
-        return Ok(Some(Latency::Lognormal { median: p50, sigma }));
+        return Ok(Latency::Lognormal { median: p50, sigma });
     }
     if s.starts_with("uniform:") || s.contains("..") {
         let r = resolvelab_core::dur::Range::parse(s.trim_start_matches("uniform:"))
             .map_err(|e| anyhow!("{field}: {e}"))?;
-        return Ok(Some(Latency::Uniform {
+        return Ok(Latency::Uniform {
             min: us(r.lo),
             max: us(r.hi),
-        }));
+        });
     }
-    Ok(Some(Latency::Fixed {
+    Ok(Latency::Fixed {
         value: field_dur(&field, s)?,
-    }))
+    })
 }
 
 /// The name a lab backend gives a fault (its kind: `reclaim`, `rst`, …).
+/// The lab proxy's name for a fault: its kind, with the direction when it has one
+/// (`latency:delay=200ms,direction=downstream` → `latency_downstream`).
+fn link_fault_name(spec: &str) -> String {
+    let kind = fault_name(spec);
+    match resolvelab_core::spec::Spec::parse(spec)
+        .ok()
+        .and_then(|sp| sp.get("direction").map(str::to_string))
+    {
+        Some(d) if d != "both" => format!("{kind}_{d}"),
+        _ => kind,
+    }
+}
+
 fn fault_name(spec: &str) -> String {
     spec.split(':').next().unwrap_or(spec).trim().to_string()
 }
@@ -749,6 +989,23 @@ fn finish_events(dir: &Path, plan: &Plan, summary: &SimSummary) -> Result<BTreeM
         events.push(v);
     }
     let phase = |t: i64, target: &str, note: &str| serde_json::json!({"t_us": t, "kind": "phase", "target": target, "note": note});
+    // A database link's faults touched every pool connection opened through it.
+    let mut link_hits = BTreeMap::new();
+    for (name, pools) in &plan.links {
+        let h: u64 = pools
+            .iter()
+            .map(|&i| summary.pool_connections.get(i).copied().unwrap_or(0))
+            .sum();
+        let Some(px) = plan.proxies.iter().find(|(n, _)| n == name) else {
+            continue;
+        };
+        for spec in &px.1 {
+            let fname = link_fault_name(spec);
+            events.push(serde_json::json!({"t_us": epoch - plan.cfg.warmup.0, "kind": "fault-on", "target": name, "spec": fname, "note": "from start"}));
+            events.push(serde_json::json!({"t_us": epoch + plan.cfg.duration.0, "kind": "fault-off", "target": name, "spec": fname, "hits": h, "note": "end of run"}));
+            link_hits.insert(format!("fault:{name}:{fname}"), h);
+        }
+    }
     events.push(phase(
         epoch - plan.cfg.warmup.0,
         "nginx",
@@ -795,7 +1052,7 @@ fn finish_events(dir: &Path, plan: &Plan, summary: &SimSummary) -> Result<BTreeM
     }
     std::fs::write(&path, out).with_context(|| format!("cannot write {}", path.display()))?;
 
-    let mut hits = BTreeMap::new();
+    let mut hits = link_hits;
     for name in &plan.dns_injected {
         let n = injected.iter().filter(|(q, _)| q == name).count() as u64;
         hits.insert(format!("dns:{name}"), n);
@@ -832,8 +1089,9 @@ mod tests {
 
     #[test]
     fn every_library_scenario_maps() {
+        // Every library scenario and variant runs on the model (none is refused).
         for sc in library::all().unwrap() {
-            sim_config(&sc, 1, (0, 0)).unwrap();
+            sim_config(&sc, 1, (0, 0)).unwrap_or_else(|e| panic!("{}: {e:#}", sc.name));
             for v in sc.variant_names() {
                 sim_config(&sc.variant(&v).unwrap(), 1, (0, 0))
                     .unwrap_or_else(|e| panic!("{} {v}: {e:#}", sc.name));
@@ -867,14 +1125,110 @@ mod tests {
     }
 
     #[test]
+    fn slow_dependency_maps_onto_pools_probes_and_the_staged_load() {
+        let c = cfg("slow-dependency", None);
+        assert_eq!(c.arrivals.len(), 99, "2@14s + 80@500ms + 2@15.5s");
+        assert!(c.arrivals.windows(2).all(|w| w[0] <= w[1]));
+        assert_eq!(c.pools.len(), 2);
+        let slow = c.pools.iter().find(|p| p.name == "app-slow").unwrap();
+        assert_eq!((slow.pool, slow.round_trips), (4, 9));
+        assert_eq!(slow.round_trip, Us(200_000 + LOOPBACK_ROUND_TRIP.0));
+        assert_eq!(slow.acquire_timeout, Us::s(20));
+        assert_eq!(slow.probe.as_ref().unwrap().timeout, Us::s(1));
+        let fast = c.pools.iter().find(|p| p.name == "app-fast").unwrap();
+        assert_eq!(fast.round_trip, LOOPBACK_ROUND_TRIP);
+        // The link's latency is in the round trips, not a fault window nginx would see.
+        assert!(c.faults.is_empty(), "{:?}", c.faults);
+        assert_eq!(c.names.len(), 3);
+        // A fault the link cannot stand for is refused on one line.
+        let mut sc = library::get("slow-dependency").unwrap();
+        sc.proxies[0].faults = vec!["rst".into()];
+        let e = sim_config(&sc, 1, (0, 0)).unwrap_err().to_string();
+        assert!(
+            e.contains("db-link") && e.contains("only models latency"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn zone_filler_and_per_backend_latency_map() {
+        let c = cfg("zone-exhaustion", None);
+        let f = c.zone_filler.as_ref().unwrap();
+        assert_eq!(
+            (f.name.as_str(), f.upstream.as_str()),
+            ("filler.test.local", "filler")
+        );
+        assert_eq!(c.zone_bytes, 32 * 1024);
+        // The filler's own timeline: its initial answer and the fill at 3 s.
+        let filler: Vec<_> = c.dns.iter().filter(|p| p.name == f.name).collect();
+        assert_eq!(filler.len(), 2, "{:?}", c.dns);
+        assert_eq!(filler[1].at, Us::s(3));
+        // b1 answers in 100 ms, b2 in 1 ms: one distribution each.
+        assert_eq!(
+            c.backend_latency.get("127.0.0.20:8080"),
+            Some(&Latency::Fixed { value: Us::ms(100) })
+        );
+        assert_eq!(c.backend_latency.len(), 2);
+        assert_eq!(cfg("zone-exhaustion", Some("zone=1m")).zone_bytes, 1 << 20);
+    }
+
+    #[test]
+    fn host_sysctl_maps_onto_the_port_pool_or_is_refused() {
+        // Plain loopback reuses TIME_WAIT ports: no limit.
+        assert!(cfg("port-exhaustion", None).ephemeral_ports.is_none());
+        let c = cfg("port-exhaustion", Some("netns"));
+        let p = c.ephemeral_ports.as_ref().unwrap();
+        assert_eq!((p.count, p.time_wait), (500, Us::s(60)));
+        assert_eq!(c.rps, 300.0);
+        let mut sc = library::get("port-exhaustion")
+            .unwrap()
+            .variant("netns")
+            .unwrap();
+        sc.host
+            .sysctl
+            .insert("net.ipv4.tcp_fin_timeout".into(), "30".into());
+        let e = format!("{:#}", sim_config(&sc, 1, (0, 0)).unwrap_err());
+        assert!(
+            e.contains("net.ipv4.tcp_fin_timeout") && !e.contains('\n'),
+            "{e}"
+        );
+        sc.host.sysctl.remove("net.ipv4.tcp_fin_timeout");
+        sc.host
+            .sysctl
+            .insert("net.ipv4.ip_local_port_range".into(), "40000".into());
+        let e = format!("{:#}", sim_config(&sc, 1, (0, 0)).unwrap_err());
+        assert!(
+            e.contains("ip_local_port_range") && e.contains("LOW HIGH"),
+            "{e}"
+        );
+        sc.host
+            .sysctl
+            .insert("net.ipv4.ip_local_port_range".into(), "40000 40499".into());
+        sc.nginx.keepalive = 8;
+        let e = format!("{:#}", sim_config(&sc, 1, (0, 0)).unwrap_err());
+        assert!(e.contains("keepalive = 8") && !e.contains('\n'), "{e}");
+        // tcp_tw_reuse = 2 (Linux's default) reuses ports on loopback: no limit.
+        sc.nginx.keepalive = 0;
+        sc.host
+            .sysctl
+            .insert("net.ipv4.tcp_tw_reuse".into(), "2".into());
+        assert!(
+            sim_config(&sc, 1, (0, 0))
+                .unwrap()
+                .ephemeral_ports
+                .is_none()
+        );
+    }
+
+    #[test]
     fn aligned_injection_lands_on_a_requery() {
         let c = cfg("nxdomain", None);
-        // initial, nxdomain at a re-query after 12 s, revert 6 s later.
+        // initial, nxdomain at a re-query after 12 s, revert `for` (3 s) later.
         assert_eq!(c.dns.len(), 3);
         let nx = &c.dns[1];
         assert_eq!(nx.mode.to_string(), "nxdomain");
         assert!(nx.at.0 >= 12_000_000 && nx.at.0 < 18_100_000, "{:?}", nx.at);
-        assert_eq!(c.dns[2].at.0 - nx.at.0, 6_000_000);
+        assert_eq!(c.dns[2].at.0 - nx.at.0, 3_000_000);
         let q = query_times(
             &c,
             &[(c.dns[0].at.0, "app.test.local".into(), c.dns[0].spec())],
@@ -909,9 +1263,13 @@ mod tests {
         let e = sim_config(&bad, 1, (0, 0)).unwrap_err().to_string();
         assert!(e.contains("nginx.connect_timeout"), "{e}");
         bad.nginx.connect_timeout = None;
-        bad.load.rate = "100@10s,500@30s".into();
+        bad.load.rate = "max".into();
         let e = sim_config(&bad, 1, (0, 0)).unwrap_err().to_string();
         assert!(e.contains("load.rate"), "{e}");
+        // Stages are the lab scheduler's request times.
+        bad.load.rate = "100@10s,500@30s".into();
+        let staged = sim_config(&bad, 1, (0, 0)).unwrap();
+        assert_eq!(staged.arrivals.len(), 100 * 10 + 500 * 30);
         assert_eq!(size("z", "64k").unwrap(), 65536);
         assert!(next_upstream("error http_502").is_err());
     }

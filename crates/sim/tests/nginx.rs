@@ -243,9 +243,21 @@ fn backup_does_not_help_the_generation_race() {
     b.backup = true;
     cfg.servers.push(b);
     let with_backup = simulate_counts(&cfg).unwrap();
-    assert!(with_backup.nlu.generation_race_retry > 0);
     assert!(with_backup.nlu_total() > baseline.nlu_total());
     assert!(with_backup.disabled_warnings > 0);
+    assert!(
+        with_backup.nlu.maxfails_wipeout > 0,
+        "{:?}",
+        with_backup.nlu
+    );
+    // With max_fails=0 nothing is excluded, and the race still ends in NLU: BUSY skips the
+    // backup (the lab's backup [max_fails=0]).
+    for s in &mut cfg.servers {
+        s.max_fails = 0;
+    }
+    let mf0 = simulate_counts(&cfg).unwrap();
+    assert!(mf0.nlu.generation_race_retry > 0, "{:?}", mf0.nlu);
+    assert_eq!(mf0.nlu.maxfails_wipeout, 0);
 }
 
 #[test]
@@ -301,13 +313,154 @@ fn post_is_not_retried_after_sending() {
 fn slab_exhaustion_loses_peers() {
     let dir = tempfile::tempdir().unwrap();
     let mut cfg = base("static:127.0.0.20");
-    cfg.zone_bytes = 40 * 1024; // room for 16 peers
+    cfg.zone_bytes = 32 * 1024; // the smallest zone nginx accepts: room for 16 peers
     cfg.duration = Us::s(20);
     cfg.dns.push(phase(5, "multi:25@127.0.1.1"));
     let s = simulate(&cfg, dir.path()).unwrap();
     assert!(s.memory_exhausted >= 1);
     let err = std::fs::read_to_string(dir.path().join("error.log")).unwrap();
     assert!(err.contains("cannot add new server to upstream \"be\", memory exhausted"));
+}
+
+/// The zone-exhaustion scenario (F3): `be` and a `filler` group share a 32k zone. The filler's
+/// 200 addresses fill it; then be's name moves b1 → b2 while requests still hold b1.
+fn shared_zone(zone_bytes: u64, b1_latency: Us) -> SimConfig {
+    let mut cfg = base("static:127.0.0.20");
+    cfg.valid = Some(Us::s(1));
+    cfg.dns_ttl = Us::s(1);
+    cfg.zone_bytes = zone_bytes;
+    cfg.keepalive = 0;
+    cfg.servers[0].max_fails = 0;
+    cfg.rps = 100.0;
+    cfg.duration = Us::s(14);
+    cfg.ipv6 = false;
+    cfg.latency = Latency::Fixed { value: Us::ms(1) };
+    cfg.backend_latency.insert(
+        "127.0.0.20:8080".into(),
+        Latency::Fixed { value: b1_latency },
+    );
+    cfg.zone_filler = Some(ZoneFiller {
+        name: "filler.test.local".into(),
+        upstream: "filler".into(),
+        port: 8080,
+    });
+    let filler = |at_s: i64, mode: &str| DnsPhase {
+        at: Us::s(at_s),
+        name: "filler.test.local".into(),
+        mode: DnsMode::parse(mode).unwrap(),
+        aaaa: Vec::new(),
+    };
+    cfg.dns.push(filler(0, "static:127.0.0.30"));
+    cfg.dns.push(filler(3, "multi:200@127.0.0.30"));
+    cfg.dns.push(phase(7, "static:127.0.0.30"));
+    cfg
+}
+
+#[test]
+fn shared_zone_filler_and_a_zombie_peer_leave_be_empty_for_one_period() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = simulate(&shared_zone(32 * 1024, Us::ms(100)), dir.path()).unwrap();
+    assert_eq!(s.nlu_total(), s.nlu.zone_memory_exhausted, "{s:?}");
+    let lines = access(dir.path());
+    let nlu: Vec<&Line> = lines.iter().filter(|l| l.addr == "be").collect();
+    assert!(!nlu.is_empty());
+    // One re-query period (valid 1 s + 1 s) without a peer, 1-hop, then b2 fits.
+    let span = nlu.last().unwrap().msec - nlu[0].msec;
+    assert!((1.8..=2.1).contains(&span), "{span}");
+    assert!((180..=210).contains(&nlu.len()), "{}", nlu.len());
+    let err = std::fs::read_to_string(dir.path().join("error.log")).unwrap();
+    assert!(
+        err.contains("[crit] 1234#0: ngx_slab_alloc() failed: no memory in upstream zone \"be\"")
+    );
+    assert!(err.contains("cannot add new server to upstream \"filler\", memory exhausted"));
+    assert_eq!(
+        err.matches("cannot add new server to upstream \"be\", memory exhausted")
+            .count(),
+        1
+    );
+    // The filler's 200 records do not fit 512 bytes of UDP: nginx asks again over TCP.
+    let dns = std::fs::read_to_string(dir.path().join("dns.jsonl")).unwrap();
+    assert!(dns.contains("\"truncated\":true") && dns.contains("\"transport\":\"tcp\""));
+    assert!(
+        lines
+            .iter()
+            .filter(|l| l.status == 200)
+            .all(|l| !l.addr.contains(", "))
+    );
+}
+
+#[test]
+fn a_large_zone_or_an_idle_old_peer_avoids_the_outage() {
+    // 1m holds every peer of both answers: nothing is exhausted.
+    let s = simulate_counts(&shared_zone(1024 * 1024, Us::ms(100))).unwrap();
+    assert_eq!((s.memory_exhausted, s.status_502), (0, 0));
+    // b1 answering in 100 µs is rarely in flight when its name moves: its memory is freed
+    // before b2 is added, so b2 takes its place although the filler keeps failing.
+    let s = simulate_counts(&shared_zone(32 * 1024, Us(100))).unwrap();
+    assert_eq!(s.status_502, 0, "{s:?}");
+    assert!(
+        s.memory_exhausted >= 5,
+        "the filler still retries its missing peers"
+    );
+}
+
+/// port-exhaustion [netns]: 500 ports, TIME_WAIT never reused, no upstream keep-alive.
+fn ports(granularity: Us) -> SimConfig {
+    let mut cfg = base("static:127.0.0.20");
+    cfg.keepalive = 0;
+    cfg.rps = 300.0;
+    cfg.duration = Us::s(70);
+    cfg.ephemeral_ports = Some(EphemeralPorts {
+        count: 500,
+        time_wait: Us::s(60),
+        granularity,
+    });
+    cfg
+}
+
+#[test]
+fn ephemeral_ports_run_out_without_time_wait_reuse() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = simulate(&ports(Us::ms(2048)), dir.path()).unwrap();
+    // 500 ports, then 60 s (plus the timer wheel's rounding) until they come back: 500 more.
+    assert_eq!(s.ok, 1000, "{s:?}");
+    assert_eq!(s.port_exhausted, 20_000);
+    assert_eq!(s.status_502, 20_000);
+    assert_eq!(
+        s.nlu_total(),
+        0,
+        "one peer: the single guard ignores max_fails"
+    );
+    let lines = access(dir.path());
+    assert!(lines[..500].iter().all(|l| l.status == 200));
+    let failed: Vec<&Line> = lines.iter().filter(|l| l.status == 502).collect();
+    assert!(
+        failed
+            .iter()
+            .all(|l| l.ustatus == "502" && !l.addr.contains(", "))
+    );
+    // The first outage: from the 501st request until the first ports leave TIME_WAIT.
+    let back = lines[500..].iter().find(|l| l.status == 200).unwrap();
+    let outage = back.msec - lines[500].msec;
+    assert!((58.0..=62.1).contains(&outage), "{outage}");
+    let err = std::fs::read_to_string(dir.path().join("error.log")).unwrap();
+    assert_eq!(
+        err.matches("[crit] 1234#0: *").count() + err.matches("[crit] 1235#0: *").count(),
+        20_000
+    );
+    assert!(err.contains(
+        "connect() to 127.0.0.20:8080 failed (99: Cannot assign requested address) while connecting to upstream"
+    ));
+    // Exact 60 s TIME_WAIT: the same counts; without the limit (Linux's loopback reuse), none.
+    assert_eq!(simulate_counts(&ports(Us(0))).unwrap().ok, 1000);
+    let mut free = ports(Us(0));
+    free.ephemeral_ports = None;
+    assert_eq!(simulate_counts(&free).unwrap().status_502, 0);
+    // The model covers one connection per try only.
+    let mut ka = ports(Us(0));
+    ka.keepalive = 16;
+    let e = ka.validate().unwrap_err().to_string();
+    assert!(e.contains("ephemeral_ports") && !e.contains('\n'), "{e}");
 }
 
 #[test]
@@ -334,20 +487,134 @@ fn first_pick_window_is_a_parameter() {
 
 #[test]
 fn tries_exhausted_with_max_fails_zero() {
-    // §8: with max_fails=0 the RST/refuse window can end in a 3-hop NLU (cached, other, be).
-    let mut cfg = two_lines_refused(0);
-    cfg.servers[1].host = "app2.test.local".into();
-    cfg.dns.push(DnsPhase {
-        at: Us(0),
-        name: "app2.test.local".into(),
-        mode: DnsMode::parse("static:127.0.0.30").unwrap(),
-        aaaa: Vec::new(),
-    });
-    cfg.faults[0].target = None;
-    cfg.faults[0].fault = FaultKind::Rst { p: 1.0 };
-    let s = simulate_counts(&cfg).unwrap();
-    assert!(s.nlu.tries_exhausted > 0, "{:?}", s.nlu);
-    assert_eq!(s.nlu.maxfails_wipeout, 0);
+    // §8 / backup [max_fails=0]: a failure on a *cached* connection gives its try back (F6), so
+    // when every peer failed on cached connections the request still has tries left and ends
+    // in a 3-hop NLU (first, other, be). The reclaim race only hits cached connections.
+    let two_peers = |keepalive: u32| {
+        let mut cfg = SimConfig::new(vec![
+            ServerLine {
+                max_fails: 0,
+                ..ServerLine::fixed("127.0.0.20", 8080)
+            },
+            ServerLine {
+                max_fails: 0,
+                ..ServerLine::fixed("127.0.0.30", 8080)
+            },
+        ]);
+        cfg.keepalive = keepalive;
+        cfg.duration = Us::s(60);
+        cfg.faults = vec![reclaim(0.3)];
+        cfg
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let s = simulate(&two_peers(16), dir.path()).unwrap();
+    assert!(s.nlu.tries_exhausted > 100, "{:?}", s.nlu);
+    assert_eq!(s.nlu_total(), s.nlu.tries_exhausted, "{:?}", s.nlu);
+    assert_eq!(s.upstream_failures, 0, "every failed try was compensated");
+    let nlu: Vec<Line> = access(dir.path())
+        .into_iter()
+        .filter(|l| l.addr.ends_with(", be"))
+        .collect();
+    assert_eq!(nlu.len() as u64, s.nlu.tries_exhausted);
+    for l in &nlu {
+        let hops: Vec<&str> = l.addr.split(", ").collect();
+        assert_eq!(hops.len(), 3, "{l:?}");
+        assert_ne!(hops[0], hops[1], "both peers tried: {l:?}");
+    }
+    // Without keep-alive no connection is ever reused, so the reclaim race has nothing to hit.
+    let s0 = simulate_counts(&two_peers(0)).unwrap();
+    assert_eq!((s0.try_failures, s0.status_502), (0, 0));
+}
+
+#[test]
+fn rst_touches_only_new_connections() {
+    // The lab backend's `rst` resets connections as it accepts them: nginx's cached keep-alive
+    // connections, accepted before the window, keep working.
+    let cfg = |keepalive: u32| {
+        let mut cfg = base("static:127.0.0.20");
+        cfg.keepalive = keepalive;
+        cfg.duration = Us::s(20);
+        cfg.faults = vec![FaultWindow {
+            start: Us::s(10),
+            end: Us::s(12),
+            target: Some("127.0.0.20:8080".into()),
+            fault: FaultKind::from_lab_spec("rst").unwrap(),
+        }];
+        cfg
+    };
+    let cached = simulate_counts(&cfg(16)).unwrap();
+    assert_eq!(
+        cached.fault_hits,
+        vec![0],
+        "warm cache: no new connection in 2 s"
+    );
+    assert_eq!(cached.status_502, 0);
+    // Every try opens a new connection without keep-alive: all 600 requests of the window fail.
+    let fresh = simulate_counts(&cfg(0)).unwrap();
+    assert_eq!(fresh.fault_hits, vec![600]);
+    assert_eq!(fresh.upstream_failures, 600);
+}
+
+#[test]
+fn reclaim_catches_only_a_reuse_inside_its_gap() {
+    // The lab backend's reclaim closes a connection 0–50 ms after a response; only a request
+    // sent on it before the close is lost. At 10 rps the next request comes 100 ms later:
+    // every close is seen on an idle connection and nothing fails.
+    let mut cfg = base("static:127.0.0.20");
+    cfg.duration = Us::s(30);
+    cfg.rps = 10.0;
+    cfg.faults = vec![reclaim(1.0)];
+    let slow = simulate_counts(&cfg).unwrap();
+    assert!(slow.fault_hits[0] >= 290, "{:?}", slow.fault_hits);
+    assert_eq!(slow.try_failures, 0);
+    // At 300 rps (3.3 ms apart) almost every close catches the next request.
+    cfg.rps = 300.0;
+    cfg.faults = vec![reclaim(0.3)];
+    let fast = simulate_counts(&cfg).unwrap();
+    let caught = fast.try_failures as f64 / fast.fault_hits[0] as f64;
+    assert!((0.85..=0.99).contains(&caught), "caught {caught}");
+}
+
+#[test]
+fn each_worker_has_its_own_keepalive_cache() {
+    // The lab's backup [max_fails=0]: the backup is only tried after a primary failed, ~70 times
+    // a second. With one cache a reclaimed backup connection is usually reused inside its gap;
+    // with two workers the backup requests split between two caches, so a close more often
+    // finds its connection idle (lab: 799 of 1,576 closes caught a request).
+    let mut cfg = SimConfig::new(vec![
+        ServerLine {
+            max_fails: 0,
+            ..ServerLine::resolve(NAME, 8080)
+        },
+        ServerLine {
+            max_fails: 0,
+            backup: true,
+            ..ServerLine::fixed("127.0.0.40", 8080)
+        },
+    ]);
+    cfg.valid = Some(Us::s(5));
+    cfg.dns = vec![phase(0, "alternate:127.0.0.20,127.0.0.30")];
+    cfg.duration = Us::s(90);
+    cfg.keepalive_requests = 100_000;
+    cfg.latency = Latency::Uniform {
+        min: Us(100),
+        max: Us(400),
+    };
+    cfg.faults = vec![reclaim(0.3)];
+    let backup_caught = |workers: u32| {
+        let mut c = cfg.clone();
+        c.workers = workers;
+        let s = simulate_counts(&c).unwrap();
+        assert_eq!(
+            s.nlu_total(),
+            s.nlu.tries_exhausted + s.nlu.generation_race_retry
+        );
+        // Every backup failure ends the request (both lists tried).
+        s.nlu.tries_exhausted
+    };
+    let (one, two) = (backup_caught(1), backup_caught(2));
+    assert!(one > 900, "one worker: {one}");
+    assert!(two * 10 < one * 9, "one worker {one} vs two {two}");
 }
 
 #[test]
@@ -379,6 +646,18 @@ fn same_seed_same_bytes() {
     }
     // Counting mode agrees with logging mode.
     assert_eq!(simulate_counts(&cfg).unwrap(), sa);
+    // The shared zone (TCP retries, zombies) and the port pool (its timer-wheel phase) too.
+    for other in [shared_zone(32 * 1024, Us::ms(100)), ports(Us::ms(2048))] {
+        let (x, y) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+        let sx = simulate(&other, x.path()).unwrap();
+        assert_eq!(sx, simulate(&other, y.path()).unwrap());
+        assert_eq!(simulate_counts(&other).unwrap(), sx);
+        for f in ["access.log", "error.log", "dns.jsonl", "load.jsonl"] {
+            let same = std::fs::read(x.path().join(f)).unwrap()
+                == std::fs::read(y.path().join(f)).unwrap();
+            assert!(same, "{f} differs between identical runs");
+        }
+    }
     // Another seed is another run.
     cfg.seed = 2;
     simulate(&cfg, c.path()).unwrap();
@@ -489,6 +768,38 @@ p = 0.5
     cfg.validate().unwrap();
     assert_eq!(cfg.servers[0].max_fails, 1);
     assert_eq!(cfg.servers[0].fail_timeout, Us::s(10));
+    assert_eq!(cfg.workers, 1, "nginx's default worker_processes");
+    let one_line = |c: &SimConfig, what: &str| {
+        let e = format!("{:#}", c.validate().unwrap_err());
+        assert!(e.contains(what) && !e.contains('\n'), "{e}");
+    };
+    let mut w = cfg.clone();
+    w.workers = 0;
+    one_line(&w, "workers");
+    let mut a = cfg.clone();
+    a.arrivals = vec![Us::s(2), Us::s(1)];
+    one_line(&a, "arrivals");
+    let mut p = cfg.clone();
+    p.pools = vec![BackendPool {
+        target: "app".into(),
+        name: "app".into(),
+        pool: 4,
+        round_trips: 1,
+        round_trip: Us::ms(1),
+        acquire_timeout: Us::s(1),
+        probe: None,
+    }];
+    one_line(&p, "pools[0].target");
+    p.pools[0].target = "127.0.0.20:8080".into();
+    p.pools[0].pool = 0;
+    one_line(&p, "pool must be");
+    let mut d = cfg.clone();
+    d.faults[0].fault = FaultKind::Stale {
+        p: 0.5,
+        delay_min: Us::ms(5),
+        delay_max: Us::ms(1),
+    };
+    one_line(&d, "delay_max");
 }
 
 #[test]
@@ -626,5 +937,146 @@ fn aaaa_record_turns_one_peer_into_two() {
     assert!(
         off.upstream_failures > 0,
         "the 2 s of resets stay ordinary 502s"
+    );
+}
+
+#[test]
+fn pool_backend_queues_a_burst_in_batches() {
+    // Seed 003: 9 sequential round trips of 200 ms through a pool of 4 connections. A burst
+    // of 20 requests queues in batches of 4, each batch 1.8 s behind the previous one, and the
+    // readiness probe (one round trip through the same pool) times out behind it.
+    let app = "127.0.0.20:8080";
+    let mut cfg = SimConfig::new(vec![ServerLine::fixed("127.0.0.20", 8080)]);
+    cfg.duration = Us::s(20);
+    cfg.latency = Latency::Fixed { value: Us(100) };
+    cfg.arrivals = (0..20).map(|i| Us(1_500_000 + i * 10_000)).collect();
+    cfg.names.insert(app.into(), "app".into());
+    cfg.pools = vec![BackendPool {
+        target: app.into(),
+        name: "app".into(),
+        pool: 4,
+        round_trips: 9,
+        round_trip: Us::ms(200),
+        acquire_timeout: Us::s(20),
+        probe: Some(Probe {
+            interval: Us::s(1),
+            timeout: Us::s(1),
+            path: "/ready".into(),
+        }),
+    }];
+    let dir = tempfile::tempdir().unwrap();
+    let s = simulate(&cfg, dir.path()).unwrap();
+    assert_eq!((s.ok, s.status_503), (20, 0));
+    assert_eq!(s.pool_connections, vec![4]);
+    let mut lat = Vec::new();
+    let load = std::fs::read_to_string(dir.path().join("load.jsonl")).unwrap();
+    for l in load.lines().skip(1) {
+        let v: serde_json::Value = serde_json::from_str(l).unwrap();
+        assert_eq!(v["header"], "app", "{l}");
+        lat.push(v["latency_us"].as_i64().unwrap());
+    }
+    lat.sort_unstable();
+    assert!((1_800_000..1_810_000).contains(&lat[0]), "{lat:?}");
+    // Five batches of four: the k-th waits about k × 1.8 s.
+    let batches: std::collections::BTreeSet<i64> = lat
+        .iter()
+        .map(|l| (*l as f64 / 1.8e6).round() as i64)
+        .collect();
+    assert_eq!(batches, (1..=5).collect(), "{lat:?}");
+    let probes = std::fs::read_to_string(dir.path().join("probes.jsonl")).unwrap();
+    let failed = probes.matches(r#""error":"timeout""#).count();
+    let ok = probes.matches(r#""ok":true"#).count();
+    assert!(failed >= 5 && ok >= 5, "failed {failed}, ok {ok}");
+    let b: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.path().join("backends.json")).unwrap())
+            .unwrap();
+    assert!(
+        b["app"]["pool"]["wait_us_max"].as_i64().unwrap() >= 5_400_000,
+        "{b}"
+    );
+    assert_eq!(
+        b["app"]["pool"]["timeouts"], 0,
+        "a prober giving up is not a pool timeout"
+    );
+
+    // A 3 s acquire timeout answers 503 to everyone who would wait longer.
+    cfg.pools[0].acquire_timeout = Us::s(3);
+    let t = simulate_counts(&cfg).unwrap();
+    assert_eq!(t.ok + t.status_503, 20);
+    assert!(t.ok >= 8 && t.status_503 >= 8, "{t:?}");
+    assert_eq!(
+        t.nlu_total() + t.upstream_failures,
+        0,
+        "a 503 is an answer, not a failure"
+    );
+    let dir = tempfile::tempdir().unwrap();
+    simulate(&cfg, dir.path()).unwrap();
+    let b: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.path().join("backends.json")).unwrap())
+            .unwrap();
+    assert_eq!(b["app"]["pool"]["timeouts"], t.status_503, "{b}");
+}
+
+#[test]
+fn shared_zone_ports_and_backend_latency_read_from_toml() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("sim.toml");
+    std::fs::write(
+        &path,
+        r#"rps = 100
+duration = "14s"
+valid = "1s"
+keepalive = 0
+zone_bytes = 32768
+zone_filler = { name = "filler.test.local" }
+ephemeral_ports = { count = 500, granularity = "0ms" }
+backend_latency = { "127.0.0.20:8080" = { dist = "fixed", value = "100ms" } }
+
+[[servers]]
+host = "app.test.local"
+resolve = true
+max_fails = 0
+
+[[dns]]
+at = "-1s"
+name = "app.test.local"
+mode = "static:127.0.0.20"
+
+[[dns]]
+at = "-1s"
+name = "filler.test.local"
+mode = "multi:200@127.0.0.30"
+"#,
+    )
+    .unwrap();
+    let cfg = SimConfig::from_path(&path).unwrap();
+    let f = cfg.zone_filler.as_ref().unwrap();
+    assert_eq!((f.upstream.as_str(), f.port), ("filler", 8080));
+    let p = cfg.ephemeral_ports.as_ref().unwrap();
+    assert_eq!(
+        (p.count, p.time_wait, p.granularity),
+        (500, Us::s(60), Us(0))
+    );
+    let s = simulate_counts(&cfg).unwrap();
+    assert!(s.memory_exhausted > 0, "the filler does not fit 32k");
+    // be's one peer was in before the filler: no NLU. The 500 ports last 500 requests, and
+    // none leaves TIME_WAIT within 14 s.
+    assert_eq!(s.nlu_total(), 0, "{s:?}");
+    assert_eq!((s.ok, s.port_exhausted, s.status_502), (500, 900, 900));
+    // A filler without DNS phases, or named like the main group, is refused on one line.
+    let mut bad = cfg.clone();
+    bad.dns.retain(|p| p.name != "filler.test.local");
+    let e = bad.validate().unwrap_err().to_string();
+    assert!(
+        e.contains("zone_filler") && e.contains("filler.test.local"),
+        "{e}"
+    );
+    let mut bad = cfg.clone();
+    bad.zone_filler.as_mut().unwrap().upstream = "be".into();
+    assert!(
+        bad.validate()
+            .unwrap_err()
+            .to_string()
+            .contains("zone_filler.upstream")
     );
 }

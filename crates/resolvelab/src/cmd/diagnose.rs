@@ -87,7 +87,7 @@ pub fn run(args: Args, _ctx: &Ctx) -> anyhow::Result<ExitCode> {
         upstream: args.upstream,
         tz_offset_s,
     };
-    let d = resolvelab_diagnose::diagnose(&opts)?;
+    let (d, _, stream) = resolvelab_diagnose::diagnose_with_stats(&opts)?;
     let text = render_diagnosis(&d, args.format)?;
     match &args.output {
         Some(p) => std::fs::write(p, text)
@@ -98,6 +98,15 @@ pub fn run(args: Args, _ctx: &Ctx) -> anyhow::Result<ExitCode> {
             // A closed pipe (`| head`) is not an error worth a message.
             let _ = out.write_all(text.as_bytes());
         }
+    }
+    // The error logs are streamed with a bounded pairing window: say so when that bound cut
+    // anything, since some failures may then have missed their error line.
+    if stream.dropped > 0 {
+        eprintln!(
+            "warning: {} error-log line(s) were dropped from the pairing window (more than {} pairable lines within one request's time span); some failures may be unpaired",
+            stream.dropped,
+            resolvelab_diagnose::checker::MAX_BUFFERED
+        );
     }
     if d.parse.malformed > 0 && d.requests == 0 {
         eprintln!(

@@ -23,7 +23,7 @@ Examples:
   resolvelab load http://127.0.0.1:8080/ --rate 100@10s,0..2000@30s --header-capture x-backend
   resolvelab load http://127.0.0.1:8080/ --rate 500 --requests 10000 --no-keepalive
   resolvelab load http://127.0.0.1:8080/api --rate 200 --duration 30s --mix GET=0.8,POST=0.2 --body-size 512
-  resolvelab load http://127.0.0.1:8080/ --rate max --connections 64 --duration 10s
+  resolvelab load http://127.0.0.1:8080/ --rate max --connections 64 --duration 10s --threads 1
   resolvelab load http://127.0.0.1:8080/ --rate 5000 --duration 10s --realtime   # busy machine, as root
   resolvelab load report load.jsonl other.jsonl --format html --output load.html
 
@@ -103,7 +103,8 @@ pub struct Args {
     /// No progress line.
     #[arg(long, short = 'q')]
     quiet: bool,
-    /// Runtime worker threads (default: one per core).
+    /// Threads that send requests (default: one per core). With `--rate max` each thread runs
+    /// its share of the connections on its own event loop (thread per core).
     #[arg(long, value_name = "N")]
     threads: Option<usize>,
     /// Real-time (SCHED_FIFO) priority for the scheduler and workers, so a busy machine cannot

@@ -186,7 +186,7 @@ pub fn run(args: Args, ctx: &Ctx) -> Result<ExitCode> {
     };
     install_signal_handlers();
     if let Some(dir) = &args.rejudge {
-        return rejudge(dir, &args, &opts);
+        return rejudge(dir, &args);
     }
     let scenarios: Vec<Scenario> = if args.all {
         library::all()?
@@ -269,7 +269,7 @@ pub fn run(args: Args, ctx: &Ctx) -> Result<ExitCode> {
 }
 
 /// `run --all --rejudge DIR`: judge existing run directories again and rebuild the table.
-fn rejudge(dir: &Path, args: &Args, opts: &RunOptions) -> Result<ExitCode> {
+fn rejudge(dir: &Path, args: &Args) -> Result<ExitCode> {
     let mut dirs: Vec<PathBuf> = std::fs::read_dir(dir)
         .with_context(|| format!("cannot read {}", dir.display()))?
         .flatten()
@@ -331,11 +331,7 @@ fn rejudge(dir: &Path, args: &Args, opts: &RunOptions) -> Result<ExitCode> {
             distributions.push(line);
         }
     }
-    let command = format!(
-        "resolvelab run --all --rejudge {} (evidence of `resolvelab run --all --scale {}`)",
-        dir.display(),
-        opts.scale
-    );
+    let command = format!("resolvelab run --all --rejudge {}", dir.display());
     let table = summary_table(&judged, &distributions, &command);
     let path = dir.join("summary.md");
     std::fs::write(&path, &table)?;
@@ -416,6 +412,25 @@ fn summary_table(judged: &[(Scenario, Judged)], distributions: &[String], comman
                 }
             }
         );
+        let mut ours = ours;
+        if let Some(c) = &v.client {
+            // Slow-dependency runs: what the client and the prober saw of each pooled backend.
+            for (n, b) in c
+                .backends
+                .iter()
+                .filter(|(_, b)| b.pool_wait_max_ms.is_some())
+            {
+                ours += &format!(
+                    "; {n}: {:.0}–{:.0} ms, pool wait max {:.0} ms",
+                    b.min_ms,
+                    b.max_ms,
+                    b.pool_wait_max_ms.unwrap_or_default()
+                );
+            }
+            for (n, p) in &c.probes {
+                ours += &format!("; /ready of {n}: {}/{} failed", p.failed, p.probes);
+            }
+        }
         let exp: Vec<String> = v
             .expectations
             .iter()

@@ -279,16 +279,36 @@ pub enum FaultKind {
     /// Nothing listens: new connections get `connect() failed (111: Connection refused)`; the
     /// backend's idle keep-alive connections are gone.
     Refuse,
-    /// Every try is reset: `recv() failed (104: Connection reset by peer)`.
+    /// New connections are reset as the backend accepts them (the lab backend's `rst`):
+    /// `recv() failed (104: Connection reset by peer)`. Tries on cached keep-alive connections,
+    /// accepted before, are not touched.
     Rst {
-        /// Probability per try.
+        /// Probability per new connection.
         #[serde(default = "d_one")]
         p: f64,
     },
-    /// The keep-alive reclaim race: a try on a *cached* connection finds it closed by the
-    /// backend with probability `p`, seen after a delay uniform in `delay_min..delay_max`
-    /// (`upstream prematurely closed connection while reading response header`).
+    /// The keep-alive reclaim race as the lab backend plays it (`reclaim:toxicity=P,delay=A..B`):
+    /// after a response, with probability `p`, the backend closes that connection after a delay
+    /// uniform in `delay_min..delay_max`. A request nginx sends on it from its keep-alive cache
+    /// in that gap is lost and fails when the close arrives (`upstream prematurely closed
+    /// connection while reading response header`); if none comes, the idle connection just
+    /// leaves nginx's cache. How often a close catches a request therefore depends on how soon
+    /// the connection is reused (the peer's request rate per worker), not only on `p`.
     Reclaim {
+        /// Probability per response that the backend closes the connection afterwards.
+        p: f64,
+        /// Lower bound of the delay before the close.
+        #[serde(default)]
+        delay_min: Us,
+        /// Upper bound of the delay before the close.
+        #[serde(default = "d_50ms")]
+        delay_max: Us,
+    },
+    /// A first-try failure process on cached connections, of unknown cause, as production logs
+    /// show it: a try on a *cached* connection fails with probability `p`, seen after a delay
+    /// uniform in `delay_min..delay_max` (`upstream prematurely closed connection`). This is
+    /// `sim predict --first-try-failure`; use `reclaim` to replay the lab backend's fault.
+    Stale {
         /// Probability per cached-connection try.
         p: f64,
         /// Lower bound of the detection delay.
@@ -375,6 +395,48 @@ fn d_one() -> f64 {
 }
 fn d_50ms() -> Us {
     Us::ms(50)
+}
+
+/// A backend that calls a slow dependency through a connection pool (the lab's `[[backend]]`
+/// with `db`, `round_trips`, `pool`, `acquire_timeout`): every request waits for a pool
+/// connection (first come, first served), then makes `round_trips` sequential round trips of
+/// `round_trip` each. A request that waits longer than `acquire_timeout` is answered 503.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BackendPool {
+    /// The backend's `IP:PORT` (a static server line's address).
+    pub target: String,
+    /// Its name: the `x-backend` header, `backends.json` and `probes.jsonl`.
+    pub name: String,
+    /// Pool size.
+    pub pool: u32,
+    /// Sequential round trips to the dependency per request.
+    pub round_trips: u32,
+    /// One round trip (the link's delay).
+    pub round_trip: Us,
+    /// Longest wait for a pool connection; a longer one is answered 503.
+    pub acquire_timeout: Us,
+    /// A readiness probe sent straight to the backend (its `/ready` makes one round trip
+    /// through the same pool).
+    #[serde(default)]
+    pub probe: Option<Probe>,
+}
+
+/// A kubelet-like readiness probe: `GET path` every `interval`, failed after `timeout`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Probe {
+    /// Time between probes.
+    pub interval: Us,
+    /// The prober gives up after this long (the request leaves the pool's queue).
+    pub timeout: Us,
+    /// Path (cosmetic).
+    #[serde(default = "d_ready")]
+    pub path: String,
+}
+
+fn d_ready() -> String {
+    "/ready".into()
 }
 
 /// A fault active on `[start, end)` for one backend address (`IP:PORT` or `IP`) or all.
@@ -518,6 +580,49 @@ impl Default for RetryShim {
     }
 }
 
+/// A second upstream group that shares `be`'s zone (`upstream filler { zone be; server NAME
+/// resolve; }`). It takes no traffic; its resolved peers only take slab memory from `be`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ZoneFiller {
+    /// The name its `server NAME resolve` line resolves (its answers come from `dns`).
+    pub name: String,
+    /// Its group name, as the `memory exhausted` lines print it.
+    #[serde(default = "d_filler_group")]
+    pub upstream: String,
+    /// Port of its server line.
+    #[serde(default = "d_port")]
+    pub port: u16,
+}
+
+fn d_filler_group() -> String {
+    "filler".into()
+}
+
+/// The host's ephemeral ports toward one backend address when TIME_WAIT ports are never reused
+/// (`net.ipv4.tcp_tw_reuse = 0`, `net.ipv4.ip_local_port_range`). Every connection nginx opens
+/// takes a port; the connections nginx closes itself keep theirs in TIME_WAIT.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EphemeralPorts {
+    /// How many ports the range holds (`40000 40499` → 500).
+    pub count: u32,
+    /// How long a port stays in TIME_WAIT (Linux: `TCP_TIMEWAIT_LEN`, 60 s).
+    #[serde(default = "d_time_wait")]
+    pub time_wait: Us,
+    /// The kernel timer wheel's granularity at that timeout: a TIME_WAIT timer fires at the
+    /// next multiple of it (2.048 s for 60 s at HZ=250, as the lab measured; 0 = exact).
+    #[serde(default = "d_time_wait_granularity")]
+    pub granularity: Us,
+}
+
+fn d_time_wait() -> Us {
+    Us::s(60)
+}
+fn d_time_wait_granularity() -> Us {
+    Us::ms(2048)
+}
+
 /// Everything the simulator needs. Offsets (`at`, `start`, `end`) are relative to the load start;
 /// nginx starts `warmup` earlier and sends its first DNS queries then.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -547,6 +652,13 @@ pub struct SimConfig {
     /// gives the peer capacity.
     #[serde(default = "d_peer_bytes")]
     pub peer_bytes: u64,
+    /// A second upstream group sharing the zone (absent: `be` has the zone alone).
+    #[serde(default)]
+    pub zone_filler: Option<ZoneFiller>,
+    /// A finite ephemeral port range without TIME_WAIT reuse (absent: ports never run out,
+    /// as on loopback with Linux's default `tcp_tw_reuse = 2`). Needs `keepalive = 0`.
+    #[serde(default)]
+    pub ephemeral_ports: Option<EphemeralPorts>,
     /// `resolver … valid=` (absent: the answer's TTL).
     #[serde(default)]
     pub valid: Option<Us>,
@@ -559,9 +671,16 @@ pub struct SimConfig {
     /// `resolver_timeout` (nginx default 30 s).
     #[serde(default = "d_resolver_timeout")]
     pub resolver_timeout: Us,
-    /// Upstream `keepalive N` (idle connections cached; 0 = none).
+    /// Upstream `keepalive N` (idle connections cached per worker; 0 = none).
     #[serde(default)]
     pub keepalive: u32,
+    /// nginx `worker_processes` (default 1, like nginx; the lab runs 2). Each worker has its
+    /// own keep-alive cache of `keepalive` connections, and each client connection is accepted
+    /// by one worker (at random: `accept_mutex off`), so a peer's cached connections are reused
+    /// less often than with one cache. The peer list, `max_fails` state and round-robin weights
+    /// live in the shared zone, as in nginx.
+    #[serde(default = "d_workers")]
+    pub workers: u32,
     /// `proxy_next_upstream` / `_tries`.
     #[serde(default)]
     pub next_upstream: NextUpstream,
@@ -579,6 +698,17 @@ pub struct SimConfig {
     pub faults: Vec<FaultWindow>,
     /// Requests per second (constant-rate open loop, like the lab's load generator).
     pub rps: f64,
+    /// Explicit request times (offsets from the load start, in order) instead of `rps`: the
+    /// lab's multi-stage plans (`2@14s,80@500ms,…`) as its scheduler spaces them.
+    #[serde(default)]
+    pub arrivals: Vec<Us>,
+    /// Backends with a connection pool to a slow dependency.
+    #[serde(default)]
+    pub pools: Vec<BackendPool>,
+    /// Backend names by `IP:PORT`: responses from them carry `x-backend: NAME`, which
+    /// load.jsonl records like the lab's generator (`header`).
+    #[serde(default)]
+    pub names: std::collections::BTreeMap<String, String>,
     /// Poisson arrivals instead of a constant interval.
     #[serde(default)]
     pub poisson: bool,
@@ -590,11 +720,15 @@ pub struct SimConfig {
     /// Latency of a successful try.
     #[serde(default = "d_latency")]
     pub latency: Latency,
+    /// Per backend `IP:PORT`: its own latency instead of `latency` (a slow and a fast one).
+    #[serde(default)]
+    pub backend_latency: std::collections::BTreeMap<String, Latency>,
     /// Time between the request's peer-list snapshot and its first pick (nginx: microseconds,
     /// same call); a swap inside it is a first-pick generation race.
     #[serde(default = "d_window")]
     pub first_pick_window_us: f64,
-    /// Client keep-alive connections of the load generator.
+    /// Client keep-alive connections the load generator keeps idle. Like the lab's generator it
+    /// reuses the most recently returned one, or opens a new one when none is idle.
     #[serde(default = "d_clients")]
     pub client_connections: u32,
     /// nginx `keepalive_requests` on the client side.
@@ -614,6 +748,9 @@ pub struct SimConfig {
     pub pid: u32,
 }
 
+fn d_workers() -> u32 {
+    1
+}
 fn d_read_timeout() -> Us {
     Us::s(60)
 }
@@ -686,21 +823,28 @@ impl SimConfig {
             servers,
             zone_bytes: d_zone(),
             peer_bytes: d_peer_bytes(),
+            zone_filler: None,
+            ephemeral_ports: None,
             valid: None,
             ipv6: true,
             dns_ttl: d_ttl(),
             resolver_timeout: d_resolver_timeout(),
             keepalive: 16,
+            workers: d_workers(),
             next_upstream: NextUpstream::default(),
             read_timeout: d_read_timeout(),
             retry_shim: None,
             dns: Vec::new(),
             faults: Vec::new(),
             rps: 300.0,
+            arrivals: Vec::new(),
+            pools: Vec::new(),
+            names: Default::default(),
             poisson: false,
             duration: Us::s(60),
             mix: d_mix(),
             latency: d_latency(),
+            backend_latency: Default::default(),
             first_pick_window_us: d_window(),
             client_connections: d_clients(),
             keepalive_requests: d_keepalive_requests(),
@@ -734,10 +878,12 @@ impl SimConfig {
         Ok(cfg)
     }
 
-    /// How many resolved peers the zone can hold.
+    /// How many resolved peers the zone can hold (shared with the `zone_filler` group).
     pub fn zone_peer_capacity(&self) -> u64 {
-        // The slab keeps its own pages and the static peers out of the zone (~8 pages).
-        self.zone_bytes.saturating_sub(8 * 4096) / self.peer_bytes.max(1)
+        // The slab's header and page descriptors, and the first page of each size class the
+        // groups' static part (peers lists, templates, names) takes: ~6 of 4 KiB pages. The
+        // smallest zone nginx accepts (8 pages, 32k) so still holds a few resolved peers.
+        self.zone_bytes.saturating_sub(6 * 4096) / self.peer_bytes.max(1)
     }
 
     /// Effective requery period base (`valid`, else the TTL).
@@ -785,8 +931,11 @@ impl SimConfig {
             }
         }
         let mut last = std::collections::HashMap::new();
+        let filler = self.zone_filler.as_ref().map(|f| f.name.as_str());
         for (i, p) in self.dns.iter().enumerate() {
-            if !self.servers.iter().any(|s| s.resolve && s.host == p.name) {
+            if !self.servers.iter().any(|s| s.resolve && s.host == p.name)
+                && filler != Some(p.name.as_str())
+            {
                 bail!(
                     "dns[{i}].name {:?} is not the host of any `resolve` server line",
                     p.name
@@ -811,6 +960,32 @@ impl SimConfig {
                 );
             }
         }
+        if let Some(f) = &self.zone_filler {
+            if !self.dns.iter().any(|p| p.name == f.name) {
+                bail!(
+                    "zone_filler {:?} has no DNS phase: add a dns entry with name = {:?}",
+                    f.name,
+                    f.name
+                );
+            }
+            if f.upstream == self.upstream {
+                bail!(
+                    "zone_filler.upstream {:?} is the main group's name: give the filler group its own",
+                    f.upstream
+                );
+            }
+        }
+        if let Some(p) = &self.ephemeral_ports {
+            if p.count == 0 || p.time_wait.0 < 0 || p.granularity.0 < 0 {
+                bail!("ephemeral_ports: count must be ≥ 1 and durations ≥ 0");
+            }
+            if self.keepalive > 0 {
+                bail!(
+                    "ephemeral_ports with keepalive = {}: the port model covers one connection per try only; set keepalive = 0",
+                    self.keepalive
+                );
+            }
+        }
         for (i, f) in self.faults.iter().enumerate() {
             if let Some(t) = &f.target
                 && t.parse::<std::net::SocketAddr>().is_err()
@@ -824,7 +999,10 @@ impl SimConfig {
                 bail!("faults[{i}]: end must be after start");
             }
             let p = match &f.fault {
-                FaultKind::Rst { p } | FaultKind::Reclaim { p, .. } | FaultKind::Fail { p } => *p,
+                FaultKind::Rst { p }
+                | FaultKind::Reclaim { p, .. }
+                | FaultKind::Stale { p, .. }
+                | FaultKind::Fail { p } => *p,
                 _ => 0.0,
             };
             if !(0.0..=1.0).contains(&p) {
@@ -834,10 +1012,15 @@ impl SimConfig {
                 delay_min,
                 delay_max,
                 ..
+            }
+            | FaultKind::Stale {
+                delay_min,
+                delay_max,
+                ..
             } = &f.fault
-                && delay_max.0 < delay_min.0
+                && (delay_max.0 < delay_min.0 || delay_min.0 < 0)
             {
-                bail!("faults[{i}]: delay_max is below delay_min");
+                bail!("faults[{i}]: delay_min must be ≥ 0 and delay_max not below it");
             }
         }
         let total: f64 = self.mix.iter().map(|(_, w)| *w).sum();
@@ -847,20 +1030,62 @@ impl SimConfig {
         if self.read_timeout.0 <= 0 {
             bail!("read_timeout must be positive");
         }
+        if self.arrivals.windows(2).any(|w| w[1] < w[0])
+            || self
+                .arrivals
+                .iter()
+                .any(|a| a.0 < 0 || a.0 >= self.duration.0)
+        {
+            bail!("arrivals must be in order and within 0..duration");
+        }
+        for (i, p) in self.pools.iter().enumerate() {
+            if p.target.parse::<std::net::SocketAddr>().is_err() {
+                bail!("pools[{i}].target {:?}: write IP:PORT", p.target);
+            }
+            if p.pool == 0 || p.round_trip.0 < 0 || p.acquire_timeout.0 < 0 {
+                bail!(
+                    "pools[{i}] ({}): pool must be ≥ 1 and durations ≥ 0",
+                    p.name
+                );
+            }
+            if let Some(pr) = &p.probe
+                && (pr.interval.0 <= 0 || pr.timeout.0 <= 0)
+            {
+                bail!(
+                    "pools[{i}] ({}): probe interval and timeout must be positive",
+                    p.name
+                );
+            }
+        }
+        if !(1..=1024).contains(&self.workers) {
+            bail!("workers = {}: must be within 1..=1024", self.workers);
+        }
         if self.client_connections == 0 {
             bail!("client_connections must be ≥ 1");
         }
         if self.first_pick_window_us.is_nan() || self.first_pick_window_us < 0.0 {
             bail!("first_pick_window_us must be ≥ 0");
         }
-        match &self.latency {
-            Latency::Uniform { min, max } if max.0 < min.0 => {
-                bail!("latency: max is below min")
+        let per_backend = self
+            .backend_latency
+            .iter()
+            .map(|(k, l)| (format!("backend_latency.\"{k}\""), l));
+        for (field, l) in std::iter::once(("latency".to_string(), &self.latency)).chain(per_backend)
+        {
+            match l {
+                Latency::Uniform { min, max } if max.0 < min.0 => {
+                    bail!("{field}: max is below min")
+                }
+                Latency::Lognormal { sigma, .. } if sigma.is_nan() || *sigma < 0.0 => {
+                    bail!("{field}: sigma must be ≥ 0")
+                }
+                _ => {}
             }
-            Latency::Lognormal { sigma, .. } if sigma.is_nan() || *sigma < 0.0 => {
-                bail!("latency: sigma must be ≥ 0")
+        }
+        for k in self.backend_latency.keys() {
+            if k.parse::<std::net::SocketAddr>().is_err() {
+                bail!("backend_latency.\"{k}\": write IP:PORT");
             }
-            _ => {}
         }
         Ok(())
     }

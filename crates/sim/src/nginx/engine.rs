@@ -11,20 +11,64 @@ use super::{NluClass, SimSummary};
 use rand::{Rng, RngExt, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use std::cmp::Reverse;
-use std::collections::BinaryHeap;
+use std::collections::{BinaryHeap, VecDeque};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 
 /// Marker address index for the group-name hop (`be`) of a refused selection.
 pub(crate) const BE: u32 = u32::MAX;
 
-/// One distinct backend address and its idle keep-alive connections.
+/// One distinct backend address.
 pub(crate) struct Addr {
     pub text: String,
     pub ip: IpAddr,
     pub port: u16,
-    pub idle: u32,
-    /// When a connection to this address last went back to the cache (LRU eviction).
-    pub returned_us: i64,
+    /// Index into `pools` (`u16::MAX`: no pool).
+    pool: u16,
+    /// Index into `samplers` (0: the config's `latency`).
+    lat: u16,
+}
+
+/// A pool backend's connections to its dependency: when each becomes free (FIFO service).
+pub(crate) struct PoolState {
+    /// Per pool connection, when it is free again (`i64::MIN`: never opened).
+    free_at: Vec<i64>,
+    /// Every acquisition's wait (µs), for `backends.json`.
+    pub waits: Vec<i64>,
+    pub timeouts: u64,
+    pub opened: u64,
+}
+
+impl PoolState {
+    /// Take the connection that frees first, for `service` µs from when it is free; `None`
+    /// when that would mean waiting longer than `timeout` (the waiter gives up, nothing taken;
+    /// the caller counts a pool timeout when it was the pool's own).
+    fn acquire(&mut self, t: i64, service: i64, timeout: i64) -> Option<i64> {
+        let (i, free) = self
+            .free_at
+            .iter()
+            .copied()
+            .enumerate()
+            .min_by_key(|&(_, f)| f)?;
+        let start = free.max(t);
+        if start - t > timeout {
+            return None;
+        }
+        if free == i64::MIN {
+            self.opened += 1;
+        }
+        self.free_at[i] = start + service;
+        self.waits.push(start - t);
+        Some(start - t)
+    }
+}
+
+/// An idle upstream connection in a worker's keep-alive cache.
+#[derive(Clone, Copy, Debug)]
+struct Idle {
+    addr: u32,
+    /// When the backend closes it (a `reclaim` decided at its last response); `i64::MAX` if
+    /// never. nginx's close handler drops a connection from the cache when that close arrives.
+    doom_us: i64,
 }
 
 struct Peer {
@@ -36,6 +80,20 @@ struct Peer {
     fails: u32,
     checked_s: i64,
     accessed_s: i64,
+    /// Tries in flight on this peer (nginx's `peer->refs`).
+    refs: u32,
+    /// Removed from the zone while tries still referenced it: its slab memory stays taken
+    /// until the last of them ends (ngx_http_upstream_rr_peer_free_locked).
+    zombie: bool,
+}
+
+/// One backend address's ephemeral ports (only with `ephemeral_ports`).
+#[derive(Default)]
+struct PortState {
+    /// Connections open now.
+    open: u32,
+    /// When each port in TIME_WAIT is free again, in order.
+    time_wait: VecDeque<i64>,
 }
 
 /// Why a selection found no peer.
@@ -54,6 +112,8 @@ pub(crate) enum TryError {
     Reset,
     Closed,
     Timeout,
+    /// No free ephemeral port toward the backend (connect() fails at once, EADDRNOTAVAIL).
+    NoPort,
 }
 
 impl TryError {
@@ -71,16 +131,19 @@ impl TryError {
             TryError::Timeout => {
                 "upstream timed out (110: Connection timed out) while reading response header from upstream"
             }
+            TryError::NoPort => {
+                "failed (99: Cannot assign requested address) while connecting to upstream"
+            }
         }
     }
     pub(crate) fn phase(self) -> &'static str {
         match self {
-            TryError::Refused => "connecting to upstream",
+            TryError::Refused | TryError::NoPort => "connecting to upstream",
             _ => "reading response header from upstream",
         }
     }
     fn request_sent(self) -> bool {
-        self != TryError::Refused
+        !matches!(self, TryError::Refused | TryError::NoPort)
     }
 }
 
@@ -110,9 +173,15 @@ pub(crate) struct Req {
     tries: u32,
     pass: u8,
     pub hops: Vec<Hop>,
+    /// Status of the upstream response in progress (200, or 503 from a pool backend).
+    resp: u16,
+    /// The nginx worker that accepted the client connection (its keep-alive cache is used).
+    pub worker: u16,
     // The try in progress.
     peer: u32,
     cached: bool,
+    /// The try holds one of the host's ephemeral ports.
+    port: bool,
     err: TryError,
 }
 
@@ -124,6 +193,7 @@ enum Ev {
     Host(u16),
     Complete(u32),
     Fail(u32),
+    Probe(u16),
 }
 
 impl Ev {
@@ -135,6 +205,7 @@ impl Ev {
             Ev::Host(i) => (3, i as u64),
             Ev::Complete(i) => (4, i as u64),
             Ev::Fail(i) => (5, i as u64),
+            Ev::Probe(i) => (6, i as u64),
         };
         (kind << 32) | idx
     }
@@ -146,7 +217,8 @@ impl Ev {
             2 => Ev::DnsPhase(idx as u16),
             3 => Ev::Host(idx as u16),
             4 => Ev::Complete(idx),
-            _ => Ev::Fail(idx),
+            5 => Ev::Fail(idx),
+            _ => Ev::Probe(idx as u16),
         }
     }
 }
@@ -160,6 +232,8 @@ enum HostStep {
     Resend { started: i64, id: u16 },
     /// `resolver_timeout` after the first send: give up (keep the peers).
     GiveUp,
+    /// The UDP answer was truncated: the same query again over TCP (from its own port).
+    Tcp { id: u16, port: u16 },
 }
 
 struct Host {
@@ -178,6 +252,59 @@ struct Host {
     /// The host is empty because of NXDOMAIN / memory exhaustion.
     empty_nx: bool,
     short_mem: bool,
+    /// A `zone_filler` group's host: its peers only take zone memory (no traffic).
+    filler: bool,
+    /// Its group's name (the `memory exhausted` lines).
+    group: String,
+    /// The filler's peers (filler hosts only).
+    filler_ips: Vec<IpAddr>,
+}
+
+impl Host {
+    /// A resolved server line (or the zone filler's name): its DNS phases from the timeline,
+    /// `limits` = (max_fails, fail_timeout s, weight), `first` = (first query, client port).
+    fn resolved(
+        cfg: &SimConfig,
+        name: &str,
+        port: u16,
+        (max_fails, fail_timeout_s, weight): (u32, i64, i64),
+        (next_at, client_port): (i64, u16),
+        filler: bool,
+    ) -> Host {
+        let mut phases: Vec<(i64, DnsMode, String, Vec<Ipv6Addr>)> = cfg
+            .dns
+            .iter()
+            .filter(|p| p.name == name)
+            .map(|p| {
+                (
+                    cfg.epoch_us + p.at.0,
+                    p.mode.clone(),
+                    p.spec(),
+                    p.aaaa.clone(),
+                )
+            })
+            .collect();
+        phases.sort_by_key(|p| p.0);
+        let first_mode = phases.first().map(|p| p.2.clone()).unwrap_or_default();
+        Host {
+            name: name.to_string(),
+            port,
+            max_fails,
+            fail_timeout_s,
+            weight,
+            phases,
+            first_mode,
+            next_at,
+            step: HostStep::Query,
+            last_answer: None,
+            client_port,
+            empty_nx: false,
+            short_mem: false,
+            filler,
+            group: cfg.upstream.clone(),
+            filler_ips: Vec::new(),
+        }
+    }
 }
 
 struct Fault {
@@ -195,7 +322,12 @@ pub(crate) struct Engine<'a> {
     cfg: &'a SimConfig,
     rng: ChaCha8Rng,
     dns_rng: ChaCha8Rng,
+    /// Which worker accepts a new client connection: its own stream, so the assignment stays
+    /// the same when a mitigation changes how many draws the requests make (`sim predict`
+    /// compares variants with common random numbers).
+    accept_rng: ChaCha8Rng,
     pub addrs: Vec<Addr>,
+    pub pools: Vec<PoolState>,
     peers: Vec<Peer>,
     primary: Vec<u32>,
     backup: Vec<u32>,
@@ -207,7 +339,15 @@ pub(crate) struct Engine<'a> {
     generation: u64,
     zone_used: u64,
     zone_cap: u64,
-    idle_total: u32,
+    /// Per address (index of `addrs`), with `ephemeral_ports` only.
+    ports: Vec<PortState>,
+    /// Where the kernel timer wheel's buckets fall (µs within one granularity).
+    tw_phase: i64,
+    /// One keep-alive cache per worker, least recently used first (nginx takes the most
+    /// recently returned connection of the address and evicts the least recently used).
+    caches: Vec<VecDeque<Idle>>,
+    /// Per worker: how many cached connections carry a reclaim close (none: nothing to purge).
+    doomed: Vec<u32>,
     /// Events packed into one `u128` (time, sequence, event) so the heap compares one integer.
     heap: BinaryHeap<Reverse<u128>>,
     time_base: i64,
@@ -216,11 +356,14 @@ pub(crate) struct Engine<'a> {
     free: Vec<u32>,
     pub methods: Vec<String>,
     method_cdf: Vec<f64>,
-    client_slots: Vec<(u64, u32)>,
+    /// The load generator's idle client connections, most recently returned last (it reuses
+    /// them LIFO, like the lab's generator): `(connection, requests served, nginx worker)`.
+    client_idle: Vec<(u64, u32, u16)>,
     next_conn: u64,
     logs: Option<Logs>,
     alt: Vec<(String, u64)>,
-    latency: Sampler,
+    /// The config's `latency` first, then one per `backend_latency` entry in use.
+    samplers: Vec<Sampler>,
     pub sum: SimSummary,
 }
 
@@ -232,6 +375,7 @@ impl<'a> Engine<'a> {
         let mut e = Engine {
             cfg,
             addrs: Vec::new(),
+            pools: Vec::new(),
             peers: Vec::new(),
             primary: Vec::new(),
             backup: Vec::new(),
@@ -242,7 +386,10 @@ impl<'a> Engine<'a> {
             generation: 0,
             zone_used: 0,
             zone_cap: cfg.zone_peer_capacity(),
-            idle_total: 0,
+            ports: Vec::new(),
+            tw_phase: 0,
+            caches: vec![VecDeque::new(); cfg.workers.max(1) as usize],
+            doomed: vec![0; cfg.workers.max(1) as usize],
             heap: BinaryHeap::new(),
             time_base: cfg.epoch_us - cfg.warmup.0 - 1_000_000,
             ev_seq: 0,
@@ -254,14 +401,15 @@ impl<'a> Engine<'a> {
                 .map(|(m, _)| m.to_ascii_uppercase())
                 .collect(),
             method_cdf: Vec::new(),
-            client_slots: Vec::new(),
+            client_idle: Vec::new(),
             next_conn: 1,
             logs,
             alt: Vec::new(),
-            latency: Sampler::new(&cfg.latency),
+            samplers: vec![Sampler::new(&cfg.latency)],
             sum: SimSummary::new(cfg.seed),
             rng: ChaCha8Rng::seed_from_u64(0),
             dns_rng: ChaCha8Rng::seed_from_u64(0),
+            accept_rng: ChaCha8Rng::seed_from_u64(cfg.seed ^ 0xACCE_9700_0000_0001),
         };
         let total: f64 = cfg.mix.iter().map(|(_, w)| *w).sum();
         let mut acc = 0.0;
@@ -272,38 +420,18 @@ impl<'a> Engine<'a> {
         // Static server lines become peers now; resolved ones on their first answer.
         for s in &cfg.servers {
             if s.resolve {
-                let mut phases: Vec<(i64, DnsMode, String, Vec<Ipv6Addr>)> = cfg
-                    .dns
-                    .iter()
-                    .filter(|p| p.name == s.host)
-                    .map(|p| {
-                        (
-                            cfg.epoch_us + p.at.0,
-                            p.mode.clone(),
-                            p.spec(),
-                            p.aaaa.clone(),
-                        )
-                    })
-                    .collect();
-                phases.sort_by_key(|p| p.0);
-                let first_mode = phases.first().map(|p| p.2.clone()).unwrap_or_default();
                 let h = e.hosts.len();
-                e.hosts.push(Host {
-                    name: s.host.clone(),
-                    port: s.port,
-                    max_fails: s.max_fails,
-                    fail_timeout_s: s.fail_timeout.0 / 1_000_000,
-                    weight: s.weight as i64,
-                    phases,
-                    first_mode,
-                    // Hosts resolve right after start, a few µs apart.
-                    next_at: start + 100 * h as i64 + dns_rng.random_range(0..1000),
-                    step: HostStep::Query,
-                    last_answer: None,
-                    client_port: 32768 + dns_rng.random_range(0..28000u16),
-                    empty_nx: false,
-                    short_mem: false,
-                });
+                // Hosts resolve right after start, a few µs apart.
+                let next_at = start + 100 * h as i64 + dns_rng.random_range(0..1000);
+                let client_port = 32768 + dns_rng.random_range(0..28000u16);
+                e.hosts.push(Host::resolved(
+                    cfg,
+                    &s.host,
+                    s.port,
+                    (s.max_fails, s.fail_timeout.0 / 1_000_000, s.weight as i64),
+                    (next_at, client_port),
+                    false,
+                ));
             } else {
                 let ip: IpAddr = s.host.parse().expect("validated");
                 let a = e.addr_of(ip, s.port);
@@ -317,6 +445,8 @@ impl<'a> Engine<'a> {
                     fails: 0,
                     checked_s: 0,
                     accessed_s: 0,
+                    refs: 0,
+                    zombie: false,
                 });
                 e.peer_host.push(u16::MAX);
                 if s.backup {
@@ -324,6 +454,43 @@ impl<'a> Engine<'a> {
                 } else {
                     e.primary.push(pid);
                 }
+            }
+        }
+        if let Some(f) = &cfg.zone_filler {
+            // Declared after `be`, so nginx resolves it after be's names.
+            let h = e.hosts.len();
+            let next_at = start + 100 * h as i64 + dns_rng.random_range(0..1000);
+            let client_port = 32768 + dns_rng.random_range(0..28000u16);
+            let mut host = Host::resolved(
+                cfg,
+                &f.name,
+                f.port,
+                (0, 10, 1),
+                (next_at, client_port),
+                true,
+            );
+            host.group = f.upstream.clone();
+            e.hosts.push(host);
+        }
+        if let Some(p) = &cfg.ephemeral_ports
+            && p.granularity.0 > 0
+        {
+            // Its own stream: the other streams stay as they are without the port model.
+            let mut r = ChaCha8Rng::seed_from_u64(cfg.seed ^ 0x7133_0000_0000_0099);
+            e.tw_phase = r.random_range(0..p.granularity.0);
+        }
+        for (i, p) in cfg.pools.iter().enumerate() {
+            let sa: SocketAddr = p.target.parse().expect("validated");
+            let a = e.addr_of(sa.ip(), sa.port());
+            e.addrs[a as usize].pool = i as u16;
+            e.pools.push(PoolState {
+                free_at: vec![i64::MIN; p.pool as usize],
+                waits: Vec::new(),
+                timeouts: 0,
+                opened: 0,
+            });
+            if p.probe.is_some() {
+                e.push(cfg.epoch_us, Ev::Probe(i as u16));
             }
         }
         for h in 0..e.hosts.len() {
@@ -359,7 +526,6 @@ impl<'a> Engine<'a> {
             e.push(cfg.epoch_us + f.start.0, Ev::FaultOn(i as u16));
             e.push(cfg.epoch_us + f.end.0, Ev::FaultOff(i as u16));
         }
-        e.client_slots = (0..cfg.client_connections).map(|_| (0, u32::MAX)).collect();
         e.rng = std::mem::replace(&mut rng, ChaCha8Rng::seed_from_u64(0));
         e.dns_rng = std::mem::replace(&mut dns_rng, ChaCha8Rng::seed_from_u64(0));
         e
@@ -370,12 +536,19 @@ impl<'a> Engine<'a> {
         if let Some(i) = self.addrs.iter().position(|a| a.text == text) {
             return i as u32;
         }
+        let lat = match self.cfg.backend_latency.get(&text) {
+            Some(l) => {
+                self.samplers.push(Sampler::new(l));
+                (self.samplers.len() - 1) as u16
+            }
+            None => 0,
+        };
         self.addrs.push(Addr {
             text,
             ip,
             port,
-            idle: 0,
-            returned_us: 0,
+            pool: u16::MAX,
+            lat,
         });
         (self.addrs.len() - 1) as u32
     }
@@ -397,12 +570,19 @@ impl<'a> Engine<'a> {
     /// Run the whole load; returns the summary.
     pub(crate) fn run(mut self) -> std::io::Result<(SimSummary, Option<Logs>)> {
         let cfg = self.cfg;
-        let n_req = (cfg.duration.0 as f64 * cfg.rps / 1e6).floor() as u64;
+        let explicit = !cfg.arrivals.is_empty();
+        let n_req = if explicit {
+            cfg.arrivals.len() as u64
+        } else {
+            (cfg.duration.0 as f64 * cfg.rps / 1e6).floor() as u64
+        };
         let interval = 1e6 / cfg.rps;
         let mut t_exact = cfg.epoch_us as f64;
         let end_of_load = cfg.epoch_us + cfg.duration.0;
         for k in 0..n_req {
-            if cfg.poisson {
+            if explicit {
+                t_exact = (cfg.epoch_us + cfg.arrivals[k as usize].0) as f64;
+            } else if cfg.poisson {
                 let u: f64 = self.rng.random::<f64>();
                 t_exact += -(1.0 - u).ln() * interval;
                 if t_exact >= end_of_load as f64 {
@@ -436,7 +616,9 @@ impl<'a> Engine<'a> {
         self.sum.generation = self.generation;
         self.sum.simulated_us = cfg.duration.0;
         self.sum.fault_hits = self.faults.iter().map(|f| f.hits).collect();
+        self.sum.pool_connections = self.pools.iter().map(|p| p.opened).collect();
         if let Some(l) = &mut self.logs {
+            l.backends_json(cfg, &self.pools)?;
             for f in &self.faults {
                 if f.end > end_of_load && f.start <= end_of_load {
                     // Still on at the end: report its hits at the end of the load.
@@ -459,6 +641,7 @@ impl<'a> Engine<'a> {
             Ev::Complete(r) => self.complete(r, t),
             Ev::Fail(r) => self.fail(r, t),
             Ev::Host(h) => self.host_event(h as usize, t),
+            Ev::Probe(i) => self.probe(i as usize, t),
             Ev::DnsPhase(i) => {
                 let p = &self.cfg.dns[i as usize];
                 if let Some(l) = &mut self.logs {
@@ -472,11 +655,10 @@ impl<'a> Engine<'a> {
                 if matches!(f.kind, FaultKind::Refuse) {
                     // The backend is gone: its idle keep-alive connections die with it.
                     let target = f.target;
-                    for a in &mut self.addrs {
-                        if matches_target(target, a) {
-                            self.idle_total -= a.idle;
-                            a.idle = 0;
-                        }
+                    let addrs = &self.addrs;
+                    for (c, d) in self.caches.iter_mut().zip(&mut self.doomed) {
+                        c.retain(|i| !matches_target(target, &addrs[i.addr as usize]));
+                        *d = c.iter().filter(|i| i.doom_us != i64::MAX).count() as u32;
                     }
                 }
                 let f = &self.faults[i as usize];
@@ -558,6 +740,10 @@ impl<'a> Engine<'a> {
 
     /// Would this host's pending DNS event change the peer list?
     fn pending_changes(&mut self, h: usize) -> bool {
+        if self.hosts[h].filler {
+            // The other group's peers are not in `be`'s list or generation.
+            return false;
+        }
         let t = self.hosts[h].next_at;
         let (_, r) = self.answer(h, t, false);
         let current: Vec<IpAddr> = self.host_ips(h);
@@ -597,8 +783,13 @@ impl<'a> Engine<'a> {
             return Ok(());
         }
         let (mode_text, result) = self.answer(h, t, true);
+        let tcp_port = match step {
+            HostStep::Tcp { port, .. } => Some(port),
+            _ => None,
+        };
+        let tcp = tcp_port.is_some();
         let id = match step {
-            HostStep::Resend { id, .. } => id,
+            HostStep::Resend { id, .. } | HostStep::Tcp { id, .. } => id,
             _ => self.dns_rng.random::<u16>(),
         };
         let jitter = self.dns_rng.random_range(0..1000i64);
@@ -606,7 +797,17 @@ impl<'a> Engine<'a> {
         let valid = cfg.valid_us();
         match result {
             Err(110) => {
-                self.dns_log(h, t, id, &mode_text, "DROPPED", &[], injected, false)?;
+                self.dns_log(
+                    h,
+                    t,
+                    id,
+                    &mode_text,
+                    "DROPPED",
+                    &[],
+                    injected,
+                    false,
+                    tcp_port,
+                )?;
                 let started = match step {
                     HostStep::Resend { started, .. } => started,
                     _ => t,
@@ -626,12 +827,16 @@ impl<'a> Engine<'a> {
                     2 => "SERVFAIL",
                     _ => "REFUSED",
                 };
-                self.dns_log(h, t, id, &mode_text, rcode, &[], injected, false)?;
+                self.dns_log(h, t, id, &mode_text, rcode, &[], injected, false, tcp_port)?;
                 self.sum.requeries += 1;
                 self.resolve_error(h, t, code)?;
                 self.hosts[h].step = HostStep::Query;
                 self.hosts[h].next_at = if code == 3 {
                     // NXDOMAIN is cached for `valid` like an answer, and empties the host.
+                    if self.hosts[h].filler {
+                        self.zone_used -= self.hosts[h].filler_ips.len() as u64;
+                        self.hosts[h].filler_ips.clear();
+                    }
                     self.remove_host_peers(h, None);
                     self.hosts[h].empty_nx = true;
                     t + valid + 1_000_000 + jitter
@@ -640,6 +845,15 @@ impl<'a> Engine<'a> {
                 };
                 self.hosts[h].last_answer = Some(Vec::new());
             }
+            Ok(mut ips) if !tcp && !fits_udp(&self.hosts[h].name, &ips) => {
+                // nginx sends no EDNS: an answer over 512 bytes comes back truncated and
+                // nginx asks again over TCP, about a millisecond later.
+                ips.dedup();
+                self.dns_log_udp_truncated(h, t, id, &mode_text, injected)?;
+                let port = 32768 + self.dns_rng.random_range(0..28000u16);
+                self.hosts[h].step = HostStep::Tcp { id, port };
+                self.hosts[h].next_at = t + 500 + self.dns_rng.random_range(0..1000i64);
+            }
             Ok(mut ips) => {
                 ips.dedup();
                 let had_answer = self.hosts[h].last_answer.is_some();
@@ -647,13 +861,25 @@ impl<'a> Engine<'a> {
                     .last_answer
                     .as_ref()
                     .is_some_and(|prev| prev != &ips);
-                self.dns_log(h, t, id, &mode_text, "NOERROR", &ips, injected, changed)?;
+                self.dns_log(
+                    h, t, id, &mode_text, "NOERROR", &ips, injected, changed, tcp_port,
+                )?;
                 self.sum.requeries += 1;
                 self.hosts[h].last_answer = Some(ips.clone());
                 self.hosts[h].empty_nx = false;
                 let before = self.generation;
-                self.remove_host_peers(h, Some(&ips));
-                let current = self.host_ips(h);
+                // ngx_http_upstream_zone_module: the vanished peers are removed first, then
+                // the new ones added until the slab has no room ("goto done").
+                let current = if self.hosts[h].filler {
+                    let host = &mut self.hosts[h];
+                    let had = host.filler_ips.len();
+                    host.filler_ips.retain(|ip| ips.contains(ip));
+                    self.zone_used -= (had - host.filler_ips.len()) as u64;
+                    host.filler_ips.clone()
+                } else {
+                    self.remove_host_peers(h, Some(&ips));
+                    self.host_ips(h)
+                };
                 self.hosts[h].short_mem = false;
                 for ip in ips {
                     if current.contains(&ip) {
@@ -662,17 +888,30 @@ impl<'a> Engine<'a> {
                     if self.zone_used >= self.zone_cap {
                         self.sum.memory_exhausted += 1;
                         self.hosts[h].short_mem = true;
-                        let g = cfg.upstream.clone();
                         if let Some(l) = &mut self.logs {
+                            l.error_plain(
+                                t,
+                                "crit",
+                                &format!(
+                                    "ngx_slab_alloc() failed: no memory in upstream zone \"{}\"",
+                                    cfg.upstream
+                                ),
+                            )?;
                             l.error_plain(
                                 t,
                                 "error",
                                 &format!(
-                                    "cannot add new server to upstream \"{g}\", memory exhausted"
+                                    "cannot add new server to upstream \"{}\", memory exhausted",
+                                    self.hosts[h].group
                                 ),
                             )?;
                         }
                         break;
+                    }
+                    self.zone_used += 1;
+                    if self.hosts[h].filler {
+                        self.hosts[h].filler_ips.push(ip);
+                        continue;
                     }
                     let a = self.addr_of(ip, self.hosts[h].port);
                     let host = &self.hosts[h];
@@ -686,10 +925,11 @@ impl<'a> Engine<'a> {
                         fails: 0,
                         checked_s: 0,
                         accessed_s: 0,
+                        refs: 0,
+                        zombie: false,
                     });
                     self.peer_host.push(h as u16);
                     self.primary.push(pid);
-                    self.zone_used += 1;
                     self.generation += 1;
                 }
                 // The first answer populates the host; a swap is a later change.
@@ -712,17 +952,27 @@ impl<'a> Engine<'a> {
         let peers = &self.peers;
         let addrs = &self.addrs;
         let peer_host = &self.peer_host;
+        let mut freed = 0;
+        let mut zombies = Vec::new();
         self.primary.retain(|&p| {
             let mine = peer_host[p as usize] == h as u16;
             let kept = keep.is_some_and(|k| k.contains(&addrs[peers[p as usize].addr as usize].ip));
             if mine && !kept {
                 removed += 1;
+                if peers[p as usize].refs > 0 {
+                    zombies.push(p);
+                } else {
+                    freed += 1;
+                }
                 false
             } else {
                 true
             }
         });
-        self.zone_used -= removed;
+        for p in zombies {
+            self.peers[p as usize].zombie = true;
+        }
+        self.zone_used -= freed;
         self.generation += removed;
     }
 
@@ -756,14 +1006,16 @@ impl<'a> Engine<'a> {
         ips: &[IpAddr],
         injected: bool,
         changed: bool,
+        tcp_port: Option<u16>,
     ) -> std::io::Result<()> {
         if let Some(l) = &mut self.logs {
             let host = &self.hosts[h];
+            let (client_port, tcp) = (tcp_port.unwrap_or(host.client_port), tcp_port.is_some());
             let ttl = self.cfg.dns_ttl.0 / 1_000_000;
             let v4: Vec<IpAddr> = ips.iter().copied().filter(IpAddr::is_ipv4).collect();
             l.dns(
                 t,
-                host.client_port,
+                client_port,
                 &host.name,
                 "A",
                 id,
@@ -773,13 +1025,15 @@ impl<'a> Engine<'a> {
                 ttl,
                 changed,
                 injected,
+                tcp,
+                false,
             )?;
             if self.cfg.ipv6 {
                 // nginx asks A and AAAA together when ipv6=on.
                 let v6: Vec<IpAddr> = ips.iter().copied().filter(IpAddr::is_ipv6).collect();
                 l.dns(
                     t,
-                    host.client_port,
+                    client_port,
                     &host.name,
                     "AAAA",
                     id.wrapping_add(1),
@@ -789,8 +1043,41 @@ impl<'a> Engine<'a> {
                     ttl,
                     false,
                     injected,
+                    tcp,
+                    false,
                 )?;
             }
+        }
+        Ok(())
+    }
+
+    /// The truncated UDP answer (no records) that sends nginx to TCP.
+    fn dns_log_udp_truncated(
+        &mut self,
+        h: usize,
+        t: i64,
+        id: u16,
+        mode: &str,
+        injected: bool,
+    ) -> std::io::Result<()> {
+        if let Some(l) = &mut self.logs {
+            let host = &self.hosts[h];
+            let ttl = self.cfg.dns_ttl.0 / 1_000_000;
+            l.dns(
+                t,
+                host.client_port,
+                &host.name,
+                "A",
+                id,
+                mode,
+                "NOERROR",
+                &[],
+                ttl,
+                false,
+                injected,
+                false,
+                true,
+            )?;
         }
         Ok(())
     }
@@ -805,15 +1092,23 @@ impl<'a> Engine<'a> {
             let u: f64 = self.rng.random::<f64>();
             self.method_cdf.iter().position(|&c| u < c).unwrap_or(0) as u8
         };
-        let slot = (k % self.client_slots.len() as u64) as usize;
-        let (mut conn, mut n) = self.client_slots[slot];
-        if n >= cfg.keepalive_requests {
-            conn = self.next_conn;
-            self.next_conn += 1;
-            n = 0;
-        }
-        n += 1;
-        self.client_slots[slot] = (conn, n);
+        // The most recently returned idle client connection, or a new one. A new connection
+        // is accepted by one worker (accept_mutex off, EPOLLEXCLUSIVE: whichever waiting worker
+        // the kernel wakes), so the split of requests between workers follows which client
+        // connections happen to be hot, as in the lab.
+        let (conn, n, worker) = match self.client_idle.pop() {
+            Some((c, n, w)) => (c, n + 1, w),
+            None => {
+                let c = self.next_conn;
+                self.next_conn += 1;
+                let w = if cfg.workers > 1 {
+                    self.accept_rng.random_range(0..cfg.workers) as u16
+                } else {
+                    0
+                };
+                (c, 1, w)
+            }
+        };
         let r = match self.free.pop() {
             Some(r) => r,
             None => {
@@ -829,8 +1124,11 @@ impl<'a> Engine<'a> {
                     tries: 0,
                     pass: 0,
                     hops: Vec::with_capacity(4),
+                    resp: 200,
+                    worker: 0,
                     peer: 0,
                     cached: false,
+                    port: false,
                     err: TryError::Closed,
                 });
                 (self.reqs.len() - 1) as u32
@@ -843,6 +1141,7 @@ impl<'a> Engine<'a> {
             q.method = method;
             q.conn = conn;
             q.conn_requests = n;
+            q.worker = worker;
             q.hops.clear();
         }
         self.sum.requests += 1;
@@ -956,18 +1255,63 @@ impl<'a> Engine<'a> {
             Err(b) => return self.nlu(r, t, b),
         };
         let a = self.peers[p as usize].addr;
-        let cached = if self.cfg.keepalive > 0 && self.addrs[a as usize].idle > 0 {
-            self.addrs[a as usize].idle -= 1;
-            self.idle_total -= 1;
-            true
-        } else {
-            false
-        };
+        self.peers[p as usize].refs += 1;
+        // ngx_http_upstream_get_keepalive_peer: the most recently returned idle connection to
+        // this address in this worker's cache. One the backend has closed meanwhile is gone
+        // (nginx's close handler removed it when the FIN arrived).
+        let mut cached = false;
+        let mut doom_us = i64::MAX;
+        if self.cfg.keepalive > 0 {
+            let w = self.reqs[r as usize].worker as usize;
+            let cache = &mut self.caches[w];
+            let mut i = cache.len();
+            while i > 0 {
+                i -= 1;
+                if cache[i].addr != a {
+                    continue;
+                }
+                let item = cache.remove(i).expect("index in range");
+                if item.doom_us != i64::MAX {
+                    self.doomed[w] -= 1;
+                }
+                if item.doom_us > t {
+                    cached = true;
+                    doom_us = item.doom_us;
+                    break;
+                }
+            }
+        }
         // Faults decide the try's fate, in timeline order.
         let mut extra = 0i64;
         let mut failure_free_latency = 0i64;
         let mut failure: Option<(TryError, i64, Option<u16>)> = None;
+        let mut port = false;
+        if let Some(pc) = &self.cfg.ephemeral_ports {
+            // A new connection binds an ephemeral port toward this address; none is free
+            // while every port is open or in TIME_WAIT (tcp_tw_reuse = 0).
+            if self.ports.len() <= a as usize {
+                self.ports.resize_with(a as usize + 1, PortState::default);
+            }
+            let ps = &mut self.ports[a as usize];
+            while ps.time_wait.front().is_some_and(|&e| e <= t) {
+                ps.time_wait.pop_front();
+            }
+            if ps.open as usize + ps.time_wait.len() >= pc.count as usize {
+                failure = Some((TryError::NoPort, 0, None));
+            } else {
+                ps.open += 1;
+                port = true;
+            }
+        }
+        if failure.is_none() && doom_us != i64::MAX {
+            // Reused inside a reclaim's gap: the backend swallows the request and the close
+            // arrives at the doom time (its hit was counted when the close was decided).
+            failure = Some((TryError::Closed, (doom_us - t).max(1), None));
+        }
         for fi in 0..self.faults.len() {
+            if failure.is_some() {
+                break;
+            }
             let f = &self.faults[fi];
             if !(f.start <= t && t < f.end && matches_target(f.target, &self.addrs[a as usize])) {
                 continue;
@@ -982,11 +1326,14 @@ impl<'a> Engine<'a> {
                     failure = Some((err, 100, Some(fi as u16)));
                 }
                 FaultKind::Rst { p } => {
-                    if p >= 1.0 || self.rng.random::<f64>() < p {
+                    // The backend resets at accept: only a new connection can be hit.
+                    if !cached && (p >= 1.0 || self.rng.random::<f64>() < p) {
                         failure = Some((TryError::Reset, 200, Some(fi as u16)));
                     }
                 }
-                FaultKind::Reclaim {
+                // Decided per response, in `complete`.
+                FaultKind::Reclaim { .. } => {}
+                FaultKind::Stale {
                     p,
                     delay_min,
                     delay_max,
@@ -1002,7 +1349,8 @@ impl<'a> Engine<'a> {
                 }
                 FaultKind::Fail { p } => {
                     if self.rng.random::<f64>() < p {
-                        let d = self.latency.sample(&mut self.rng);
+                        let d = self.samplers[self.addrs[a as usize].lat as usize]
+                            .sample(&mut self.rng);
                         failure = Some((TryError::Closed, d.max(1), Some(fi as u16)));
                     }
                 }
@@ -1011,13 +1359,26 @@ impl<'a> Engine<'a> {
                     self.faults[fi].hits += 1;
                 }
             }
-            if failure.is_some() {
-                break;
-            }
         }
         // proxy_read_timeout: a try slower than it fails with 504 instead of completing.
+        let mut resp = 200;
         if failure.is_none() {
-            let l = self.latency.sample(&mut self.rng) + extra;
+            let mut l =
+                self.samplers[self.addrs[a as usize].lat as usize].sample(&mut self.rng) + extra;
+            let pi = self.addrs[a as usize].pool;
+            if pi != u16::MAX {
+                // The backend first waits for a pool connection, then makes its round trips.
+                let pc = &self.cfg.pools[pi as usize];
+                let service = l + pc.round_trips as i64 * pc.round_trip.0;
+                match self.pools[pi as usize].acquire(t, service, pc.acquire_timeout.0) {
+                    Some(wait) => l = wait + service,
+                    None => {
+                        self.pools[pi as usize].timeouts += 1;
+                        l += pc.acquire_timeout.0;
+                        resp = 503;
+                    }
+                }
+            }
             if l > self.cfg.read_timeout.0 {
                 failure = Some((TryError::Timeout, self.cfg.read_timeout.0 - extra, None));
             } else {
@@ -1027,6 +1388,7 @@ impl<'a> Engine<'a> {
         let q = &mut self.reqs[r as usize];
         q.peer = p;
         q.cached = cached;
+        q.port = port;
         let pass_start = q.hops.last().is_some_and(|h| h.end_us < 0);
         if pass_start {
             q.hops.pop();
@@ -1043,7 +1405,7 @@ impl<'a> Engine<'a> {
                     status: if err == TryError::Timeout { 504 } else { 502 },
                     start_us: t,
                     end_us: t + d + extra,
-                    connected: err != TryError::Refused,
+                    connected: !matches!(err, TryError::Refused | TryError::NoPort),
                     pass_start,
                 });
                 self.push(t + d + extra, Ev::Fail(r));
@@ -1051,9 +1413,10 @@ impl<'a> Engine<'a> {
             None => {
                 let l = failure_free_latency;
                 let q = &mut self.reqs[r as usize];
+                q.resp = resp;
                 q.hops.push(Hop {
                     addr: a,
-                    status: 200,
+                    status: resp,
                     start_us: t,
                     end_us: t + l,
                     connected: true,
@@ -1061,6 +1424,42 @@ impl<'a> Engine<'a> {
                 });
                 self.push(t + l, Ev::Complete(r));
             }
+        }
+        Ok(())
+    }
+
+    /// A readiness probe straight to a pool backend: its `/ready` makes one round trip
+    /// through the same pool. A prober that gives up leaves the queue without a connection.
+    fn probe(&mut self, i: usize, t: i64) -> std::io::Result<()> {
+        let pc = &self.cfg.pools[i];
+        let Some(pr) = &pc.probe else {
+            return Ok(());
+        };
+        let lat = self
+            .addrs
+            .iter()
+            .find(|a| a.pool == i as u16)
+            .map_or(0, |a| a.lat as usize);
+        let service = self.samplers[lat].sample(&mut self.rng) + pc.round_trip.0;
+        let wait = self.pools[i].acquire(t, service, pr.timeout.0.min(pc.acquire_timeout.0));
+        if wait.is_none() && pc.acquire_timeout.0 <= pr.timeout.0 {
+            // The pool gave up before the prober did.
+            self.pools[i].timeouts += 1;
+        }
+        let took = wait.map(|w| w + service);
+        let ok = took.is_some_and(|d| d <= pr.timeout.0);
+        if let Some(l) = &mut self.logs {
+            l.probe(
+                t,
+                &pc.name,
+                &pr.path,
+                ok,
+                if ok { took.unwrap_or(0) } else { pr.timeout.0 },
+            )?;
+        }
+        let next = t + pr.interval.0;
+        if next <= self.cfg.epoch_us + self.cfg.duration.0 {
+            self.push(next, Ev::Probe(i as u16));
         }
         Ok(())
     }
@@ -1078,18 +1477,22 @@ impl<'a> Engine<'a> {
             let q = &self.reqs[r as usize];
             (q.peer, q.err, q.cached, q.method)
         };
+        self.try_ended(r, t, err == TryError::Timeout);
         self.sum.try_failures += 1;
         let a = self.peers[p as usize].addr;
+        if err == TryError::NoPort {
+            self.sum.port_exhausted += 1;
+        }
         if let Some(l) = &mut self.logs {
             let q = &self.reqs[r as usize];
-            l.error_req(
-                t,
-                "error",
-                q,
-                &self.methods,
-                err.line(),
-                &self.addrs[a as usize].text,
-            )?;
+            let text = &self.addrs[a as usize].text;
+            if err == TryError::NoPort {
+                // connect() itself failed: nginx names the address and logs it as critical.
+                let msg = format!("connect() to {text} {}", err.line());
+                l.error_req(t, "crit", q, &self.methods, &msg, text)?;
+            } else {
+                l.error_req(t, "error", q, &self.methods, err.line(), text)?;
+            }
         }
         // Free the peer as failed (ngx_http_upstream_free_round_robin_peer): `single` is read
         // from the peer list as it is now, even if the failed peer was swapped out meanwhile.
@@ -1149,8 +1552,8 @@ impl<'a> Engine<'a> {
             Busy::MaxFails => NluClass::MaxfailsWipeout,
             Busy::Tried => NluClass::TriesExhausted,
             Busy::Empty => {
-                if self.hosts.iter().any(|h| h.short_mem) && !self.hosts.iter().any(|h| h.empty_nx)
-                {
+                let own = || self.hosts.iter().filter(|h| !h.filler);
+                if own().any(|h| h.short_mem) && !own().any(|h| h.empty_nx) {
                     NluClass::ZoneMemoryExhausted
                 } else {
                     NluClass::DnsNxdomain
@@ -1185,35 +1588,96 @@ impl<'a> Engine<'a> {
         self.finalize(r, t, 502, Some(class))
     }
 
+    /// The try in progress ended: its peer reference goes (a zombie peer's memory with the
+    /// last one), and its connection's port, into TIME_WAIT when nginx closed it (a response
+    /// without keep-alive, a timeout), at once when the backend did.
+    fn try_ended(&mut self, r: u32, t: i64, nginx_closed: bool) {
+        let (p, port) = {
+            let q = &mut self.reqs[r as usize];
+            (q.peer, std::mem::take(&mut q.port))
+        };
+        let peer = &mut self.peers[p as usize];
+        peer.refs -= 1;
+        if peer.refs == 0 && peer.zombie {
+            peer.zombie = false;
+            self.zone_used -= 1;
+        }
+        if port && let Some(pc) = &self.cfg.ephemeral_ports {
+            let ps = &mut self.ports[peer.addr as usize];
+            ps.open -= 1;
+            if nginx_closed {
+                let mut free = t + pc.time_wait.0;
+                let g = pc.granularity.0;
+                if g > 0 {
+                    // The timer fires at the next bucket of the kernel's timer wheel.
+                    free = (free - self.tw_phase).div_euclid(g) * g + self.tw_phase;
+                    if free < t + pc.time_wait.0 {
+                        free += g;
+                    }
+                }
+                ps.time_wait.push_back(free);
+            }
+        }
+    }
+
     fn complete(&mut self, r: u32, t: i64) -> std::io::Result<()> {
+        // keepalive = 0 when ports are modelled: nginx closes the connection after the response.
+        self.try_ended(r, t, true);
         let p = self.reqs[r as usize].peer;
         let peer = &mut self.peers[p as usize];
         if peer.accessed_s < peer.checked_s {
             peer.fails = 0;
         }
-        let a = peer.addr as usize;
+        let a = peer.addr;
         if self.cfg.keepalive > 0 {
-            // nginx's keepalive cache always keeps the connection just freed: when it is full,
-            // the least recently used one is closed. Connections of one address are
-            // interchangeable, so evict from the address that was returned to longest ago.
-            if self.idle_total >= self.cfg.keepalive {
-                let victim = self
-                    .addrs
-                    .iter()
-                    .enumerate()
-                    .filter(|(_, x)| x.idle > 0)
-                    .min_by_key(|(_, x)| x.returned_us)
-                    .map(|(i, _)| i);
-                if let Some(v) = victim {
-                    self.addrs[v].idle -= 1;
-                    self.idle_total -= 1;
+            // The backend decides after this response whether it will close the connection
+            // (the lab backend's `reclaim`): the doom travels with the connection.
+            let mut doom_us = i64::MAX;
+            for fi in 0..self.faults.len() {
+                let f = &self.faults[fi];
+                if let FaultKind::Reclaim {
+                    p,
+                    delay_min,
+                    delay_max,
+                } = f.kind
+                    && f.start <= t
+                    && t < f.end
+                    && matches_target(f.target, &self.addrs[a as usize])
+                    && self.rng.random::<f64>() < p
+                {
+                    let d = if delay_max.0 > delay_min.0 {
+                        self.rng.random_range(delay_min.0..=delay_max.0)
+                    } else {
+                        delay_min.0
+                    };
+                    doom_us = t + d;
+                    self.faults[fi].hits += 1;
+                    break;
                 }
             }
-            self.addrs[a].idle += 1;
-            self.addrs[a].returned_us = t;
-            self.idle_total += 1;
+            // ngx_http_upstream_free_keepalive_peer: the connection just freed is always kept;
+            // a full cache closes its least recently used one. Connections the backend already
+            // closed left the cache when their close arrived.
+            let keepalive = self.cfg.keepalive as usize;
+            let w = self.reqs[r as usize].worker as usize;
+            let cache = &mut self.caches[w];
+            if cache.len() >= keepalive && self.doomed[w] > 0 {
+                cache.retain(|i| i.doom_us > t);
+                self.doomed[w] = cache.iter().filter(|i| i.doom_us != i64::MAX).count() as u32;
+            }
+            if cache.len() >= keepalive
+                && let Some(old) = cache.pop_front()
+                && old.doom_us != i64::MAX
+            {
+                self.doomed[w] -= 1;
+            }
+            if doom_us != i64::MAX {
+                self.doomed[w] += 1;
+            }
+            cache.push_back(Idle { addr: a, doom_us });
         }
-        self.finalize(r, t, 200, None)
+        let resp = self.reqs[r as usize].resp;
+        self.finalize(r, t, resp, None)
     }
 
     fn finalize(
@@ -1255,6 +1719,7 @@ impl<'a> Engine<'a> {
         }
         match status {
             200 => self.sum.ok += 1,
+            503 => self.sum.status_503 += 1,
             504 => {
                 self.sum.status_504 += 1;
                 self.sum.upstream_failures += 1;
@@ -1274,11 +1739,19 @@ impl<'a> Engine<'a> {
             let q = &self.reqs[r as usize];
             // nginx's built-in error pages.
             let bytes = match status {
-                200 => self.cfg.response_bytes,
+                200 | 503 => self.cfg.response_bytes,
                 504 => 167,
                 _ => 157,
             };
+            // The backend's `x-backend` header, on answers that came from a backend.
+            let header = q
+                .hops
+                .last()
+                .filter(|h| h.addr != BE && h.status == status)
+                .and_then(|h| self.cfg.names.get(&self.addrs[h.addr as usize].text))
+                .map(String::as_str);
             l.access(AccessLine {
+                header,
                 end_us: t,
                 status,
                 req: q,
@@ -1288,6 +1761,14 @@ impl<'a> Engine<'a> {
                 uri: &self.cfg.uri,
                 bytes,
             })?;
+        }
+        // The client connection goes back to the generator's pool, unless nginx closed it after
+        // `keepalive_requests` or the pool keeps enough idle ones already.
+        let q = &self.reqs[r as usize];
+        if q.conn_requests < self.cfg.keepalive_requests
+            && self.client_idle.len() < self.cfg.client_connections as usize
+        {
+            self.client_idle.push((q.conn, q.conn_requests, q.worker));
         }
         self.free.push(r);
         Ok(())
@@ -1307,6 +1788,11 @@ fn fault_spec(k: &FaultKind) -> String {
     match k {
         FaultKind::Refuse => "refuse".into(),
         FaultKind::Rst { p } => format!("rst:p={p}"),
+        FaultKind::Stale {
+            p,
+            delay_min,
+            delay_max,
+        } => format!("stale:p={p},delay={}..{}", d(delay_min.0), d(delay_max.0)),
         FaultKind::Reclaim {
             p,
             delay_min,
@@ -1420,6 +1906,16 @@ pub(crate) fn inverse_normal_cdf(p: f64) -> f64 {
     } else {
         -inverse_normal_cdf(1.0 - p)
     }
+}
+
+/// Does this answer fit a 512-byte UDP response (nginx sends no EDNS)? Header, question, and
+/// per record a compressed name pointer, type, class, TTL, length and the address.
+fn fits_udp(name: &str, ips: &[IpAddr]) -> bool {
+    // A and AAAA are separate queries: each answer must fit on its own.
+    let question = name.trim_end_matches('.').len() + 2 + 4;
+    let v4 = ips.iter().filter(|ip| ip.is_ipv4()).count();
+    let v6 = ips.len() - v4;
+    12 + question + 16 * v4 <= 512 && 12 + question + 28 * v6 <= 512
 }
 
 #[cfg(test)]

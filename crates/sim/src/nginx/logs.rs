@@ -1,13 +1,13 @@
 //! The files a simulated run leaves, in the same formats as a real lab run: nginx's
 //! `access.log` (the lab `log_format`) and `error.log`, and our `dns.jsonl`, `events.jsonl`,
-//! `load.jsonl`.
+//! `load.jsonl`, and for pool backends `backends.json` and `probes.jsonl`.
 
 use super::config::SimConfig;
-use super::engine::{Addr, BE, Req};
+use super::engine::{Addr, BE, PoolState, Req};
 use std::fs::File;
 use std::io::{self, BufWriter, Write};
 use std::net::IpAddr;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 pub(crate) struct Logs {
     access: BufWriter<File>,
@@ -15,6 +15,8 @@ pub(crate) struct Logs {
     dns: BufWriter<File>,
     events: BufWriter<File>,
     load: BufWriter<File>,
+    probes: Option<BufWriter<File>>,
+    dir: PathBuf,
     pid: u32,
     tz_offset_s: i64,
     client: String,
@@ -35,6 +37,8 @@ pub(crate) struct AccessLine<'a> {
     pub method: &'a str,
     pub uri: &'a str,
     pub bytes: u64,
+    /// The answering backend's `x-backend` header, if it has a name.
+    pub header: Option<&'a str>,
 }
 
 fn create(dir: &Path, name: &str) -> io::Result<BufWriter<File>> {
@@ -84,6 +88,12 @@ impl Logs {
             dns: create(dir, "dns.jsonl")?,
             events: create(dir, "events.jsonl")?,
             load: create(dir, "load.jsonl")?,
+            probes: if cfg.pools.iter().any(|p| p.probe.is_some()) {
+                Some(create(dir, "probes.jsonl")?)
+            } else {
+                None
+            },
+            dir: dir.to_path_buf(),
             pid: cfg.pid,
             tz_offset_s: cfg.tz_offset_s as i64,
             client: "127.0.0.1".into(),
@@ -97,14 +107,22 @@ impl Logs {
             l.events,
             r#"{{"schema":"resolvelab.events/v1","engine":"sim"}}"#
         )?;
+        if let Some(p) = &mut l.probes {
+            writeln!(p, r#"{{"schema":"resolvelab.probes/v1","engine":"sim"}}"#)?;
+        }
+        let plan = if cfg.arrivals.is_empty() {
+            format!("{}", cfg.rps)
+        } else {
+            format!("{} scheduled requests", cfg.arrivals.len())
+        };
         let header = serde_json::json!({
             "schema": "resolvelab.load/v1",
             "target": format!("http://{}{}", cfg.listen, cfg.uri),
-            "plan": format!("{}", cfg.rps),
+            "plan": plan,
             "start_us": cfg.epoch_us,
             "seed": cfg.seed,
             "connections": cfg.client_connections,
-            "header_capture": null,
+            "header_capture": if cfg.names.is_empty() { None } else { Some("x-backend") },
             "engine": "sim",
         });
         writeln!(l.load, "{header}")?;
@@ -137,7 +155,8 @@ impl Logs {
         msg: &str,
         upstream: &str,
     ) -> io::Result<()> {
-        let pid = self.pid;
+        // Each worker process logs under its own pid.
+        let pid = self.pid + req.worker as u32;
         let stamp = self.stamp(t_us).to_string();
         writeln!(
             self.error,
@@ -164,13 +183,15 @@ impl Logs {
         ttl: i64,
         changed: bool,
         injected: bool,
+        tcp: bool,
+        truncated: bool,
     ) -> io::Result<()> {
-        let v = serde_json::json!({
+        let mut v = serde_json::json!({
             "t_us": t_us,
             "client": format!("127.0.0.1:{client_port}"),
             "qname": qname,
             "qtype": qtype,
-            "transport": "udp",
+            "transport": if tcp { "tcp" } else { "udp" },
             "id": id,
             "mode": mode,
             "rcode": rcode,
@@ -179,6 +200,10 @@ impl Logs {
             "changed": changed,
             "injected": injected,
         });
+        // Like the lab authority: the flag only on a truncated UDP answer.
+        if truncated {
+            v["truncated"] = serde_json::Value::Bool(true);
+        }
         writeln!(self.dns, "{v}")
     }
 
@@ -246,7 +271,8 @@ impl Logs {
         let lat = a.end_us - q.arrival_us;
         writeln!(
             self.load,
-            r#"{{"t_us":{t},"sent_us":{t},"latency_us":{lat},"uncorrected_us":{lat},"status":{s},"bytes":{b},"error":null,"conn":{c},"method":"{m}","header":null,"seq":{seq}}}"#,
+            r#"{{"t_us":{t},"sent_us":{t},"latency_us":{lat},"uncorrected_us":{lat},"status":{s},"bytes":{b},"error":null,"conn":{c},"method":"{m}","header":{h},"seq":{seq}}}"#,
+            h = serde_json::Value::from(a.header),
             t = q.arrival_us,
             s = a.status,
             b = a.bytes,
@@ -256,7 +282,73 @@ impl Logs {
         )
     }
 
+    /// One readiness probe (`probes.jsonl`, the lab prober's format).
+    pub(crate) fn probe(
+        &mut self,
+        t_us: i64,
+        target: &str,
+        path: &str,
+        ok: bool,
+        latency_us: i64,
+    ) -> io::Result<()> {
+        if let Some(p) = &mut self.probes {
+            let v = serde_json::json!({
+                "t_us": t_us,
+                "sent_us": t_us,
+                "target": target,
+                "path": path,
+                "ok": ok,
+                "status": if ok { Some(200) } else { None },
+                "latency_us": latency_us,
+                "error": if ok { None } else { Some("timeout") },
+            });
+            writeln!(p, "{v}")?;
+        }
+        Ok(())
+    }
+
+    /// `backends.json`: each pool backend's pool statistics, as the lab backends report them.
+    pub(crate) fn backends_json(&mut self, cfg: &SimConfig, pools: &[PoolState]) -> io::Result<()> {
+        if pools.is_empty() {
+            return Ok(());
+        }
+        let mut out = serde_json::Map::new();
+        for (pc, st) in cfg.pools.iter().zip(pools) {
+            let mut w = st.waits.clone();
+            w.sort_unstable();
+            let q = |f: f64| {
+                w.get(((w.len() as f64 * f).ceil() as usize).saturating_sub(1))
+                    .copied()
+                    .unwrap_or(0)
+            };
+            out.insert(
+                pc.name.clone(),
+                serde_json::json!({
+                    "name": pc.name,
+                    "listen": pc.target,
+                    "engine": "sim",
+                    "pool": {
+                        "size": pc.pool,
+                        "acquired": w.len(),
+                        "timeouts": st.timeouts,
+                        "opened": st.opened,
+                        "wait_us_p50": q(0.5),
+                        "wait_us_p90": q(0.9),
+                        "wait_us_p99": q(0.99),
+                        "wait_us_max": w.last().copied().unwrap_or(0),
+                    },
+                }),
+            );
+        }
+        let text = serde_json::to_string_pretty(&serde_json::Value::Object(out))
+            .map_err(io::Error::other)?;
+        std::fs::write(self.dir.join("backends.json"), text + "\n")
+    }
+
     pub(crate) fn flush(&mut self) -> io::Result<()> {
+        if let Some(p) = &mut self.probes {
+            p.flush()?;
+        }
         for w in [
             &mut self.access,
             &mut self.error,

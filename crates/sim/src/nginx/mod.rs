@@ -5,20 +5,31 @@
 //!   peer added or removed); the **requery timer** fires `valid + 1 s` after an answer;
 //! * **NXDOMAIN** (and an empty NOERROR) removes every peer of the host until the next successful
 //!   requery; SERVFAIL/REFUSED/timeouts keep the peers and retry after `max(resolver_timeout, 1 s)`;
-//! * the zone's **slab capacity** (`zone_bytes / peer_bytes`): additions stop with
-//!   `cannot add new server to upstream "be", memory exhausted` after the removals happened;
+//! * the zone's **slab capacity** (`zone_bytes / peer_bytes`), shared with a second group
+//!   (`zone_filler`) whose name's answers take peers too: additions stop with
+//!   `cannot add new server to upstream "be", memory exhausted` after the removals happened,
+//!   and a removed peer that in-flight tries still reference stays allocated (a **zombie**)
+//!   until the last of them ends;
+//! * a finite **ephemeral port range** without TIME_WAIT reuse (`ephemeral_ports`): a connect
+//!   with no free port toward the backend fails at once with `(99: Cannot assign requested
+//!   address)`;
 //! * peer selection snapshots the generation at request init: a changed generation at any later
 //!   pick returns BUSY → `no live upstreams` (**generation race**, at the first pick inside a µs
 //!   window, or at a retry), and the BUSY path skips `backup`;
 //! * the **single guard** (one primary peer, no backup: max_fails off, tries → 0);
 //!   `max_fails`/`fail_timeout` (defaults 1 / 10 s, one-second clock) with the
 //!   `upstream server temporarily disabled` warning;
-//! * the upstream **keep-alive cache** and the try compensation for a failed cached connection;
+//! * the upstream **keep-alive cache**, one per worker process (`workers`), and the try
+//!   compensation for a failed cached connection;
 //!   `proxy_next_upstream` (error/timeout/non_idempotent) and `_tries`; POST after the request was
 //!   sent is not retried; `proxy_read_timeout` (504, `upstream timed out (110…)`);
 //! * the `error_page 502 = @retry_once` **shim**: a second pass with a new snapshot;
-//! * first-try failure processes as fault windows: keep-alive **reclaim race** (probability and
-//!   detection delay, cached connections only), resets, refused connections, added latency.
+//! * first-try failure processes as fault windows: the lab backend's keep-alive **reclaim race**
+//!   (after a response the backend closes the connection a little later; only a request reusing
+//!   it in that gap fails), `stale` cached connections (a per-try probability, for production
+//!   questions), resets of new connections, refused connections, added latency;
+//! * the load generator's client connections, reused most-recent-first like the lab's, each
+//!   accepted by one nginx worker.
 //!
 //! ```
 //! use resolvelab_sim::nginx::{DnsMode, DnsPhase, ServerLine, SimConfig, Us, simulate_counts};
@@ -44,8 +55,8 @@ mod logs;
 pub mod predict;
 
 pub use config::{
-    DnsMode, DnsPhase, FaultKind, FaultWindow, Latency, NextUpstream, RetryShim, ServerLine,
-    SimConfig, Us,
+    BackendPool, DnsMode, DnsPhase, EphemeralPorts, FaultKind, FaultWindow, Latency, NextUpstream,
+    Probe, RetryShim, ServerLine, SimConfig, Us, ZoneFiller,
 };
 
 use anyhow::{Context, Result};
@@ -60,11 +71,15 @@ seed = 1
 rps = 300
 duration = "120s"
 valid = "5s"            # resolver ... valid=5s  → a requery every 6 s
-keepalive = 16          # upstream keepalive 16
+keepalive = 16          # upstream keepalive 16 (per worker)
+workers = 1             # worker_processes
 first_pick_window_us = 1.0
 latency = { dist = "uniform", min = "1ms", max = "5ms" }
 mix = [["GET", 1.0]]
 # retry_shim = { methods = ["GET", "HEAD", "OPTIONS"] }   # error_page 502 = @retry_once
+# zone_filler = { name = "filler.test.local" }   # a 2nd group in the zone (give it [[dns]] phases)
+# ephemeral_ports = { count = 500 }   # tcp_tw_reuse = 0: 60 s TIME_WAIT per port (keepalive = 0)
+# backend_latency = { "127.0.0.20:8080" = { dist = "fixed", value = "100ms" } }
 
 [[servers]]
 host = "app.test.local"
@@ -84,7 +99,8 @@ at = "-1s"
 name = "app.test.local"
 mode = "alternate:127.0.0.20,127.0.0.30"
 
-# The keep-alive reclaim race: 30 % of cached-connection tries find the connection closed.
+# The keep-alive reclaim race, as the lab backend plays it: after 30 % of the responses the
+# backend closes the connection 0–50 ms later; a request nginx sends on it in that gap fails.
 [[faults]]
 start = "0s"
 end = "120s"
@@ -195,6 +211,8 @@ pub struct SimSummary {
     pub status_502: u64,
     /// Final 504s (`proxy_read_timeout`).
     pub status_504: u64,
+    /// Final 503s answered by a pool backend whose pool wait timed out.
+    pub status_503: u64,
     /// Final 502s that were `no live upstreams`, by class.
     pub nlu: ClassCounts,
     /// Final 502/504s after real tries, without NLU (`upstream-failure`).
@@ -221,14 +239,18 @@ pub struct SimSummary {
     pub dns_errors: u64,
     /// `upstream server temporarily disabled` lines.
     pub disabled_warnings: u64,
-    /// `memory exhausted` lines.
+    /// `memory exhausted` lines (either group of the zone).
     pub memory_exhausted: u64,
+    /// Tries that found no free ephemeral port (`99: Cannot assign requested address`).
+    pub port_exhausted: u64,
     /// Final generation counter.
     pub generation: u64,
     /// Hits of every fault window (same order as the config).
     pub fault_hits: Vec<u64>,
     /// Simulated load duration (µs).
     pub simulated_us: i64,
+    /// Per pool backend (same order as `pools`): pool connections ever opened.
+    pub pool_connections: Vec<u64>,
 }
 
 impl SimSummary {

@@ -155,7 +155,7 @@ pub fn baseline_config(p: &PredictInput) -> SimConfig {
         start: Us(-cfg.warmup.0),
         end: Us(p.sample.0 + 3_600_000_000),
         target: None,
-        fault: FaultKind::Reclaim {
+        fault: FaultKind::Stale {
             p: p.first_try_failure,
             delay_min: p.failure_delay.0,
             delay_max: p.failure_delay.1,
@@ -178,7 +178,7 @@ pub fn variants(p: &PredictInput) -> Vec<(String, String, SimConfig)> {
 /// The mitigations applied to any base config (a user's own `SimConfig` for `--config`):
 /// per-DC names (every DNS phase answers its first address only), the retry shim,
 /// `max_fails=0` on every server line, a larger `valid`, and keep-alive hygiene (reclaim and
-/// premature-close probabilities × `hygiene_factor`).
+/// stale and premature-close probabilities × `hygiene_factor`).
 pub fn variants_of(
     base: SimConfig,
     what: String,
@@ -227,7 +227,9 @@ pub fn variants_of(
     let mut hy = base;
     for f in &mut hy.faults {
         match &mut f.fault {
-            FaultKind::Reclaim { p: fp, .. } | FaultKind::Fail { p: fp } => *fp *= p.hygiene_factor,
+            FaultKind::Reclaim { p: fp, .. }
+            | FaultKind::Stale { p: fp, .. }
+            | FaultKind::Fail { p: fp } => *fp *= p.hygiene_factor,
             _ => {}
         }
     }
