@@ -329,6 +329,37 @@ fn real_nginx_zone_memory_exhausted() {
     assert!(sig["count"].as_u64().unwrap() >= 2);
 }
 
+/// The one first-pick race the real nginx has shown us: in a `zone-churn` run (the name
+/// switching between one address and 25, `valid=1s`, 100 rps, 50 switches) a request failed
+/// with a 1-hop NLU in the very millisecond the answer grew from 1 to 25 peers (5 s cut).
+#[test]
+fn real_nginx_first_pick_race() {
+    let v = check(
+        "real/first-pick.zone-churn",
+        &["generation-race-first-pick"],
+        &[
+            "generation-race-retry",
+            "dns-nxdomain",
+            "zone-memory-exhausted",
+        ],
+    );
+    assert_eq!(v["nlu"]["total"], 1);
+    assert_eq!(v["nlu"]["one_hop"], 1);
+    assert_eq!(v["nlu"]["paired"], 1);
+    let i = &v["incidents"].as_array().unwrap()[0];
+    assert_eq!(i["class"], "generation-race-first-pick");
+    assert!(
+        i["after_swap_ms"].as_i64().unwrap() <= 1,
+        "{}",
+        i["after_swap_ms"]
+    );
+    assert!(
+        notes(i).iter().any(|n| n.starts_with("peer-list change")),
+        "{:?}",
+        notes(i)
+    );
+}
+
 /// The real nginx out of ephemeral ports (`port-exhaustion --variant netns`, first 5 s): the
 /// first 500 requests (the port range) succeed, then every connect fails with errno 99.
 #[test]
