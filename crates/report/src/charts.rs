@@ -17,6 +17,18 @@ fn failed_svg(msg: &str, w: u32, h: u32) -> String {
     )
 }
 
+/// Draw into a fresh SVG string; a drawing error becomes a small SVG saying so, never a panic.
+fn svg(
+    (w, h): (u32, u32),
+    draw: impl FnOnce(&mut String, (u32, u32)) -> Result<(), String>,
+) -> String {
+    let mut out = String::new();
+    match draw(&mut out, (w, h)) {
+        Ok(()) => out,
+        Err(e) => failed_svg(&e, w, h),
+    }
+}
+
 /// Requests per second by outcome (ok / failed / NLU), swap markers (blue verticals) and
 /// incident bands (red shading). Times are epoch ms; the x axis is seconds since `t0_ms`.
 pub fn rate_svg(
@@ -27,12 +39,9 @@ pub fn rate_svg(
     title: &str,
     (w, h): (u32, u32),
 ) -> String {
-    let mut out = String::new();
-    let r = draw_rate(&mut out, s, t0_ms, swaps, bands, title, (w, h));
-    match r {
-        Ok(()) => out,
-        Err(e) => failed_svg(&e, w, h),
-    }
+    svg((w, h), |out, size| {
+        draw_rate(out, s, t0_ms, swaps, bands, title, size)
+    })
 }
 
 fn draw_rate(
@@ -129,11 +138,7 @@ fn draw_rate(
 
 /// Latency percentiles (p50, p90, p99, max) per bin, ms.
 pub fn latency_svg(s: &Series, t0_ms: i64, title: &str, (w, h): (u32, u32)) -> String {
-    let mut out = String::new();
-    match draw_latency(&mut out, s, t0_ms, title, (w, h)) {
-        Ok(()) => out,
-        Err(e) => failed_svg(&e, w, h),
-    }
+    svg((w, h), |out, size| draw_latency(out, s, t0_ms, title, size))
 }
 
 fn draw_latency(
@@ -242,11 +247,9 @@ pub fn backend_latency_svg(
     title: &str,
     (w, h): (u32, u32),
 ) -> String {
-    let mut out = String::new();
-    match draw_backend_latency(&mut out, backends, t0_ms, title, (w, h)) {
-        Ok(()) => out,
-        Err(e) => failed_svg(&e, w, h),
-    }
+    svg((w, h), |out, size| {
+        draw_backend_latency(out, backends, t0_ms, title, size)
+    })
 }
 
 fn draw_backend_latency(
