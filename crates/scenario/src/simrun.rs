@@ -41,6 +41,14 @@ pub const DEFAULT_NET: (u8, u8) = (0, 0);
 /// wipeout's end by up to 1 s) and its logs line up with the lab's.
 pub const EPOCH_ENV: &str = "RESOLVELAB_SIM_EPOCH_US";
 
+/// Environment variable: a lab run's `load.jsonl`. `scripts/fidelity.sh` sets it so the model's
+/// requests arrive when the lab's generator actually sent them, not on the plan's ideal grid: a
+/// loaded host holds requests back and releases them together (the lab's `sent_us − t_us`), and
+/// such bursts open extra client connections, which decides how requests spread over nginx's
+/// workers. The model has no CPU to stall, so the comparison takes the lab's arrivals as an input
+/// like the seed and the load start.
+pub const ARRIVALS_ENV: &str = "RESOLVELAB_SIM_ARRIVALS";
+
 /// The default simulated load start: 2026-11-30T06:00:00.5Z. Half a second past the second is
 /// the mean phase of a real run's load start relative to nginx's one-second clock.
 pub const DEFAULT_EPOCH_US: i64 = 1_796_018_400_500_000;
@@ -60,7 +68,11 @@ pub fn run(sc: &Scenario, opts: &RunOptions) -> Result<RunRecord> {
         })?,
         Err(_) => DEFAULT_EPOCH_US,
     };
-    let plan = plan(&sc, seed, (a, b), epoch)?;
+    let mut plan = plan(&sc, seed, (a, b), epoch)?;
+    if let Some(path) = std::env::var(ARRIVALS_ENV).ok().filter(|p| !p.is_empty()) {
+        plan.cfg.arrivals = lab_arrivals(Path::new(&path), plan.cfg.duration)?;
+        plan.cfg.rps = plan.cfg.arrivals.len() as f64 * 1e6 / plan.cfg.duration.0 as f64;
+    }
     let id = match &sc.variant_of {
         Some(v) => format!("{}.{}", sc.name, sanitize(v)),
         None => sc.name.clone(),
@@ -129,6 +141,9 @@ pub fn run(sc: &Scenario, opts: &RunOptions) -> Result<RunRecord> {
     };
     write_fingerprint(&dir, seed, started_us, plan.cfg.tz_offset_s)?;
     dir.write_json("run.json", &record)?;
+    // The model's own counts (ground truth for its logs, and the first-pick expectation that
+    // scripts/fidelity.sh pools over every row).
+    dir.write_json("sim.json", &summary)?;
     if opts.progress {
         eprintln!(
             "[{}] done: {} requests simulated, {} NLU; evidence in {}",
@@ -267,6 +282,30 @@ fn ephemeral_ports(
     }))
 }
 
+/// The send times of a lab run's requests (offsets from its load start, in order, inside the
+/// load's duration); requests the lab never sent are left out, as they never reached nginx.
+fn lab_arrivals(path: &Path, duration: Us) -> Result<Vec<Us>> {
+    let file = resolvelab_load::record::read_file(path)
+        .with_context(|| format!("{ARRIVALS_ENV}={}", path.display()))?;
+    let start = file.header.start_us;
+    let mut out: Vec<Us> = file
+        .records
+        .iter()
+        .filter_map(|r| r.sent_us)
+        .map(|t| Us(t - start))
+        .filter(|t| t.0 >= 0 && t.0 < duration.0)
+        .collect();
+    out.sort_unstable();
+    if out.is_empty() {
+        bail!(
+            "{ARRIVALS_ENV}={}: no request was sent inside the scenario's load duration; \
+             pass the load.jsonl of a run of this scenario",
+            path.display()
+        );
+    }
+    Ok(out)
+}
+
 fn plan(sc: &Scenario, seed: u64, (a, b): (u8, u8), epoch_us: i64) -> Result<Plan> {
     let n = &sc.nginx;
     let unsupported = |field: &str, why: &str| -> anyhow::Error {
@@ -398,6 +437,9 @@ fn plan(sc: &Scenario, seed: u64, (a, b): (u8, u8), epoch_us: i64) -> Result<Pla
     }
     cfg.mix = mix(&sc.load.mix)?;
     cfg.client_connections = sc.load.connections.max(1);
+    // The real runner connects once to see nginx listening (`Instance::wait_listening`): the
+    // first accept, which sends the load's first connection to the other worker.
+    cfg.accepts_before_load = 1;
     // The lab renders `keepalive_requests 100000` (crates/scenario/src/render.rs).
     cfg.keepalive_requests = 100_000;
     if cfg.retry_shim.is_none() && n.retry_shim {
@@ -1085,6 +1127,37 @@ mod tests {
             sc = sc.variant(v).unwrap();
         }
         sim_config(&sc, 1, (0, 0)).unwrap()
+    }
+
+    #[test]
+    fn lab_arrivals_are_the_sent_times_in_order() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("load.jsonl");
+        // Completion order, one request never sent, one after the load's end.
+        let rec = |t: i64, sent: Option<i64>| {
+            format!(
+                "{{\"t_us\":{t},\"sent_us\":{},\"latency_us\":null,\"uncorrected_us\":null,\
+                 \"status\":200,\"bytes\":3,\"error\":null,\"conn\":1,\"method\":\"GET\",\
+                 \"header\":null,\"seq\":0}}\n",
+                sent.map_or("null".to_string(), |s| s.to_string())
+            )
+        };
+        let start = 1_000_000_000;
+        let text = format!(
+            "{{\"schema\":\"resolvelab.load/v1\",\"target\":\"http://127.0.0.1:8080/\",\
+             \"plan\":\"100\",\"start_us\":{start},\"seed\":1}}\n{}{}{}{}",
+            rec(start + 20_000, Some(start + 27_800)),
+            rec(start + 10_000, Some(start + 27_750)),
+            rec(start + 30_000, None),
+            rec(start + 2_000_000, Some(start + 2_000_100)),
+        );
+        std::fs::write(&path, text).unwrap();
+        let a = lab_arrivals(&path, Us::s(1)).unwrap();
+        assert_eq!(a, vec![Us(27_750), Us(27_800)]);
+        // A file with nothing inside the duration is refused on one line.
+        let e = lab_arrivals(&path, Us::ms(10)).unwrap_err();
+        let msg = format!("{e:#}");
+        assert!(msg.contains(ARRIVALS_ENV) && !msg.contains('\n'), "{msg}");
     }
 
     #[test]

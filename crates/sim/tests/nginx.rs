@@ -464,25 +464,62 @@ fn ephemeral_ports_run_out_without_time_wait_reuse() {
 }
 
 #[test]
-fn first_pick_window_is_a_parameter() {
+fn first_pick_race_needs_another_worker_and_scales_with_the_window() {
     let mut cfg = base("alternate:127.0.0.20,127.0.0.30");
     cfg.valid = Some(Us::s(1));
     cfg.rps = 3000.0;
     cfg.duration = Us::s(300);
+    cfg.client_connections = 64;
+    // One worker resolves and serves: the snapshot and the pick are one event-loop step, so no
+    // change can fall between them, whatever the window.
+    cfg.workers = 1;
+    cfg.first_pick_window_us = 700.0;
+    let one = simulate_counts(&cfg).unwrap();
+    assert!(one.swaps > 140);
+    assert_eq!((one.nlu_total(), one.first_pick_expected), (0, 0.0));
+    // Two workers, no window: none.
+    cfg.workers = 2;
     cfg.first_pick_window_us = 0.0;
     assert_eq!(simulate_counts(&cfg).unwrap().nlu_total(), 0);
-    // A 7 µs window at 3000 rps over ~149 swaps: expect ≈ 149 × 3000 × 7e-6 ≈ 3.1.
-    cfg.first_pick_window_us = 7.0;
-    let s = simulate_counts(&cfg).unwrap();
-    assert_eq!(s.nlu_total(), s.nlu.generation_race_first_pick);
-    assert!(s.swaps > 140);
-    // A huge window makes it frequent: it scales with the window.
+    // Two workers: worker 1 takes about half of the 3,000 rps, so each of ~149 changes catches
+    // one of its requests with p ≈ 1,500 × window. 700 µs: p ≈ 0.65, ≈ 97 races.
     cfg.first_pick_window_us = 700.0;
-    let big = simulate_counts(&cfg)
-        .unwrap()
-        .nlu
-        .generation_race_first_pick;
-    assert!((200..=450).contains(&big), "{big}");
+    let big = simulate_counts(&cfg).unwrap();
+    assert_eq!(big.nlu_total(), big.nlu.generation_race_first_pick);
+    assert!(
+        (50.0..=140.0).contains(&big.first_pick_expected),
+        "{}",
+        big.first_pick_expected
+    );
+    let n = big.nlu.generation_race_first_pick as f64;
+    let (lo, hi) =
+        resolvelab_sim::nginx::predict::poisson_95(big.first_pick_expected.round() as u64);
+    assert!(
+        n >= lo.floor() && n <= hi.ceil(),
+        "{n} races vs {}",
+        big.first_pick_expected
+    );
+    // The expectation grows with the window: p = 1 − e^(−rate·window), proportional while
+    // small (7 µs: at most 3,000 rps × 7 µs per change) and saturating at 700 µs.
+    cfg.first_pick_window_us = 7.0;
+    let small = simulate_counts(&cfg).unwrap();
+    assert!(small.first_pick_expected > 0.0);
+    assert!(small.first_pick_expected <= small.swaps as f64 * 3000.0 * 7e-6);
+    let ratio = big.first_pick_expected / small.first_pick_expected;
+    assert!((30.0..=100.0).contains(&ratio), "{ratio}");
+    // Only requests of the worker that does not resolve are refused (nginx's pid + 1 in the logs).
+    let dir = tempfile::tempdir().unwrap();
+    cfg.first_pick_window_us = 700.0;
+    cfg.duration = Us::s(60);
+    let s = simulate(&cfg, dir.path()).unwrap();
+    assert!(s.nlu.generation_race_first_pick > 0);
+    let err = std::fs::read_to_string(dir.path().join("error.log")).unwrap();
+    let nlu: Vec<&str> = err
+        .lines()
+        .filter(|l| l.contains("no live upstreams"))
+        .collect();
+    assert_eq!(nlu.len() as u64, s.nlu.generation_race_first_pick);
+    assert!(nlu.iter().all(|l| l.contains("[error] 1235#0:")), "{nlu:?}");
 }
 
 #[test]
@@ -1078,5 +1115,63 @@ mode = "multi:200@127.0.0.30"
             .unwrap_err()
             .to_string()
             .contains("zone_filler.upstream")
+    );
+}
+
+#[test]
+fn client_connections_are_accepted_in_epollexclusive_order() {
+    // nginx re-registers a worker on the listening socket after its 1st, 17th, 33rd … accept
+    // and Linux wakes the first registered worker: after the lab runner's readiness connect
+    // (worker 0's 1st accept), the load's first connection goes to worker 1 (its 1st), the
+    // next 16 to worker 0 (its 2nd–17th), then 16 to worker 1, and so on.
+    let mut cfg = SimConfig::new(vec![ServerLine::fixed("127.0.0.20", 8080)]);
+    cfg.workers = 2;
+    cfg.accepts_before_load = 1;
+    cfg.rps = 1000.0;
+    cfg.duration = Us::ms(100);
+    // Every request holds its client connection for 60 ms and logs one error line with its
+    // worker's pid: the first 60 requests open 60 connections.
+    cfg.latency = Latency::Fixed { value: Us::ms(60) };
+    cfg.faults = vec![FaultWindow {
+        start: Us(0),
+        end: Us::s(10),
+        target: None,
+        fault: FaultKind::Fail { p: 1.0 },
+    }];
+    let dir = tempfile::tempdir().unwrap();
+    simulate(&cfg, dir.path()).unwrap();
+    let err = std::fs::read_to_string(dir.path().join("error.log")).unwrap();
+    let mut by_conn = std::collections::BTreeMap::new();
+    for l in err.lines() {
+        let pid = l
+            .split("] ")
+            .nth(1)
+            .and_then(|s| s.split('#').next())
+            .unwrap();
+        let conn: u64 = l
+            .split(": *")
+            .nth(1)
+            .unwrap()
+            .split(' ')
+            .next()
+            .unwrap()
+            .parse()
+            .unwrap();
+        by_conn.insert(conn, pid.to_string());
+    }
+    let order: Vec<&str> = by_conn.values().map(String::as_str).take(49).collect();
+    let mut want = vec!["1235"];
+    want.extend(["1234"; 16]);
+    want.extend(["1235"; 16]);
+    want.extend(["1234"; 16]);
+    assert_eq!(order, want);
+    // Without the readiness connect, worker 0 takes the first connection instead.
+    cfg.accepts_before_load = 0;
+    let dir = tempfile::tempdir().unwrap();
+    simulate(&cfg, dir.path()).unwrap();
+    let err = std::fs::read_to_string(dir.path().join("error.log")).unwrap();
+    assert!(
+        err.lines().next().unwrap().contains("] 1234#0: *1 "),
+        "{err:.300}"
     );
 }

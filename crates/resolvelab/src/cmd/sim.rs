@@ -137,8 +137,11 @@ struct PredictArgs {
     /// Upstream keep-alive connections.
     #[arg(long, default_value_t = 32)]
     keepalive: u32,
-    /// Snapshot → first-pick window in µs (≤ ~7 measured; never observed).
-    #[arg(long, default_value_t = 1.0, value_name = "US")]
+    /// nginx worker processes (`worker_processes`; `auto` = one per core).
+    #[arg(long, default_value_t = 4)]
+    workers: u32,
+    /// Snapshot → first-pick window in µs (calibrated on the lab's runs: 6.5; seed bound ≤ ~7).
+    #[arg(long, default_value_t = resolvelab_sim::nginx::FIRST_PICK_WINDOW_US, value_name = "US")]
     first_pick_window_us: f64,
     /// `valid` of the larger-valid mitigation.
     #[arg(long, default_value = "30s", value_name = "DUR")]
@@ -352,6 +355,7 @@ fn run_predict(a: PredictArgs) -> anyhow::Result<ExitCode> {
         ),
         latency: Latency::parse(&a.latency)?,
         keepalive: a.keepalive,
+        workers: a.workers,
         first_pick_window_us: a.first_pick_window_us,
         larger_valid: dur_arg("--larger-valid", &a.larger_valid)?,
         hygiene_factor: a.hygiene_factor,

@@ -318,14 +318,31 @@ struct Fault {
     active: bool,
 }
 
+/// The worker that runs the resolver: nginx 1.28 resolves a `server … resolve` name in the
+/// worker whose `ngx_worker` equals the host's `worker` field
+/// (`ngx_http_upstream_zone_init_worker`), and nothing ever sets that field after the zeroed
+/// allocation, so worker 0 resolves every name.
+const RESOLVING_WORKER: u16 = 0;
+
 pub(crate) struct Engine<'a> {
     cfg: &'a SimConfig,
     rng: ChaCha8Rng,
     dns_rng: ChaCha8Rng,
-    /// Which worker accepts a new client connection: its own stream, so the assignment stays
-    /// the same when a mitigation changes how many draws the requests make (`sim predict`
-    /// compares variants with common random numbers).
-    accept_rng: ChaCha8Rng,
+    /// Which worker accepts the next client connection: the order of the workers' entries on
+    /// the listening socket's wait queue (EPOLLEXCLUSIVE wakes the first), and each worker's
+    /// accept count (`ngx_reorder_accept_events` moves a worker to the back after its 1st,
+    /// 17th, 33rd … accept).
+    accept_queue: std::collections::VecDeque<u16>,
+    accepts: Vec<u64>,
+    /// First-pick races: their own stream, so that adding the race leaves every other draw of
+    /// a run as it was.
+    race_rng: ChaCha8Rng,
+    /// A first-pick race was drawn at a peer-list change: the next request accepted by a
+    /// worker other than the resolving one (until this time, µs) is refused at its first pick.
+    race_pending_until: Option<i64>,
+    /// Requests arriving at workers other than the resolving one, per whole second:
+    /// (second, count in it, count in the second before) — the rate a race is drawn from.
+    other_arrivals: (i64, u64, u64),
     pub addrs: Vec<Addr>,
     pub pools: Vec<PoolState>,
     peers: Vec<Peer>,
@@ -409,8 +426,15 @@ impl<'a> Engine<'a> {
             sum: SimSummary::new(cfg.seed),
             rng: ChaCha8Rng::seed_from_u64(0),
             dns_rng: ChaCha8Rng::seed_from_u64(0),
-            accept_rng: ChaCha8Rng::seed_from_u64(cfg.seed ^ 0xACCE_9700_0000_0001),
+            accept_queue: (0..cfg.workers as u16).collect(),
+            accepts: vec![0; cfg.workers as usize],
+            race_rng: ChaCha8Rng::seed_from_u64(cfg.seed ^ 0xF125_7B1C_0000_0001),
+            race_pending_until: None,
+            other_arrivals: (i64::MIN, 0, 0),
         };
+        for _ in 0..cfg.accepts_before_load {
+            e.accept();
+        }
         let total: f64 = cfg.mix.iter().map(|(_, w)| *w).sum();
         let mut acc = 0.0;
         for (_, w) in &cfg.mix {
@@ -601,7 +625,7 @@ impl<'a> Engine<'a> {
                 let (te, ev) = self.unpack(key);
                 self.event(te, ev)?;
             }
-            self.arrive(k, t, t_exact)?;
+            self.arrive(k, t)?;
         }
         // Drain in-flight work and timeline events up to the end of the load (later DNS timers
         // would run forever).
@@ -640,7 +664,14 @@ impl<'a> Engine<'a> {
         match ev {
             Ev::Complete(r) => self.complete(r, t),
             Ev::Fail(r) => self.fail(r, t),
-            Ev::Host(h) => self.host_event(h as usize, t),
+            Ev::Host(h) => {
+                let before = self.generation;
+                self.host_event(h as usize, t)?;
+                if self.generation != before {
+                    self.draw_first_pick_race(t);
+                }
+                Ok(())
+            }
             Ev::Probe(i) => self.probe(i as usize, t),
             Ev::DnsPhase(i) => {
                 let p = &self.cfg.dns[i as usize];
@@ -736,27 +767,6 @@ impl<'a> Engine<'a> {
             all
         });
         (text, r)
-    }
-
-    /// Would this host's pending DNS event change the peer list?
-    fn pending_changes(&mut self, h: usize) -> bool {
-        if self.hosts[h].filler {
-            // The other group's peers are not in `be`'s list or generation.
-            return false;
-        }
-        let t = self.hosts[h].next_at;
-        let (_, r) = self.answer(h, t, false);
-        let current: Vec<IpAddr> = self.host_ips(h);
-        match r {
-            Ok(v) => {
-                let mut v = v;
-                v.sort();
-                v.dedup();
-                v != current
-            }
-            Err(3) => !current.is_empty(),
-            Err(_) => false,
-        }
     }
 
     fn host_ips(&self, h: usize) -> Vec<IpAddr> {
@@ -1084,8 +1094,7 @@ impl<'a> Engine<'a> {
 
     // ---------------------------------------------------------------- requests
 
-    fn arrive(&mut self, k: u64, t: i64, t_exact: f64) -> std::io::Result<()> {
-        let cfg = self.cfg;
+    fn arrive(&mut self, k: u64, t: i64) -> std::io::Result<()> {
         let method = if self.method_cdf.len() == 1 {
             0
         } else {
@@ -1093,20 +1102,14 @@ impl<'a> Engine<'a> {
             self.method_cdf.iter().position(|&c| u < c).unwrap_or(0) as u8
         };
         // The most recently returned idle client connection, or a new one. A new connection
-        // is accepted by one worker (accept_mutex off, EPOLLEXCLUSIVE: whichever waiting worker
-        // the kernel wakes), so the split of requests between workers follows which client
-        // connections happen to be hot, as in the lab.
+        // is accepted by one worker (accept_mutex off, EPOLLEXCLUSIVE order), so the split of
+        // requests between workers follows which client connections happen to be hot.
         let (conn, n, worker) = match self.client_idle.pop() {
             Some((c, n, w)) => (c, n + 1, w),
             None => {
                 let c = self.next_conn;
                 self.next_conn += 1;
-                let w = if cfg.workers > 1 {
-                    self.accept_rng.random_range(0..cfg.workers) as u16
-                } else {
-                    0
-                };
-                (c, 1, w)
+                (c, 1, self.accept())
             }
         };
         let r = match self.free.pop() {
@@ -1146,21 +1149,74 @@ impl<'a> Engine<'a> {
         }
         self.sum.requests += 1;
         self.start_pass(r, t, 1);
-        // The first pick happens a few µs after the snapshot: a swap in between refuses it.
-        let window = cfg.first_pick_window_us;
+        // A request another worker initialised just before the resolving worker changed the
+        // peers is refused at its first pick (see `draw_first_pick_race`).
         let mut race = false;
-        if window > 0.0 && self.has_zone_resolve {
-            for h in 0..self.hosts.len() {
-                let dt = self.hosts[h].next_at as f64 - t_exact;
-                if dt > 0.0 && dt <= window && self.pending_changes(h) {
-                    race = true;
-                }
+        if worker != RESOLVING_WORKER {
+            self.count_other_arrival(t);
+            if let Some(until) = self.race_pending_until.take() {
+                race = t <= until;
             }
         }
         if race {
             return self.nlu(r, t, Busy::Generation);
         }
         self.attempt(r, t)
+    }
+
+    /// The worker that accepts a new client connection (see `accept_queue`).
+    fn accept(&mut self) -> u16 {
+        let w = self.accept_queue[0];
+        if self.accepts[w as usize].is_multiple_of(16) {
+            self.accept_queue.rotate_left(1);
+        }
+        self.accepts[w as usize] += 1;
+        w
+    }
+
+    fn count_other_arrival(&mut self, t: i64) {
+        let sec = t.div_euclid(1_000_000);
+        let (cur, n, prev) = &mut self.other_arrivals;
+        if *cur != sec {
+            *prev = if *cur == sec - 1 { *n } else { 0 };
+            *cur = sec;
+            *n = 0;
+        }
+        *n += 1;
+    }
+
+    /// The arrival rate (per second) at the workers that do not resolve, around `t`.
+    fn other_rate(&self, t: i64) -> f64 {
+        let sec = t.div_euclid(1_000_000);
+        let (cur, n, prev) = self.other_arrivals;
+        let into = t.rem_euclid(1_000_000) as f64 / 1e6;
+        if cur == sec {
+            (prev + n) as f64 / (1.0 + into)
+        } else if cur == sec - 1 {
+            n as f64 / (1.0 + into)
+        } else {
+            0.0
+        }
+    }
+
+    /// nginx changes the peer list in the resolving worker under the write lock; a request in
+    /// another worker that read the list's generation (`init_round_robin_peer`) just before the
+    /// lock and picks just after it (`get_round_robin_peer`) sees a new generation and is
+    /// refused. The gap between the two is `first_pick_window_us`, and where a change falls
+    /// relative to the other workers' requests is random at that scale, so a change catches a
+    /// request with probability 1 − e^(−rate·window).
+    fn draw_first_pick_race(&mut self, t: i64) {
+        let window = self.cfg.first_pick_window_us;
+        if window <= 0.0 || self.cfg.workers < 2 || !self.has_zone_resolve {
+            return;
+        }
+        let p = 1.0 - (-self.other_rate(t) * window * 1e-6).exp();
+        self.sum.first_pick_expected += p;
+        if p > 0.0 && self.race_rng.random::<f64>() < p {
+            // The caught request was already between its two steps: in the model it is the
+            // next one to arrive there (within the second the rate was measured over).
+            self.race_pending_until = Some(t + 1_000_000);
+        }
     }
 
     fn start_pass(&mut self, r: u32, _t: i64, pass: u8) {

@@ -55,8 +55,8 @@ mod logs;
 pub mod predict;
 
 pub use config::{
-    BackendPool, DnsMode, DnsPhase, EphemeralPorts, FaultKind, FaultWindow, Latency, NextUpstream,
-    Probe, RetryShim, ServerLine, SimConfig, Us, ZoneFiller,
+    BackendPool, DnsMode, DnsPhase, EphemeralPorts, FIRST_PICK_WINDOW_US, FaultKind, FaultWindow,
+    Latency, NextUpstream, Probe, RetryShim, ServerLine, SimConfig, Us, ZoneFiller,
 };
 
 use anyhow::{Context, Result};
@@ -73,7 +73,7 @@ duration = "120s"
 valid = "5s"            # resolver ... valid=5s  → a requery every 6 s
 keepalive = 16          # upstream keepalive 16 (per worker)
 workers = 1             # worker_processes
-first_pick_window_us = 1.0
+first_pick_window_us = 6.5   # snapshot → first pick; races need workers ≥ 2
 latency = { dist = "uniform", min = "1ms", max = "5ms" }
 mix = [["GET", 1.0]]
 # retry_shim = { methods = ["GET", "HEAD", "OPTIONS"] }   # error_page 502 = @retry_once
@@ -251,6 +251,9 @@ pub struct SimSummary {
     pub simulated_us: i64,
     /// Per pool backend (same order as `pools`): pool connections ever opened.
     pub pool_connections: Vec<u64>,
+    /// The expected number of first-pick races (the sum of every peer-list change's race
+    /// probability): for a class this rare, the count to compare pooled lab counts with.
+    pub first_pick_expected: f64,
 }
 
 impl SimSummary {

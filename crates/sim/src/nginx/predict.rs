@@ -38,8 +38,11 @@ pub struct PredictInput {
     pub failure_delay: (Us, Us),
     /// Latency of successful tries.
     pub latency: Latency,
-    /// Upstream keep-alive connections.
+    /// Upstream keep-alive connections (per worker, like nginx's `keepalive`).
     pub keepalive: u32,
+    /// nginx worker processes (`worker_processes`; `auto` is one per core). Only a worker that
+    /// does not resolve can lose a first-pick race, and each has its own keep-alive cache.
+    pub workers: u32,
     /// The µs window between snapshot and first pick.
     pub first_pick_window_us: f64,
     /// `valid` of the "larger valid" mitigation.
@@ -64,7 +67,8 @@ impl Default for PredictInput {
                 sigma: 0.6,
             },
             keepalive: 32,
-            first_pick_window_us: 1.0,
+            workers: 4,
+            first_pick_window_us: super::FIRST_PICK_WINDOW_US,
             larger_valid: Us::s(30),
             hygiene_factor: 0.1,
             sample: Us::s(3600),
@@ -142,6 +146,7 @@ pub fn baseline_config(p: &PredictInput) -> SimConfig {
     cfg.duration = p.sample;
     cfg.valid = Some(Us((p.swap_interval.0 - 1_000_000).max(1_000_000)));
     cfg.keepalive = p.keepalive;
+    cfg.workers = p.workers.max(1);
     cfg.latency = p.latency.clone();
     cfg.first_pick_window_us = p.first_pick_window_us;
     cfg.client_connections = 256;
