@@ -195,6 +195,12 @@ pub struct Fault {
     pub(crate) caught: AtomicU64,
 }
 
+impl resolvelab_faults::gate::Gated for Fault {
+    fn gate(&self) -> &resolvelab_faults::gate::Gate {
+        &self.gate
+    }
+}
+
 impl resolvelab_faults::gate::Named for Fault {
     fn name(&self) -> &str {
         &self.name

@@ -341,57 +341,32 @@ impl BackendHandle {
 }
 
 async fn accept_loop(sh: Arc<Shared>, listener: TcpListener) {
-    let mut listener = Some(listener);
-    let mut shutdown = sh.shutdown.subscribe();
-    loop {
-        if *shutdown.borrow() {
-            return;
-        }
-        if let Some(f) = sh.active_refuse() {
-            if listener.take().is_some() {
-                f.gate.hit();
-                let mut rec = Rec::new("fault", &sh.name, 0);
-                rec.faults = vec![f.name.clone()];
-                rec.detail = Some("refuse: listening socket closed".into());
-                sh.log(rec);
-            }
-            let wake = f
-                .gate
-                .window_end()
-                .unwrap_or_else(|| Instant::now() + Duration::from_secs(3600));
-            tokio::select! {
-                _ = sh.changed.notified() => {}
-                _ = tokio::time::sleep_until(wake.into()) => {}
-                _ = shutdown.changed() => return,
-            }
-            continue;
-        }
-        let l = match &listener {
-            Some(l) => l,
-            None => match listen_reuse(sh.listen, 4096) {
-                Ok(l) => {
-                    let mut rec = Rec::new("fault", &sh.name, 0);
+    use resolvelab_faults::net::{ListenerEvent, refusable_accept_loop};
+    refusable_accept_loop(
+        listener,
+        sh.listen,
+        4096,
+        &sh.changed,
+        sh.shutdown.subscribe(),
+        || sh.active_refuse(),
+        |ev| {
+            let mut rec = Rec::new("fault", &sh.name, 0);
+            match ev {
+                ListenerEvent::Closed(name) => {
+                    rec.faults = vec![name.to_string()];
+                    rec.detail = Some("refuse: listening socket closed".into());
+                }
+                ListenerEvent::Reopened => {
                     rec.detail = Some("refuse ended: listening again".into());
-                    sh.log(rec);
-                    listener.insert(l)
                 }
-                Err(_) => {
-                    tokio::time::sleep(Duration::from_millis(10)).await;
-                    continue;
-                }
-            },
-        };
-        tokio::select! {
-            r = l.accept() => match r {
-                Ok((s, peer)) => {
-                    tokio::spawn(handle_conn(sh.clone(), s, peer));
-                }
-                Err(_) => tokio::time::sleep(Duration::from_millis(5)).await,
-            },
-            _ = sh.changed.notified() => {}
-            _ = shutdown.changed() => return,
-        }
-    }
+            }
+            sh.log(rec);
+        },
+        |s, peer| {
+            tokio::spawn(handle_conn(sh.clone(), s, peer));
+        },
+    )
+    .await
 }
 
 /// Per-connection state shared by the I/O wrapper and the request handler.

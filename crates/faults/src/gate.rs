@@ -173,6 +173,12 @@ pub trait Named {
     fn name(&self) -> &str;
 }
 
+/// A named fault with its gate (window and hit counter).
+pub trait Gated: Named {
+    /// The fault's gate.
+    fn gate(&self) -> &Gate;
+}
+
 /// The live list of faults of a backend or a proxy: copy-on-write, so that the data path takes a
 /// snapshot (`current`) without holding a lock while it works, and a change applies to the next
 /// connection or chunk.

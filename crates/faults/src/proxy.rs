@@ -72,6 +72,12 @@ impl Named for ToxicEntry {
     }
 }
 
+impl crate::gate::Gated for ToxicEntry {
+    fn gate(&self) -> &Gate {
+        &self.gate
+    }
+}
+
 /// Counters of one toxic, as the control API and metrics show them.
 #[derive(Debug, Clone, Serialize, PartialEq)]
 pub struct ToxicStats {
@@ -343,53 +349,25 @@ impl Inner {
 }
 
 async fn accept_loop(inner: Arc<Inner>, listener: TcpListener) {
-    let mut listener = Some(listener);
-    let mut shutdown = inner.shutdown.subscribe();
-    loop {
-        if *shutdown.borrow() {
-            return;
-        }
-        if let Some(down) = inner.active_down() {
-            if listener.take().is_some() {
-                down.gate.hit();
-                inner.log_event("down", serde_json::json!({"fault": down.name}));
+    use crate::net::{ListenerEvent, refusable_accept_loop};
+    refusable_accept_loop(
+        listener,
+        inner.listen,
+        1024,
+        &inner.changed,
+        inner.shutdown.subscribe(),
+        || inner.active_down(),
+        |ev| match ev {
+            ListenerEvent::Closed(name) => {
+                inner.log_event("down", serde_json::json!({"fault": name}))
             }
-            let wake = down
-                .gate
-                .window_end()
-                .unwrap_or_else(|| Instant::now() + Duration::from_secs(3600));
-            tokio::select! {
-                _ = inner.changed.notified() => {}
-                _ = tokio::time::sleep_until(wake.into()) => {}
-                _ = shutdown.changed() => return,
-            }
-            continue;
-        }
-        let l = match &listener {
-            Some(l) => l,
-            None => match listen_reuse(inner.listen, 1024) {
-                Ok(l) => {
-                    inner.log_event("up", serde_json::json!({}));
-                    listener.insert(l)
-                }
-                Err(_) => {
-                    // The port may still be held briefly; try again shortly.
-                    tokio::time::sleep(Duration::from_millis(10)).await;
-                    continue;
-                }
-            },
-        };
-        tokio::select! {
-            r = l.accept() => match r {
-                Ok((client, peer)) => {
-                    tokio::spawn(handle_conn(inner.clone(), client, peer));
-                }
-                Err(_) => tokio::time::sleep(Duration::from_millis(5)).await,
-            },
-            _ = inner.changed.notified() => {}
-            _ = shutdown.changed() => return,
-        }
-    }
+            ListenerEvent::Reopened => inner.log_event("up", serde_json::json!({})),
+        },
+        |client, peer| {
+            tokio::spawn(handle_conn(inner.clone(), client, peer));
+        },
+    )
+    .await
 }
 
 #[derive(Debug, Clone, Copy, PartialEq)]
