@@ -103,6 +103,24 @@ impl Run {
         self.error.push('\n');
     }
 
+    /// `no live upstreams` for a request whose pick in group `be` found no peer.
+    fn nlu(&mut self, t_ms: i64, cid: u64, path: &str) {
+        let msg = "no live upstreams while connecting to upstream";
+        self.err(t_ms, "error", Some(cid), msg, Some((path, "be")));
+    }
+
+    /// A refused connect to `peer`.
+    fn refused(&mut self, t_ms: i64, cid: u64, path: &str, peer: &str) {
+        let msg = "connect() failed (111: Connection refused) while connecting to upstream";
+        self.err(t_ms, "error", Some(cid), msg, Some((path, peer)));
+    }
+
+    /// `peer` reached max_fails.
+    fn disabled(&mut self, t_ms: i64, cid: u64, path: &str, peer: &str) {
+        let msg = "upstream server temporarily disabled while connecting to upstream";
+        self.err(t_ms, "warn", Some(cid), msg, Some((path, peer)));
+    }
+
     fn dns(&mut self, t_ms: i64, rcode: &str, answers: &[&str], mode: &str) {
         let ans: Vec<&str> = answers
             .iter()
@@ -257,13 +275,7 @@ fn main() {
             let old = swap_addr(t - 1000);
             let first_try = t - 9;
             r.err(first_try, "error", Some(c), "upstream prematurely closed connection while reading response header from upstream", Some((&path, old)));
-            r.err(
-                t,
-                "error",
-                Some(c),
-                "no live upstreams while connecting to upstream",
-                Some((&path, "be")),
-            );
+            r.nlu(t, c, &path);
             if v == 3 {
                 r.acc(
                     t,
@@ -334,13 +346,7 @@ fn main() {
     for (i, t, c) in schedule(40) {
         let path = format!("/p/{i}");
         if (T0_MS + 11_501..T0_MS + 17_500).contains(&t) {
-            r.err(
-                t,
-                "error",
-                Some(c),
-                "no live upstreams while connecting to upstream",
-                Some((&path, "be")),
-            );
+            r.nlu(t, c, &path);
             r.acc(t, 502, "be", "502", 0, c, &path, "-", "-");
         } else {
             ok(&mut r, t, c, A, &path);
@@ -368,34 +374,10 @@ fn main() {
         let path = format!("/p/{i}");
         let peer = if i % 2 == 0 { A } else { B };
         if (T0_MS + 10_000..T0_MS + 10_050).contains(&t) {
-            r.err(
-                t - 1,
-                "error",
-                Some(c),
-                "connect() failed (111: Connection refused) while connecting to upstream",
-                Some((&path, A)),
-            );
-            r.err(
-                t - 1,
-                "warn",
-                Some(c),
-                "upstream server temporarily disabled while connecting to upstream",
-                Some((&path, A)),
-            );
-            r.err(
-                t,
-                "error",
-                Some(c),
-                "connect() failed (111: Connection refused) while connecting to upstream",
-                Some((&path, B)),
-            );
-            r.err(
-                t,
-                "warn",
-                Some(c),
-                "upstream server temporarily disabled while connecting to upstream",
-                Some((&path, B)),
-            );
+            r.refused(t - 1, c, &path, A);
+            r.disabled(t - 1, c, &path, A);
+            r.refused(t, c, &path, B);
+            r.disabled(t, c, &path, B);
             r.acc(
                 t,
                 502,
@@ -408,13 +390,7 @@ fn main() {
                 "-, -",
             );
         } else if (T0_MS + 10_050..T0_MS + 20_100).contains(&t) {
-            r.err(
-                t,
-                "error",
-                Some(c),
-                "no live upstreams while connecting to upstream",
-                Some((&path, "be")),
-            );
+            r.nlu(t, c, &path);
             r.acc(t, 502, "be", "502", 0, c, &path, "-", "-");
         } else {
             ok(&mut r, t, c, peer, &path);
@@ -449,27 +425,9 @@ fn main() {
         if (T0_MS + 8_000..T0_MS + 10_000).contains(&t) {
             if i == 170 {
                 r.err(t - 2, "error", Some(c), "upstream prematurely closed connection while reading response header from upstream", Some((&path, A)));
-                r.err(
-                    t - 1,
-                    "error",
-                    Some(c),
-                    "connect() failed (111: Connection refused) while connecting to upstream",
-                    Some((&path, A)),
-                );
-                r.err(
-                    t,
-                    "error",
-                    Some(c),
-                    "connect() failed (111: Connection refused) while connecting to upstream",
-                    Some((&path, B)),
-                );
-                r.err(
-                    t,
-                    "error",
-                    Some(c),
-                    "no live upstreams while connecting to upstream",
-                    Some((&path, "be")),
-                );
+                r.refused(t - 1, c, &path, A);
+                r.refused(t, c, &path, B);
+                r.nlu(t, c, &path);
                 r.acc(
                     t,
                     502,
@@ -482,20 +440,8 @@ fn main() {
                     "0.000, -, -, -",
                 );
             } else {
-                r.err(
-                    t - 1,
-                    "error",
-                    Some(c),
-                    "connect() failed (111: Connection refused) while connecting to upstream",
-                    Some((&path, A)),
-                );
-                r.err(
-                    t,
-                    "error",
-                    Some(c),
-                    "connect() failed (111: Connection refused) while connecting to upstream",
-                    Some((&path, B)),
-                );
+                r.refused(t - 1, c, &path, A);
+                r.refused(t, c, &path, B);
                 r.acc(
                     t,
                     502,
@@ -581,13 +527,7 @@ fn main() {
     for (i, t, c) in schedule(30) {
         let path = format!("/p/{i}");
         if (T0_MS + 11_501..T0_MS + 17_500).contains(&t) {
-            r.err(
-                t,
-                "error",
-                Some(c),
-                "no live upstreams while connecting to upstream",
-                Some((&path, "be")),
-            );
+            r.nlu(t, c, &path);
             r.acc(t, 502, "be", "502", 0, c, &path, "-", "-");
         } else {
             ok(&mut r, t, c, A, &path);
@@ -635,13 +575,7 @@ fn main() {
         let path = format!("/p/{i}");
         if picks.iter().any(|p| (t - p).abs() < 25) {
             let t = picks.iter().find(|p| (t - *p).abs() < 25).copied().unwrap();
-            r.err(
-                t,
-                "error",
-                Some(c),
-                "no live upstreams while connecting to upstream",
-                Some((&path, "be")),
-            );
+            r.nlu(t, c, &path);
             r.acc(t, 502, "be", "502", 0, c, &path, "-", "-");
         } else {
             ok(&mut r, t, c, swap_addr(t - 2), &path);
