@@ -1,39 +1,12 @@
 //! `resolvelab backend` end to end: the binary serves, injects, counts, logs, and refuses bad input
 //! with one line.
 
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{SocketAddr, TcpStream};
-use std::process::{Child, Command, Stdio};
-use std::time::Duration;
+use std::io::{BufRead, BufReader, Read};
+use std::net::SocketAddr;
+use std::process::Stdio;
 
-struct Proc(Child);
-
-impl Drop for Proc {
-    fn drop(&mut self) {
-        // Only our own child, by its handle.
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-fn bin() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_resolvelab"))
-}
-
-/// Raw HTTP/1.1 with `Connection: close`; the test only looks for substrings.
-fn http(addr: SocketAddr, method: &str, path: &str, body: &str) -> String {
-    let mut s = TcpStream::connect(addr).unwrap();
-    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
-    write!(
-        s,
-        "{method} {path} HTTP/1.1\r\nHost: lab\r\nConnection: close\r\nContent-Length: {}\r\n\r\n{body}",
-        body.len()
-    )
-    .unwrap();
-    let mut out = String::new();
-    let _ = s.read_to_string(&mut out);
-    out
-}
+mod common;
+use common::{Proc, bin, http};
 
 /// The `listening on A (control http://B)` line.
 fn addrs(line: &str) -> (SocketAddr, Option<SocketAddr>) {

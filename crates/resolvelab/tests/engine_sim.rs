@@ -3,11 +3,9 @@
 //! seed gives byte-identical logs. No network traffic: the model only writes files.
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
-fn bin() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_resolvelab"))
-}
+mod common;
+use common::bin;
 
 /// Run `resolvelab run ARGS --engine sim --out OUT -q`; returns stdout and the run directories.
 fn run_sim(out: &Path, args: &[&str]) -> (String, Vec<PathBuf>) {

@@ -1,10 +1,7 @@
 //! `resolvelab sim balance` end to end: formats, input files and one-line errors.
 
-use std::process::Command;
-
-fn bin() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_resolvelab"))
-}
+mod common;
+use common::bin;
 
 #[test]
 fn golden_table_shows_the_seed_rows() {

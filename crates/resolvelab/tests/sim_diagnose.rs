@@ -3,11 +3,9 @@
 
 use std::collections::BTreeMap;
 use std::path::Path;
-use std::process::Command;
 
-fn bin() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_resolvelab"))
-}
+mod common;
+use common::bin;
 
 /// Simulate `toml` into `dir`; return the model's NLU counts per class.
 fn simulate(dir: &Path, toml: &str) -> BTreeMap<String, u64> {

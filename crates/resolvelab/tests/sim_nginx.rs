@@ -1,10 +1,7 @@
 //! `resolvelab sim nginx` and `resolvelab sim predict` end to end.
 
-use std::process::Command;
-
-fn bin() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_resolvelab"))
-}
+mod common;
+use common::bin;
 
 #[test]
 fn example_config_runs_and_writes_a_lab_shaped_run_directory() {

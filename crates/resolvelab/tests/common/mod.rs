@@ -1,0 +1,39 @@
+//! Helpers shared by the CLI tests: the binary under test, a child process that never outlives
+//! its test, and a raw HTTP/1.1 request.
+// Each test file uses the part it needs.
+#![allow(dead_code)]
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::process::{Child, Command};
+use std::time::Duration;
+
+/// The `resolvelab` binary built for these tests.
+pub fn bin() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_resolvelab"))
+}
+
+/// A child process killed (by its own handle, nothing else) when the test ends.
+pub struct Proc(pub Child);
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Raw HTTP/1.1 with `Connection: close`; the tests only look for substrings.
+pub fn http(addr: SocketAddr, method: &str, path: &str, body: &str) -> String {
+    let mut s = TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    write!(
+        s,
+        "{method} {path} HTTP/1.1\r\nHost: lab\r\nConnection: close\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    )
+    .unwrap();
+    let mut out = String::new();
+    let _ = s.read_to_string(&mut out);
+    out
+}
