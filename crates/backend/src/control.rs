@@ -47,22 +47,7 @@ async fn faults(State(h): State<BackendHandle>) -> Response {
 }
 
 async fn add(State(h): State<BackendHandle>, body: String) -> Response {
-    let spec = match serde_json::from_str::<serde_json::Value>(&body) {
-        Ok(v) => v
-            .get("spec")
-            .and_then(|s| s.as_str())
-            .map(str::to_string)
-            .unwrap_or(body),
-        Err(_) => body,
-    };
-    match h.add_fault_str(spec.trim()) {
-        Ok(name) => (
-            StatusCode::CREATED,
-            axum::Json(serde_json::json!({"name": name})),
-        )
-            .into_response(),
-        Err(e) => (StatusCode::BAD_REQUEST, format!("{e}\n")).into_response(),
-    }
+    resolvelab_faults::control::add_fault(body, |spec| h.add_fault_str(spec))
 }
 
 async fn clear(State(h): State<BackendHandle>) -> Response {

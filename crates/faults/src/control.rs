@@ -170,7 +170,12 @@ async fn add(State(set): State<ProxySet>, Path(p): Path<String>, body: String) -
     let Some(h) = set.get(&p) else {
         return not_found(&p);
     };
-    // Accept the bare spec or `{"spec": "…"}`.
+    add_fault(body, |spec| h.add_fault_str(spec))
+}
+
+/// `POST …/faults` of a backend or a proxy: the body is the bare spec or `{"spec": "…"}`;
+/// the answer is 201 with the fault's name, or 400 with the one-line error.
+pub fn add_fault(body: String, add: impl FnOnce(&str) -> anyhow::Result<String>) -> Response {
     let spec = match serde_json::from_str::<serde_json::Value>(&body) {
         Ok(v) => v
             .get("spec")
@@ -179,7 +184,7 @@ async fn add(State(set): State<ProxySet>, Path(p): Path<String>, body: String) -
             .unwrap_or(body),
         Err(_) => body,
     };
-    match h.add_fault_str(spec.trim()) {
+    match add(spec.trim()) {
         Ok(name) => (
             StatusCode::CREATED,
             axum::Json(serde_json::json!({"name": name})),
