@@ -140,7 +140,7 @@ struct PredictArgs {
     /// nginx worker processes (`worker_processes`; `auto` = one per core).
     #[arg(long, default_value_t = 4)]
     workers: u32,
-    /// Snapshot → first-pick window in µs (calibrated on the lab's runs: 6.5; seed bound ≤ ~7).
+    /// Snapshot → first-pick window in µs (calibrated on the lab's runs).
     #[arg(long, default_value_t = resolvelab_sim::nginx::FIRST_PICK_WINDOW_US, value_name = "US")]
     first_pick_window_us: f64,
     /// `valid` of the larger-valid mitigation.

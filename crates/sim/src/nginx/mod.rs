@@ -73,7 +73,7 @@ duration = "120s"
 valid = "5s"            # resolver ... valid=5s  → a requery every 6 s
 keepalive = 16          # upstream keepalive 16 (per worker)
 workers = 1             # worker_processes
-first_pick_window_us = 6.5   # snapshot → first pick; races need workers ≥ 2
+first_pick_window_us = 7.8   # snapshot → first pick; races need workers ≥ 2
 latency = { dist = "uniform", min = "1ms", max = "5ms" }
 mix = [["GET", 1.0]]
 # retry_shim = { methods = ["GET", "HEAD", "OPTIONS"] }   # error_page 502 = @retry_once
