@@ -2,8 +2,9 @@
 # Benchmarks of `resolvelab load`, written up in docs/bench/load.md. Loopback only, every step bounded.
 #
 #   1. rate accuracy: `resolvelab load --rate 5000 --duration 10s` against `resolvelab backend`
-#      (targets: achieved within ±0.5 % of the target, schedule lag p99 < 1 ms), once at normal
-#      priority and once with --realtime (as root);
+#      (targets: achieved within ±0.5 % of the target, schedule lag p99 < 1 ms), RATE_ROUNDS
+#      times at normal priority and, as root, as often with --realtime, with the load average
+#      and the hypervisor's steal time of each run;
 #   2. max throughput against one nginx (return 200, 1 worker): wrk, oha and
 #      `resolvelab load --rate max`, 64 connections, DURATION each, ROUNDS rounds alternating the order
 #      (targets: ≥ 0.9× wrk, ≥ 1.0× oha), with CPU time per request of each tool and of nginx;
@@ -11,7 +12,8 @@
 #      cannot disturb.
 #
 # Usage: scripts/bench-load.sh            (needs: wrk — apt-get install wrk; oha optional: cargo install oha)
-# Env:   ROUNDS=10 DURATION=5s THREADS=1 OHA=/path/to/oha OUT=target/bench-load BIN=/path/to/resolvelab
+# Env:   ROUNDS=10 DURATION=5s THREADS=1 RATE_ROUNDS=3 OHA=/path/to/oha OUT=target/bench-load
+#        BIN=/path/to/resolvelab (ROUNDS=0 / RATE_ROUNDS=0 skip a part)
 #        NICE="nice -n -10" (applied to every tool and server alike)
 #        CALLGRIND=1 adds 3. user-space instructions per request of each tool (needs valgrind;
 #        ROUNDS=0 skips the timed rounds)
@@ -55,36 +57,49 @@ echo "- $(uname -sr); $($B --version | sed -n 1p); wrk $(wrk -v 2>&1 | head -1 |
 echo
 
 # ---------------------------------------------------------------- 1. rate accuracy
-echo "## rate accuracy: 5000 rps for 10 s against resolvelab backend"
-$NICE $B backend --listen 127.0.0.20:18080 --name b1 --duration 120s >/dev/null 2>&1 &
-pids+=($!)
-wait_port 127.0.0.20 18080
-$NICE $B load http://127.0.0.20:18080/ --rate 5000 --duration 10s --connections 512 -q \
-    --summary json --out "$OUT/rate.jsonl" --threads "$THREADS" >"$OUT/rate.json"
+# Steal time: on a VM the host may not run our vCPUs at all for milliseconds, which no
+# priority inside the guest can help; each run reports the share of CPU time stolen.
+cpu_ticks() { awk '/^cpu / {print $2 + $3 + $4 + $5 + $6 + $7 + $8 + $9, $9}' /proc/stat; }
+steal_since() { # "total steal" before -> steal % since
+    local now; now=$(cpu_ticks)
+    awk -v a="$1" -v b="$now" 'BEGIN {split(a, x, " "); split(b, y, " "); t = y[1] - x[1];
+        printf "%.1f", (t > 0 ? 100 * (y[2] - x[2]) / t : 0)}'
+}
+RATE_ROUNDS=${RATE_ROUNDS:-3}
 rate_report() {
-python3 - "$1" <<'EOF'
+python3 - "$1" "$2" <<'EOF'
 import json, sys
 s = json.load(open(sys.argv[1]))
 err = (s["achieved_rps"] / s["target_rps"] - 1) * 100
-print(f"- requests {s['requests']}, sent {s['sent']}, 2xx {s['classes']['c2xx']}, errors {s['classes']['errors']}")
-print(f"- target {s['target_rps']:.2f}/s, achieved {s['achieved_rps']:.2f}/s ({err:+.3f} %)")
-print(f"- schedule lag (sent − scheduled) p50 {s['schedule_lag']['p50_us']} µs, p99 {s['schedule_lag']['p99_us']} µs, max {s['schedule_lag']['max_us']} µs")
-d = s["dispatch_lag"]
-print(f"- generator lag (dispatch − scheduled) p50 {d['p50_us']} µs, p99 {d['p99_us']} µs, max {d['max_us']} µs")
-print(f"- corrected latency p50 {s['latency']['p50_us']} µs, p99 {s['latency']['p99_us']} µs; uncorrected p99 {s['uncorrected']['p99_us']} µs")
+l, d = s["schedule_lag"], s["dispatch_lag"]
+print(f"| {sys.argv[1].rsplit('/', 1)[-1][:-5]} | {sys.argv[2]} | {s['achieved_rps']:.2f}/s ({err:+.3f} %) "
+      f"| {l['p50_us']} / {l['p99_us']} / {l['max_us']} | {d['p50_us']} / {d['p99_us']} / {d['max_us']} "
+      f"| {s['classes']['c2xx']} / {s['requests']} |")
 EOF
 }
-echo "### default priority"
-rate_report "$OUT/rate.json"
-if [ "$(id -u)" = 0 ]; then
-    # The same run with --realtime: SCHED_FIFO for the scheduler and workers, which shows how
-    # much of the lag above is other processes holding the CPU.
-    $NICE $B load http://127.0.0.20:18080/ --rate 5000 --duration 10s --connections 512 -q --realtime \
-        --summary json --out "$OUT/rate-rt.jsonl" --threads "$THREADS" >"$OUT/rate-rt.json"
-    echo "### --realtime"
-    rate_report "$OUT/rate-rt.json"
+if [ "$RATE_ROUNDS" -gt 0 ]; then
+    echo "## rate accuracy: 5000 rps for 10 s against resolvelab backend, $THREADS load thread(s)"
+    echo
+    echo "| run | load avg / steal % | achieved (vs 5000/s) | schedule lag p50 / p99 / max µs | generator lag p50 / p99 / max µs | 2xx / requests |"
+    echo "|---|---|---|---|---|---|"
+    $NICE $B backend --listen 127.0.0.20:18080 --name b1 --duration 600s >/dev/null 2>&1 &
+    pids+=($!)
+    wait_port 127.0.0.20 18080
+    for r in $(seq 1 "$RATE_ROUNDS"); do
+        modes="normal"
+        # --realtime (SCHED_FIFO) needs root; the two alternate so both see similar neighbours.
+        [ "$(id -u)" = 0 ] && modes="normal realtime"
+        [ $((r % 2)) = 0 ] && [ "$(id -u)" = 0 ] && modes="realtime normal"
+        for mode in $modes; do
+            flag=""; [ "$mode" = realtime ] && flag="--realtime"
+            load=$(cut -d" " -f1 /proc/loadavg); c0=$(cpu_ticks)
+            $NICE $B load http://127.0.0.20:18080/ --rate 5000 --duration 10s --connections 512 -q $flag \
+                --summary json --out "$OUT/rate-$mode-$r.jsonl" --threads "$THREADS" >"$OUT/rate-$mode-$r.json"
+            rate_report "$OUT/rate-$mode-$r.json" "$load / $(steal_since "$c0")"
+        done
+    done
+    echo
 fi
-echo
 
 # ---------------------------------------------------------------- 2. max throughput vs wrk / oha
 NGINX=$($B nginx path)
@@ -153,32 +168,34 @@ run_us() {
 echo "## max throughput: 64 connections, $DURATION per run, nginx 1 worker (return 200), $THREADS thread(s) per tool"
 echo
 echo "rps = requests/s; µs/req = CPU time (user + sys) of the tool per request, the user part in brackets;"
-echo "nginx µs/req = CPU time of the nginx worker per request during that tool's run; load = 1-minute load average."
+echo "nginx µs/req = CPU time of the nginx worker per request during that tool's run; load = 1-minute load average;"
+echo "steal % = share of the machine's CPU time the hypervisor gave to other guests during the round."
 echo
 rm -f "$OUT/rounds.txt"
-echo "| round | load | wrk rps | oha rps | resolvelab rps | wrk µs/req | oha µs/req | resolvelab µs/req | nginx µs/req (wrk / oha / resolvelab) | rps vs wrk | rps vs oha |"
+echo "| round | load / steal % | wrk rps | oha rps | resolvelab rps | wrk µs/req | oha µs/req | resolvelab µs/req | nginx µs/req (wrk / oha / resolvelab) | rps vs wrk | rps vs oha |"
 echo "|---|---|---|---|---|---|---|---|---|---|---|"
 secs=${DURATION%s}
 for r in $(seq 1 "$ROUNDS"); do
-    load=$(cut -d" " -f1 /proc/loadavg)
+    load=$(cut -d" " -f1 /proc/loadavg); c0=$(cpu_ticks)
     # Alternate the order so no tool always runs on a warmer (or busier) machine.
     if [ $((r % 2)) = 1 ]; then
         w=$(run_wrk); o=$(if [ -n "$OHA" ]; then run_oha; else echo "0 0 0 0"; fi); u=$(run_us)
     else
         u=$(run_us); o=$(if [ -n "$OHA" ]; then run_oha; else echo "0 0 0 0"; fi); w=$(run_wrk)
     fi
-    echo "$load $w $o $u" >>"$OUT/rounds.txt"
-    python3 - "$r" "$secs" $load $w $o $u <<'EOF'
+    st=$(steal_since "$c0")
+    echo "$load $w $o $u $st" >>"$OUT/rounds.txt"
+    python3 - "$r" "$secs" $load $w $o $u $st <<'EOF'
 import sys
 r, secs = sys.argv[1], float(sys.argv[2])
-v = list(map(float, sys.argv[3:16]))
+v = list(map(float, sys.argv[3:17]))
 load, (w, o, u) = v[0], (v[1:5], v[5:9], v[9:13])
 def per(t):
     n = t[0] * secs
     return f"{(t[1] + t[2]) / n * 1e6:.1f} ({t[1] / n * 1e6:.1f})" if n > 0 else "n/a"
 def ngx(t):
     return f"{t[3] / (t[0] * secs) * 1e6:.1f}" if t[0] > 0 else "n/a"
-print(f"| {r} | {load:.1f} | {w[0]:.0f} | {o[0]:.0f} | {u[0]:.0f} | {per(w)} | {per(o)} | {per(u)} | "
+print(f"| {r} | {load:.1f} / {v[13]:.1f} | {w[0]:.0f} | {o[0]:.0f} | {u[0]:.0f} | {per(w)} | {per(o)} | {per(u)} | "
       f"{ngx(w)} / {ngx(o)} / {ngx(u)} | {u[0] / w[0]:.3f} | " + (f"{u[0] / o[0]:.3f}" if o[0] else "n/a") + " |")
 EOF
 done
@@ -205,7 +222,7 @@ def rps(i):
     return f"{med([x[0] for x in t]):.0f}" if t else "n/a"
 vs_w = med([r[9] / r[1] for r in rows if r[1] > 0])
 vs_o = [r[9] / r[5] for r in rows if r[5] > 0]
-print(f"| **median** | **{med([r[0] for r in rows]):.1f}** | **{rps(0)}** | **{rps(1)}** | **{rps(2)}** | "
+print(f"| **median** | **{med([r[0] for r in rows]):.1f} / {med([r[13] for r in rows]):.1f}** | **{rps(0)}** | **{rps(1)}** | **{rps(2)}** | "
       f"**{cpu(0)}** | **{cpu(1)}** | **{cpu(2)}** | **{ngx(0)} / {ngx(1)} / {ngx(2)}** | **{vs_w:.3f}** | **"
       + (f"{med(vs_o):.3f}" if vs_o else "n/a") + "** |")
 EOF

@@ -70,8 +70,8 @@ fn main() -> anyhow::Result<()> {
         CancellationToken::new(),
     ))?;
     println!(
-        "{:.0} rps, p99 {} µs, errors {:?}",
-        s.throughput_rps, s.latency.p99_us, s.errors
+        "{:.0} rps, {} requests, p99 {} µs, errors {:?}",
+        s.throughput_rps, s.requests, s.latency.p99_us, s.errors
     );
     if COUNT.load(Relaxed) {
         eprintln!(

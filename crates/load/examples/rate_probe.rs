@@ -3,6 +3,8 @@
 //!
 //! ```text
 //! cargo run --release -p resolvelab-load --example rate_probe -- http://127.0.0.20:18080/ 5000 10s 512 [rt]
+//! NO_SHORT_SLICE=1 cargo run ... # the same without the lanes' short scheduler slice
+//! OUT=rate.jsonl cargo run ...    # and keep the per-request records
 //! ```
 use resolvelab_load::{CancellationToken, Live, LoadConfig, Output, RatePlan, run_load};
 
@@ -25,20 +27,20 @@ fn main() -> anyhow::Result<()> {
     cfg.connections = conns;
     cfg.duration = Some(dur);
     cfg.realtime = realtime;
-    let mut rt = tokio::runtime::Builder::new_multi_thread();
-    rt.worker_threads(1);
-    if realtime {
-        rt.on_thread_start(|| {
-            let _ = resolvelab_load::set_realtime();
-        });
-    }
-    let rt = rt.enable_all().build()?;
-    let s = rt.block_on(run_load(
-        &cfg,
-        Output::None,
-        Live::new(),
-        CancellationToken::new(),
-    ))?;
+    // NO_SHORT_SLICE=1: measure without the short scheduler slice of the lane threads.
+    cfg.short_slice = std::env::var_os("NO_SHORT_SLICE").is_none();
+    // One worker: one lane, like `resolvelab load --threads 1`. LANES=n for more.
+    let lanes: usize = std::env::var("LANES")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(1);
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(lanes.max(1))
+        .enable_all()
+        .build()?;
+    // OUT=file.jsonl: keep the per-request records (to see when the lag happens).
+    let out = std::env::var_os("OUT").map_or(Output::None, |p| Output::File(p.into()));
+    let s = rt.block_on(run_load(&cfg, out, Live::new(), CancellationToken::new()))?;
     let d = s.dispatch_lag.clone().unwrap_or_default();
     println!(
         "achieved {:+.3} %, schedule lag p50 {} p99 {} µs, generator lag p50 {} p99 {} max {} µs",

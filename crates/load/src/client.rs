@@ -6,14 +6,12 @@ use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
 use hyper::client::conn::http1::{Connection, SendRequest};
 use hyper::header::HeaderName;
-use hyper::{Request, Response};
+use hyper::{HeaderMap, Request};
 use hyper_util::rt::TokioIo;
 use std::error::Error as _;
-use std::future::Future;
 use std::io;
 use std::net::SocketAddr;
 use std::pin::Pin;
-use std::task::Context;
 use tokio::net::TcpStream;
 
 type Driver = Pin<Box<Connection<TokioIo<TcpStream>, Full<Bytes>>>>;
@@ -28,6 +26,20 @@ pub(crate) struct Conn {
     tx: SendRequest<Full<Bytes>>,
     /// `None` once the connection has ended.
     driver: Option<Driver>,
+    /// The header map of the last response, cleared: the next request's headers go into it.
+    /// hyper parses a response into the (emptied) map of its own request, so passing the map
+    /// around this loop makes the header maps of a connection cost no allocation per request
+    /// instead of four (a cloned map, then its growth to hold the response's headers).
+    spare: Option<HeaderMap>,
+}
+
+/// What one attempt to send a request on a connection gave.
+pub(crate) enum Sent {
+    /// The request went out (or failed on the way): its result.
+    Done(Result<Outcome, ErrorKind>),
+    /// hyper handed the request back unsent: the connection was not ready for another
+    /// request yet, or had closed before the request was written. Safe to send again.
+    Unsent(Box<Request<Full<Bytes>>>),
 }
 
 /// A complete response.
@@ -83,40 +95,52 @@ impl Conn {
             id,
             tx,
             driver: Some(Box::pin(conn)),
+            spare: None,
         })
     }
 
-    /// Poll the driver once without waiting, so a close that arrived while the connection
-    /// sat idle is noticed before it is reused.
-    fn poll_idle(&mut self) {
-        if let Some(d) = self.driver.as_mut() {
-            let mut cx = Context::from_waker(std::task::Waker::noop());
-            if d.as_mut().poll(&mut cx).is_ready() {
-                self.driver = None;
+    /// Is the connection still open, as far as is known without polling it?
+    pub(crate) fn is_open(&self) -> bool {
+        self.driver.is_some() && !self.tx.is_closed()
+    }
+
+    /// The previous response's header map (cleared), for the next request's headers.
+    pub(crate) fn take_headers(&mut self) -> Option<HeaderMap> {
+        self.spare.take()
+    }
+
+    /// Drive the connection until it can take a request; `false` if it ended instead.
+    pub(crate) async fn ready(&mut self) -> bool {
+        let Conn { tx, driver, .. } = self;
+        loop {
+            match driver.as_mut() {
+                Some(d) => {
+                    tokio::select! {
+                        biased;
+                        r = tx.ready() => return r.is_ok(),
+                        _ = d.as_mut() => *driver = None,
+                    }
+                }
+                None => return false,
             }
         }
     }
 
-    /// Has the peer (or hyper) closed this connection?
-    pub(crate) fn is_closed(&mut self) -> bool {
-        self.poll_idle();
-        self.driver.is_none() || self.tx.is_closed()
-    }
-
-    /// Can a pooled connection take a request? (A closed one is discarded before anything is
-    /// sent, so it costs no error.)
-    pub(crate) fn usable(&mut self) -> bool {
-        !self.is_closed() && self.tx.is_ready()
-    }
-
     /// Send one request and read the whole response body, driving the connection meanwhile.
+    ///
+    /// The request is offered with `try_send_request`: if the connection turns out to be
+    /// closed before the request is written (a close that arrived while it sat idle), hyper
+    /// hands it back ([`Sent::Unsent`]) and the caller sends it on another connection, so a
+    /// reused connection needs no poll of its own before each request to find that out.
     pub(crate) async fn exchange(
         &mut self,
         req: Request<Full<Bytes>>,
         capture: Option<&HeaderName>,
-    ) -> Result<Outcome, ErrorKind> {
-        let Conn { tx, driver, .. } = self;
-        let work = exchange(tx, req, capture);
+    ) -> Sent {
+        let Conn {
+            tx, driver, spare, ..
+        } = self;
+        let work = exchange(tx, req, capture, spare);
         tokio::pin!(work);
         loop {
             match driver.as_mut() {
@@ -125,7 +149,7 @@ impl Conn {
                         biased;
                         r = &mut work => return r,
                         // The connection ended (peer close or error): the request future now
-                        // resolves on its own, with the response or the error.
+                        // resolves on its own, with the response, the error or the request.
                         _ = d.as_mut() => *driver = None,
                     }
                 }
@@ -139,29 +163,43 @@ async fn exchange(
     tx: &mut SendRequest<Full<Bytes>>,
     req: Request<Full<Bytes>>,
     capture: Option<&HeaderName>,
-) -> Result<Outcome, ErrorKind> {
-    let resp: Response<hyper::body::Incoming> =
-        tx.send_request(req).await.map_err(|e| hyper_kind(&e))?;
-    let status = resp.status().as_u16();
+    spare: &mut Option<HeaderMap>,
+) -> Sent {
+    let resp = match tx.try_send_request(req).await {
+        Ok(r) => r,
+        Err(mut e) => {
+            return match e.take_message() {
+                Some(req) => Sent::Unsent(Box::new(req)),
+                None => Sent::Done(Err(hyper_kind(e.error()))),
+            };
+        }
+    };
+    let (parts, mut body) = resp.into_parts();
+    let status = parts.status.as_u16();
     let header = capture
-        .and_then(|n| resp.headers().get(n))
+        .and_then(|n| parts.headers.get(n))
         .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned());
-    let reusable = !resp
-        .headers()
+    let reusable = !parts
+        .headers
         .get(hyper::header::CONNECTION)
         .is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(b"close"));
-    let mut body = resp.into_body();
+    let mut headers = parts.headers;
+    headers.clear();
+    *spare = Some(headers);
     let mut bytes = 0u64;
     while let Some(frame) = body.frame().await {
-        let frame = frame.map_err(|e| hyper_kind(&e))?;
+        let frame = match frame {
+            Ok(f) => f,
+            Err(e) => return Sent::Done(Err(hyper_kind(&e))),
+        };
         if let Some(d) = frame.data_ref() {
             bytes += d.len() as u64;
         }
     }
-    Ok(Outcome {
+    Sent::Done(Ok(Outcome {
         status,
         bytes,
         header,
         reusable,
-    })
+    }))
 }

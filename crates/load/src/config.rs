@@ -176,9 +176,19 @@ pub struct LoadConfig {
     pub allow_remote: bool,
     /// Seed of the method-mix RNG (and the body bytes).
     pub seed: u64,
-    /// `--realtime`: run the scheduler thread with `SCHED_FIFO` priority, so a machine busy
-    /// with other work cannot delay dispatch (needs root or `CAP_SYS_NICE`; open loop only).
+    /// `--realtime`: run the open-loop lane threads with `SCHED_FIFO` priority, so a machine
+    /// busy with other work cannot delay dispatch (needs root or `CAP_SYS_NICE`; open loop
+    /// only).
     pub realtime: bool,
+    /// Without `realtime`: ask for a 100 µs scheduler slice on the lane threads (Linux 6.12+,
+    /// no privilege), so a lane waking at a request's time preempts a busy neighbour instead
+    /// of waiting for the next tick. On by default; off only to measure what it does.
+    pub short_slice: bool,
+    /// Open loop: the number of lanes (threads, each with its own keep-alive pool and every
+    /// n-th request). `None`: one per worker of the calling runtime. The lab runner asks for one,
+    /// so that nginx sees a single pool reusing its most recently returned connection, the
+    /// client the simulator models.
+    pub lanes: Option<usize>,
 }
 
 impl LoadConfig {
@@ -201,6 +211,8 @@ impl LoadConfig {
             allow_remote,
             seed: 1,
             realtime: false,
+            short_slice: true,
+            lanes: None,
         })
     }
 

@@ -12,9 +12,10 @@
 //! * [`config`] — [`LoadConfig`]: target (loopback-only unless `allow_remote`), connections, mix;
 //! * [`run_load`] — the run itself, with [`Live`] counters and a cancellation token
 //!   ([`set_realtime`] gives a thread SCHED_FIFO priority, for `--realtime`). Open-loop plans
-//!   dispatch from a scheduler thread onto the caller's runtime; `--rate max` runs its
-//!   connections on one load thread per worker of the caller's runtime, each with its own
-//!   event loop (see docs/load.md);
+//!   run on one *lane* per worker of the caller's runtime (a thread with its own event loop,
+//!   keep-alive pool and share of the schedule, woken at each request's time by a `timerfd`);
+//!   `--rate max` runs its connections on one load thread per worker of the caller's runtime,
+//!   each with its own event loop (see docs/load.md);
 //! * [`record`] — the per-request JSON Lines record (`resolvelab.load/v1`) and its reader;
 //! * [`summary`] — HDR-histogram percentiles, status classes, per-second series;
 //! * [`report`] — `load report`: merge result files into text, JSON, vegeta CSV or HTML;
@@ -48,6 +49,7 @@
 mod client;
 mod closed;
 pub mod config;
+mod open;
 pub mod plan;
 pub mod progress;
 pub mod record;

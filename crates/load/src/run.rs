@@ -1,18 +1,15 @@
-//! The load run: a scheduler thread that dispatches requests on time, request tasks on the
-//! tokio runtime, and a collector thread that writes records and builds the summary.
-//!
-//! Why a thread for the scheduler: tokio's timer has millisecond resolution, which at 5,000
-//! requests/s would release requests in bunches of five; `std::thread::sleep` (nanosleep) keeps
-//! the dispatch within tens of microseconds of the schedule.
+//! The load run: what every request shares ([`Shared`]: target, request template, the
+//! connect-and-exchange step, the record), the engines that send requests (`open` for rate
+//! plans, `closed` for `--rate max`), and a collector thread that writes records and builds
+//! the summary.
 
-use crate::client::{Conn, Outcome};
+use crate::client::{Conn, Outcome, Sent};
 use crate::config::LoadConfig;
 use crate::plan::RatePlan;
 use crate::record::{ErrorKind, Header, JsonlSink, NullSink, Record, RecordSink, SCHEMA};
 use crate::summary::{Classes, Percentiles, Summary, SummaryBuilder};
 use anyhow::Context;
 use bytes::Bytes;
-use hdrhistogram::Histogram;
 use http_body_util::Full;
 use hyper::HeaderMap;
 use hyper::header::{HeaderName, HeaderValue};
@@ -22,12 +19,11 @@ use rand_chacha::ChaCha8Rng;
 use std::borrow::Cow;
 use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::Relaxed};
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
-use tokio::sync::{Semaphore, mpsc};
+use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
-use tokio_util::task::TaskTracker;
 
 /// Where the per-request records go.
 pub enum Output {
@@ -143,15 +139,13 @@ pub(crate) struct Shared {
     capture: Option<HeaderName>,
     pub(crate) keepalive: bool,
     pub(crate) timeout: Duration,
-    max_in_flight: usize,
+    pub(crate) max_in_flight: usize,
     pub(crate) cancel: CancellationToken,
     tx: mpsc::UnboundedSender<Batch>,
     pub(crate) live: Arc<Live>,
     next_conn: AtomicU64,
-    start: Instant,
+    pub(crate) start: Instant,
     pub(crate) start_us: i64,
-    idle: Mutex<Vec<Conn>>,
-    permits: Arc<Semaphore>,
 }
 
 /// The name of a method as a record stores it; the standard ones need no allocation.
@@ -174,10 +168,10 @@ fn method_name(m: &Method) -> Cow<'static, str> {
 }
 
 /// The result of one attempt.
-struct Attempt {
+pub(crate) struct Attempt {
     res: Result<Outcome, ErrorKind>,
     conn: Option<u64>,
-    keep: Option<Conn>,
+    pub(crate) keep: Option<Conn>,
 }
 
 impl Shared {
@@ -186,16 +180,23 @@ impl Shared {
         self.start_us + self.start.elapsed().as_micros() as i64
     }
 
-    fn request(&self, m: usize) -> Request<Full<Bytes>> {
+    /// A request of method `m`, its headers written into `spare` (a cleared map of an earlier
+    /// response on the same connection) when there is one.
+    fn request(&self, m: usize, spare: Option<HeaderMap>) -> Request<Full<Bytes>> {
         let (method, body, _) = &self.methods[m];
+        // Room for a typical response's headers too: hyper parses the response into this map.
+        let mut headers = spare.unwrap_or_else(|| HeaderMap::with_capacity(12));
+        for (n, v) in &self.template {
+            headers.append(n.clone(), v.clone());
+        }
         let mut req = Request::new(Full::new(body.clone()));
         *req.method_mut() = method.clone();
         *req.uri_mut() = self.uri.clone();
-        *req.headers_mut() = self.template.clone();
+        *req.headers_mut() = headers;
         req
     }
 
-    /// Connect (or reuse `conn` if it is still usable) and exchange one request. `conn_id` is
+    /// Connect (or reuse `conn` if it is still open) and exchange one request. `conn_id` is
     /// set as soon as a connection is in use and `keep` receives it back if it may be reused,
     /// so a caller that abandons this future (timeout, cancel) still knows which one it was.
     pub(crate) async fn exchange_on(
@@ -205,23 +206,43 @@ impl Shared {
         conn_id: &mut Option<u64>,
         keep: &mut Option<Conn>,
     ) -> Result<Outcome, ErrorKind> {
-        let reused = conn.and_then(|mut c| c.usable().then_some(c));
-        let mut c = match reused {
+        let mut c = match conn.filter(Conn::is_open) {
             Some(c) => c,
-            None => Conn::open(self.addr, self.next_conn.fetch_add(1, Relaxed)).await?,
+            None => self.connect().await?,
         };
-        *conn_id = Some(c.id);
-        let out = c.exchange(self.request(m), self.capture.as_ref()).await?;
-        if out.reusable && self.keepalive {
-            *keep = Some(c);
+        let mut req = self.request(m, c.take_headers());
+        // hyper hands a request back unsent when the connection was not ready for it yet
+        // (wait until it is) or had closed before writing it (use a new one). Bounded: a
+        // connection that keeps refusing is an error, not a loop.
+        for _ in 0..3 {
+            *conn_id = Some(c.id);
+            match c.exchange(req, self.capture.as_ref()).await {
+                Sent::Done(res) => {
+                    let out = res?;
+                    if out.reusable && self.keepalive {
+                        *keep = Some(c);
+                    }
+                    return Ok(out);
+                }
+                Sent::Unsent(r) => {
+                    req = *r;
+                    if !(c.is_open() && c.ready().await) {
+                        c = self.connect().await?;
+                    }
+                }
+            }
         }
-        Ok(out)
+        Err(ErrorKind::Closed)
+    }
+
+    async fn connect(&self) -> Result<Conn, ErrorKind> {
+        Conn::open(self.addr, self.next_conn.fetch_add(1, Relaxed)).await
     }
 
     /// Connect (or reuse `conn`), exchange, all within `--timeout`; cancellation ends it early.
     /// `cancelled` is the caller's pinned cancellation future: a worker keeps one for its whole
     /// life, so the token's waiter list is not locked once per request.
-    async fn attempt<F: std::future::Future<Output = ()>>(
+    pub(crate) async fn attempt<F: std::future::Future<Output = ()>>(
         &self,
         conn: Option<Conn>,
         m: usize,
@@ -243,7 +264,7 @@ impl Shared {
         }
     }
 
-    fn emit(&self, r: Record) {
+    pub(crate) fn emit(&self, r: Record) {
         // The collector lives until every sender is gone, so this cannot fail while we run.
         let _ = self.tx.send(Batch::One(r));
     }
@@ -255,7 +276,7 @@ impl Shared {
         }
     }
 
-    fn record(&self, seq: u64, t_us: i64, sent_us: i64, m: usize, a: Attempt) -> Record {
+    pub(crate) fn record(&self, seq: u64, t_us: i64, sent_us: i64, m: usize, a: Attempt) -> Record {
         self.finished(seq, t_us, sent_us, self.now_us(), m, a.res, a.conn)
     }
 
@@ -290,7 +311,7 @@ impl Shared {
         }
     }
 
-    fn unsent(&self, seq: u64, t_us: i64, m: usize, error: ErrorKind) -> Record {
+    pub(crate) fn unsent(&self, seq: u64, t_us: i64, m: usize, error: ErrorKind) -> Record {
         Record {
             t_us,
             sent_us: None,
@@ -305,54 +326,6 @@ impl Shared {
             seq,
         }
     }
-}
-
-/// One scheduled request: wait for a keep-alive connection if all are busy (counted as lag,
-/// `late` past the timeout), then send.
-async fn scheduled(sh: Arc<Shared>, seq: u64, due: Instant, t_us: i64, m: usize) {
-    let token = sh.cancel.clone();
-    let cancelled = token.cancelled();
-    tokio::pin!(cancelled);
-    let permit = if sh.keepalive {
-        let wait = tokio::time::timeout_at(
-            (due + sh.timeout).into(),
-            sh.permits.clone().acquire_owned(),
-        );
-        let got = tokio::select! {
-            p = wait => p.ok().and_then(|p| p.ok()),
-            _ = cancelled.as_mut() => None,
-        };
-        match got {
-            Some(p) => Some(p),
-            None => {
-                let kind = if sh.cancel.is_cancelled() {
-                    ErrorKind::Other
-                } else {
-                    ErrorKind::Late
-                };
-                sh.emit(sh.unsent(seq, t_us, m, kind));
-                sh.live.req.in_flight.fetch_sub(1, Relaxed);
-                return;
-            }
-        }
-    } else {
-        None
-    };
-    let conn = if sh.keepalive {
-        sh.idle.lock().unwrap_or_else(|p| p.into_inner()).pop()
-    } else {
-        None
-    };
-    let sent = sh.now_us();
-    sh.live.req.sent.fetch_add(1, Relaxed);
-    let mut a = sh.attempt(conn, m, cancelled.as_mut()).await;
-    if let Some(c) = a.keep.take() {
-        sh.idle.lock().unwrap_or_else(|p| p.into_inner()).push(c);
-    }
-    let rec = sh.record(seq, t_us, sent, m, a);
-    drop(permit);
-    sh.emit(rec);
-    sh.live.req.in_flight.fetch_sub(1, Relaxed);
 }
 
 /// Give the calling thread real-time (`SCHED_FIFO`, priority 10) scheduling, so that on a
@@ -376,48 +349,54 @@ pub fn set_realtime() -> std::io::Result<()> {
     ))
 }
 
-/// The scheduler thread: dispatches every request of the schedule at its time.
-fn schedule_thread(
-    sh: Arc<Shared>,
-    schedule: crate::plan::Schedule,
-    seed: u64,
-    mix: crate::config::Mix,
-    handle: tokio::runtime::Handle,
-    tracker: TaskTracker,
-) -> Histogram<u64> {
-    // The default 50 µs timer slack would be a quarter of the gap between requests at 5,000/s.
+/// Ask the kernel for a short time slice (100 µs) for the calling thread, under the normal
+/// scheduling policy (no privilege needed).
+///
+/// Why: a thread that wakes up to send a request on time must get a CPU now, not when the
+/// process running there has used up its slice. Since Linux 6.12 the fair scheduler lets a
+/// waking thread with a shorter slice than the running one preempt it at once; with the
+/// default slice a waking thread on a busy machine can wait until the next tick (4 ms at
+/// HZ=250), which is what bounded the schedule lag's p99 from below. Older kernels ignore
+/// the request.
+pub(crate) fn set_short_slice() -> std::io::Result<()> {
     #[cfg(target_os = "linux")]
-    // SAFETY: PR_SET_TIMERSLACK only changes this thread's timer slack; no pointers involved.
-    unsafe {
-        libc::prctl(libc::PR_SET_TIMERSLACK, 1 as libc::c_ulong, 0, 0, 0);
-    }
-    let mut rng = ChaCha8Rng::seed_from_u64(seed);
-    let mut lag = Histogram::<u64>::new(3).expect("valid sigfig");
-    for (seq, off) in schedule {
-        let due = sh.start + off;
-        let now = loop {
-            if sh.cancel.is_cancelled() {
-                return lag;
-            }
-            let now = Instant::now();
-            if now >= due {
-                break now;
-            }
-            // Short sleeps keep cancellation responsive during slow plans.
-            std::thread::sleep((due - now).min(Duration::from_millis(50)));
-        };
-        crate::summary::put(&mut lag, (now - due).as_micros() as u64);
-        let t_us = sh.start_us + off.as_micros() as i64;
-        let m = mix.pick(rng.random::<f64>());
-        sh.live.req.scheduled.fetch_add(1, Relaxed);
-        if sh.live.req.in_flight.load(Relaxed) >= sh.max_in_flight {
-            sh.emit(sh.unsent(seq, t_us, m, ErrorKind::Dropped));
-            continue;
+    {
+        /// `struct sched_attr` as of Linux 3.14 (SCHED_ATTR_SIZE_VER0).
+        #[repr(C)]
+        struct SchedAttr {
+            size: u32,
+            sched_policy: u32,
+            sched_flags: u64,
+            sched_nice: i32,
+            sched_priority: u32,
+            sched_runtime: u64,
+            sched_deadline: u64,
+            sched_period: u64,
         }
-        sh.live.req.in_flight.fetch_add(1, Relaxed);
-        tracker.spawn_on(scheduled(sh.clone(), seq, due, t_us, m), &handle);
+        // SAFETY: plain system call on the calling thread. getpriority can return -1 as a
+        // valid nice value; that is the value kept then, which is right either way.
+        let nice = unsafe { libc::getpriority(libc::PRIO_PROCESS, 0) };
+        let attr = SchedAttr {
+            size: std::mem::size_of::<SchedAttr>() as u32,
+            sched_policy: libc::SCHED_OTHER as u32,
+            sched_flags: 0,
+            // sched_setattr sets the nice value too: keep the current one.
+            sched_nice: nice,
+            sched_priority: 0,
+            sched_runtime: 100_000,
+            sched_deadline: 0,
+            sched_period: 0,
+        };
+        // SAFETY: tid 0 is the calling thread; `attr` is a valid sched_attr of the size it
+        // declares.
+        let rc = unsafe { libc::syscall(libc::SYS_sched_setattr, 0, &attr as *const SchedAttr, 0) };
+        if rc != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        Ok(())
     }
-    lag
+    #[cfg(not(target_os = "linux"))]
+    Ok(())
 }
 
 /// The collector: every record goes to the sink and the summary, and updates the live counters.
@@ -583,10 +562,7 @@ pub async fn run_load(
         next_conn: AtomicU64::new(1),
         start,
         start_us,
-        idle: Mutex::new(Vec::new()),
-        permits: Arc::new(Semaphore::new(cfg.connections)),
     });
-    let tracker = TaskTracker::new();
     let mut dispatch_lag = None;
     match &cfg.plan {
         RatePlan::Stages(_) => {
@@ -594,36 +570,18 @@ pub async fn run_load(
                 .plan
                 .schedule(cfg.duration, cfg.requests)
                 .expect("open-loop plans have a schedule");
-            let (sh2, tr2, mix, seed) = (sh.clone(), tracker.clone(), cfg.mix.clone(), cfg.seed);
-            let handle = tokio::runtime::Handle::current();
-            // Its own thread (not the blocking pool) so its timer slack dies with it.
-            let (done_tx, done_rx) = tokio::sync::oneshot::channel();
-            let realtime = cfg.realtime;
-            std::thread::Builder::new()
-                .name("load-scheduler".into())
-                .spawn(move || {
-                    if realtime && let Err(e) = set_realtime() {
-                        let _ = done_tx.send(Err(e));
-                        return;
-                    }
-                    let lag = schedule_thread(sh2, schedule, seed, mix, handle, tr2);
-                    let _ = done_tx.send(Ok(lag));
-                })
-                .context("cannot start the scheduler thread")?;
-            let lag = done_rx
+            let lag = crate::open::run(sh.clone(), cfg, schedule)
                 .await
-                .context("the scheduler thread failed")?
-                .map_err(|e| {
-                    anyhow::anyhow!(
-                        "--realtime: cannot switch the scheduler to SCHED_FIFO ({e}); run as root or grant CAP_SYS_NICE"
-                    )
+                .map_err(|e| match e {
+                    crate::open::LaneError::Realtime(e) => anyhow::anyhow!(
+                        "--realtime: cannot switch the load threads to SCHED_FIFO ({e}); run as root or grant CAP_SYS_NICE"
+                    ),
+                    crate::open::LaneError::Setup(e) => e,
                 })?;
             dispatch_lag = Some(Percentiles::of(&lag));
         }
         RatePlan::Max => crate::closed::run(sh.clone(), cfg).await?,
     }
-    tracker.close();
-    tracker.wait().await;
     // Dropping the last sender ends the collector.
     drop(sh);
     let (mut builder, io) = collector.await.context("the collector thread failed")?;

@@ -504,3 +504,46 @@ async fn max_rate_runs_on_a_current_thread_runtime() {
     let first = recs.iter().map(|r| r.t_us).min().unwrap();
     assert!(last - first < 300_000 + 50_000, "span {} µs", last - first);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lanes_split_the_pool_and_keep_the_method_sequence() {
+    // Two runtime workers: the open loop runs on two lanes (threads with their own event loop,
+    // pool and share of the schedule). The lanes together never open more than --connections,
+    // and request k gets the same method whatever the number of lanes.
+    let srv = start(
+        "127.0.0.55",
+        Some(Stall {
+            after: Duration::ZERO,
+            length: Duration::from_millis(200),
+        }),
+    )
+    .await;
+    let mut c = cfg(&srv.url(), "400");
+    c.requests = Some(200);
+    c.connections = 3;
+    c.mix = Mix::parse("GET=0.5,POST=0.5").unwrap();
+    c.seed = 7;
+    let (s, recs) = go(&c).await;
+    assert_eq!(recs.len(), 200);
+    assert_eq!(s.classes.c2xx, 200, "{:?}", s.errors);
+    let conns: HashSet<u64> = recs.iter().map(|r| r.conn.unwrap()).collect();
+    // The stall at the start keeps requests waiting, so every lane fills its share.
+    assert_eq!(conns.len(), 3, "{conns:?}");
+    let two_lanes: Vec<String> = recs.iter().map(|r| r.method.to_string()).collect();
+
+    // The same run from a current-thread runtime: one lane.
+    let c2 = c.clone();
+    let one_lane = std::thread::spawn(move || {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap()
+            .block_on(go(&c2))
+    })
+    .join()
+    .unwrap()
+    .1;
+    let one_lane: Vec<String> = one_lane.iter().map(|r| r.method.to_string()).collect();
+    assert_eq!(two_lanes, one_lane);
+    assert!(two_lanes.iter().any(|m| m == "POST") && two_lanes.iter().any(|m| m == "GET"));
+}

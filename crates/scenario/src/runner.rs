@@ -449,6 +449,8 @@ async fn play(
     cfg.mix = resolvelab_load::Mix::parse(&sc.load.mix).map_err(|e| anyhow!("load.mix: {e}"))?;
     cfg.header_capture = Some("x-backend".parse()?);
     cfg.seed = seed;
+    // One keep-alive pool, as the lab's evidence was gathered and as the simulator models it.
+    cfg.lanes = Some(1);
     if let Some(m) = sc.load.max_in_flight {
         cfg.max_in_flight = m as usize;
     }

@@ -103,12 +103,12 @@ pub struct Args {
     /// No progress line.
     #[arg(long, short = 'q')]
     quiet: bool,
-    /// Threads that send requests (default: one per core). With `--rate max` each thread runs
-    /// its share of the connections on its own event loop (thread per core).
+    /// Threads that send requests (default: one per core). Each runs its share of the requests
+    /// and of the --connections on its own event loop (thread per core).
     #[arg(long, value_name = "N")]
     threads: Option<usize>,
-    /// Real-time (SCHED_FIFO) priority for the scheduler and workers, so a busy machine cannot
-    /// delay dispatch (root or CAP_SYS_NICE; open-loop rates only).
+    /// Real-time (SCHED_FIFO) priority for the threads that send requests, so a busy machine
+    /// cannot delay dispatch (root or CAP_SYS_NICE; open-loop rates only).
     #[arg(long)]
     realtime: bool,
 }
@@ -198,13 +198,6 @@ pub fn run(args: Args, _ctx: &Ctx) -> anyhow::Result<ExitCode> {
     let mut rt = tokio::runtime::Builder::new_multi_thread();
     if let Some(n) = args.threads {
         rt.worker_threads(n.max(1));
-    }
-    if args.realtime {
-        // The workers send the requests: they must not wait behind other processes either.
-        // A failure here surfaces as the scheduler's one-line error.
-        rt.on_thread_start(|| {
-            let _ = resolvelab_load::set_realtime();
-        });
     }
     let rt = rt.enable_all().build()?;
     let live = Live::new();
