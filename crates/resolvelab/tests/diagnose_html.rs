@@ -4,6 +4,9 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+mod common;
+use common::run_ok;
+
 fn html_for(run: &str) -> (tempfile::TempDir, PathBuf) {
     let src = Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../../tests/fixtures/diagnose/synthetic")
@@ -13,15 +16,10 @@ fn html_for(run: &str) -> (tempfile::TempDir, PathBuf) {
         let e = e.unwrap();
         std::fs::copy(e.path(), dir.path().join(e.file_name())).unwrap();
     }
-    let out = Command::new(env!("CARGO_BIN_EXE_resolvelab"))
-        .args(["analyze", "--format", "html"])
-        .arg(dir.path())
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    let out = run_ok(
+        Command::new(env!("CARGO_BIN_EXE_resolvelab"))
+            .args(["analyze", "--format", "html"])
+            .arg(dir.path()),
     );
     let p = dir.path().join("verdict.html");
     assert_eq!(std::fs::read(&p).unwrap(), out.stdout);

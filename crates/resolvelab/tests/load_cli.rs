@@ -1,11 +1,8 @@
 //! `resolvelab load` and `resolvelab load report` as a user runs them. Only loopback is
 //! targeted: the remote-target test is refused before any socket exists.
 
-use std::process::Command;
-
-fn bin() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_resolvelab"))
-}
+mod common;
+use common::{bin, run_json};
 
 /// A loopback port with nothing listening (bound, then closed).
 fn closed_port(ip: &str) -> u16 {
@@ -92,27 +89,21 @@ fn run_write_and_report_every_format() {
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("load.jsonl");
     let url = format!("http://127.0.0.61:{}/", closed_port("127.0.0.61"));
-    let out = bin()
-        .args([
-            "load",
-            &url,
-            "--rate",
-            "200",
-            "--requests",
-            "8",
-            "--summary",
-            "json",
-            "--out",
-        ])
-        .arg(&file)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    let summary = run_json(
+        bin()
+            .args([
+                "load",
+                &url,
+                "--rate",
+                "200",
+                "--requests",
+                "8",
+                "--summary",
+                "json",
+                "--out",
+            ])
+            .arg(&file),
     );
-    let summary: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(summary["requests"], 8);
     assert_eq!(summary["errors"]["connect-refused"], 8);
     let text = std::fs::read_to_string(&file).unwrap();
@@ -254,33 +245,27 @@ fn max_rate_on_two_threads_writes_every_request() {
     }
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("max.jsonl");
-    let out = bin()
-        .args([
-            "load",
-            &format!("http://{addr}/"),
-            "--rate",
-            "max",
-            "--requests",
-            "500",
-            "--connections",
-            "6",
-            "--threads",
-            "2",
-            "--header-capture",
-            "x-backend",
-            "--summary",
-            "json",
-            "--out",
-        ])
-        .arg(&file)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    let summary = run_json(
+        bin()
+            .args([
+                "load",
+                &format!("http://{addr}/"),
+                "--rate",
+                "max",
+                "--requests",
+                "500",
+                "--connections",
+                "6",
+                "--threads",
+                "2",
+                "--header-capture",
+                "x-backend",
+                "--summary",
+                "json",
+                "--out",
+            ])
+            .arg(&file),
     );
-    let summary: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(summary["requests"], 500);
     assert_eq!(summary["classes"]["c2xx"], 500);
     assert_eq!(summary["headers"]["b1"], 500);

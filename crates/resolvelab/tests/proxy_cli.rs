@@ -7,7 +7,7 @@ use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 mod common;
-use common::{Proc, bin, http};
+use common::{Proc, bin, http, run_ok};
 
 fn word_after(line: &str, marker: &str) -> SocketAddr {
     line.split(marker)
@@ -123,15 +123,10 @@ fn proxy_file_with_named_proxies() {
          [[proxy]]\nname = \"b\"\nlisten = \"127.0.0.114:0\"\nupstream = \"127.0.0.115:9\"\nfaults = [\"down\"]\n",
     )
     .unwrap();
-    let out = bin()
-        .args(["proxy", "--duration", "200ms", "--config"])
-        .arg(&cfg)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    let out = run_ok(
+        bin()
+            .args(["proxy", "--duration", "200ms", "--config"])
+            .arg(&cfg),
     );
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(

@@ -1,7 +1,7 @@
 //! `resolvelab sim balance` end to end: formats, input files and one-line errors.
 
 mod common;
-use common::bin;
+use common::{bin, run_ok};
 
 #[test]
 fn golden_table_shows_the_seed_rows() {
@@ -76,17 +76,12 @@ fn input_file_html_and_errors() {
         .unwrap();
     assert!(out.status.success());
     let html = dir.path().join("t.html");
-    let out = bin()
-        .args(["sim", "balance", "--format", "html", "--input"])
-        .arg(&input)
-        .arg("--out")
-        .arg(&html)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    run_ok(
+        bin()
+            .args(["sim", "balance", "--format", "html", "--input"])
+            .arg(&input)
+            .arg("--out")
+            .arg(&html),
     );
     let page = std::fs::read_to_string(&html).unwrap();
     assert!(page.contains("<svg") && page.contains("conn-4"));

@@ -5,25 +5,19 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 mod common;
-use common::bin;
+use common::{bin, run_json};
 
 /// Simulate `toml` into `dir`; return the model's NLU counts per class.
 fn simulate(dir: &Path, toml: &str) -> BTreeMap<String, u64> {
     let cfg = dir.join("sim.toml");
     std::fs::write(&cfg, toml).unwrap();
-    let out = bin()
-        .args(["sim", "nginx", "--format", "json", "--config"])
-        .arg(&cfg)
-        .arg("--out")
-        .arg(dir)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    let v = run_json(
+        bin()
+            .args(["sim", "nginx", "--format", "json", "--config"])
+            .arg(&cfg)
+            .arg("--out")
+            .arg(dir),
     );
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     v["nlu"]
         .as_object()
         .unwrap()
@@ -35,28 +29,22 @@ fn simulate(dir: &Path, toml: &str) -> BTreeMap<String, u64> {
 
 /// Diagnose the run; return requests per class.
 fn diagnose(dir: &Path) -> BTreeMap<String, u64> {
-    let out = bin()
-        .args([
-            "diagnose",
-            "--log-format",
-            "lab",
-            "--format",
-            "json",
-            "--access",
-        ])
-        .arg(dir.join("access.log"))
-        .arg("--error")
-        .arg(dir.join("error.log"))
-        .arg("--dns")
-        .arg(dir.join("dns.jsonl"))
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    let v = run_json(
+        bin()
+            .args([
+                "diagnose",
+                "--log-format",
+                "lab",
+                "--format",
+                "json",
+                "--access",
+            ])
+            .arg(dir.join("access.log"))
+            .arg("--error")
+            .arg(dir.join("error.log"))
+            .arg("--dns")
+            .arg(dir.join("dns.jsonl")),
     );
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     v["classes"]
         .as_array()
         .unwrap()

@@ -1,7 +1,7 @@
 //! `resolvelab sim nginx` and `resolvelab sim predict` end to end.
 
 mod common;
-use common::bin;
+use common::{bin, run_json, run_ok};
 
 #[test]
 fn example_config_runs_and_writes_a_lab_shaped_run_directory() {
@@ -14,17 +14,12 @@ fn example_config_runs_and_writes_a_lab_shaped_run_directory() {
     assert!(out.status.success());
     std::fs::write(&cfg, &out.stdout).unwrap();
     let run = dir.path().join("run");
-    let out = bin()
-        .args(["sim", "nginx", "--duration", "30s", "--config"])
-        .arg(&cfg)
-        .arg("--out")
-        .arg(&run)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    let out = run_ok(
+        bin()
+            .args(["sim", "nginx", "--duration", "30s", "--config"])
+            .arg(&cfg)
+            .arg("--out")
+            .arg(&run),
     );
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.contains("requests 9000"), "{text}");
@@ -80,27 +75,18 @@ fn bad_config_is_one_line_naming_the_file() {
 
 #[test]
 fn predict_compares_mitigations() {
-    let out = bin()
-        .args([
-            "sim",
-            "predict",
-            "--rps",
-            "500",
-            "--first-try-failure",
-            "0.05",
-            "--sample",
-            "2m",
-            "--format",
-            "json",
-        ])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let v = run_json(bin().args([
+        "sim",
+        "predict",
+        "--rps",
+        "500",
+        "--first-try-failure",
+        "0.05",
+        "--sample",
+        "2m",
+        "--format",
+        "json",
+    ]));
     let rows = v.as_array().unwrap();
     let get = |name: &str| {
         rows.iter()
@@ -124,19 +110,13 @@ fn predict_compares_mitigations() {
         .output()
         .unwrap();
     std::fs::write(&cfg, &ex.stdout).unwrap();
-    let out = bin()
-        .args([
-            "sim", "predict", "--sample", "30s", "--format", "json", "--config",
-        ])
-        .arg(&cfg)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    let v = run_json(
+        bin()
+            .args([
+                "sim", "predict", "--sample", "30s", "--format", "json", "--config",
+            ])
+            .arg(&cfg),
     );
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     let rows = v.as_array().unwrap();
     assert_eq!(rows.len(), 6);
     assert_eq!(rows[0]["requests"], 9000);

@@ -37,3 +37,19 @@ pub fn http(addr: SocketAddr, method: &str, path: &str, body: &str) -> String {
     let _ = s.read_to_string(&mut out);
     out
 }
+
+/// Run a command that must succeed; its stderr is the failure message.
+pub fn run_ok(cmd: &mut Command) -> std::process::Output {
+    let out = cmd.output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
+/// Run a command that must succeed and parse its stdout as JSON.
+pub fn run_json(cmd: &mut Command) -> serde_json::Value {
+    serde_json::from_slice(&run_ok(cmd).stdout).unwrap()
+}
