@@ -13,8 +13,7 @@ exposure is Σ over peer-list changes of the other workers' request rate.
 The exposure is measured with the model itself, so that the calibrated window means the same
 thing the model does with it: each lab run is replayed on `--engine sim` exactly as
 scripts/fidelity.sh does (the lab's scenario.toml, seed, /24, load start and send times), and
-the run's `sim.json` gives `first_pick_expected` at the model's current window; while
-rate × window ≪ 1 that is window × exposure, so exposure = expected / window.
+the run's `sim.json` gives `first_pick_exposure_per_us`, the races it expects per µs of window.
 
 The maximum-likelihood window is races / exposure; its 95 % interval is the exact Poisson
 interval of the race count over the same exposure. The races are the
@@ -38,8 +37,9 @@ def field(run_json, key):
     return None if v is None else str(v)
 
 
-def model_expected(binary, lab, out):
-    """The model's first_pick_expected for a replay of this lab run (None if it cannot run)."""
+def model_exposure(binary, lab, out):
+    """The model's first-pick exposure (per µs) for a replay of this lab run (None if it cannot
+    run)."""
     run = json.load(open(os.path.join(lab, "run.json")))
     os.makedirs(out, exist_ok=True)
     scenario = os.path.join(out, "scenario.toml")
@@ -59,7 +59,7 @@ def model_expected(binary, lab, out):
     for d in sorted(os.listdir(runs)) if os.path.isdir(runs) else []:
         p = os.path.join(runs, d, "sim.json")
         if os.path.exists(p):
-            return json.load(open(p)).get("first_pick_expected", 0.0)
+            return json.load(open(p)).get("first_pick_exposure_per_us", 0.0)
     return None
 
 
@@ -74,9 +74,6 @@ def main(argv):
         print(f"calibrate-first-pick.py: {binary} is not an executable (build it or pass --bin)",
               file=sys.stderr)
         return 2
-    window = float(subprocess.run([binary, "sim", "predict", "--help"], capture_output=True,
-                                  text=True).stdout.split("first-pick-window-us")[1]
-                   .split("[default: ")[1].split("]")[0])
     seen, exposure, races, runs, skipped = set(), 0.0, 0, 0, 0
     with tempfile.TemporaryDirectory() as tmp:
         for parent in argv:
@@ -86,25 +83,24 @@ def main(argv):
                                            ("run.json", "scenario.toml", "verdict.json")):
                     continue
                 seen.add(name)
-                e = model_expected(binary, lab, os.path.join(tmp, name))
+                e = model_exposure(binary, lab, os.path.join(tmp, name))
                 if e is None:
                     skipped += 1
                     continue
                 v = json.load(open(os.path.join(lab, "verdict.json")))
                 n = sum(c["requests"] for c in v.get("classes", [])
                         if c["class"] == "generation-race-first-pick")
-                exposure += e / window
+                exposure += e
                 races += n
                 runs += 1
                 if n:
-                    print(f"{lab}: {n} first-pick race(s), model exposure {e / window:.4f} per µs")
+                    print(f"{lab}: {n} first-pick race(s), model exposure {e:.4f} per µs")
     if exposure == 0:
         print("no run with a peer-list change and another worker was found", file=sys.stderr)
         return 1
     lo, hi = POISSON_95.get(races, (races - 1.96 * races ** 0.5, races + 1.96 * races ** 0.5))
     print(f"runs: {runs} ({skipped} the model cannot run), exposure: {exposure:.4f} expected races "
-          f"per µs of window (at the current {window} µs: {exposure * window:.2f}), "
-          f"first-pick races: {races}")
+          f"per µs of window, first-pick races: {races}")
     print(f"first_pick_window_us = {races / exposure:.2f} "
           f"(95 % interval {lo / exposure:.2f} … {hi / exposure:.2f})")
     return 0

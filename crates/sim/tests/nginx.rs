@@ -507,6 +507,16 @@ fn first_pick_race_needs_another_worker_and_scales_with_the_window() {
     assert!(small.first_pick_expected <= small.swaps as f64 * 3000.0 * 7e-6);
     let ratio = big.first_pick_expected / small.first_pick_expected;
     assert!((30.0..=100.0).contains(&ratio), "{ratio}");
+    // The exposure hardly depends on the window (a refused request frees its client connection
+    // sooner, which moves later requests between workers a little), and the small window's
+    // expectation is linear in it.
+    let drift = small.first_pick_exposure_per_us / big.first_pick_exposure_per_us - 1.0;
+    assert!(drift.abs() < 0.05, "{drift}");
+    let linear = small.first_pick_exposure_per_us * 7.0;
+    assert!(
+        (small.first_pick_expected / linear - 1.0).abs() < 0.01,
+        "{linear}"
+    );
     // Only requests of the worker that does not resolve are refused (nginx's pid + 1 in the logs).
     let dir = tempfile::tempdir().unwrap();
     cfg.first_pick_window_us = 700.0;

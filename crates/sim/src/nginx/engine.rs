@@ -1206,11 +1206,16 @@ impl<'a> Engine<'a> {
     /// relative to the other workers' requests is random at that scale, so a change catches a
     /// request with probability 1 − e^(−rate·window).
     fn draw_first_pick_race(&mut self, t: i64) {
-        let window = self.cfg.first_pick_window_us;
-        if window <= 0.0 || self.cfg.workers < 2 || !self.has_zone_resolve {
+        if self.cfg.workers < 2 || !self.has_zone_resolve {
             return;
         }
-        let p = 1.0 - (-self.other_rate(t) * window * 1e-6).exp();
+        let rate = self.other_rate(t);
+        self.sum.first_pick_exposure_per_us += rate * 1e-6;
+        let window = self.cfg.first_pick_window_us;
+        if window <= 0.0 {
+            return;
+        }
+        let p = 1.0 - (-rate * window * 1e-6).exp();
         self.sum.first_pick_expected += p;
         if p > 0.0 && self.race_rng.random::<f64>() < p {
             // The caught request was already between its two steps: in the model it is the

@@ -254,6 +254,10 @@ pub struct SimSummary {
     /// The expected number of first-pick races (the sum of every peer-list change's race
     /// probability): for a class this rare, the count to compare pooled lab counts with.
     pub first_pick_expected: f64,
+    /// The other workers' request rate summed over every peer-list change, per µs: the races
+    /// expected per µs of `first_pick_window_us` while rate × window ≪ 1 (what
+    /// scripts/calibrate-first-pick.py fits the window with).
+    pub first_pick_exposure_per_us: f64,
 }
 
 impl SimSummary {
