@@ -12,7 +12,7 @@
 # resolved scenario, as it was when the lab ran) with the same seed, the same loopback /24 and the
 # same load start (RESOLVELAB_SIM_EPOCH_US = the lab's load_start_us: same phase of nginx's
 # one-second clock). Only the part between the GENERATED markers of the output is rewritten;
-# the hand-written explanations around it are kept.
+# the hand-written explanations around it are kept. Needs python3 (to read the JSON results).
 set -euo pipefail
 
 usage() {
@@ -36,6 +36,7 @@ while [ $# -gt 0 ]; do
 done
 
 cd "$(dirname "$0")/.."
+command -v python3 > /dev/null || { echo "fidelity.sh: python3 is required (it reads the JSON results); install it" >&2; exit 2; }
 if [ -z "$BIN" ]; then
     cargo build -q -p resolvelab
     BIN=target/debug/resolvelab
@@ -64,6 +65,27 @@ verdict_status() {
 # A top-level field of a pretty-printed run.json (string quotes removed).
 field() {
     sed -n "s/^  \"$2\": \(.*\)$/\1/p" "$1/run.json" | head -n 1 | sed 's/,$//; s/^"//; s/"$//'
+}
+
+# One row's inputs to the pooled first-pick check, read from JSON (never from the Markdown):
+# "LAB MODEL EXPECTED" = the lab's and the model's generation-race-first-pick counts
+# (`sim fidelity --json-out`) and the model's expected number of races (`first_pick_expected` of
+# the model run's sim.json). A missing file or class counts 0; a malformed file is an error.
+first_pick() {
+    python3 - "$1" "$2" <<'PY'
+import json, sys
+
+def load(path):
+    try:
+        with open(path) as f:
+            return json.load(f)
+    except FileNotFoundError:
+        return {}
+
+fid, sim = load(sys.argv[1]), load(sys.argv[2])
+row = next((c for c in fid.get("classes", []) if c["class"] == "generation-race-first-pick"), {})
+print(row.get("lab_count", 0), row.get("model_count", 0), repr(float(sim.get("first_pick_expected") or 0)))
+PY
 }
 
 table=$(mktemp)
@@ -108,7 +130,12 @@ for lab in "$LAB_RUNS"/*/; do
         continue
     fi
     rc=0
-    "$BIN" sim fidelity --lab "$lab" --sim "$sim" --name "$title" > "$SIM_OUT/$base/fidelity.md" || rc=$?
+    # One comparison, two renderings: the Markdown section and the same result as JSON.
+    rm -f "$SIM_OUT/$base/fidelity.json"
+    "$BIN" sim fidelity --lab "$lab" --sim "$sim" --name "$title" \
+        --json-out "$SIM_OUT/$base/fidelity.json" > "$SIM_OUT/$base/fidelity.md" \
+        2> "$SIM_OUT/$base/fidelity.err" || rc=$?
+    cat "$SIM_OUT/$base/fidelity.err" >&2
     if [ "$rc" -eq 0 ]; then
         agree=$((agree + 1))
         result="agree"
@@ -117,19 +144,17 @@ for lab in "$LAB_RUNS"/*/; do
         result="**DISAGREE** (see below)"
     else
         failed=$((failed + 1))
-        result="**comparison failed**: $(tail -n 1 "$SIM_OUT/$base/fidelity.md" | tr '|' '/')"
+        result="**comparison failed**: $(tail -n 1 "$SIM_OUT/$base/fidelity.err" | tr '|' '/')"
     fi
     printf '| %s | `%s` | %s | %s | %s |\n' "$title" "$base" "$status" "$(verdict_status "$sim")" \
         "$result" >> "$table"
     { cat "$SIM_OUT/$base/fidelity.md"; echo; } >> "$sections"
     # First-pick races are rare (a few per hundred runs): pooled below over every row.
-    row="$(grep -m1 '^| generation-race-first-pick |' "$SIM_OUT/$base/fidelity.md" || true)"
-    if [ -n "$row" ]; then
-        fp_lab=$((fp_lab + $(echo "$row" | awk -F'|' '{print $3 + 0}')))
-        fp_model=$((fp_model + $(echo "$row" | awk -F'|' '{print $4 + 0}')))
-    fi
-    e="$(sed -n 's/^ *"first_pick_expected": *\([0-9.eE+-]*\).*/\1/p' "$sim/sim.json" 2>/dev/null | head -n 1)"
-    fp_expected="$(awk -v a="$fp_expected" -v b="${e:-0}" 'BEGIN { printf "%.6f", a + b }')"
+    fp="$(first_pick "$SIM_OUT/$base/fidelity.json" "$sim/sim.json")"
+    read -r l m e <<< "$fp"
+    fp_lab=$((fp_lab + l))
+    fp_model=$((fp_model + m))
+    fp_expected="$(awk -v a="$fp_expected" -v b="$e" 'BEGIN { printf "%.6f", a + b }')"
     echo "fidelity.sh: $title: $result" >&2
 done
 

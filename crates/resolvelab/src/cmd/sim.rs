@@ -41,11 +41,26 @@ enum SimCommand {
     about = "Compare a real-nginx run directory with a simulated one: classes present/absent, counts within the Poisson 95 % bound, durations within 10 %.",
     long_about = "Diagnose both run directories with the same checker and compare them class by class: \
 the same classes present and absent; failed requests of each class within each other's Poisson 95 % \
-interval; the longest incident of each class within 10 % in duration. Prints one Markdown section \
-(for docs/FIDELITY.md) and exits 1 when the model and nginx disagree. The bound is fixed: fix the \
-model, never the bound.",
+interval; the longest incident of each class within 10 % in duration (compared only when one of the \
+two lasts 2 s or more: isolated events have no meaningful duration). Prints one Markdown section \
+(for docs/FIDELITY.md) or, with --format json, one JSON object. Exits 0 when the model and nginx \
+agree, 1 when they disagree (both formats), 2 on an error. The bound is fixed: fix the model, never \
+the bound.",
     after_help = "Examples:\n  resolvelab sim fidelity --lab runs/generation-race-20261130T0600Z --sim runs/generation-race-sim\n  \
-resolvelab sim fidelity --lab LAB_DIR --sim SIM_DIR --name generation-race >> docs/FIDELITY.md"
+resolvelab sim fidelity --lab LAB_DIR --sim SIM_DIR --name generation-race >> docs/FIDELITY.md\n  \
+resolvelab sim fidelity --lab LAB_DIR --sim SIM_DIR --format json\n  \
+resolvelab sim fidelity --lab LAB_DIR --sim SIM_DIR --json-out row.json > row.md  # both\n\n\
+--format json prints one object:\n  \
+{\"name\": \"generation-race\",\n   \
+\"lab\":   {\"requests\": 36000, \"failed\": 41, \"swaps\": 20},\n   \
+\"model\": {\"requests\": 36000, \"failed\": 38, \"swaps\": 20},\n   \
+\"classes\": [{\"class\": \"generation-race-retry\", \"lab_count\": 41, \"model_count\": 38,\n                \
+\"counts_agree\": true, \"lab_longest_ms\": 310, \"model_longest_ms\": 295,\n                \
+\"duration_compared\": false, \"durations_agree\": true}],\n   \
+\"agree\": true}\n\
+counts_agree includes presence (a class seen in one run only disagrees); durations are compared \
+only for bursts of 2 s or more (duration_compared), and durations_agree is true when they are not. \
+Exit status 0 = agree, 1 = disagree, in both formats."
 )]
 struct FidelityArgs {
     /// Run directory of the real-nginx run.
@@ -57,6 +72,13 @@ struct FidelityArgs {
     /// Scenario name for the heading (default: the lab directory's name).
     #[arg(long)]
     name: Option<String>,
+    /// Output format: a Markdown section (text) or one JSON object.
+    #[arg(long, value_enum, default_value = "text")]
+    format: SummaryFormat,
+    /// Also write the comparison as JSON to FILE (the same result as --format json, from the
+    /// same comparison as what is printed).
+    #[arg(long, value_name = "FILE")]
+    json_out: Option<PathBuf>,
 }
 
 /// Arguments of `resolvelab sim nginx`.
@@ -449,11 +471,57 @@ fn diagnose_dir(dir: &std::path::Path) -> anyhow::Result<resolvelab_diagnose::Di
     resolvelab_diagnose::diagnose(&o).with_context(|| format!("diagnosing {}", dir.display()))
 }
 
-fn run_fidelity(a: FidelityArgs) -> anyhow::Result<ExitCode> {
+/// One `sim fidelity` comparison, computed once and rendered as Markdown or JSON (so the two
+/// cannot say different things).
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+struct Fidelity {
+    /// Heading of the Markdown section.
+    name: String,
+    /// The real-nginx run.
+    lab: RunTotals,
+    /// The simulated run.
+    model: RunTotals,
+    /// Every failure class present in either run, by class id.
+    classes: Vec<ClassFidelity>,
+    /// Every class agrees.
+    agree: bool,
+}
+
+/// Totals of one diagnosed run directory.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+struct RunTotals {
+    requests: u64,
+    failed: u64,
+    swaps: u64,
+}
+
+/// One class row of the comparison.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+struct ClassFidelity {
+    class: String,
+    lab_count: u64,
+    model_count: u64,
+    /// Within each other's Poisson 95 % interval, and present in both or in neither.
+    counts_agree: bool,
+    lab_longest_ms: i64,
+    model_longest_ms: i64,
+    /// Durations are compared for bursts (one long incident), not for isolated events.
+    duration_compared: bool,
+    /// Within 10 %; true when not compared.
+    durations_agree: bool,
+}
+
+/// Below this neither run has a burst: the longest "incident" is an isolated event.
+const BURST_MS: i64 = 2000;
+
+/// Compare the checker's diagnoses of a lab run and a model run, class by class.
+fn compare_runs(
+    name: String,
+    lab: &resolvelab_diagnose::Diagnosis,
+    sim: &resolvelab_diagnose::Diagnosis,
+) -> Fidelity {
     use resolvelab_sim::nginx::fidelity::{counts_agree, durations_agree};
-    use std::collections::BTreeMap;
-    let lab = diagnose_dir(&a.lab)?;
-    let sim = diagnose_dir(&a.sim)?;
+    use std::collections::{BTreeMap, BTreeSet};
     let per_class = |d: &resolvelab_diagnose::Diagnosis| {
         let mut m: BTreeMap<String, (u64, i64)> = BTreeMap::new();
         for i in &d.incidents {
@@ -463,52 +531,108 @@ fn run_fidelity(a: FidelityArgs) -> anyhow::Result<ExitCode> {
         }
         m
     };
-    let (l, m) = (per_class(&lab), per_class(&sim));
+    let (l, m) = (per_class(lab), per_class(sim));
+    let names: BTreeSet<&String> = l.keys().chain(m.keys()).collect();
+    let classes: Vec<ClassFidelity> = names
+        .into_iter()
+        .map(|c| {
+            let (lc, ld) = l.get(c).copied().unwrap_or((0, 0));
+            let (mc, md) = m.get(c).copied().unwrap_or((0, 0));
+            let duration_compared = !(ld < BURST_MS && md < BURST_MS);
+            ClassFidelity {
+                class: c.clone(),
+                lab_count: lc,
+                model_count: mc,
+                counts_agree: counts_agree(lc, mc) && (lc > 0) == (mc > 0),
+                lab_longest_ms: ld,
+                model_longest_ms: md,
+                duration_compared,
+                durations_agree: !duration_compared || durations_agree(ld as f64, md as f64),
+            }
+        })
+        .collect();
+    let totals = |d: &resolvelab_diagnose::Diagnosis| RunTotals {
+        requests: d.requests,
+        failed: d.failures,
+        swaps: d.swaps,
+    };
+    Fidelity {
+        name,
+        lab: totals(lab),
+        model: totals(sim),
+        agree: classes.iter().all(|c| c.counts_agree && c.durations_agree),
+        classes,
+    }
+}
+
+/// The Markdown section of docs/FIDELITY.md (scripts/fidelity.sh pastes it verbatim).
+fn fidelity_markdown(f: &Fidelity) -> String {
+    let mut out = format!(
+        "### {}\n\nlab: {} requests, {} failed, {} swaps · model: {} requests, {} failed, {} swaps\n\n\
+| class | lab requests | model requests | counts (Poisson 95 %) | lab longest (ms) | model longest (ms) | duration (±10 %) |\n|---|---:|---:|---|---:|---:|---|\n",
+        f.name,
+        f.lab.requests,
+        f.lab.failed,
+        f.lab.swaps,
+        f.model.requests,
+        f.model.failed,
+        f.model.swaps
+    );
+    let mark = |ok: bool| if ok { "agree" } else { "**DISAGREE**" };
+    for c in &f.classes {
+        out.push_str(&format!(
+            "| {} | {} | {} | {} | {} | {} | {} |\n",
+            c.class,
+            c.lab_count,
+            c.model_count,
+            mark(c.counts_agree),
+            c.lab_longest_ms,
+            c.model_longest_ms,
+            if c.duration_compared {
+                mark(c.durations_agree)
+            } else {
+                "n/a (isolated)"
+            }
+        ));
+    }
+    if f.classes.is_empty() {
+        out.push_str("| (no failures) | 0 | 0 | agree | – | – | – |\n");
+    }
+    out.push_str(&format!(
+        "\nVerdict: {}\n",
+        if f.agree {
+            "the model agrees with nginx."
+        } else {
+            "the model DISAGREES with nginx: explain or fix the model (never loosen the bound)."
+        }
+    ));
+    out
+}
+
+fn run_fidelity(a: FidelityArgs) -> anyhow::Result<ExitCode> {
+    let lab = diagnose_dir(&a.lab)?;
+    let sim = diagnose_dir(&a.sim)?;
     let name = a.name.clone().unwrap_or_else(|| {
         a.lab
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_default()
     });
-    let mut out = format!(
-        "### {name}\n\nlab: {} requests, {} failed, {} swaps · model: {} requests, {} failed, {} swaps\n\n\
-| class | lab requests | model requests | counts (Poisson 95 %) | lab longest (ms) | model longest (ms) | duration (±10 %) |\n|---|---:|---:|---|---:|---:|---|\n",
-        lab.requests, lab.failures, lab.swaps, sim.requests, sim.failures, sim.swaps
-    );
-    let mut agree = true;
-    let classes: std::collections::BTreeSet<&String> = l.keys().chain(m.keys()).collect();
-    for c in &classes {
-        let (lc, ld) = l.get(*c).copied().unwrap_or((0, 0));
-        let (mc, md) = m.get(*c).copied().unwrap_or((0, 0));
-        let count_ok = counts_agree(lc, mc);
-        // Durations are compared for bursts (one long incident), not for isolated events.
-        let dur_ok = ld < 2000 && md < 2000 || durations_agree(ld as f64, md as f64);
-        let presence_ok = (lc > 0) == (mc > 0);
-        agree &= count_ok && dur_ok && presence_ok;
-        let mark = |ok: bool| if ok { "agree" } else { "**DISAGREE**" };
-        out.push_str(&format!(
-            "| {c} | {lc} | {mc} | {} | {ld} | {md} | {} |\n",
-            mark(count_ok && presence_ok),
-            if ld < 2000 && md < 2000 {
-                "n/a (isolated)"
-            } else {
-                mark(dur_ok)
-            }
-        ));
+    let f = compare_runs(name, &lab, &sim);
+    let json = || serde_json::to_string_pretty(&f).map(|s| s + "\n");
+    if let Some(path) = &a.json_out {
+        std::fs::write(path, json()?).with_context(|| {
+            format!(
+                "cannot write --json-out {}: give a writable file path",
+                path.display()
+            )
+        })?;
     }
-    if classes.is_empty() {
-        out.push_str("| (no failures) | 0 | 0 | agree | – | – | – |\n");
+    match a.format {
+        SummaryFormat::Text => emit(&fidelity_markdown(&f))?,
+        SummaryFormat::Json => emit(&json()?)?,
     }
-    out.push_str(&format!(
-        "\nVerdict: {}\n",
-        if agree {
-            "the model agrees with nginx."
-        } else {
-            "the model DISAGREES with nginx: explain or fix the model (never loosen the bound)."
-        }
-    ));
-    emit(&out)?;
-    Ok(if agree {
+    Ok(if f.agree {
         ExitCode::SUCCESS
     } else {
         ExitCode::from(1)
@@ -522,5 +646,88 @@ fn emit(text: &str) -> anyhow::Result<()> {
     match out.write_all(text.as_bytes()).and_then(|_| out.flush()) {
         Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => Err(e.into()),
         _ => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod fidelity_tests {
+    use super::*;
+
+    fn row(class: &str, lc: u64, mc: u64, ld: i64, md: i64, counts: bool) -> ClassFidelity {
+        let duration_compared = ld >= BURST_MS || md >= BURST_MS;
+        ClassFidelity {
+            class: class.into(),
+            lab_count: lc,
+            model_count: mc,
+            counts_agree: counts,
+            lab_longest_ms: ld,
+            model_longest_ms: md,
+            duration_compared,
+            durations_agree: !duration_compared
+                || resolvelab_sim::nginx::fidelity::durations_agree(ld as f64, md as f64),
+        }
+    }
+
+    /// The Markdown is what docs/FIDELITY.md holds: its bytes are pinned here, so a change
+    /// to the JSON side cannot silently reshape the published table.
+    #[test]
+    fn markdown_section_is_pinned() {
+        let f = Fidelity {
+            name: "dns-nxdomain — seed 1".into(),
+            lab: RunTotals {
+                requests: 9000,
+                failed: 640,
+                swaps: 2,
+            },
+            model: RunTotals {
+                requests: 9000,
+                failed: 600,
+                swaps: 2,
+            },
+            classes: vec![
+                row("dns-nxdomain", 640, 600, 2100, 2500, true),
+                row("upstream-failure", 3, 0, 10, 0, false),
+            ],
+            agree: false,
+        };
+        assert_eq!(
+            fidelity_markdown(&f),
+            "### dns-nxdomain — seed 1\n\n\
+lab: 9000 requests, 640 failed, 2 swaps · model: 9000 requests, 600 failed, 2 swaps\n\n\
+| class | lab requests | model requests | counts (Poisson 95 %) | lab longest (ms) | model longest (ms) | duration (±10 %) |\n\
+|---|---:|---:|---|---:|---:|---|\n\
+| dns-nxdomain | 640 | 600 | agree | 2100 | 2500 | **DISAGREE** |\n\
+| upstream-failure | 3 | 0 | **DISAGREE** | 10 | 0 | n/a (isolated) |\n\
+\nVerdict: the model DISAGREES with nginx: explain or fix the model (never loosen the bound).\n"
+        );
+        let json = serde_json::to_value(&f).unwrap();
+        assert_eq!(json["classes"][0]["durations_agree"], false);
+        assert_eq!(json["classes"][1]["duration_compared"], false);
+        assert_eq!(json["lab"]["failed"], 640);
+    }
+
+    #[test]
+    fn no_failures_is_one_agreeing_row() {
+        let totals = RunTotals {
+            requests: 10,
+            failed: 0,
+            swaps: 0,
+        };
+        let f = Fidelity {
+            name: "x".into(),
+            lab: totals.clone(),
+            model: totals,
+            classes: vec![],
+            agree: true,
+        };
+        let md = fidelity_markdown(&f);
+        assert!(
+            md.contains("\n| (no failures) | 0 | 0 | agree | – | – | – |\n"),
+            "{md}"
+        );
+        assert!(
+            md.ends_with("\nVerdict: the model agrees with nginx.\n"),
+            "{md}"
+        );
     }
 }
