@@ -1,46 +1,46 @@
-//! `--rate max`: closed-loop workers, one thread per runtime worker, no scheduler in the
-//! request path.
+//! `--rate max`: closed-loop connections on one event loop per load thread, written the way
+//! wrk is: each connection is a small state machine (connect → write → read → record → write
+//! the next request) driven by `epoll` (through `mio`), with the request bytes rendered once
+//! and the response read by [`crate::wire`] (httparse).
 //!
-//! Why its own threads: on a multi-thread runtime every request of a closed loop pays for
-//! work stealing, cross-thread wake-ups and a timer entry, which at tens of thousands of
-//! requests per second is more CPU than hyper's HTTP/1 machinery itself — and every
-//! microsecond the generator spends is taken from the server it measures. Here each thread runs
-//! a current-thread runtime whose one future polls its share of the connections
-//! (`FuturesUnordered`: only the connections that were woken are polled). A request's wake-ups
-//! never leave the thread, and those a connection gives itself are absorbed by [`Settle`]
-//! instead of costing an event-loop turn. The per-request bookkeeping is batched: records go
-//! to the collector in chunks, the live counters are published per chunk, and `--timeout` and
-//! cancellation are enforced by one watchdog per thread that ticks every few milliseconds,
-//! instead of a timer entry and a cancellation waiter per request.
+//! Why not hyper and tokio here, as in the open loop: a throughput test on a two-core machine
+//! measures the server *and* the generator, and with hyper and a runtime the generator spent
+//! 18.7 k instructions per request (wrk: 4.5 k), 14 k of them in hyper — CPU taken from the
+//! server under test. Here a request costs one `write`, one `read` and a share of an
+//! `epoll_wait`; no futures, wakers, header maps or channels. The per-request bookkeeping is
+//! batched: records go to the collector in chunks, the live counters are published per chunk,
+//! and `--timeout` and cancellation are checked every [`TICK`] by the loop itself.
 
+use crate::client::{Outcome, io_kind};
 use crate::config::{LoadConfig, Mix};
 use crate::record::{ErrorKind, Record};
 use crate::run::Shared;
-use futures_util::StreamExt;
-use futures_util::stream::FuturesUnordered;
-use futures_util::task::AtomicWaker;
+use crate::wire::{Feed, ResponseReader};
+use mio::net::TcpStream;
+use mio::{Events, Interest, Poll, Token};
 use rand::{RngExt, SeedableRng};
 use rand_chacha::ChaCha8Rng;
-use std::cell::{Cell, RefCell};
-use std::future::{Future, poll_fn};
-use std::pin::Pin;
+use std::io::{self, Read, Write};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed, Ordering::SeqCst};
-use std::task::{Context, Poll, Wake, Waker};
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
-/// How often the watchdog looks at deadlines and cancellation and hands records over: the
-/// bound on how late a timeout or a Ctrl-C is noticed, and on how stale the progress line is.
+/// How often the loop looks at deadlines and cancellation and hands records over: the bound
+/// on how late a timeout or a Ctrl-C is noticed, and on how stale the progress line is.
 const TICK: Duration = Duration::from_millis(5);
 
-/// Records per chunk at most, so a watchdog held up by a busy thread cannot let a chunk grow
-/// without bound.
+/// Records per chunk at most, so a loop that never reaches a tick (a fast server) still hands
+/// its records over.
 const BATCH: usize = 1024;
 
-/// Run the closed loop: `cfg.connections` workers spread over as many threads as the calling
-/// runtime has workers (a current-thread runtime: one). Returns when every worker has ended
-/// (`--requests` reached, `--duration` over, or `sh.cancel` fired).
+/// Bytes read per `read` call. One buffer per thread: a connection's partial head is copied
+/// into its own reader, so the buffer is free again after every call.
+const READ_BUF: usize = 64 * 1024;
+
+/// Run the closed loop: `cfg.connections` connections spread over as many threads as the
+/// calling runtime has workers (a current-thread runtime: one). Returns when every connection
+/// has ended (`--requests` reached, `--duration` over, or `sh.cancel` fired).
 pub(crate) async fn run(sh: Arc<Shared>, cfg: &LoadConfig) -> anyhow::Result<()> {
     let threads = tokio::runtime::Handle::current()
         .metrics()
@@ -52,12 +52,11 @@ pub(crate) async fn run(sh: Arc<Shared>, cfg: &LoadConfig) -> anyhow::Result<()>
     let end_us = cfg
         .duration
         .map(|d| sh.start_us.saturating_add(d.as_micros() as i64));
-    // The same per-connection seeds as before threads were introduced: the method sequence of
-    // connection k depends only on --seed and k.
+    // The method sequence of connection k depends only on --seed and k.
     let mut seeder = ChaCha8Rng::seed_from_u64(cfg.seed);
     let seeds: Vec<u64> = (0..cfg.connections).map(|_| seeder.random()).collect();
-    // A child token: if a thread cannot be started, the ones already running are stopped
-    // without cancelling the caller's token.
+    // A child token: if a thread fails, the others are stopped without cancelling the
+    // caller's token.
     let stop = sh.cancel.child_token();
     let mut done = Vec::with_capacity(threads);
     let mut spawn_error = None;
@@ -69,21 +68,15 @@ pub(crate) async fn run(sh: Arc<Shared>, cfg: &LoadConfig) -> anyhow::Result<()>
         let spawned = std::thread::Builder::new()
             .name(format!("load-max-{t}"))
             .spawn(move || {
-                let res = tokio::runtime::Builder::new_current_thread()
-                    .enable_all()
-                    .build()
-                    .map(|rt| {
-                        let w = Workers {
-                            sh: &sh,
-                            next_seq: &next_seq,
-                            limit,
-                            end_us,
-                            mix: &mix,
-                            stop: &stop2,
-                        };
-                        rt.block_on(w.thread_main(mine));
-                    });
-                let _ = tx.send(res);
+                let shared = Common {
+                    sh: &sh,
+                    next_seq: &next_seq,
+                    limit,
+                    end_us,
+                    mix: &mix,
+                    stop: &stop2,
+                };
+                let _ = tx.send(EventLoop::new(shared, mine).and_then(EventLoop::run));
             });
         match spawned {
             Ok(_) => done.push(rx),
@@ -98,9 +91,7 @@ pub(crate) async fn run(sh: Arc<Shared>, cfg: &LoadConfig) -> anyhow::Result<()>
     for rx in done {
         let res = match rx.await {
             Ok(Ok(())) => continue,
-            Ok(Err(e)) => {
-                anyhow::Error::new(e).context("cannot start the runtime of a load thread")
-            }
+            Ok(Err(e)) => anyhow::Error::new(e).context("the event loop of a load thread failed"),
             Err(_) => anyhow::anyhow!("a load thread ended without finishing its requests"),
         };
         stop.cancel();
@@ -112,8 +103,8 @@ pub(crate) async fn run(sh: Arc<Shared>, cfg: &LoadConfig) -> anyhow::Result<()>
     }
 }
 
-/// What every worker of a thread shares, by reference (the thread owns it all).
-struct Workers<'a> {
+/// What the threads share.
+struct Common<'a> {
     sh: &'a Shared,
     next_seq: &'a AtomicU64,
     limit: u64,
@@ -122,276 +113,345 @@ struct Workers<'a> {
     stop: &'a CancellationToken,
 }
 
-/// Polls its future again, right away, while the future wakes itself during its own poll.
-///
-/// A hyper connection driven by the task that uses it wakes that task at every step of a
-/// request (the request is queued for the connection, the response is handed back): each of
-/// those wake-ups would otherwise go through `FuturesUnordered`, which yields to the runtime
-/// after two of them — one `epoll_wait` per request. Absorbing them here turns a request into
-/// one poll that sends and one poll that reads the response.
-struct Settle<F> {
-    inner: Pin<Box<F>>,
-    state: Arc<SelfWake>,
-    /// A waker of `state`, built once: hyper sees the same waker on every poll and never
-    /// needs to replace the one it stored.
-    waker: Waker,
+/// Where a connection's current request is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Step {
+    /// Between requests (in `ready`, or about to start).
+    Ready,
+    /// Waiting for the TCP handshake.
+    Connecting,
+    /// `written` bytes of the request are out; waiting until the socket takes more.
+    Writing { written: usize },
+    /// The request is out; reading the response.
+    Reading,
+    /// No more requests for this connection (the run is over).
+    Ended,
 }
 
-struct SelfWake {
-    /// The inner future is being polled: a wake-up now only means "poll again".
-    polling: AtomicBool,
-    woken: AtomicBool,
-    outer: AtomicWaker,
+/// One closed-loop connection.
+struct Conn {
+    rng: ChaCha8Rng,
+    stream: Option<TcpStream>,
+    /// Id of the connection in `stream` (or being opened), as the records name it.
+    id: u64,
+    /// The TCP handshake has completed (a request that fails before is not on a connection).
+    connected: bool,
+    step: Step,
+    seq: u64,
+    sent_us: i64,
+    method: usize,
+    deadline_us: i64,
+    reader: ResponseReader,
 }
 
-impl Wake for SelfWake {
-    fn wake(self: Arc<Self>) {
-        self.wake_by_ref();
-    }
-    fn wake_by_ref(self: &Arc<Self>) {
-        if self.polling.load(SeqCst) {
-            self.woken.store(true, SeqCst);
-        } else {
-            self.outer.wake();
-        }
-    }
-}
-
-impl<F: Future> Settle<F> {
-    fn new(inner: F) -> Self {
-        let state = Arc::new(SelfWake {
-            polling: AtomicBool::new(false),
-            woken: AtomicBool::new(false),
-            outer: AtomicWaker::new(),
-        });
-        Settle {
-            inner: Box::pin(inner),
-            waker: Waker::from(state.clone()),
-            state,
-        }
-    }
-}
-
-impl<F: Future> Future for Settle<F> {
-    type Output = F::Output;
-
-    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<F::Output> {
-        // Settle is Unpin (the inner future is boxed).
-        let this = self.get_mut();
-        this.state.outer.register(cx.waker());
-        let mut inner_cx = Context::from_waker(&this.waker);
-        // Bounded, so a future that always wakes itself cannot hold the thread.
-        for _ in 0..16 {
-            this.state.polling.store(true, SeqCst);
-            this.state.woken.store(false, SeqCst);
-            let r = this.inner.as_mut().poll(&mut inner_cx);
-            this.state.polling.store(false, SeqCst);
-            if r.is_ready() {
-                return r;
-            }
-            // A wake-up between the poll and clearing `polling` was absorbed: poll again.
-            if !this.state.woken.swap(false, SeqCst) {
-                return Poll::Pending;
-            }
-        }
-        cx.waker().wake_by_ref();
-        Poll::Pending
-    }
-}
-
-/// Per-thread state. Single-threaded by construction, hence `Cell`s and no atomics.
-struct Ctl {
-    /// The run was cancelled: in-flight requests end as `other`, no new ones start.
-    cancelled: Cell<bool>,
-    /// Finished records not yet handed to the collector.
-    batch: RefCell<Vec<Record>>,
+/// One thread's connections and its `epoll`.
+struct EventLoop<'a> {
+    c: Common<'a>,
+    poll: Poll,
+    conns: Vec<Conn>,
+    /// Connections to start a request on at the end of this turn: those that need a new
+    /// connection. Never started from inside the completion of the one before: a target
+    /// refusing connections would otherwise recurse, and keep this thread from its tick.
+    ready: Vec<usize>,
+    /// Each method's request, rendered once.
+    requests: Vec<Vec<u8>>,
+    head_method: Vec<bool>,
+    buf: Box<[u8]>,
+    cancelled: bool,
+    alive: usize,
+    batch: Vec<Record>,
     /// Requests started since the live counters were last published.
-    started: Cell<u64>,
-    /// Requests outstanding on this thread, and the value last added to the live counter.
-    in_flight: Cell<usize>,
-    published_in_flight: Cell<usize>,
-    /// Workers still running; the watchdog ends when this reaches 0.
-    alive: Cell<usize>,
-    watchdog: RefCell<Option<Waker>>,
-    slots: Vec<Slot>,
+    started: u64,
+    in_flight: usize,
+    published_in_flight: usize,
 }
 
-/// A worker's deadline, as the watchdog sees it.
-struct Slot {
-    /// `--timeout` deadline of the request in flight (`i64::MAX` when none).
-    deadline_us: Cell<i64>,
-    /// The watchdog found the deadline passed.
-    expired: Cell<bool>,
-    waker: RefCell<Option<Waker>>,
-}
-
-/// Keep `slot` holding a waker for the current task (a clone only when the task changed).
-fn register(slot: &RefCell<Option<Waker>>, w: &Waker) {
-    let mut s = slot.borrow_mut();
-    if !s.as_ref().is_some_and(|old| old.will_wake(w)) {
-        *s = Some(w.clone());
-    }
-}
-
-fn wake(slot: &RefCell<Option<Waker>>) {
-    if let Some(w) = slot.borrow().as_ref() {
-        w.wake_by_ref();
-    }
-}
-
-impl Ctl {
-    fn push(&self, r: Record, sh: &Shared) {
-        let full = {
-            let mut b = self.batch.borrow_mut();
-            b.push(r);
-            b.len() >= BATCH
-        };
-        if full {
-            self.flush(sh);
-        }
-    }
-
-    /// Publish the live counters and hand the finished records to the collector (counters
-    /// first, so `sent` never trails `done`).
-    fn flush(&self, sh: &Shared) {
-        let started = self.started.replace(0);
-        if started > 0 {
-            sh.live.req.scheduled.fetch_add(started, Relaxed);
-            sh.live.req.sent.fetch_add(started, Relaxed);
-        }
-        let now = self.in_flight.get();
-        let before = self.published_in_flight.replace(now);
-        if now > before {
-            sh.live.req.in_flight.fetch_add(now - before, Relaxed);
-        } else if now < before {
-            sh.live.req.in_flight.fetch_sub(before - now, Relaxed);
-        }
-        if !self.batch.borrow().is_empty() {
-            let b = std::mem::replace(&mut *self.batch.borrow_mut(), Vec::with_capacity(BATCH));
-            sh.emit_many(b);
-        }
-    }
-}
-
-impl Workers<'_> {
-    /// One thread: its workers and its watchdog, polled by one future.
-    async fn thread_main(self, seeds: Vec<u64>) {
-        let ctl = Ctl {
-            cancelled: Cell::new(false),
-            batch: RefCell::new(Vec::with_capacity(BATCH)),
-            started: Cell::new(0),
-            in_flight: Cell::new(0),
-            published_in_flight: Cell::new(0),
-            alive: Cell::new(seeds.len()),
-            watchdog: RefCell::new(None),
-            slots: seeds
-                .iter()
-                .map(|_| Slot {
-                    deadline_us: Cell::new(i64::MAX),
-                    expired: Cell::new(false),
-                    waker: RefCell::new(None),
-                })
+impl<'a> EventLoop<'a> {
+    fn new(c: Common<'a>, seeds: Vec<u64>) -> io::Result<EventLoop<'a>> {
+        let sh = c.sh;
+        let conns: Vec<Conn> = seeds
+            .into_iter()
+            .map(|seed| Conn {
+                rng: ChaCha8Rng::seed_from_u64(seed),
+                stream: None,
+                id: 0,
+                connected: false,
+                step: Step::Ready,
+                seq: 0,
+                sent_us: 0,
+                method: 0,
+                deadline_us: i64::MAX,
+                reader: ResponseReader::new(sh.capture().cloned()),
+            })
+            .collect();
+        let n = conns.len();
+        Ok(EventLoop {
+            poll: Poll::new()?,
+            requests: (0..sh.method_count())
+                .map(|m| sh.request_bytes(m))
                 .collect(),
-        };
-        let mut all: FuturesUnordered<Pin<Box<dyn Future<Output = ()> + '_>>> =
-            FuturesUnordered::new();
-        for (i, seed) in seeds.into_iter().enumerate() {
-            all.push(Box::pin(Settle::new(self.worker(&ctl, i, seed))));
-        }
-        // In the same set: polled only when its own timer (or the last worker) wakes it.
-        all.push(Box::pin(self.watchdog(&ctl)));
-        // No cooperative budget: the set already yields to the runtime after polling as many
-        // futures as it holds, and a budget exhausted mid-way would force an extra yield (an
-        // extra epoll_wait) every few dozen requests.
-        tokio::task::coop::unconstrained(async { while all.next().await.is_some() {} }).await;
-        ctl.flush(self.sh);
+            head_method: (0..sh.method_count())
+                .map(|m| sh.method(m) == hyper::Method::HEAD)
+                .collect(),
+            ready: (0..n).collect(),
+            alive: n,
+            conns,
+            buf: vec![0; READ_BUF].into_boxed_slice(),
+            cancelled: false,
+            batch: Vec::with_capacity(BATCH),
+            started: 0,
+            in_flight: 0,
+            published_in_flight: 0,
+            c,
+        })
     }
 
-    /// One connection's closed loop: send, wait for the whole response, record, repeat.
-    async fn worker(&self, ctl: &Ctl, i: usize, seed: u64) {
-        let sh = self.sh;
-        let slot = &ctl.slots[i];
-        let timeout_us = i64::try_from(sh.timeout.as_micros()).unwrap_or(i64::MAX);
-        let mut rng = ChaCha8Rng::seed_from_u64(seed);
-        let mut conn = None;
+    fn run(mut self) -> io::Result<()> {
+        let mut events = Events::with_capacity(self.conns.len().clamp(64, 1024));
+        let tick_us = TICK.as_micros() as i64;
+        let mut next_tick = self.c.sh.now_us() + tick_us;
         loop {
-            // Read right before the send: the closed loop's "scheduled" and sent time.
-            let sent = sh.now_us();
-            if ctl.cancelled.get() || self.end_us.is_some_and(|e| sent >= e) {
+            for i in std::mem::take(&mut self.ready) {
+                self.start(i);
+            }
+            if self.alive == 0 {
                 break;
             }
-            let seq = self.next_seq.fetch_add(1, Relaxed);
-            if seq >= self.limit {
-                break;
+            let now = self.c.sh.now_us();
+            if now >= next_tick {
+                self.tick(now);
+                next_tick = now + tick_us;
             }
-            let m = self.mix.pick(rng.random::<f64>());
-            ctl.started.set(ctl.started.get() + 1);
-            ctl.in_flight.set(ctl.in_flight.get() + 1);
-            slot.expired.set(false);
-            slot.deadline_us.set(sent.saturating_add(timeout_us));
-            let (mut conn_id, mut keep) = (None, None);
-            let res = {
-                let work = sh.exchange_on(conn.take(), m, &mut conn_id, &mut keep);
-                tokio::pin!(work);
-                let guard = poll_fn(|cx| {
-                    if ctl.cancelled.get() {
-                        Poll::Ready(ErrorKind::Other)
-                    } else if slot.expired.get() {
-                        Poll::Ready(ErrorKind::Timeout)
-                    } else {
-                        register(&slot.waker, cx.waker());
-                        Poll::Pending
-                    }
-                });
-                tokio::select! {
-                    biased;
-                    r = &mut work => r,
-                    e = guard => Err(e),
-                }
+            let wait = if self.ready.is_empty() {
+                Duration::from_micros((next_tick - now).max(0) as u64)
+            } else {
+                Duration::ZERO
             };
-            slot.deadline_us.set(i64::MAX);
-            let done = sh.now_us();
-            conn = keep;
-            ctl.push(sh.finished(seq, sent, sent, done, m, res, conn_id), sh);
-            ctl.in_flight.set(ctl.in_flight.get() - 1);
+            if let Err(e) = self.poll.poll(&mut events, Some(wait)) {
+                if e.kind() == io::ErrorKind::Interrupted {
+                    continue;
+                }
+                return Err(e);
+            }
+            for ev in events.iter() {
+                let i = ev.token().0;
+                match self.conns[i].step {
+                    Step::Connecting => self.connected(i),
+                    Step::Writing { written } => self.write(i, written),
+                    Step::Reading => self.read(i, ev.is_read_closed()),
+                    // An event of a connection that has already moved on.
+                    Step::Ready | Step::Ended => {}
+                }
+            }
         }
-        ctl.alive.set(ctl.alive.get() - 1);
-        if ctl.alive.get() == 0 {
-            wake(&ctl.watchdog);
+        self.flush();
+        Ok(())
+    }
+
+    /// Start connection `i`'s next request, or end the connection if the run is over.
+    fn start(&mut self, i: usize) {
+        let now = self.c.sh.now_us();
+        let over = self.cancelled || self.c.end_us.is_some_and(|e| now >= e);
+        let seq = if over {
+            u64::MAX
+        } else {
+            self.c.next_seq.fetch_add(1, Relaxed)
+        };
+        if over || seq >= self.c.limit {
+            self.conns[i].step = Step::Ended;
+            self.conns[i].stream = None;
+            self.alive -= 1;
+            return;
+        }
+        let timeout_us = i64::try_from(self.c.sh.timeout.as_micros()).unwrap_or(i64::MAX);
+        let conn = &mut self.conns[i];
+        conn.method = self.c.mix.pick(conn.rng.random::<f64>());
+        conn.seq = seq;
+        conn.sent_us = now;
+        conn.deadline_us = now.saturating_add(timeout_us);
+        conn.reader.reset(self.head_method[conn.method]);
+        self.started += 1;
+        self.in_flight += 1;
+        if self.conns[i].stream.is_some() {
+            self.write(i, 0);
+        } else {
+            self.connect(i);
+        }
+    }
+
+    fn connect(&mut self, i: usize) {
+        let id = self.c.sh.next_conn_id();
+        let conn = &mut self.conns[i];
+        conn.id = id;
+        conn.connected = false;
+        let opened = TcpStream::connect(self.c.sh.addr()).and_then(|mut s| {
+            self.poll
+                .registry()
+                .register(&mut s, Token(i), Interest::READABLE | Interest::WRITABLE)
+                .map(|()| s)
+        });
+        match opened {
+            Ok(s) => {
+                conn.stream = Some(s);
+                conn.step = Step::Connecting;
+            }
+            Err(e) => self.finish(i, Err(io_kind(&e)), false),
+        }
+    }
+
+    /// An event while connecting: the handshake ended one way or the other (or not yet).
+    fn connected(&mut self, i: usize) {
+        let Some(s) = self.conns[i].stream.as_ref() else {
+            return;
+        };
+        let res = match s.take_error() {
+            Ok(Some(e)) | Err(e) => Err(e),
+            Ok(None) => s.peer_addr(),
+        };
+        match res {
+            Ok(_) => {
+                // Small requests must leave now, not when Nagle decides.
+                let _ = s.set_nodelay(true);
+                self.conns[i].connected = true;
+                self.write(i, 0);
+            }
+            Err(e) if e.kind() == io::ErrorKind::NotConnected => {}
+            Err(e) => self.finish(i, Err(io_kind(&e)), false),
+        }
+    }
+
+    fn write(&mut self, i: usize, mut written: usize) {
+        let req = &self.requests[self.conns[i].method];
+        let Some(s) = self.conns[i].stream.as_mut() else {
+            return;
+        };
+        loop {
+            match s.write(&req[written..]) {
+                Ok(n) => {
+                    written += n;
+                    if written == req.len() {
+                        // The response cannot be there yet: wait for its event rather than
+                        // spend a read that would only find the socket empty.
+                        self.conns[i].step = Step::Reading;
+                        return;
+                    }
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    self.conns[i].step = Step::Writing { written };
+                    return;
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return self.finish(i, Err(io_kind(&e)), false),
+            }
+        }
+    }
+
+    /// Read what has arrived; `peer_closed`: the event said the peer has closed its side.
+    fn read(&mut self, i: usize, peer_closed: bool) {
+        let conn = &mut self.conns[i];
+        let Some(s) = conn.stream.as_mut() else {
+            return;
+        };
+        loop {
+            match s.read(&mut self.buf) {
+                Ok(0) => {
+                    let res = conn.reader.eof();
+                    return self.finish(i, res, false);
+                }
+                Ok(n) => match conn.reader.feed(&self.buf[..n]) {
+                    Ok(Feed::More) => {}
+                    Ok(Feed::Done { extra }) => {
+                        let out = conn.reader.outcome();
+                        // A close that arrived with the response: the next request would be
+                        // written into a closed connection.
+                        let keep = out.reusable && !extra && !peer_closed;
+                        return self.finish(i, Ok(out), keep);
+                    }
+                    Err(k) => return self.finish(i, Err(k), false),
+                },
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return self.finish(i, Err(io_kind(&e)), false),
+            }
+        }
+    }
+
+    /// Record connection `i`'s request and queue its next one.
+    fn finish(&mut self, i: usize, res: Result<Outcome, ErrorKind>, keep: bool) {
+        let sh = self.c.sh;
+        let done = sh.now_us();
+        let conn = &mut self.conns[i];
+        if !(keep && sh.keepalive) {
+            // Closing the socket also removes it from the epoll set.
+            conn.stream = None;
+        }
+        conn.deadline_us = i64::MAX;
+        conn.step = Step::Ready;
+        let id = conn.connected.then_some(conn.id);
+        let r = sh.finished(
+            conn.seq,
+            conn.sent_us,
+            conn.sent_us,
+            done,
+            conn.method,
+            res,
+            id,
+        );
+        let reuse = conn.stream.is_some();
+        self.in_flight -= 1;
+        self.batch.push(r);
+        if self.batch.len() >= BATCH {
+            self.flush();
+        }
+        if reuse {
+            // The next request leaves now, as wrk's does: the server works on it while this
+            // thread handles the rest of the events. (A write cannot end a request without
+            // closing the connection, so this cannot recurse.)
+            self.start(i);
+        } else {
+            self.ready.push(i);
         }
     }
 
     /// Every TICK: notice cancellation, expire requests past `--timeout`, hand records over.
-    async fn watchdog(&self, ctl: &Ctl) {
-        let mut tick = tokio::time::interval(TICK);
-        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        let all_done = poll_fn(|cx| {
-            if ctl.alive.get() == 0 {
-                Poll::Ready(())
-            } else {
-                register(&ctl.watchdog, cx.waker());
-                Poll::Pending
+    fn tick(&mut self, now: i64) {
+        if !self.cancelled && self.c.stop.is_cancelled() {
+            self.cancelled = true;
+        }
+        for i in 0..self.conns.len() {
+            let c = &self.conns[i];
+            let busy = matches!(
+                c.step,
+                Step::Connecting | Step::Writing { .. } | Step::Reading
+            );
+            if busy && self.cancelled {
+                self.finish(i, Err(ErrorKind::Other), false);
+            } else if busy && now >= c.deadline_us {
+                self.finish(i, Err(ErrorKind::Timeout), false);
             }
-        });
-        tokio::pin!(all_done);
-        loop {
-            tokio::select! {
-                biased;
-                () = &mut all_done => return,
-                _ = tick.tick() => {}
-            }
-            if !ctl.cancelled.get() && self.stop.is_cancelled() {
-                ctl.cancelled.set(true);
-                ctl.slots.iter().for_each(|s| wake(&s.waker));
-            }
-            let now = self.sh.now_us();
-            for s in &ctl.slots {
-                if !s.expired.get() && now >= s.deadline_us.get() {
-                    s.expired.set(true);
-                    wake(&s.waker);
-                }
-            }
-            ctl.flush(self.sh);
+        }
+        self.flush();
+    }
+
+    /// Publish the live counters and hand the finished records to the collector (counters
+    /// first, so `sent` never trails `done`).
+    fn flush(&mut self) {
+        let live = &self.c.sh.live;
+        let started = std::mem::take(&mut self.started);
+        if started > 0 {
+            live.req.scheduled.fetch_add(started, Relaxed);
+            live.req.sent.fetch_add(started, Relaxed);
+        }
+        let (now, before) = (self.in_flight, self.published_in_flight);
+        self.published_in_flight = now;
+        if now > before {
+            live.req.in_flight.fetch_add(now - before, Relaxed);
+        } else if now < before {
+            live.req.in_flight.fetch_sub(before - now, Relaxed);
+        }
+        if !self.batch.is_empty() {
+            let b = std::mem::replace(&mut self.batch, Vec::with_capacity(BATCH));
+            self.c.sh.emit_many(b);
         }
     }
 }

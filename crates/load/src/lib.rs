@@ -15,7 +15,9 @@
 //!   run on one *lane* per worker of the caller's runtime (a thread with its own event loop,
 //!   keep-alive pool and share of the schedule, woken at each request's time by a `timerfd`);
 //!   `--rate max` runs its connections on one load thread per worker of the caller's runtime,
-//!   each with its own event loop (see docs/load.md);
+//!   each a wrk-like `epoll` loop of connection state machines that reads responses with
+//!   `httparse` instead of hyper, so that the generator takes as little CPU as possible from
+//!   the server it measures (see docs/load.md);
 //! * [`record`] — the per-request JSON Lines record (`resolvelab.load/v1`) and its reader;
 //! * [`summary`] — HDR-histogram percentiles, status classes, per-second series;
 //! * [`report`] — `load report`: merge result files into text, JSON, vegeta CSV or HTML;
@@ -56,6 +58,7 @@ pub mod record;
 pub mod report;
 mod run;
 pub mod summary;
+mod wire;
 
 pub use config::{LoadConfig, Mix, Target};
 pub use plan::RatePlan;

@@ -196,10 +196,57 @@ impl Shared {
         req
     }
 
+    /// The address every connection goes to.
+    pub(crate) fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// A new connection id (unique within the run).
+    pub(crate) fn next_conn_id(&self) -> u64 {
+        self.next_conn.fetch_add(1, Relaxed)
+    }
+
+    /// The response header whose value each record keeps (`--header-capture`).
+    pub(crate) fn capture(&self) -> Option<&HeaderName> {
+        self.capture.as_ref()
+    }
+
+    /// How many methods the mix has (indexes of [`Self::method`]).
+    pub(crate) fn method_count(&self) -> usize {
+        self.methods.len()
+    }
+
+    /// Method `m` of the mix.
+    pub(crate) fn method(&self, m: usize) -> &Method {
+        &self.methods[m].0
+    }
+
+    /// The bytes of a request of method `m` as HTTP/1.1 puts them on the wire: the same
+    /// request line, headers and body that [`Self::request`] gives hyper, with the
+    /// `Content-Length` hyper would add.
+    pub(crate) fn request_bytes(&self, m: usize) -> Vec<u8> {
+        let (method, body, _) = &self.methods[m];
+        let path = self.uri.path_and_query().map_or("/", |p| p.as_str());
+        let mut out = Vec::with_capacity(256 + body.len());
+        out.extend_from_slice(format!("{method} {path} HTTP/1.1\r\n").as_bytes());
+        for (n, v) in &self.template {
+            out.extend_from_slice(n.as_str().as_bytes());
+            out.extend_from_slice(b": ");
+            out.extend_from_slice(v.as_bytes());
+            out.extend_from_slice(b"\r\n");
+        }
+        if !body.is_empty() || matches!(*method, Method::POST | Method::PUT | Method::PATCH) {
+            out.extend_from_slice(format!("content-length: {}\r\n", body.len()).as_bytes());
+        }
+        out.extend_from_slice(b"\r\n");
+        out.extend_from_slice(body);
+        out
+    }
+
     /// Connect (or reuse `conn` if it is still open) and exchange one request. `conn_id` is
     /// set as soon as a connection is in use and `keep` receives it back if it may be reused,
     /// so a caller that abandons this future (timeout, cancel) still knows which one it was.
-    pub(crate) async fn exchange_on(
+    async fn exchange_on(
         &self,
         conn: Option<Conn>,
         m: usize,
@@ -236,7 +283,7 @@ impl Shared {
     }
 
     async fn connect(&self) -> Result<Conn, ErrorKind> {
-        Conn::open(self.addr, self.next_conn.fetch_add(1, Relaxed)).await
+        Conn::open(self.addr, self.next_conn_id()).await
     }
 
     /// Connect (or reuse `conn`), exchange, all within `--timeout`; cancellation ends it early.

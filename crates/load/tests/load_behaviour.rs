@@ -547,3 +547,139 @@ async fn lanes_split_the_pool_and_keep_the_method_sequence() {
     assert_eq!(two_lanes, one_lane);
     assert!(two_lanes.iter().any(|m| m == "POST") && two_lanes.iter().any(|m| m == "GET"));
 }
+
+/// A server that answers the k-th request of the whole run with `answers[k % len]`, read
+/// with httparse (request heads and Content-Length bodies), and closes a connection after an
+/// answer that says `Connection: close` or has no length.
+async fn canned_server(
+    ip: &str,
+    answers: &'static [&'static [u8]],
+) -> (String, Arc<Mutex<Vec<(String, usize)>>>) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind((ip, 0)).await.unwrap();
+    let url = format!("http://{}/c", listener.local_addr().unwrap());
+    let seen: Arc<Mutex<Vec<(String, usize)>>> = Arc::default();
+    let (seen2, count) = (
+        seen.clone(),
+        Arc::new(std::sync::atomic::AtomicUsize::new(0)),
+    );
+    tokio::spawn(async move {
+        while let Ok((mut s, _)) = listener.accept().await {
+            let (seen, count) = (seen2.clone(), count.clone());
+            tokio::spawn(async move {
+                let mut buf = Vec::new();
+                let mut chunk = [0u8; 4096];
+                loop {
+                    // One whole request (head and body) in `buf`, or read more.
+                    let mut headers = [httparse::EMPTY_HEADER; 32];
+                    let mut req = httparse::Request::new(&mut headers);
+                    let parsed = match req.parse(&buf) {
+                        Ok(httparse::Status::Complete(n)) => {
+                            let len: usize = req
+                                .headers
+                                .iter()
+                                .find(|h| h.name.eq_ignore_ascii_case("content-length"))
+                                .map(|h| std::str::from_utf8(h.value).unwrap().parse().unwrap())
+                                .unwrap_or(0);
+                            (buf.len() >= n + len)
+                                .then(|| (req.method.unwrap().to_string(), len, n + len))
+                        }
+                        Ok(httparse::Status::Partial) => None,
+                        Err(e) => panic!("bad request: {e}"),
+                    };
+                    let Some((method, len, used)) = parsed else {
+                        match s.read(&mut chunk).await {
+                            Ok(0) | Err(_) => return,
+                            Ok(n) => buf.extend_from_slice(&chunk[..n]),
+                        }
+                        continue;
+                    };
+                    buf.drain(..used);
+                    seen.lock().unwrap().push((method, len));
+                    let k = count.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                    let answer = answers[k % answers.len()];
+                    if s.write_all(answer).await.is_err() {
+                        return;
+                    }
+                    let text = String::from_utf8_lossy(answer).to_ascii_lowercase();
+                    if text.contains("connection: close")
+                        || !(text.contains("content-length")
+                            || text.contains("chunked")
+                            || text.starts_with("http/1.1 204"))
+                    {
+                        return;
+                    }
+                }
+            });
+        }
+    });
+    (url, seen)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn max_rate_reads_every_response_framing() {
+    static ANSWERS: &[&[u8]] = &[
+        b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\nX-Backend: a\r\n\r\nhello",
+        b"HTTP/1.1 502 Bad Gateway\r\nTransfer-Encoding: chunked\r\nX-Backend: b\r\n\r\n3\r\nabc\r\n4\r\ndefg\r\n0\r\n\r\n",
+        b"HTTP/1.1 204 No Content\r\nX-Backend: c\r\n\r\n",
+        b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 404 Not Found\r\nContent-Length: 2\r\nConnection: close\r\nX-Backend: d\r\n\r\nno",
+        b"HTTP/1.0 503 Service Unavailable\r\nX-Backend: e\r\n\r\nuntil close",
+    ];
+    let (url, seen) = canned_server("127.0.0.56", ANSWERS).await;
+    let mut c = cfg(&url, "max");
+    c.connections = 1;
+    c.requests = Some(50);
+    c.header_capture = Some("x-backend".parse().unwrap());
+    let (s, recs) = go(&c).await;
+    assert_eq!(recs.len(), 50);
+    assert!(s.errors.values().all(|&n| n == 0), "{:?}", s.errors);
+    let expect = [
+        (200, 5, "a"),
+        (502, 7, "b"),
+        (204, 0, "c"),
+        (404, 2, "d"),
+        (503, 11, "e"),
+    ];
+    for r in &recs {
+        let (status, bytes, header) = expect[(r.seq % 5) as usize];
+        assert_eq!(
+            (r.status, r.bytes, r.header.as_deref()),
+            (Some(status), bytes, Some(header)),
+            "request {}",
+            r.seq
+        );
+    }
+    // One connection at a time: a new one after each close (the 404's header, the 503's
+    // end of body), the same one otherwise.
+    let conns: HashSet<u64> = recs.iter().filter_map(|r| r.conn).collect();
+    assert_eq!(conns.len(), 20, "two closes per five answers");
+    assert_eq!(seen.lock().unwrap().len(), 50);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn max_rate_sends_the_mix_with_its_bodies() {
+    let srv = start("127.0.0.57", None).await;
+    let mut c = cfg(&srv.url(), "max");
+    c.connections = 3;
+    c.requests = Some(300);
+    c.mix = Mix::parse("GET=0.5,POST=0.3,HEAD=0.2").unwrap();
+    c.body_size = 700;
+    c.header_capture = Some("x-body-len".parse().unwrap());
+    let (s, recs) = go(&c).await;
+    assert_eq!(s.classes.c2xx, 300, "{:?}", s.errors);
+    let mut by_method = std::collections::HashMap::<&str, usize>::new();
+    for r in &recs {
+        *by_method.entry(&r.method).or_default() += 1;
+        let (len, body) = match &*r.method {
+            "POST" => ("700", 5),
+            "GET" => ("0", 5),
+            "HEAD" => ("0", 0),
+            m => panic!("unexpected method {m}"),
+        };
+        assert_eq!((r.header.as_deref(), r.bytes), (Some(len), body), "{r:?}");
+    }
+    assert_eq!(by_method.len(), 3, "{by_method:?}");
+    // Keep-alive across every method, HEAD included.
+    let conns: HashSet<u64> = recs.iter().filter_map(|r| r.conn).collect();
+    assert_eq!(conns.len(), 3);
+}
