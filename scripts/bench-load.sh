@@ -13,6 +13,7 @@
 #
 # Usage: scripts/bench-load.sh            (needs: wrk — apt-get install wrk; oha optional: cargo install oha)
 # Env:   ROUNDS=10 DURATION=5s THREADS=1 RATE_ROUNDS=3 OHA=/path/to/oha OUT=target/bench-load
+#        RATE_THREADS=N (lanes of the rate test; default: the CLI's default, one per core)
 #        BIN=/path/to/resolvelab (ROUNDS=0 / RATE_ROUNDS=0 skip a part)
 #        NICE="nice -n -10" (applied to every tool and server alike)
 #        CALLGRIND=1 adds 3. user-space instructions per request of each tool (needs valgrind;
@@ -23,6 +24,7 @@ cd "$(dirname "$0")/.."
 ROUNDS=${ROUNDS:-10}
 DURATION=${DURATION:-5s}
 THREADS=${THREADS:-1}
+RATE_THREADS=${RATE_THREADS:-$(nproc)}
 OUT=${OUT:-target/bench-load}
 OHA=${OHA:-$(command -v oha || ls /tmp/oha-root/bin/oha 2>/dev/null || true)}
 mkdir -p "$OUT"
@@ -78,7 +80,7 @@ print(f"| {sys.argv[1].rsplit('/', 1)[-1][:-5]} | {sys.argv[2]} | {s['achieved_r
 EOF
 }
 if [ "$RATE_ROUNDS" -gt 0 ]; then
-    echo "## rate accuracy: 5000 rps for 10 s against resolvelab backend, $THREADS load thread(s)"
+    echo "## rate accuracy: 5000 rps for 10 s against resolvelab backend, $RATE_THREADS load thread(s)"
     echo
     echo "| run | load avg / steal % | achieved (vs 5000/s) | schedule lag p50 / p99 / max µs | generator lag p50 / p99 / max µs | 2xx / requests |"
     echo "|---|---|---|---|---|---|"
@@ -94,7 +96,7 @@ if [ "$RATE_ROUNDS" -gt 0 ]; then
             flag=""; [ "$mode" = realtime ] && flag="--realtime"
             load=$(cut -d" " -f1 /proc/loadavg); c0=$(cpu_ticks)
             $NICE $B load http://127.0.0.20:18080/ --rate 5000 --duration 10s --connections 512 -q $flag \
-                --summary json --out "$OUT/rate-$mode-$r.jsonl" --threads "$THREADS" >"$OUT/rate-$mode-$r.json"
+                --summary json --out "$OUT/rate-$mode-$r.jsonl" --threads "$RATE_THREADS" >"$OUT/rate-$mode-$r.json"
             rate_report "$OUT/rate-$mode-$r.json" "$load / $(steal_since "$c0")"
         done
     done

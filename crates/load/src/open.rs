@@ -14,6 +14,18 @@
 //!
 //! Lanes never share a connection: a tokio socket belongs to the event loop that registered
 //! it.
+//!
+//! With more than one lane, every lane is also the *backup* of the others: a request whose
+//! lane has not claimed it [`BACKUP_AFTER`] past its time is claimed and sent by the first
+//! other lane awake ([`Claims`]: each request is claimed exactly once). A lane's wake-up is
+//! late when the CPU it waits for is not running it — on a virtual machine, when the
+//! hypervisor runs another guest on that vCPU, for milliseconds at a time — and those stalls
+//! rarely hit two vCPUs at once. A backup costs no extra wake-up while the lanes keep time: a
+//! lane looks at the other lanes' requests only when it wakes for its own, or when one of
+//! theirs is overdue before its own next one. For the same reason each lane is pinned to a CPU
+//! of its own (lane `k` to the `k`-th allowed CPU): two lanes the scheduler had put on one vCPU
+//! would stall together. On the benchmark VM the two together cut the schedule lag's p99 by
+//! about three times at the same steal time (docs/bench/load.md).
 
 use crate::client::Conn;
 use crate::config::{LoadConfig, Mix};
@@ -23,7 +35,9 @@ use crate::run::Shared;
 use hdrhistogram::Histogram;
 use rand::{RngExt, SeedableRng};
 use rand_chacha::ChaCha8Rng;
-use std::sync::atomic::Ordering::Relaxed;
+use std::collections::VecDeque;
+use std::sync::atomic::AtomicU64;
+use std::sync::atomic::Ordering::{AcqRel, Acquire, Relaxed};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tokio::sync::Semaphore;
@@ -32,6 +46,129 @@ use tokio_util::task::TaskTracker;
 /// How many requests a lane that has fallen behind dispatches in a row before it lets the
 /// requests it started run: a backlog is sent in bursts, not all before any of it.
 const BURST: u32 = 16;
+
+/// How late a request may be before another lane sends it instead of its own: above the
+/// wake-up latency of a lane whose CPU is running (p99 ~100–200 µs on the benchmark machine),
+/// well below the 1 ms the schedule-lag target allows.
+pub(crate) const BACKUP_AFTER: Duration = Duration::from_micros(250);
+
+/// Which requests have been claimed by a lane, so that each is sent exactly once.
+///
+/// A ring of the highest sequence number (+1) claimed in each slot: claiming is a `fetch_max`.
+/// A slot that holds a later request than the one asked about means the earlier one was
+/// claimed too, because a lane never gets past a request without claiming it or finding it
+/// claimed, and a ring holds more requests than are ever within [`BACKUP_AFTER`] of each other.
+pub(crate) struct Claims {
+    slots: Box<[AtomicU64]>,
+}
+
+impl Claims {
+    const RING: usize = 1 << 14;
+
+    pub(crate) fn new() -> Claims {
+        Claims {
+            slots: (0..Self::RING).map(|_| AtomicU64::new(0)).collect(),
+        }
+    }
+
+    fn slot(&self, seq: u64) -> &AtomicU64 {
+        &self.slots[seq as usize & (Self::RING - 1)]
+    }
+
+    /// Claim request `seq`: `true` if this call got it, `false` if another lane had.
+    pub(crate) fn claim(&self, seq: u64) -> bool {
+        self.slot(seq).fetch_max(seq + 1, AcqRel) <= seq
+    }
+
+    /// Has request `seq` been claimed?
+    pub(crate) fn is_claimed(&self, seq: u64) -> bool {
+        self.slot(seq).load(Acquire) > seq
+    }
+}
+
+/// A request of the schedule, as a lane holds it until it is sent or found claimed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Due {
+    seq: u64,
+    /// Offset from the start of the run.
+    off: Duration,
+    method: usize,
+}
+
+/// A lane's view of the schedule: when to wake next, and which requests to send when it does
+/// (its own on time, the other lanes' once [`BACKUP_AFTER`] overdue). Times are offsets from
+/// the start of the run. No clock and no I/O inside, so the hand-over can be tested exactly.
+struct Picker<I> {
+    schedule: I,
+    /// This lane's number and the number of lanes: request `k` is lane `k mod n`'s own.
+    t: u64,
+    n: u64,
+    /// This lane's next own request, once the schedule has been read up to it.
+    mine: Option<Due>,
+    /// The other lanes' requests before `mine`, not yet seen claimed, in order.
+    theirs: VecDeque<Due>,
+    claims: Arc<Claims>,
+}
+
+impl<I: Iterator<Item = Due>> Picker<I> {
+    fn new(schedule: I, t: u64, n: u64, claims: Arc<Claims>) -> Picker<I> {
+        Picker {
+            schedule,
+            t,
+            n,
+            mine: None,
+            theirs: VecDeque::new(),
+            claims,
+        }
+    }
+
+    /// When the lane must wake next: its next own request's time, or earlier if one of the
+    /// other lanes' would be overdue before that. `None`: nothing left for this lane.
+    fn next_wake(&mut self) -> Option<Duration> {
+        if self.mine.is_none() {
+            self.mine = loop {
+                match self.schedule.next() {
+                    Some(r) if r.seq % self.n == self.t => break Some(r),
+                    Some(r) => self.theirs.push_back(r),
+                    None => break None,
+                }
+            };
+        }
+        while self
+            .theirs
+            .front()
+            .is_some_and(|r| self.claims.is_claimed(r.seq))
+        {
+            self.theirs.pop_front();
+        }
+        let backup = self.theirs.front().map(|r| r.off + BACKUP_AFTER);
+        match (self.mine.map(|r| r.off), backup) {
+            (Some(m), Some(b)) => Some(m.min(b)),
+            (m, b) => m.or(b),
+        }
+    }
+
+    /// The requests this lane sends at `now`, claimed, oldest first, appended to `out`.
+    fn due_at(&mut self, now: Duration, out: &mut Vec<Due>) {
+        while let Some(r) = self.theirs.front().copied() {
+            let claimed = self.claims.is_claimed(r.seq);
+            if !claimed && r.off + BACKUP_AFTER > now {
+                break;
+            }
+            self.theirs.pop_front();
+            if !claimed && self.claims.claim(r.seq) {
+                out.push(r);
+            }
+        }
+        if let Some(r) = self.mine.filter(|r| r.off <= now) {
+            self.mine = None;
+            // Claimed already when another lane covered for this one.
+            if self.claims.claim(r.seq) {
+                out.push(r);
+            }
+        }
+    }
+}
 
 /// One lane's keep-alive pool and its share of `--connections`.
 pub(crate) struct Lane {
@@ -68,6 +205,7 @@ pub(crate) async fn run(
     schedule: Schedule,
 ) -> Result<Histogram<u64>, LaneError> {
     let n = lanes(cfg);
+    let claims = Arc::new(Claims::new());
     // A child token: if a lane fails to start, the others stop without cancelling the caller.
     let stop = sh.cancel.child_token();
     let mut done = Vec::with_capacity(n);
@@ -75,6 +213,7 @@ pub(crate) async fn run(
     for t in 0..n {
         let permits = cfg.connections / n + usize::from(t < cfg.connections % n);
         let (tx, rx) = tokio::sync::oneshot::channel();
+        let claims = claims.clone();
         let (sh, schedule, mix, seed, realtime, short_slice, stop2) = (
             sh.clone(),
             schedule.clone(),
@@ -98,6 +237,7 @@ pub(crate) async fn run(
                     t: t as u64,
                     n: n as u64,
                     permits: permits.max(1),
+                    claims,
                 });
                 let _ = tx.send(res);
             });
@@ -146,9 +286,15 @@ struct LaneSpec {
     t: u64,
     n: u64,
     permits: usize,
+    claims: Arc<Claims>,
 }
 
 fn lane_thread(spec: LaneSpec) -> Result<Histogram<u64>, LaneError> {
+    if spec.n > 1 {
+        // Each lane on its own CPU, so that a backup lane is not stalled with the lane it
+        // covers for (best effort: a restricted or single CPU set leaves the lanes unpinned).
+        let _ = pin_to_own_cpu(spec.t as usize);
+    }
     if spec.realtime {
         crate::run::set_realtime().map_err(LaneError::Realtime)?;
     } else if spec.short_slice {
@@ -176,6 +322,7 @@ async fn lane_main(spec: LaneSpec) -> Result<Histogram<u64>, LaneError> {
         t,
         n,
         permits,
+        claims,
         ..
     } = spec;
     let mut timer = timer::Timer::new().map_err(|e| {
@@ -207,18 +354,25 @@ async fn lane_main(spec: LaneSpec) -> Result<Histogram<u64>, LaneError> {
     // Every lane draws the whole method sequence and keeps its own requests' methods, so the
     // method of request k depends on --seed and k only, not on the number of lanes.
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    let mut picker = Picker::new(
+        schedule.map(|(seq, off)| Due {
+            seq,
+            off,
+            method: mix.pick(rng.random::<f64>()),
+        }),
+        t,
+        n,
+        claims,
+    );
     let mut lag = Histogram::<u64>::new(3).expect("valid sigfig");
     let cancelled = stop.cancelled();
     tokio::pin!(cancelled);
     let mut in_a_row = 0;
     let mut failure = None;
-    for (seq, off) in schedule {
-        let m = mix.pick(rng.random::<f64>());
-        if seq % n != t {
-            continue;
-        }
-        let due = sh.start + off;
-        let now = if Instant::now() >= due {
+    let mut now_due = Vec::new();
+    while let Some(wake) = picker.next_wake() {
+        let wake = sh.start + wake;
+        let now = if Instant::now() >= wake {
             in_a_row += 1;
             if in_a_row >= BURST {
                 in_a_row = 0;
@@ -233,7 +387,7 @@ async fn lane_main(spec: LaneSpec) -> Result<Histogram<u64>, LaneError> {
             tokio::select! {
                 biased;
                 () = &mut cancelled => break,
-                r = timer.until(due) => match r {
+                r = timer.until(wake) => match r {
                     Ok(now) => now,
                     Err(e) => {
                         // Stop scheduling, but let the requests already sent finish and be
@@ -246,15 +400,26 @@ async fn lane_main(spec: LaneSpec) -> Result<Histogram<u64>, LaneError> {
                 },
             }
         };
-        crate::summary::put(&mut lag, (now - due).as_micros() as u64);
-        let t_us = sh.start_us + off.as_micros() as i64;
-        sh.live.req.scheduled.fetch_add(1, Relaxed);
-        if sh.live.req.in_flight.load(Relaxed) >= sh.max_in_flight {
-            sh.emit(sh.unsent(seq, t_us, m, ErrorKind::Dropped));
-            continue;
+        picker.due_at(now - sh.start, &mut now_due);
+        for r in now_due.drain(..) {
+            let due = sh.start + r.off;
+            crate::summary::put(&mut lag, (now - due).as_micros() as u64);
+            let t_us = sh.start_us + r.off.as_micros() as i64;
+            sh.live.req.scheduled.fetch_add(1, Relaxed);
+            if sh.live.req.in_flight.load(Relaxed) >= sh.max_in_flight {
+                sh.emit(sh.unsent(r.seq, t_us, r.method, ErrorKind::Dropped));
+                continue;
+            }
+            sh.live.req.in_flight.fetch_add(1, Relaxed);
+            tracker.spawn(scheduled(
+                sh.clone(),
+                lane.clone(),
+                r.seq,
+                due,
+                t_us,
+                r.method,
+            ));
         }
-        sh.live.req.in_flight.fetch_add(1, Relaxed);
-        tracker.spawn(scheduled(sh.clone(), lane.clone(), seq, due, t_us, m));
     }
     schedule_over.cancel();
     tracker.close();
@@ -311,6 +476,36 @@ async fn scheduled(sh: Arc<Shared>, lane: Arc<Lane>, seq: u64, due: Instant, t_u
     drop(permit);
     sh.emit(rec);
     sh.live.req.in_flight.fetch_sub(1, Relaxed);
+}
+
+/// Pin the calling thread to the `k`-th CPU it may run on (modulo their number); nothing when
+/// it may run on only one.
+#[cfg(target_os = "linux")]
+fn pin_to_own_cpu(k: usize) -> std::io::Result<()> {
+    // SAFETY: cpu_set_t is plain data; the calls get valid pointers and sizes.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        if libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        let cpus: Vec<usize> = (0..libc::CPU_SETSIZE as usize)
+            .filter(|&c| libc::CPU_ISSET(c, &set))
+            .collect();
+        if cpus.len() < 2 {
+            return Ok(());
+        }
+        let mut one: libc::cpu_set_t = std::mem::zeroed();
+        libc::CPU_SET(cpus[k % cpus.len()], &mut one);
+        if libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &one) != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+    }
+    Ok(())
+}
+
+#[cfg(not(target_os = "linux"))]
+fn pin_to_own_cpu(_k: usize) -> std::io::Result<()> {
+    Ok(())
 }
 
 #[cfg(target_os = "linux")]
@@ -463,5 +658,144 @@ mod tests {
             let past = Instant::now() - Duration::from_millis(5);
             assert!(timer.until(past).await.unwrap() >= past);
         });
+    }
+}
+
+#[cfg(test)]
+mod picker_tests {
+    use super::{BACKUP_AFTER, Claims, Due, Picker};
+    use rand::{RngExt, SeedableRng};
+    use rand_chacha::ChaCha8Rng;
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    fn us(n: u64) -> Duration {
+        Duration::from_micros(n)
+    }
+
+    /// `count` requests every `every` µs.
+    fn schedule(count: u64, every: u64) -> impl Iterator<Item = Due> + Clone {
+        (0..count).map(move |seq| Due {
+            seq,
+            off: us(seq * every),
+            method: (seq % 3) as usize,
+        })
+    }
+
+    /// Run `n` lanes over the schedule in simulated time. A lane that asks to wake at `w`
+    /// wakes at `late(lane, w)` (≥ w). Returns every send: (request, lane, time).
+    fn simulate(
+        n: u64,
+        count: u64,
+        every: u64,
+        mut late: impl FnMut(u64, Duration) -> Duration,
+    ) -> Vec<(Due, u64, Duration)> {
+        let claims = Arc::new(Claims::new());
+        let mut lanes: Vec<_> = (0..n)
+            .map(|t| Picker::new(schedule(count, every), t, n, claims.clone()))
+            .collect();
+        let mut wake: Vec<Option<Duration>> = (0..n as usize)
+            .map(|t| lanes[t].next_wake().map(|w| late(t as u64, w)))
+            .collect();
+        let mut sent = Vec::new();
+        let mut out = Vec::new();
+        // The lane that wakes first runs next, as on a machine.
+        while let Some((t, now)) = wake
+            .iter()
+            .enumerate()
+            .filter_map(|(t, w)| w.map(|w| (t, w)))
+            .min_by_key(|&(t, w)| (w, t))
+        {
+            lanes[t].due_at(now, &mut out);
+            sent.extend(out.drain(..).map(|r| (r, t as u64, now)));
+            wake[t] = lanes[t].next_wake().map(|w| late(t as u64, w.max(now)));
+        }
+        sent
+    }
+
+    fn assert_each_once(sent: &[(Due, u64, Duration)], count: u64) {
+        let mut seqs: Vec<u64> = sent.iter().map(|(r, _, _)| r.seq).collect();
+        seqs.sort_unstable();
+        assert_eq!(
+            seqs,
+            (0..count).collect::<Vec<_>>(),
+            "every request exactly once"
+        );
+        for (r, _, at) in sent {
+            assert!(*at >= r.off, "request {} sent before its time", r.seq);
+            assert_eq!(
+                r.method,
+                (r.seq % 3) as usize,
+                "the method travels with the request"
+            );
+        }
+    }
+
+    #[test]
+    fn claims_are_exclusive_and_survive_the_ring() {
+        let c = Claims::new();
+        assert!(!c.is_claimed(7));
+        assert!(c.claim(7));
+        assert!(!c.claim(7));
+        assert!(c.is_claimed(7));
+        assert!(!c.is_claimed(8));
+        // A later request in the same slot implies the earlier one was claimed.
+        let later = 9 + Claims::RING as u64;
+        assert!(c.claim(later));
+        assert!(c.is_claimed(9) && !c.claim(9));
+    }
+
+    #[test]
+    fn lanes_that_keep_time_send_only_their_own() {
+        for n in [1, 2, 3] {
+            let sent = simulate(n, 1000, 200, |_, w| w);
+            assert_each_once(&sent, 1000);
+            for (r, lane, at) in &sent {
+                assert_eq!((r.seq % n, *at), (*lane, r.off), "n = {n}");
+            }
+        }
+    }
+
+    #[test]
+    fn a_stalled_lane_is_covered_by_the_other() {
+        // Lane 1 gets no CPU from 10 ms to 30 ms (a wake-up asked for inside comes at 30 ms).
+        let (from, to) = (us(10_000), us(30_000));
+        let sent = simulate(2, 250, 200, |lane, w| {
+            if lane == 1 && w >= from && w < to {
+                to
+            } else {
+                w
+            }
+        });
+        assert_each_once(&sent, 250);
+        for (r, lane, at) in &sent {
+            if r.seq % 2 == 1 && r.off >= from && r.off + BACKUP_AFTER < to {
+                // Lane 0 sent it, exactly BACKUP_AFTER late.
+                assert_eq!((*lane, *at), (0, r.off + BACKUP_AFTER), "request {}", r.seq);
+            } else if r.off + BACKUP_AFTER < from || r.off >= to {
+                assert_eq!((*lane, *at), (r.seq % 2, r.off), "request {}", r.seq);
+            }
+        }
+        // No request waited longer than the backup delay (plus the stall's edge).
+        let worst = sent.iter().map(|(r, _, at)| *at - r.off).max().unwrap();
+        assert!(worst <= BACKUP_AFTER, "worst lag {worst:?}");
+    }
+
+    #[test]
+    fn random_lateness_never_loses_or_repeats_a_request() {
+        for seed in 0..20 {
+            let mut rng = ChaCha8Rng::seed_from_u64(seed);
+            let n = 2 + seed % 3;
+            let sent = simulate(n, 2000, 150, |_, w| {
+                // Mostly on time, sometimes a few ms late.
+                let extra = if rng.random::<f64>() < 0.05 {
+                    rng.random_range(0..5_000)
+                } else {
+                    rng.random_range(0..60)
+                };
+                w + us(extra)
+            });
+            assert_each_once(&sent, 2000);
+        }
     }
 }

@@ -104,7 +104,9 @@ pub struct Args {
     #[arg(long, short = 'q')]
     quiet: bool,
     /// Threads that send requests (default: one per core). Each runs its share of the requests
-    /// and of the --connections on its own event loop (thread per core).
+    /// and of the --connections on its own event loop. In an open loop with two or more, each is
+    /// pinned to a core of its own and also sends the others' requests that are 250 µs overdue
+    /// (a stalled core).
     #[arg(long, value_name = "N")]
     threads: Option<usize>,
     /// Real-time (SCHED_FIFO) priority for the threads that send requests, so a busy machine
