@@ -23,8 +23,8 @@
 //! rarely hit two vCPUs at once. A backup costs no extra wake-up while the lanes keep time: a
 //! lane looks at the other lanes' requests only when it wakes for its own, or when one of
 //! theirs is overdue before its own next one. For the same reason each lane is pinned to a CPU
-//! of its own (lane `k` to the `k`-th allowed CPU): two lanes the scheduler had put on one vCPU
-//! would stall together. On the benchmark VM the two together cut the schedule lag's p99 by
+//! of its own (lane `k` to the `k`-th allowed CPU): two lanes the scheduler runs on one vCPU
+//! stall together. On the benchmark VM the two together cut the schedule lag's p99 by
 //! about three times at the same steal time (docs/bench/load.md).
 
 use crate::client::Conn;
