@@ -625,6 +625,12 @@ async fn pump(
                             std::mem::swap(&mut steps, &mut next);
                         }
                     }
+                    None if kill_val(&kill_w) != Kill::None => {
+                        // The reader stopped because the connection is being killed, not at
+                        // the end of the stream: end as the kill says (a reset must not turn
+                        // into a FIN because the reader noticed first).
+                        break on_kill(&dst, kill_val(&kill_w));
+                    }
                     Some(Msg::Eof) | None => {
                         for lane in lanes.iter_mut() {
                             let Some(conn) = lane.conn.as_mut() else { continue };

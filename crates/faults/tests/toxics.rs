@@ -291,3 +291,96 @@ async fn toxicity_is_per_connection_and_seeded() {
     assert_eq!(counts[0], counts[1]);
     assert!((8..=32).contains(&counts[0]), "{counts:?}");
 }
+
+#[tokio::test]
+async fn clean_connections_carry_large_streams_unchanged() {
+    // Megabytes both ways, byte for byte, with the buffers the proxy reuses and grows.
+    let p = proxy("127.0.0.68", &[]).await;
+    let mut c = TcpStream::connect(p.local_addr()).await.unwrap();
+    let data: Vec<u8> = (0..4_000_000u32).map(|i| (i * 31 % 253) as u8).collect();
+    let (mut r, mut w) = c.split();
+    let send = async {
+        w.write_all(&data).await.unwrap();
+        w.shutdown().await.unwrap();
+    };
+    let mut back = Vec::new();
+    let recv = tokio::time::timeout(Duration::from_secs(30), r.read_to_end(&mut back));
+    let ((), got) = tokio::join!(send, recv);
+    got.expect("the echo ends after the client's close")
+        .unwrap();
+    assert_eq!(back.len(), data.len());
+    assert!(back == data, "bytes changed on the way");
+    drop(c);
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while p.stats().open > 0 && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let s = p.stats();
+    assert_eq!(
+        (s.bytes_upstream, s.bytes_downstream),
+        (4_000_000, 4_000_000)
+    );
+    p.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_toxic_added_to_an_open_clean_connection_applies_to_its_next_bytes() {
+    let p = proxy("127.0.0.69", &[]).await;
+    let mut c = TcpStream::connect(p.local_addr()).await.unwrap();
+    c.write_all(b"fast").await.unwrap();
+    assert_eq!(
+        read_exact_timeout(&mut c, 4, Duration::from_secs(5))
+            .await
+            .unwrap(),
+        b"fast"
+    );
+    p.add_fault_str("latency:delay=300ms,direction=downstream")
+        .unwrap();
+    let t = Instant::now();
+    c.write_all(b"slow").await.unwrap();
+    assert_eq!(
+        read_exact_timeout(&mut c, 4, Duration::from_secs(5))
+            .await
+            .unwrap(),
+        b"slow"
+    );
+    assert!(
+        t.elapsed() >= Duration::from_millis(290),
+        "{:?}",
+        t.elapsed()
+    );
+    assert_eq!(hits(&p, "latency_downstream"), 1);
+    p.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_reset_reaches_the_client_as_a_reset_whatever_the_other_direction_runs() {
+    // The direction that resets tells the other one to end; that one's reader may notice
+    // first and end its stream, which must not turn the reset into a FIN (it did, at random).
+    for (i, other) in [
+        "latency:delay=0ms,direction=downstream",
+        "slicer:direction=downstream",
+        "bandwidth:rate=1000000,direction=downstream",
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        for round in 0..5 {
+            let p = proxy(
+                &format!("127.0.0.{}", 71 + i),
+                &[other, "reset_peer:timeout=20ms,direction=upstream"],
+            )
+            .await;
+            let mut c = TcpStream::connect(p.local_addr()).await.unwrap();
+            let mut buf = [0u8; 8];
+            let r = tokio::time::timeout(Duration::from_secs(5), c.read(&mut buf))
+                .await
+                .expect("the reset arrives");
+            assert!(
+                matches!(&r, Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset),
+                "{other}, round {round}: {r:?}"
+            );
+            p.shutdown().await;
+        }
+    }
+}
