@@ -295,7 +295,7 @@ async fn toxicity_is_per_connection_and_seeded() {
 #[tokio::test]
 async fn clean_connections_carry_large_streams_unchanged() {
     // Megabytes both ways, byte for byte, with the buffers the proxy reuses and grows.
-    let p = proxy("127.0.0.68", &[]).await;
+    let p = proxy("127.0.0.74", &[]).await;
     let mut c = TcpStream::connect(p.local_addr()).await.unwrap();
     let data: Vec<u8> = (0..4_000_000u32).map(|i| (i * 31 % 253) as u8).collect();
     let (mut r, mut w) = c.split();
@@ -325,7 +325,7 @@ async fn clean_connections_carry_large_streams_unchanged() {
 
 #[tokio::test]
 async fn a_toxic_added_to_an_open_clean_connection_applies_to_its_next_bytes() {
-    let p = proxy("127.0.0.69", &[]).await;
+    let p = proxy("127.0.0.75", &[]).await;
     let mut c = TcpStream::connect(p.local_addr()).await.unwrap();
     c.write_all(b"fast").await.unwrap();
     assert_eq!(
@@ -367,7 +367,7 @@ async fn a_reset_reaches_the_client_as_a_reset_whatever_the_other_direction_runs
     {
         for round in 0..5 {
             let p = proxy(
-                &format!("127.0.0.{}", 71 + i),
+                &format!("127.0.0.{}", 76 + i),
                 &[other, "reset_peer:timeout=20ms,direction=upstream"],
             )
             .await;

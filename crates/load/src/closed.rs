@@ -55,6 +55,13 @@ pub(crate) async fn run(sh: Arc<Shared>, cfg: &LoadConfig) -> anyhow::Result<()>
     // The method sequence of connection k depends only on --seed and k.
     let mut seeder = ChaCha8Rng::seed_from_u64(cfg.seed);
     let seeds: Vec<u64> = (0..cfg.connections).map(|_| seeder.random()).collect();
+    // Each method's request, rendered once for every thread.
+    let requests: Arc<[Request]> = (0..sh.method_count())
+        .map(|m| Request {
+            bytes: sh.request_bytes(m),
+            head: *sh.method(m) == hyper::Method::HEAD,
+        })
+        .collect();
     // A child token: if a thread fails, the others are stopped without cancelling the
     // caller's token.
     let stop = sh.cancel.child_token();
@@ -63,8 +70,13 @@ pub(crate) async fn run(sh: Arc<Shared>, cfg: &LoadConfig) -> anyhow::Result<()>
     for t in 0..threads {
         let mine: Vec<u64> = seeds.iter().skip(t).step_by(threads).copied().collect();
         let (tx, rx) = tokio::sync::oneshot::channel();
-        let (sh, next_seq, mix, stop2) =
-            (sh.clone(), next_seq.clone(), cfg.mix.clone(), stop.clone());
+        let (sh, next_seq, mix, stop2, requests) = (
+            sh.clone(),
+            next_seq.clone(),
+            cfg.mix.clone(),
+            stop.clone(),
+            requests.clone(),
+        );
         let spawned = std::thread::Builder::new()
             .name(format!("load-max-{t}"))
             .spawn(move || {
@@ -75,6 +87,7 @@ pub(crate) async fn run(sh: Arc<Shared>, cfg: &LoadConfig) -> anyhow::Result<()>
                     end_us,
                     mix: &mix,
                     stop: &stop2,
+                    requests: &requests,
                 };
                 let _ = tx.send(EventLoop::new(shared, mine).and_then(EventLoop::run));
             });
@@ -111,6 +124,14 @@ struct Common<'a> {
     end_us: Option<i64>,
     mix: &'a Mix,
     stop: &'a CancellationToken,
+    /// Per method of the mix.
+    requests: &'a [Request],
+}
+
+/// A request as it goes on the wire, and whether its response has no body (HEAD).
+struct Request {
+    bytes: Vec<u8>,
+    head: bool,
 }
 
 /// Where a connection's current request is.
@@ -153,9 +174,6 @@ struct EventLoop<'a> {
     /// connection. Never started from inside the completion of the one before: a target
     /// refusing connections would otherwise recurse, and keep this thread from its tick.
     ready: Vec<usize>,
-    /// Each method's request, rendered once.
-    requests: Vec<Vec<u8>>,
-    head_method: Vec<bool>,
     buf: Box<[u8]>,
     cancelled: bool,
     alive: usize,
@@ -187,12 +205,6 @@ impl<'a> EventLoop<'a> {
         let n = conns.len();
         Ok(EventLoop {
             poll: Poll::new()?,
-            requests: (0..sh.method_count())
-                .map(|m| sh.request_bytes(m))
-                .collect(),
-            head_method: (0..sh.method_count())
-                .map(|m| sh.method(m) == hyper::Method::HEAD)
-                .collect(),
             ready: (0..n).collect(),
             alive: n,
             conns,
@@ -269,7 +281,7 @@ impl<'a> EventLoop<'a> {
         conn.seq = seq;
         conn.sent_us = now;
         conn.deadline_us = now.saturating_add(timeout_us);
-        conn.reader.reset(self.head_method[conn.method]);
+        conn.reader.reset(self.c.requests[conn.method].head);
         self.started += 1;
         self.in_flight += 1;
         if self.conns[i].stream.is_some() {
@@ -321,7 +333,7 @@ impl<'a> EventLoop<'a> {
     }
 
     fn write(&mut self, i: usize, mut written: usize) {
-        let req = &self.requests[self.conns[i].method];
+        let req = &self.c.requests[self.conns[i].method].bytes;
         let Some(s) = self.conns[i].stream.as_mut() else {
             return;
         };

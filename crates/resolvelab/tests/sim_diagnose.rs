@@ -5,20 +5,11 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 mod common;
-use common::{bin, run_json};
+use common::{bin, run_json, sim_nginx};
 
 /// Simulate `toml` into `dir`; return the model's NLU counts per class.
 fn simulate(dir: &Path, toml: &str) -> BTreeMap<String, u64> {
-    let cfg = dir.join("sim.toml");
-    std::fs::write(&cfg, toml).unwrap();
-    let v = run_json(
-        bin()
-            .args(["sim", "nginx", "--format", "json", "--config"])
-            .arg(&cfg)
-            .arg("--out")
-            .arg(dir),
-    );
-    v["nlu"]
+    sim_nginx(dir, toml)["nlu"]
         .as_object()
         .unwrap()
         .iter()

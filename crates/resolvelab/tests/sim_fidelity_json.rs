@@ -7,7 +7,7 @@ use std::path::Path;
 use std::process::Output;
 
 mod common;
-use common::{bin, run_ok};
+use common::{bin, sim_nginx};
 
 /// A generation race: the name alternates between two backends while cached keep-alive
 /// connections are reclaimed, so swaps refuse retries.
@@ -30,20 +30,6 @@ end = "60s"
 kind = "reclaim"
 p = 0.3
 "#;
-
-/// Write `toml` as a simulator config and simulate it into `dir` (a run directory with the
-/// same files as a lab run: access.log, error.log, dns.jsonl, …).
-fn simulate(dir: &Path, toml: &str) {
-    let cfg = dir.join("sim.toml");
-    std::fs::write(&cfg, toml).unwrap();
-    run_ok(
-        bin()
-            .args(["sim", "nginx", "--format", "json", "--config"])
-            .arg(&cfg)
-            .arg("--out")
-            .arg(dir),
-    );
-}
 
 fn fidelity(lab: &Path, sim: &Path, extra: &[&str]) -> Output {
     bin()
@@ -125,11 +111,11 @@ fn agreeing_and_disagreeing_pairs_in_json() {
     let a = tempfile::tempdir().unwrap();
     let b = tempfile::tempdir().unwrap();
     let c = tempfile::tempdir().unwrap();
-    simulate(a.path(), RACE);
+    sim_nginx(a.path(), RACE);
     // Another seed of the same scenario stands in for "the lab": it must agree.
-    simulate(b.path(), &RACE.replace("seed = 1", "seed = 9"));
+    sim_nginx(b.path(), &RACE.replace("seed = 1", "seed = 9"));
     // Without swaps the race vanishes: that must be reported as a disagreement.
-    simulate(
+    sim_nginx(
         c.path(),
         &RACE.replace("alternate:127.0.0.20,127.0.0.30", "static:127.0.0.20"),
     );
@@ -216,8 +202,8 @@ mode = "static:127.0.0.20"
 "#;
     let a = tempfile::tempdir().unwrap();
     let b = tempfile::tempdir().unwrap();
-    simulate(a.path(), quiet);
-    simulate(b.path(), &quiet.replace("seed = 3", "seed = 4"));
+    sim_nginx(a.path(), quiet);
+    sim_nginx(b.path(), &quiet.replace("seed = 3", "seed = 4"));
     let out = fidelity(a.path(), b.path(), &["--format", "json"]);
     assert_eq!(out.status.code(), Some(0));
     let v = json(&out);

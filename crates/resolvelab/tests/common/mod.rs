@@ -53,3 +53,17 @@ pub fn run_ok(cmd: &mut Command) -> std::process::Output {
 pub fn run_json(cmd: &mut Command) -> serde_json::Value {
     serde_json::from_slice(&run_ok(cmd).stdout).unwrap()
 }
+
+/// Run the simulator on the config `toml` (written to `dir/sim.toml`) with `dir` as its run
+/// directory (access.log, error.log, dns.jsonl, …); return its `--format json` summary.
+pub fn sim_nginx(dir: &std::path::Path, toml: &str) -> serde_json::Value {
+    let cfg = dir.join("sim.toml");
+    std::fs::write(&cfg, toml).unwrap();
+    run_json(
+        bin()
+            .args(["sim", "nginx", "--format", "json", "--config"])
+            .arg(&cfg)
+            .arg("--out")
+            .arg(dir),
+    )
+}
