@@ -1,4 +1,4 @@
-//! The slow-dependency stand-in of seed 003: an echo "database" and a bounded connection pool
+//! The slow-dependency stand-in of the latency-injection experiment (DOMAIN.md §6): an echo "database" and a bounded connection pool
 //! whose wait time is measured (the metric the seed found missing).
 
 use hdrhistogram::Histogram;

@@ -7,7 +7,7 @@
 //! **counted** (`hits`): `reclaim`, `idle-timeout`, `rst`, `refuse`, `hang`,
 //! `close-after-headers`, `status`, `slow-headers`. See [`fault::FaultKind`].
 //!
-//! The reclaim race (digest §8): on loopback nginx sees an instant close before it reuses the
+//! The reclaim race (DOMAIN.md §8): on loopback nginx sees an instant close before it reuses the
 //! connection, so `reclaim` closes *after a random delay* (default 0–50 ms) and swallows
 //! anything the client sends in that gap; a request caught there fails in nginx as
 //! `upstream prematurely closed connection`, and is counted in [`FaultStatus::caught`].
@@ -26,7 +26,7 @@
 //! # Ok(()) }
 //! ```
 //!
-//! The slow dependency of seed 003: start an [`EchoDb`], put a `resolvelab_faults` proxy with
+//! The slow dependency of the latency-injection experiment (DOMAIN.md §6): start an [`EchoDb`], put a `resolvelab_faults` proxy with
 //! `latency:delay=200ms,direction=downstream` in front of it, and give the backend a
 //! [`DbConfig`] (`round_trips`, `pool`, `acquire_timeout`); each request then waits for a pool
 //! connection and makes K sequential round trips, and [`BackendStats::pool`] exports the pool

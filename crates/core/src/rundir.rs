@@ -15,12 +15,16 @@ pub struct RunDir {
 
 impl RunDir {
     /// Create `<base>/<name>-<UTC stamp>/` (with a numeric suffix if two runs start in the same
-    /// second).
+    /// second). The path is absolute (`base` is canonicalised once, here): it goes into nginx's
+    /// `-p`/`-e`/`-c` and into configs, and a relative one would be resolved against the prefix
+    /// again by nginx (`runs/x/runs/x/error.log`).
     pub fn create(base: &Path, name: &str) -> std::io::Result<RunDir> {
         let stamp = crate::time::stamp_utc(crate::time::now_us());
-        std::fs::create_dir_all(base).map_err(|e| {
+        let err = |e: std::io::Error| {
             std::io::Error::new(e.kind(), format!("cannot create {}: {e}", base.display()))
-        })?;
+        };
+        std::fs::create_dir_all(base).map_err(err)?;
+        let base = &std::fs::canonicalize(base).map_err(err)?;
         for n in 0..1000 {
             let id = if n == 0 {
                 format!("{name}-{stamp}")
@@ -180,5 +184,19 @@ mod tests {
         );
         assert_eq!(sha256_hex(b"").len(), 64);
         std::fs::remove_dir_all(&base).ok();
+    }
+
+    #[test]
+    fn the_path_is_canonical_whatever_base_was_given() {
+        let tmp = std::env::temp_dir().join(format!("rl-rundir-canon-{}", std::process::id()));
+        std::fs::create_dir_all(tmp.join("a")).unwrap();
+        let a = RunDir::create(&tmp.join("a/../b/./c"), "x").unwrap();
+        assert!(a.path.is_absolute());
+        assert_eq!(a.path, std::fs::canonicalize(&a.path).unwrap());
+        assert!(
+            a.path
+                .starts_with(std::fs::canonicalize(tmp.join("b/c")).unwrap())
+        );
+        std::fs::remove_dir_all(&tmp).ok();
     }
 }

@@ -75,6 +75,9 @@ impl Instance {
         if conf_text.contains(" resolve") {
             nginx.info.require_resolve()?;
         }
+        // nginx resolves relative -e/-c paths against -p: a relative prefix would double them.
+        let run_dir = &std::path::absolute(run_dir)
+            .with_context(|| format!("cannot make {} absolute", run_dir.display()))?;
         let conf = write_conf(run_dir, conf_text)?;
         test_conf(nginx, run_dir, &conf)?;
         let stderr_path = run_dir.join("nginx.stderr");

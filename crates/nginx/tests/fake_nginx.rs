@@ -76,29 +76,61 @@ printf 'all:\n\tprintf "#!/bin/sh\\necho nginx version: nginx/1.28.3 >&2\\n" > %
     (ngx, pcre)
 }
 
+/// Set in the child processes of the concurrent-build test.
+const CHILD_ENV: &str = "RESOLVELAB_TEST_BUILD_CHILD";
+
+/// The child process of `concurrent_builds_share_one_build_and_the_cache_hits_after`: provision
+/// (against the fake sources its parent points at) and print the binary's path.
+#[test]
+#[ignore = "helper process of concurrent_builds_share_one_build_and_the_cache_hits_after"]
+fn build_in_a_child_process() {
+    assert!(
+        std::env::var_os(CHILD_ENV).is_some(),
+        "run only by its parent test"
+    );
+    let path = resolvelab_nginx::provision::ensure_built().expect("provision");
+    println!("built: {}", path.display());
+}
+
 #[test]
 fn concurrent_builds_share_one_build_and_the_cache_hits_after() {
     let root = tempfile::tempdir().unwrap();
     let (ngx, pcre) = fake_sources(root.path());
     let cache = root.path().join("cache");
+    // Two separate processes must contend for the lock: this test binary runs itself, with only
+    // the ignored helper below selected.
     let spawn = || {
-        Command::new(env!("CARGO_BIN_EXE_fake-build"))
+        let out = Command::new(std::env::current_exe().unwrap())
+            .args([
+                "--exact",
+                "build_in_a_child_process",
+                "--ignored",
+                "--nocapture",
+            ])
+            .env(CHILD_ENV, "1")
             .env("XDG_CACHE_HOME", &cache)
             .env("RESOLVELAB_NGINX_SRC", &ngx)
             .env("RESOLVELAB_PCRE2_SRC", &pcre)
             .env_remove("RESOLVELAB_NGINX")
             .output()
-            .unwrap()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        let built = text
+            .lines()
+            .find_map(|l| l.strip_prefix("built: "))
+            .map(str::to_owned);
+        (out, built)
     };
     let (a, b) = std::thread::scope(|s| {
         let a = s.spawn(spawn);
         let b = s.spawn(spawn);
         (a.join().unwrap(), b.join().unwrap())
     });
-    for o in [&a, &b] {
+    for (o, built) in [&a, &b] {
         assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        assert!(built.is_some(), "{}", String::from_utf8_lossy(&o.stdout));
     }
-    assert_eq!(a.stdout, b.stdout, "both get the same binary");
+    assert_eq!(a.1, b.1, "both get the same binary");
     let runs = std::fs::read_to_string(root.path().join("configure-runs")).unwrap();
     assert_eq!(
         runs.lines().count(),
@@ -107,8 +139,8 @@ fn concurrent_builds_share_one_build_and_the_cache_hits_after() {
     );
     // Cache hit: a third call does not configure again.
     let c = spawn();
-    assert!(c.status.success());
-    assert_eq!(c.stdout, a.stdout);
+    assert!(c.0.status.success());
+    assert_eq!(c.1, a.1);
     let runs = std::fs::read_to_string(root.path().join("configure-runs")).unwrap();
     assert_eq!(runs.lines().count(), 1, "cache hit");
 }

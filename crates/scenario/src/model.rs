@@ -17,7 +17,7 @@ pub struct Scenario {
     pub description: String,
     /// The question it answers.
     pub question: String,
-    /// The seed experiment it reproduces (digest §5), e.g. `4-4` or `P2`.
+    /// The seed experiment it reproduces (DOMAIN.md §5), e.g. `4-4` or `P2`.
     #[serde(default)]
     pub reproduces: String,
     /// The seed's figure, for the reproduction table.
@@ -578,7 +578,33 @@ impl Scenario {
                         "timeline event {n}: `align` needs a `dns` name"
                     )));
                 }
+                if a == "next-requery" {
+                    self.check_window_fits_period(n, ev.for_.as_deref())
+                        .map_err(bad)?;
+                }
             }
+        }
+        Ok(())
+    }
+
+    /// A window armed at nginx's next re-query must end before the one after it: a window as long
+    /// as the period (valid + 1 s) reverts at the moment nginx asks again, and whether that query
+    /// sees the injection is a coin toss (the demo failed one run in three that way).
+    fn check_window_fits_period(&self, n: usize, for_: Option<&str>) -> Result<(), String> {
+        let (Some(f), Ok(valid)) = (for_, resolvelab_core::dur::parse(&self.nginx.valid)) else {
+            return Ok(());
+        };
+        let len =
+            resolvelab_core::dur::parse(f).map_err(|e| format!("timeline event {n}: for: {e}"))?;
+        let period = valid + Duration::from_secs(1);
+        if len >= period {
+            return Err(format!(
+                "timeline event {n}: for = \"{f}\" with align = \"next-requery\" must be shorter than \
+                 nginx's re-query period (valid {} + 1 s = {}): the revert would race the next \
+                 re-query; use at most half the period",
+                self.nginx.valid,
+                resolvelab_core::dur::format(period)
+            ));
         }
         Ok(())
     }

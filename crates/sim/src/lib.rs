@@ -1,7 +1,7 @@
 //! Deterministic models of resolvelab: what nginx's upstream/resolve logic and DNS-vs-proxy
 //! balancing do, computed instead of measured.
 //!
-//! * [`balance`] — seed 004's balancing model: DNS answer + TTL cache, proxy weighted round-robin,
+//! * [`balance`] — the balancing model of DOMAIN.md §7: DNS answer + TTL cache, proxy weighted round-robin,
 //!   proxy least-connections and connection reuse with stream capacity, kept apart
 //!   (`resolvelab sim balance`).
 //! * [`nginx`] — a discrete-event model of nginx's upstream/resolve logic that writes the same

@@ -1,4 +1,4 @@
-//! The simulated nginx against the shapes of the digest (§5, §8): each test is one experiment.
+//! The simulated nginx against the shapes of docs/DOMAIN.md (§5, §8): each test is one experiment.
 
 use resolvelab_sim::nginx::*;
 use std::path::Path;

@@ -23,7 +23,7 @@ Examples:
   resolvelab backend --listen 127.0.0.30:8080 --fault refuse:for=2s \\
       --fault status:code=503,toxicity=0.1 --latency lognormal:p50=2ms,p99=40ms
 
-  # seed 003: a DB stand-in, a 200 ms proxy in front of it, a backend with a pool of 4
+  # DOMAIN.md §6: a DB stand-in, a 200 ms proxy in front of it, a backend with a pool of 4
   resolvelab backend --echo-db --listen 127.0.0.41:5432
   resolvelab proxy --listen 127.0.0.40:5432 --upstream 127.0.0.41:5432 \\
       --fault latency:delay=200ms,direction=downstream

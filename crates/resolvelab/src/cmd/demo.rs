@@ -12,8 +12,8 @@ use std::process::ExitCode;
 #[command(
     after_help = "Builds nginx 1.28 from the nginx-src crate on first use (cached), then runs the \
 built-in `demo` scenario (~1 minute): a GSLB-style name alternating between two backends whose \
-keep-alive connections are reclaimed (the generation race), then a 3 s NXDOMAIN aligned with nginx's \
-re-query. It prints the verdict and where the report is.\n\nExamples:\n  resolvelab demo\n  \
+keep-alive connections are reclaimed (the generation race), then a 1.5 s NXDOMAIN armed at nginx's \
+next re-query (an outage of one full 3 s period). It prints the verdict and where the report is.\n\nExamples:\n  resolvelab demo\n  \
 resolvelab demo --out /tmp/runs --seed 7"
 )]
 pub struct Args {

@@ -28,13 +28,14 @@ pub fn run(args: Args, ctx: &Ctx) -> anyhow::Result<ExitCode> {
     resolvelab_core::policy::check_target(args.listen, false).map_err(anyhow::Error::msg)?;
     let nginx = Nginx::obtain(ctx.nginx.as_deref())?;
     std::fs::create_dir_all(&args.run_dir)?;
+    let run_dir = std::fs::canonicalize(&args.run_dir)?;
     let sup = Supervisor::new()?;
     let body = format!(
         "server {{\n  listen {};\n  return 200 ok;\n}}\n",
         args.listen
     );
-    let text = conf::lab_conf(&args.run_dir, &body);
-    let mut nx = Instance::start(&nginx, &args.run_dir, &text, &sup)?;
+    let text = conf::lab_conf(&run_dir, &body);
+    let mut nx = Instance::start(&nginx, &run_dir, &text, &sup)?;
     nx.wait_listening(args.listen, Duration::from_secs(10))?;
     let _sleeper = sup.spawn(std::process::Command::new("sleep").arg(args.seconds.to_string()))?;
     println!("pgid={}", sup.pgid());

@@ -29,7 +29,7 @@ enum SimCommand {
     Nginx(NginxArgs),
     /// Expected `no live upstreams` per day at production scale, and each mitigation's effect.
     Predict(PredictArgs),
-    /// DNS vs proxy balancing (seed 004): DNS cache, weighted RR, least-conn, connection reuse.
+    /// DNS vs proxy balancing (DOMAIN.md §7): DNS cache, weighted RR, least-conn, connection reuse.
     Balance(BalanceArgs),
     /// Compare a real-nginx run with a simulated run of the same scenario (a FIDELITY.md row).
     Fidelity(FidelityArgs),
@@ -190,7 +190,7 @@ struct PredictArgs {
 #[derive(Debug, clap::Args)]
 #[command(
     about = "Trace DNS vs proxy balancing: what DNS returned vs which backend and connection each request reached.",
-    long_about = "Trace the deterministic balancing model of seed 004. Four layers are kept apart: the DNS \
+    long_about = "Trace the deterministic balancing model of DOMAIN.md §7. Four layers are kept apart: the DNS \
 answer and its TTL cache (refreshed only at expiry), proxy weighted round-robin (weight slots cycled \
 independently of DNS; proxy-rr uses the same slots), proxy least-connections (active/weight, ties to \
 the backend id) and connection reuse (same address, reusableUntil > t, activeStreams < maxStreams).\n\n\

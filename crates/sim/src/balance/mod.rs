@@ -1,4 +1,4 @@
-//! The DNS-vs-proxy balancing model of seed 004: four selection layers kept apart.
+//! The DNS-vs-proxy balancing model of DOMAIN.md §7: four selection layers kept apart.
 //!
 //! 1. **DNS answer + TTL cache** — the cache is refreshed only when it has expired, from whatever
 //!    the authority answers *at that instant*; DNS round-robin walks the cached list with one cursor.
@@ -325,7 +325,7 @@ pub struct RequestTrace {
     pub done_at: i64,
 }
 
-/// The input of seed 004's golden trace.
+/// The input of the golden trace of DOMAIN.md §7.
 pub fn golden_input() -> BalanceInput {
     let services = [8, 1, 7, 2, 6, 2, 9, 1, 5, 3, 4, 2];
     BalanceInput {

@@ -1,4 +1,4 @@
-//! A deterministic discrete-event model of nginx 1.28's upstream/resolve logic (digest §2).
+//! A deterministic discrete-event model of nginx 1.28's upstream/resolve logic (DOMAIN.md §2).
 //!
 //! What is modelled, each with its nginx source behaviour:
 //! * peers of `server NAME resolve` lines live in a zone with a **generation** counter (+1 per
@@ -63,7 +63,7 @@ use anyhow::{Context, Result};
 use serde::Serialize;
 use std::path::Path;
 
-/// A complete example configuration (the generation race of digest §8), for
+/// A complete example configuration (the generation race of DOMAIN.md §8), for
 /// `resolvelab sim nginx --print-example`.
 pub const EXAMPLE_TOML: &str = r#"# resolvelab simulated nginx: one upstream, its DNS, faults and load.
 # Offsets (at, start, end) are relative to the load start; nginx starts `warmup` earlier.
@@ -128,7 +128,7 @@ pub enum NluClass {
 }
 
 impl NluClass {
-    /// The stable class id (DESIGN.md).
+    /// The stable class id (docs/DESIGN.md).
     pub fn id(self) -> &'static str {
         match self {
             NluClass::GenerationRaceRetry => "generation-race-retry",
