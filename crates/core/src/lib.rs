@@ -6,6 +6,7 @@
 //! * [`dur`] — human durations (`200ms`, `2s`) and ranges (`0ms..50ms`).
 //! * [`spec`] — the `KIND[:key=value,…]` syntax shared by faults and modes.
 //! * [`rundir`] — run directories and `fingerprint.json`.
+//! * [`version`] — nginx versions (`1.28.3`, from `nginx -V`) and the first one with `resolve`.
 //! * [`supervise`] — child processes that never outlive the tool (process groups + `PR_SET_PDEATHSIG`).
 //!
 //! ```
@@ -24,3 +25,4 @@ pub mod rundir;
 pub mod spec;
 pub mod supervise;
 pub mod time;
+pub mod version;

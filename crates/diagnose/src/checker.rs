@@ -1,7 +1,9 @@
 //! The checker: stream the access logs once, pair failures with error-log lines, find swaps,
-//! cluster failures into incidents and classify each one (digest §3–§4).
+//! cluster failures into incidents and classify each one (DOMAIN.md §3–§4).
 
 use crate::classes;
+use crate::classify::{Facts, classify};
+use crate::evidence::{self, Present, RuntimeFacts, SwapSource};
 use crate::model::*;
 use crate::timeline::{Outcome, Timeline};
 use resolvelab_history::logformat::{Field, LogFormat};
@@ -26,6 +28,10 @@ pub struct Options {
     pub upstream: Option<String>,
     /// The error log's UTC offset when `$time_local` is not in the access log (seconds east).
     pub tz_offset_s: Option<i32>,
+    /// The nginx version, when known: below 1.27.3 no generation race is possible.
+    pub nginx_version: Option<resolvelab_core::version::Version>,
+    /// What the configuration resolves at run time, when it was read.
+    pub config: Option<RuntimeFacts>,
 }
 
 impl Options {
@@ -39,6 +45,8 @@ impl Options {
             log_format: LogFormat::combined(),
             upstream: None,
             tz_offset_s: None,
+            nginx_version: None,
+            config: None,
         }
     }
 }
@@ -154,6 +162,8 @@ struct Failure {
     paired: Option<(ERef, &'static str)>,
     /// First-try failure lines of the same `*cid` in the request's window.
     first_try: Vec<(ERef, &'static str)>,
+    /// Its own resolution's failure line (`*cid … could not be resolved`, per-request DNS).
+    own_dns: Option<(ERef, &'static str)>,
     class: &'static str,
     confidence: f64,
     /// An NLU inside an earlier pass of a redirected request (not a client-visible failure).
@@ -163,7 +173,7 @@ struct Failure {
 }
 
 /// A change of a name's peer list: a swap, or the peers removed by NXDOMAIN / restored after it.
-/// Each one bumps nginx's generation counter (digest F4).
+/// Each one bumps nginx's generation counter (DOMAIN.md F4).
 struct Change {
     t_ms: i64,
     direction: String,
@@ -419,7 +429,9 @@ fn feed_errors(
         let t_ms = e.t_us / 1000;
         if let Some(cid) = e.cid
             && t_ms >= keep_from_ms
-            && (sig == "no-live-upstreams" || classes::is_first_try_failure(sig))
+            && (sig == "no-live-upstreams"
+                || classes::is_first_try_failure(sig)
+                || classes::is_resolution_failure(sig))
         {
             win.insert(
                 ERef {
@@ -436,6 +448,89 @@ fn feed_errors(
                 },
             );
         }
+    }
+}
+
+/// Without an access log, the failed requests are those the error log shows: one per `*cid`
+/// and request whose lines (a failed try, `no live upstreams`, its own failed resolution) fall
+/// within a second or two of each other. Whether a failed try was retried successfully only
+/// the access log can tell; the evidence summary says so.
+fn failures_from_errors(hist: &History, offset_s: i32) -> anyhow::Result<Vec<Failure>> {
+    let mut errs = hist.error_stream(offset_s)?;
+    let mut out: Vec<Failure> = Vec::new();
+    let mut open: HashMap<(u64, Option<String>), usize> = HashMap::new();
+    while let Some(e) = errs.next() {
+        let sig = classes::signature_of(&e.message);
+        let failing = sig == "no-live-upstreams"
+            || classes::is_first_try_failure(sig)
+            || classes::is_resolution_failure(sig);
+        let Some(cid) = e.cid.filter(|_| failing) else {
+            continue;
+        };
+        let t_ms = e.t_us / 1000;
+        let r = ERef {
+            t_ms,
+            file: e.file,
+            line: e.line,
+        };
+        let key = (cid, e.request.clone());
+        let i = match open.get(&key) {
+            Some(&i) if t_ms - out[i].start_ms <= 2000 => i,
+            _ => {
+                open.insert(key, out.len());
+                out.push(error_failure(e, cid, sig));
+                out.len() - 1
+            }
+        };
+        // The failure's own lines are its evidence: they need no pairing (which a log in
+        // reverse order, as log viewers export it, would miss).
+        let f = &mut out[i];
+        f.t_ms = f.t_ms.max(t_ms + 999);
+        if sig == "no-live-upstreams" {
+            f.nlu = true;
+            f.paired = Some((r, sig));
+        } else if classes::is_resolution_failure(sig) {
+            f.own_dns = Some((r, sig));
+        } else if f.first_try.len() < 3 {
+            f.first_try.push((r, sig));
+        }
+    }
+    Ok(out)
+}
+
+/// A failed request as one error line shows it (see [`failures_from_errors`]).
+fn error_failure(e: &ErrorRecord, cid: u64, sig: &str) -> Failure {
+    let t_ms = e.t_us / 1000;
+    Failure {
+        t_ms: t_ms + 999,
+        start_ms: t_ms,
+        status: if sig == "upstream-timeout" { 504 } else { 502 },
+        traj: None,
+        file: e.file,
+        line: e.line,
+        conn: Some(cid),
+        method: e
+            .request
+            .as_deref()
+            .and_then(|r| r.split(' ').next())
+            .map(str::to_string),
+        request: e.request.clone(),
+        remote: e.client.clone(),
+        raw: trunc(&err_text(e), 300),
+        group: e
+            .upstream_host()
+            .filter(|h| !is_addr(h))
+            .map(str::to_string)
+            .unwrap_or_default(),
+        nlu: false,
+        hops: 0,
+        paired: None,
+        first_try: Vec::new(),
+        own_dns: None,
+        class: "undetermined",
+        confidence: 0.0,
+        internal: false,
+        addrs: Vec::new(),
     }
 }
 
@@ -462,8 +557,10 @@ pub fn diagnose_with_history(opts: &Options) -> anyhow::Result<(Diagnosis, Histo
 /// Run the checker; also returns the loaded history and the memory accounting of the streamed
 /// error-log pass.
 pub fn diagnose_with_stats(opts: &Options) -> anyhow::Result<(Diagnosis, History, StreamStats)> {
-    if opts.access.is_empty() {
-        anyhow::bail!("no access log given: pass --access FILE (several allowed, .gz ok)");
+    if opts.access.is_empty() && opts.error.is_empty() {
+        anyhow::bail!(
+            "no log given: pass --access FILE and --error FILE (several allowed, .gz ok); an error log alone also works"
+        );
     }
     for p in opts
         .access
@@ -481,7 +578,11 @@ pub fn diagnose_with_stats(opts: &Options) -> anyhow::Result<(Diagnosis, History
         }
     }
     let fmt = &opts.log_format;
-    if !fmt.has(Field::Msec) && !fmt.has(Field::TimeLocal) && !fmt.has(Field::TimeIso8601) {
+    if !opts.access.is_empty()
+        && !fmt.has(Field::Msec)
+        && !fmt.has(Field::TimeLocal)
+        && !fmt.has(Field::TimeIso8601)
+    {
         anyhow::bail!(
             "log_format `{}` has no $msec, $time_local or $time_iso8601, so requests cannot be placed in time; add $msec to the format",
             fmt.text
@@ -630,7 +731,8 @@ pub fn diagnose_with_stats(opts: &Options) -> anyhow::Result<(Diagnosis, History
                     hops: *ih,
                     paired: None,
                     first_try: Vec::new(),
-                    class: "unclassified",
+                    own_dns: None,
+                    class: "undetermined",
                     confidence: 0.0,
                     internal: true,
                     addrs: ia.clone(),
@@ -656,7 +758,8 @@ pub fn diagnose_with_stats(opts: &Options) -> anyhow::Result<(Diagnosis, History
                 hops: if nlu { hops } else { 0 },
                 paired: None,
                 first_try: Vec::new(),
-                class: "unclassified",
+                own_dns: None,
+                class: "undetermined",
                 confidence: 0.0,
                 internal: false,
                 addrs: traj.map(|t| t.addrs.clone()).unwrap_or_default(),
@@ -688,6 +791,10 @@ pub fn diagnose_with_stats(opts: &Options) -> anyhow::Result<(Diagnosis, History
             "machine",
         ),
     };
+
+    if opts.access.is_empty() {
+        failures = failures_from_errors(&hist, offset_s)?;
+    }
 
     // ---- upstream groups -----------------------------------------------------------------
     let group_names: Vec<&String> = {
@@ -779,9 +886,16 @@ pub fn diagnose_with_stats(opts: &Options) -> anyhow::Result<(Diagnosis, History
             // Several requests of a keep-alive connection share its *cid: the time window
             // and the request text tell them apart.
             Some(c) => win.by_cid(c, lo, hi),
+            // Without `$connection`: by time and client — or by the request text where the
+            // client differs (redacted differently in the two logs, or a proxy in front).
             None => win
                 .by_time(lo, hi)
-                .filter(|(_, e)| f.remote.is_none() || e.client.is_none() || e.client == f.remote)
+                .filter(|(_, e)| {
+                    f.remote.is_none()
+                        || e.client.is_none()
+                        || e.client == f.remote
+                        || (e.request.is_some() && e.request == f.request)
+                })
                 .map(|(k, _)| k)
                 .collect(),
         };
@@ -790,6 +904,13 @@ pub fn diagnose_with_stats(opts: &Options) -> anyhow::Result<(Diagnosis, History
             _ => true,
         };
         let first_try = |k: &ERef| classes::is_first_try_failure(win.get(k).sig) && req_ok(k);
+        if f.paired.is_some() || !f.first_try.is_empty() || f.own_dns.is_some() {
+            // Built from its own error lines (no access log): nothing more to pair.
+            if f.group.is_empty() {
+                f.group = default_group.clone();
+            }
+            continue;
+        }
         // A known trajectory that ends at a real address is not an NLU, even when an NLU line
         // of the same connection and second exists (keep-alive neighbours).
         let may_be_nlu = f.nlu || f.traj.is_none();
@@ -804,6 +925,10 @@ pub fn diagnose_with_stats(opts: &Options) -> anyhow::Result<(Diagnosis, History
             .take(3)
             .map(|k| (*k, win.get(k).sig))
             .collect();
+        f.own_dns = cands
+            .iter()
+            .find(|k| classes::is_resolution_failure(win.get(k).sig) && req_ok(k))
+            .map(|k| (*k, win.get(k).sig));
         let mut paired_upstream = None;
         if let Some(k) = nlu_line {
             // An NLU line answers one request only.
@@ -820,6 +945,8 @@ pub fn diagnose_with_stats(opts: &Options) -> anyhow::Result<(Diagnosis, History
             let e = win.get(k);
             f.paired = Some((*k, e.sig));
             paired_upstream = e.upstream_host.clone();
+        } else if f.paired.is_none() {
+            f.paired = f.own_dns;
         }
         if f.internal {
             continue;
@@ -917,6 +1044,28 @@ pub fn diagnose_with_stats(opts: &Options) -> anyhow::Result<(Diagnosis, History
         .filter(|&i| hist.dns[i].rcode.eq_ignore_ascii_case("NXDOMAIN"))
         .collect();
     let period = requery.unwrap_or(6000.0) as i64;
+    let swap_src = match swap_source {
+        "dns" => SwapSource::Dns,
+        "inferred" => SwapSource::Inferred,
+        _ => SwapSource::None,
+    };
+    let present = Present {
+        access_log: !opts.access.is_empty(),
+        upstream_addr: fmt.has(Field::UpstreamAddr),
+        connection: fmt.has(Field::Connection),
+        msec: fmt.has(Field::Msec),
+        request_time: fmt.has(Field::RequestTime),
+        upstream_name: fmt.text.contains("$proxy_upstream_name"),
+        error_log: !opts.error.is_empty(),
+        dns_log: !opts.dns.is_empty(),
+    };
+    let version = opts.nginx_version.or_else(|| {
+        opts.config
+            .as_ref()
+            .and_then(|c| c.version.as_deref())
+            .and_then(resolvelab_core::version::Version::parse)
+    });
+    let (observability, race) = evidence::observe(present, swap_src, version, opts.config.as_ref());
 
     // ---- clusters, per-failure classes, incidents ----------------------------------------
     let mut by_group: BTreeMap<String, Vec<usize>> = BTreeMap::new();
@@ -958,84 +1107,52 @@ pub fn diagnose_with_stats(opts: &Options) -> anyhow::Result<(Diagnosis, History
             } else {
                 fail as f64 / req as f64
             };
-            let burst = share >= 0.8 && c.iter().filter(|&&i| !failures[i].internal).count() >= 3;
+            // Without an access log the successes in between are unknown: no burst is claimed.
+            let burst = req > 0
+                && share >= 0.8
+                && c.iter().filter(|&&i| !failures[i].internal).count() >= 3;
             let nx_err = in_window("resolve-nxdomain", cs - 10_000, ce + 1000);
             let nx_dns = dns_nx.iter().copied().find(|&i| {
                 let t = hist.dns[i].t_us / 1000;
                 t >= cs - period - 2000 && t <= ce
             });
-            let mem = in_window("zone-memory-exhausted", cs - period - 10_000, ce);
+            let mem = in_window("zone-memory-exhausted", cs - period - 10_000, ce)
+                .or_else(|| in_window("zone-slab-alloc", cs - period - 10_000, ce));
             let dis = in_window("peer-disabled", cs - 12_000, ce + 1000);
             let p99 = in_window("connect-eaddrnotavail", cs - 1000, ce + 1000);
             for &i in &c {
                 let f = &failures[i];
                 let pc = prev_change(f.t_ms);
                 let after = pc.map(|s| f.t_ms - change_times[s]);
-                let near_swap = after.is_some_and(|a| a <= 1000);
                 // The generation race needs a request that started before the change, i.e.
-                // one that tried a pre-change peer (digest §8: "all through the pre-swap IP").
+                // one that tried a pre-change peer (DOMAIN.md §8: "all through the pre-swap IP").
                 let through_old = pc.is_some_and(|s| {
                     let old = &changes[s].old;
                     old.is_empty()
                         || f.addrs.is_empty()
                         || f.addrs.iter().any(|a| old.contains(&host_of(a)))
                 });
-                let has_first_try = !f.first_try.is_empty();
-                let first_try_99 = f.first_try.iter().any(|e| e.1 == "connect-eaddrnotavail");
-                let (class, conf): (&'static str, f64) =
-                    if first_try_99 || (p99.is_some() && !f.nlu) {
-                        ("port-exhaustion", 0.8)
-                    } else if f.nlu {
-                        if mem.is_some() {
-                            ("zone-memory-exhausted", 0.85)
-                        } else if (nx_err.is_some() || nx_dns.is_some()) && f.hops <= 1 {
-                            ("dns-nxdomain", if burst { 0.95 } else { 0.7 })
-                        } else if p99.is_some() {
-                            ("port-exhaustion", 0.6)
-                        } else if f.hops >= 2 || (f.hops == 0 && has_first_try) {
-                            if near_swap && through_old {
-                                (
-                                    "generation-race-retry",
-                                    if has_first_try { 0.95 } else { 0.75 },
-                                )
-                            } else if burst && dis.is_some() {
-                                // The first failure of a max_fails wipeout: its own try
-                                // disabled the last live peer, so its retry found none.
-                                ("maxfails-wipeout", 0.8)
-                            } else if swap_source != "none" {
-                                ("tries-exhausted", if f.hops >= 3 { 0.85 } else { 0.6 })
-                            } else if f.hops >= 3 {
-                                ("tries-exhausted", 0.5)
-                            } else {
-                                ("generation-race-retry", 0.4)
-                            }
-                        } else if burst {
-                            ("maxfails-wipeout", if dis.is_some() { 0.9 } else { 0.6 })
-                        } else if after.is_some_and(|a| a <= 500) {
-                            (
-                                "generation-race-first-pick",
-                                if f.paired.is_some() { 0.75 } else { 0.6 },
-                            )
-                        } else if dis.is_some() {
-                            ("maxfails-wipeout", 0.5)
-                        } else if swap_source == "none" && share <= 0.5 {
-                            ("generation-race-first-pick", 0.3)
-                        } else {
-                            ("unclassified", 0.2)
-                        }
-                    } else {
-                        (
-                            "upstream-failure",
-                            if f.paired.is_some() || has_first_try {
-                                0.85
-                            } else {
-                                0.65
-                            },
-                        )
-                    };
+                let facts = Facts {
+                    nlu: f.nlu,
+                    hops: f.hops,
+                    addrs: f.addrs.len(),
+                    first_try: f.first_try.len(),
+                    first_try_99: f.first_try.iter().any(|e| e.1 == "connect-eaddrnotavail"),
+                    own_resolution: f.own_dns.map(|e| e.1),
+                    eaddrnotavail_near: p99.is_some(),
+                    zone_memory_near: mem.is_some(),
+                    nxdomain_near: nx_err.is_some() || nx_dns.is_some(),
+                    disabled_near: dis.is_some(),
+                    burst,
+                    share,
+                    after_change_ms: after,
+                    through_old,
+                    paired: f.paired.is_some(),
+                };
+                let decision = classify(&facts, swap_src, race);
                 let f = &mut failures[i];
-                f.class = class;
-                f.confidence = conf;
+                f.class = decision.class.id();
+                f.confidence = decision.confidence;
             }
             // One incident per class inside the cluster.
             let mut per_class: BTreeMap<&'static str, Vec<usize>> = BTreeMap::new();
@@ -1164,7 +1281,9 @@ pub fn diagnose_with_stats(opts: &Options) -> anyhow::Result<(Diagnosis, History
                     });
                 }
                 ev.truncate(8);
-                let shape = if share >= 0.8 && n >= 3 {
+                let shape = if req == 0 {
+                    "unknown"
+                } else if share >= 0.8 && n >= 3 {
                     "burst"
                 } else if share <= 0.5 {
                     "isolated"
@@ -1172,10 +1291,17 @@ pub fn diagnose_with_stats(opts: &Options) -> anyhow::Result<(Diagnosis, History
                     "mixed"
                 };
                 let after_swap_ms = sw.map(|i| first_end - change_times[i]);
+                let share_text = if req == 0 {
+                    "no access-log request of this upstream in the window, so the failed share is unknown".to_string()
+                } else {
+                    format!(
+                        "{shape}, {:.0}% of {req} requests to `{g}` in the window failed",
+                        share * 100.0
+                    )
+                };
                 let detail = format!(
-                    "{n} failure(s) over {} ms ({shape}, {:.0}% of {req} requests to `{g}` in the window failed){}.",
+                    "{n} failure(s) over {} ms ({share_text}){}.",
                     e - s,
-                    share * 100.0,
                     sw.map(|i| format!(
                         ", starting {} ms after a peer-list change ({})",
                         first_end - change_times[i],
@@ -1273,7 +1399,14 @@ pub fn diagnose_with_stats(opts: &Options) -> anyhow::Result<(Diagnosis, History
             fix: classes::fix(c).to_string(),
         });
     }
-    let mut signatures = summarize_signatures(&hist, &ix, &mut cites, &nlu_times);
+    // Signatures that are a failed request's own cause (per-request resolution failures).
+    let mut caused: HashMap<&'static str, u64> = HashMap::new();
+    for f in failures.iter().filter(|f| !f.internal) {
+        if let Some((_, sig)) = f.own_dns {
+            *caused.entry(sig).or_default() += 1;
+        }
+    }
+    let mut signatures = summarize_signatures(&hist, &ix, &mut cites, &nlu_times, &caused);
     // Evidence text of the cited error lines: read again, only those lines.
     let stream_stats = StreamStats {
         fetched: cites.fill(&hist, &mut incidents, &mut signatures)?,
@@ -1334,6 +1467,7 @@ pub fn diagnose_with_stats(opts: &Options) -> anyhow::Result<(Diagnosis, History
         nlu_events,
         timeline: timeline.series(),
         parse: ParseInfo { files, malformed },
+        evidence: observability,
     };
     let _ = has_upstream;
     Ok((d, hist, stream_stats))
@@ -1529,7 +1663,7 @@ fn swaps_from_dns(h: &History) -> (Vec<Swap>, Vec<usize>, Option<f64>, Vec<Chang
             .push(r.t_us / 1000);
         let k = (r.qname.clone(), r.qtype.clone());
         if r.rcode.eq_ignore_ascii_case("NXDOMAIN") {
-            // NXDOMAIN removes every peer of the name (digest F2): a peer-list change.
+            // NXDOMAIN removes every peer of the name (DOMAIN.md F2): a peer-list change.
             if let Some(prev) = last.get(&k)
                 && !removed.get(&k).copied().unwrap_or(false)
             {
@@ -1639,6 +1773,7 @@ fn summarize_signatures(
     ix: &SigIndex,
     cites: &mut Cites,
     nlu_times: &[i64],
+    caused: &HashMap<&'static str, u64>,
 ) -> Vec<Signature> {
     let near = |t: i64| {
         let i = nlu_times.partition_point(|&x| x < t - 10_000);
@@ -1652,10 +1787,17 @@ fn summarize_signatures(
             .filter(|(t, _)| near(**t))
             .map(|(_, c)| c.1)
             .sum::<u64>();
+        let failed = caused.get(def.id).copied().unwrap_or(0);
         let (harmless, note) = match def.id {
+            _ if failed > 0 => (
+                false,
+                format!(
+                    "the cause of {failed} failed request(s): their own resolution (a variable `proxy_pass`), logged with their *cid"
+                ),
+            ),
             "resolve-servfail" | "resolve-timeout" | "resolve-other" if near_nlu == 0 => (
                 true,
-                "harmless: SERVFAIL and resolver timeouts keep the current peers (digest F2); no request failed".to_string(),
+                "harmless for `resolve` upstreams: SERVFAIL and resolver timeouts keep the current peers (DOMAIN.md F2), and no failed request carries this line".to_string(),
             ),
             "resolve-servfail" | "resolve-timeout" | "resolve-other" => (
                 false,

@@ -1,5 +1,30 @@
-//! Failure classes (stable ids from DESIGN.md), their explanation and fix (digest §3), and the
+//! Failure classes (stable ids from DESIGN.md), their explanation and fix (DOMAIN.md §3), and the
 //! error-log signatures the checker recognises.
+
+/// A failure class. Its [`id`](Class::id) is the stable name used in the CLI, JSON and docs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Class {
+    /// A peer-list change between a request's first try and its retry (DOMAIN.md F4, branch 1).
+    GenerationRaceRetry,
+    /// A peer-list change between request init and the first pick (branch 2).
+    GenerationRaceFirstPick,
+    /// Every peer excluded by the hidden `max_fails=1` (branch 3, DOMAIN.md F5).
+    MaxfailsWipeout,
+    /// The `resolve` re-query got NXDOMAIN: every peer of the name removed (F2).
+    DnsNxdomain,
+    /// A request's own (per-request, variable `proxy_pass`) resolution failed.
+    DnsRequestFailure,
+    /// The zone's slab ran out while adding peers (F3).
+    ZoneMemoryExhausted,
+    /// Ephemeral ports exhausted (`connect() failed (99…)`).
+    PortExhaustion,
+    /// Every peer already tried in this request, no peer-list change.
+    TriesExhausted,
+    /// A 502/504 after real tries, without `no live upstreams`.
+    UpstreamFailure,
+    /// The inputs cannot decide the cause: the report says what is missing.
+    Undetermined,
+}
 
 /// Every class id, in report order.
 pub const CLASSES: &[&str] = &[
@@ -7,72 +32,113 @@ pub const CLASSES: &[&str] = &[
     "generation-race-first-pick",
     "maxfails-wipeout",
     "dns-nxdomain",
+    "dns-request-failure",
     "zone-memory-exhausted",
     "port-exhaustion",
     "tries-exhausted",
     "upstream-failure",
-    "unclassified",
+    "undetermined",
 ];
+
+impl Class {
+    /// Every class, in report order (the order of [`CLASSES`]).
+    pub const ALL: [Class; 10] = [
+        Class::GenerationRaceRetry,
+        Class::GenerationRaceFirstPick,
+        Class::MaxfailsWipeout,
+        Class::DnsNxdomain,
+        Class::DnsRequestFailure,
+        Class::ZoneMemoryExhausted,
+        Class::PortExhaustion,
+        Class::TriesExhausted,
+        Class::UpstreamFailure,
+        Class::Undetermined,
+    ];
+
+    /// The stable id.
+    pub fn id(self) -> &'static str {
+        CLASSES[Class::ALL.iter().position(|c| *c == self).unwrap_or(0)]
+    }
+
+    /// The class of a stable id.
+    pub fn from_id(id: &str) -> Option<Class> {
+        CLASSES.iter().position(|c| *c == id).map(|i| Class::ALL[i])
+    }
+
+    /// A generation race (either branch): a class that needs an observed peer-list change.
+    pub fn is_race(self) -> bool {
+        matches!(
+            self,
+            Class::GenerationRaceRetry | Class::GenerationRaceFirstPick
+        )
+    }
+}
 
 /// What the class is (one paragraph).
 pub fn explanation(class: &str) -> &'static str {
-    match class {
-        "generation-race-retry" => {
+    match Class::from_id(class) {
+        Some(Class::GenerationRaceRetry) => {
             "A DNS swap changed the peer list between the request's first try and its retry: the retry's peer selection saw a new generation and refused (BUSY → `no live upstreams`). Shape: isolated 2-hop `OLDIP:port, be` failures among successes, 0–500 ms after a swap, paired by *cid with a first-try failure line."
         }
-        "generation-race-first-pick" => {
+        Some(Class::GenerationRaceFirstPick) => {
             "A DNS swap landed between request init and the first peer pick (a window of microseconds): a lone 1-hop `be` failure aligned to a swap."
         }
-        "maxfails-wipeout" => {
+        Some(Class::MaxfailsWipeout) => {
             "With two or more peers (two `resolve` lines, or one name answering two A records) the hidden defaults max_fails=1 fail_timeout=10s apply: a few failures exclude every peer and every request fails 1-hop for ≈ fail_timeout."
         }
-        "dns-nxdomain" => {
+        Some(Class::DnsNxdomain) => {
             "The authority answered NXDOMAIN: nginx removed every peer of the name until the next successful re-query (one full period = valid + 1 s), so every request in that window failed 1-hop."
         }
-        "zone-memory-exhausted" => {
+        Some(Class::DnsRequestFailure) => {
+            "The request's own DNS resolution failed (a variable `proxy_pass` with a `resolver` resolves per request): nginx logged `could not be resolved` with this request's *cid and answered 502 without trying any upstream."
+        }
+        Some(Class::ZoneMemoryExhausted) => {
             "The upstream zone ran out of slab memory while adding the peers of a new answer, after the old peers were already removed: part or all of the peer list was lost."
         }
-        "port-exhaustion" => {
+        Some(Class::PortExhaustion) => {
             "connect() failed with EADDRNOTAVAIL (99): the ephemeral port range is exhausted (no upstream keep-alive at high request rates)."
         }
-        "tries-exhausted" => {
-            "Every peer was already tried in this request (3+ hops) after real backend failures, with no peer-list change: the final `no live upstreams` is the end of the retries, not a DNS problem."
+        Some(Class::TriesExhausted) => {
+            "Every peer was already tried in this request after real backend failures, with no peer-list change seen: the final `no live upstreams` is the end of the retries, not a DNS problem."
         }
-        "upstream-failure" => {
+        Some(Class::UpstreamFailure) => {
             "A 502/504 after real tries, without `no live upstreams`: the backend failed (refused, reset, timed out, closed early)."
         }
-        _ => {
-            "Failures the checker could not attribute to a known class with the evidence available."
+        Some(Class::Undetermined) | None => {
+            "`no live upstreams` whose cause these inputs cannot decide: a peer-list change (DNS swap), peers excluded by max_fails or marked `down`, or every peer already tried all end this way, and the logs show none of them."
         }
     }
 }
 
-/// The fix (digest §3).
+/// The fix (DOMAIN.md §3).
 pub fn fix(class: &str) -> &'static str {
-    match class {
-        "generation-race-retry" | "generation-race-first-pick" => {
+    match Class::from_id(class) {
+        Some(Class::GenerationRaceRetry | Class::GenerationRaceFirstPick) => {
             "Use per-DC fixed names (no swaps); retry once at the client or with `error_page 502 = @retry_once` guarded to GET/HEAD/OPTIONS; lower the swap rate and fix keep-alive hygiene (idle timeouts). `max_fails=0` does nothing here and a `backup` server is skipped on this path."
         }
-        "maxfails-wipeout" => {
+        Some(Class::MaxfailsWipeout) => {
             "Add `max_fails=0` to every `server … resolve` line (measured 7,188 → 104), or remove the duplicate names/records that make the peer count ≥ 2."
         }
-        "dns-nxdomain" => {
+        Some(Class::DnsNxdomain) => {
             "Fix the DNS records; consider `ipv6=off` on the resolver; add a static backup server with `max_fails=0` on every line; do not raise `valid` (it lengthens the outage to valid + 1 s)."
         }
-        "zone-memory-exhausted" => {
+        Some(Class::DnsRequestFailure) => {
+            "Fix the resolver or the records it serves (the error line names the rcode); a `valid=` on the `resolver` caches good answers longer; or resolve once at start (`server name:port` in an upstream) or with `server … resolve`, which keep the last good peers on SERVFAIL/timeouts."
+        }
+        Some(Class::ZoneMemoryExhausted) => {
             "Make the upstream `zone` bigger (it must hold every peer of every answer)."
         }
-        "port-exhaustion" => {
+        Some(Class::PortExhaustion) => {
             "Enable upstream keep-alive (`keepalive N;` + `proxy_http_version 1.1; proxy_set_header Connection \"\";`); widen `net.ipv4.ip_local_port_range`, enable `tcp_tw_reuse`."
         }
-        "tries-exhausted" => {
+        Some(Class::TriesExhausted) => {
             "Treat as a backend failure: fix the failing backends; this is not a DNS problem."
         }
-        "upstream-failure" => {
+        Some(Class::UpstreamFailure) => {
             "Investigate the backend (its logs, the first-try error lines); tune proxy_next_upstream / timeouts as appropriate."
         }
-        _ => {
-            "Collect the DNS query log (`--dns`) and every error_log file (`nginx -T | grep error_log`), then diagnose again."
+        Some(Class::Undetermined) | None => {
+            "See \"What these logs can show\" at the top of the report: log every error_log destination at `warn` (it shows `upstream server temporarily disabled`), add `$upstream_addr` and `$connection` to the log_format, give the config (`--nginx-conf <(nginx -T)`) and the version (`--nginx-version`), and, where the name's answers may change, a record of them over time (`--dns`, resolvelab.dns/v1 JSON Lines), then diagnose again."
         }
     }
 }
@@ -121,6 +187,11 @@ pub const SIGNATURES: &[SigDef] = &[
         matcher: |m| m.contains("could not be resolved"),
     },
     SigDef {
+        id: "resolver-unexpected-response",
+        pattern: "unexpected response for NAME",
+        matcher: |m| m.contains("unexpected response for "),
+    },
+    SigDef {
         id: "peer-disabled",
         pattern: "upstream server temporarily disabled",
         matcher: |m| m.contains("upstream server temporarily disabled"),
@@ -131,6 +202,16 @@ pub const SIGNATURES: &[SigDef] = &[
         matcher: |m| m.contains("memory exhausted"),
     },
     SigDef {
+        id: "zone-slab-alloc",
+        pattern: "ngx_slab_alloc() failed: no memory in upstream zone \"…\"",
+        matcher: |m| m.contains("no memory in upstream zone"),
+    },
+    SigDef {
+        id: "connect-ipv6-unavailable",
+        pattern: "connect() to [IPv6]:port failed (99: …): no such IPv6 address here (e.g. [::1] without IPv6)",
+        matcher: |m| m.contains("failed (99:") && m.contains("connect() to ["),
+    },
+    SigDef {
         id: "connect-eaddrnotavail",
         pattern: "connect() failed (99: Cannot assign requested address)",
         matcher: |m| m.contains("failed (99:"),
@@ -139,6 +220,26 @@ pub const SIGNATURES: &[SigDef] = &[
         id: "connect-refused",
         pattern: "connect() failed (111: Connection refused)",
         matcher: |m| m.contains("failed (111:"),
+    },
+    SigDef {
+        id: "connect-no-route",
+        pattern: "connect() failed (113: No route to host)",
+        matcher: |m| m.contains("failed (113:"),
+    },
+    SigDef {
+        id: "connect-unreachable",
+        pattern: "connect() failed (101: Network is unreachable)",
+        matcher: |m| m.contains("failed (101:"),
+    },
+    SigDef {
+        id: "connect-permission",
+        pattern: "connect() … failed (13: Permission denied) while connecting to upstream",
+        matcher: |m| m.contains("failed (13:") && m.contains("connect"),
+    },
+    SigDef {
+        id: "unix-socket-missing",
+        pattern: "connect() to unix:… failed (2: No such file or directory)",
+        matcher: |m| m.contains("connect() to unix:") && m.contains("failed (2:"),
     },
     SigDef {
         id: "upstream-timeout",
@@ -156,9 +257,24 @@ pub const SIGNATURES: &[SigDef] = &[
         matcher: |m| m.contains("(104:"),
     },
     SigDef {
+        id: "too-big-header",
+        pattern: "upstream sent too big header",
+        matcher: |m| m.contains("upstream sent too big header"),
+    },
+    SigDef {
+        id: "invalid-header",
+        pattern: "upstream sent invalid header / invalid status / no valid HTTP header",
+        matcher: |m| {
+            m.contains("upstream sent invalid")
+                || m.contains("upstream sent no valid HTTP")
+                || m.contains("upstream sent duplicate header")
+        },
+    },
+    SigDef {
         id: "ssl",
-        pattern: "SSL_* failed",
-        matcher: |m| m.contains("SSL_"),
+        pattern: "SSL_* failed … to upstream",
+        // Client-side TLS failures (`while SSL handshaking, client: …`) are not the upstream's.
+        matcher: |m| m.contains("SSL_") && m.contains("upstream"),
     },
 ];
 
@@ -182,9 +298,23 @@ pub fn is_first_try_failure(sig: &str) -> bool {
         sig,
         "connect-refused"
             | "connect-eaddrnotavail"
+            | "connect-ipv6-unavailable"
+            | "connect-no-route"
+            | "connect-unreachable"
+            | "connect-permission"
+            | "unix-socket-missing"
             | "upstream-timeout"
             | "premature-close"
             | "reset-by-peer"
+            | "too-big-header"
+            | "invalid-header"
             | "ssl"
     )
+}
+
+/// True for the signatures of a failed resolution (`could not be resolved (…)`). With a `*cid`
+/// the line belongs to one request's own resolution (a variable `proxy_pass`): that request's
+/// cause. Without one it is the `resolve` re-query timer's.
+pub fn is_resolution_failure(sig: &str) -> bool {
+    sig.starts_with("resolve-") || sig == "resolver-unexpected-response"
 }

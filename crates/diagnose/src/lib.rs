@@ -24,6 +24,8 @@
 
 pub mod checker;
 pub mod classes;
+pub mod classify;
+pub mod evidence;
 pub mod expect;
 pub mod model;
 pub mod run;

@@ -110,7 +110,7 @@ pub struct Series {
 pub struct Incident {
     /// 1-based id in time order.
     pub id: usize,
-    /// Failure class id (DESIGN.md).
+    /// Failure class id (docs/DESIGN.md).
     pub class: String,
     /// 0..1.
     pub confidence: f64,
@@ -146,7 +146,7 @@ pub struct Incident {
     pub evidence: Vec<Evidence>,
     /// Why this class.
     pub explanation: String,
-    /// The fix (digest §3).
+    /// The fix (DOMAIN.md §3).
     pub fix: String,
     /// Requests around the incident at fine resolution.
     pub zoom: Series,
@@ -286,6 +286,9 @@ pub struct Diagnosis {
     pub timeline: Series,
     /// Parse accounting.
     pub parse: ParseInfo,
+    /// What these inputs can show, and what is missing (printed at the top of every report).
+    #[serde(default)]
+    pub evidence: crate::evidence::Observability,
 }
 
 /// One injection and its hit counter.

@@ -68,6 +68,8 @@ pub fn analyze_run(dir: &Path) -> anyhow::Result<Verdict> {
         log_format: run_log_format(dir)?,
         upstream: None,
         tz_offset_s: fingerprint_offset(dir),
+        nginx_version: fingerprint_version(dir),
+        config: run_config_facts(dir),
     };
     let (diagnosis, events) = if access.is_empty() {
         let d = empty_diagnosis(&opts);
@@ -218,6 +220,23 @@ pub fn analyze_run(dir: &Path) -> anyhow::Result<Verdict> {
 /// The host's UTC offset recorded in `fingerprint.json` (`utc_offset: "+09:00"` or
 /// `utc_offset_s: 32400`, at the top level or under `host`). Lab access logs have no
 /// `$time_local`, so this is what joins the error log when the run is analyzed elsewhere.
+/// The nginx version the run used (`nginx_v` of fingerprint.json; none for the simulator).
+fn fingerprint_version(dir: &Path) -> Option<resolvelab_core::version::Version> {
+    let text = std::fs::read_to_string(dir.join("fingerprint.json")).ok()?;
+    let v: serde_json::Value = serde_json::from_str(&text).ok()?;
+    resolvelab_core::version::Version::from_nginx_v(v.get("nginx_v")?.as_str()?)
+}
+
+/// What the run's nginx.conf resolves at run time (none when it has no readable config).
+fn run_config_facts(dir: &Path) -> Option<crate::evidence::RuntimeFacts> {
+    let conf = dir.join("nginx.conf");
+    let cfg = resolvelab_lint::load::load_path(&conf, Some(dir)).ok()?;
+    Some(resolvelab_lint::runtime_facts(
+        &cfg,
+        &conf.display().to_string(),
+    ))
+}
+
 fn fingerprint_offset(dir: &Path) -> Option<i32> {
     let text = std::fs::read_to_string(dir.join("fingerprint.json")).ok()?;
     let v: serde_json::Value = serde_json::from_str(&text).ok()?;
@@ -435,5 +454,6 @@ fn empty_diagnosis(o: &Options) -> Diagnosis {
         nlu_events_truncated: false,
         timeline: Default::default(),
         parse: Default::default(),
+        evidence: Default::default(),
     }
 }

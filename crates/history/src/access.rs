@@ -231,15 +231,23 @@ impl AccessReader {
                 continue;
             }
             self.stats.lines += 1;
-            let res = self
-                .fmt
-                .match_line(&self.buf[ls..le], &mut self.spans)
-                .map_err(|m| m.to_string())
-                .and_then(|_| self.time_of(ls, le));
+            let mut res = self.match_at(ls, le);
+            let mut start = ls;
+            if res.is_err() {
+                // A mixed stream (`docker compose logs`, `kubectl logs --prefix/--timestamps`,
+                // journald, syslog): the line may match behind its prefix.
+                let ends: Vec<usize> = stream_prefix_ends(&self.buf[ls..le]).collect();
+                for p in ends {
+                    if self.match_at(ls + p, le).is_ok() {
+                        (start, res) = (ls + p, Ok(()));
+                        break;
+                    }
+                }
+            }
             match res {
                 Ok(()) => {
                     self.stats.parsed += 1;
-                    self.start = ls;
+                    self.start = start;
                     self.end = le;
                     return true;
                 }
@@ -252,6 +260,13 @@ impl AccessReader {
                 }
             }
         }
+    }
+
+    fn match_at(&mut self, ls: usize, le: usize) -> Result<(), String> {
+        self.fmt
+            .match_line(&self.buf[ls..le], &mut self.spans)
+            .map_err(|m| m.to_string())
+            .and_then(|_| self.time_of(ls, le))
     }
 
     fn time_of(&mut self, ls: usize, le: usize) -> Result<(), String> {
@@ -311,6 +326,25 @@ impl AccessReader {
     }
 }
 
+/// Where a line of a mixed stream may start behind its prefix, in the order tried: after a
+/// compose `service | `, a kubectl `[pod/…] `, an RFC 3339 timestamp (`--timestamps`), or a
+/// syslog/journald header ending in `: `. Only tried on lines that did not match as they are.
+pub fn stream_prefix_ends(line: &[u8]) -> impl Iterator<Item = usize> + '_ {
+    let head = &line[..line.len().min(200)];
+    let after = |pat: &'static [u8]| memchr::memmem::find(head, pat).map(|i| i + pat.len());
+    let timestamp = (head.len() > 20
+        && head[..4].iter().all(u8::is_ascii_digit)
+        && head[4] == b'-'
+        && head[10] == b'T')
+        .then(|| memchr::memchr(b' ', head).map(|i| i + 1))
+        .flatten();
+    let pod = head.starts_with(b"[").then(|| after(b"] ")).flatten();
+    [after(b"| "), pod, timestamp, after(b": ")]
+        .into_iter()
+        .flatten()
+        .filter(move |&p| p < line.len())
+}
+
 fn lossy(b: &[u8]) -> String {
     String::from_utf8_lossy(b).into_owned()
 }
@@ -320,9 +354,15 @@ fn lossy(b: &[u8]) -> String {
 /// stops (e.g. extra fields after `combined`).
 pub fn nearest_guess(lines: &[String], fmt: &LogFormat) -> Option<String> {
     let mut spans = [None; N_FIELDS];
-    // (full matches, items matched on the first line, name, text, first mismatch)
-    let mut best: Option<(usize, usize, &str, &str, Option<String>)> = None;
-    for (name, text) in crate::logformat::KNOWN {
+    // (full matches, every item matched on the first line (only extra text after it), items
+    // matched on the first line, name, text, first mismatch): a format that matches a line all
+    // the way but for extra fields beats one that gets further and then breaks.
+    type Score<'a> = (usize, bool, usize, &'a str, &'a str, Option<String>);
+    let mut best: Option<Score> = None;
+    for (name, text) in crate::logformat::PRESETS
+        .iter()
+        .chain(crate::logformat::KNOWN)
+    {
         if *text == fmt.text {
             continue;
         }
@@ -332,6 +372,7 @@ pub fn nearest_guess(lines: &[String], fmt: &LogFormat) -> Option<String> {
         let mut full = 0;
         let mut first_err = None;
         let mut depth = 0;
+        let mut complete = false;
         for (k, l) in lines.iter().enumerate() {
             match f.match_line(l.as_bytes(), &mut spans) {
                 Ok(()) => {
@@ -343,6 +384,7 @@ pub fn nearest_guess(lines: &[String], fmt: &LogFormat) -> Option<String> {
                 Err(m) => {
                     if k == 0 {
                         depth = m.item;
+                        complete = m.item >= f.items().len();
                         first_err = Some(m.reason);
                     }
                 }
@@ -350,13 +392,13 @@ pub fn nearest_guess(lines: &[String], fmt: &LogFormat) -> Option<String> {
         }
         let better = match &best {
             None => true,
-            Some(b) => (full, depth) > (b.0, b.1),
+            Some(b) => (full, complete, depth) > (b.0, b.1, b.2),
         };
         if better {
-            best = Some((full, depth, name, text, first_err));
+            best = Some((full, complete, depth, name, text, first_err));
         }
     }
-    let (full, depth, name, text, err) = best?;
+    let (full, _, depth, name, text, err) = best?;
     if full > 0 {
         Some(format!(
             "{full}/{} failing lines match the `{name}` format: --log-format '{text}'",

@@ -79,11 +79,26 @@ impl ErrorRecord {
     }
 }
 
-/// Parse one error-log line. `Err` carries the reason.
+/// Parse one error-log line, also behind the prefix of a mixed stream. `Err` carries the reason.
 pub fn parse_line(line: &str, file: u32, line_no: u64) -> Result<ErrorRecord, String> {
     let mut rec = blank(file);
-    parse_into(line, file, line_no, &mut rec)?;
+    parse_prefixed(line, file, line_no, &mut rec)?;
     Ok(rec)
+}
+
+/// [`parse_into`], and where that fails, from nginx's `YYYY/MM/DD HH:MM:SS [` inside the line:
+/// lines of a mixed stream (kubectl `--timestamps`/`--prefix`, `docker compose logs`,
+/// journald, syslog) carry a prefix before it.
+pub fn parse_prefixed(
+    line: &str,
+    file: u32,
+    line_no: u64,
+    rec: &mut ErrorRecord,
+) -> Result<(), String> {
+    parse_into(line, file, line_no, rec).or_else(|e| match nginx_time_at(line) {
+        Some(i) if i > 0 => parse_into(&line[i..], file, line_no, rec),
+        _ => Err(e),
+    })
 }
 
 fn blank(file: u32) -> ErrorRecord {
@@ -208,6 +223,33 @@ pub fn parse_into(
     Ok(())
 }
 
+/// Where nginx's `YYYY/MM/DD HH:MM:SS [` starts inside a line with a prefix, if anywhere.
+pub fn nginx_time_at(line: &str) -> Option<usize> {
+    let b = line.as_bytes();
+    let digits = |r: std::ops::Range<usize>| b[r].iter().all(u8::is_ascii_digit);
+    let mut from = 0;
+    while let Some(i) = memchr::memchr(b'/', &b[from..]) {
+        let slash = from + i;
+        from = slash + 1;
+        let Some(start) = slash.checked_sub(4) else {
+            continue;
+        };
+        if b.len() >= start + 21
+            && digits(start..start + 4)
+            && b[start + 7] == b'/'
+            && digits(start + 5..start + 7)
+            && digits(start + 8..start + 10)
+            && b[start + 10] == b' '
+            && b[start + 13] == b':'
+            && b[start + 16] == b':'
+            && &b[start + 19..start + 21] == b" ["
+        {
+            return Some(start);
+        }
+    }
+    None
+}
+
 /// Parse the `client: …, server: …` pairs; returns which of client, server, request,
 /// upstream, host were set.
 fn parse_context(mut s: &str, rec: &mut ErrorRecord) -> [bool; 5] {
@@ -323,7 +365,7 @@ impl ErrorReader {
                 continue;
             }
             self.stats.lines += 1;
-            match parse_into(line, self.file, self.line_no, &mut self.rec) {
+            match parse_prefixed(line, self.file, self.line_no, &mut self.rec) {
                 Ok(()) => {
                     self.stats.parsed += 1;
                     self.rec.t_us = (self.rec.local_s - self.offset_s as i64) * 1_000_000;
@@ -470,6 +512,41 @@ pub fn fetch_lines(path: &Path, file: u32, wanted: &[u64]) -> anyhow::Result<Vec
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn lines_of_mixed_streams_parse_behind_their_prefix() {
+        let core = r#"2022/11/02 12:42:51 [error] 22#22: *3188 connect() failed (111: Connection refused) while connecting to upstream, client: 10.0.0.222, server: , request: "GET / HTTP/1.1", upstream: "http://172.20.0.6:9000/", host: "x""#;
+        for prefix in [
+            "",
+            "nginx_1                                     | ",
+            "web-1  | ",
+            "2024-10-21T10:41:45.462803094+02:00 ",
+            "[pod/web-7d9/nginx] ",
+            "Apr 21 08:13:58 box nginx[30946]: box nginx: ",
+            "<11>Nov  2 12:42:51 host nginx: ",
+        ] {
+            let r = parse_line(&format!("{prefix}{core}"), 0, 1).unwrap();
+            assert_eq!(
+                (r.cid, r.local_s % 86400),
+                (Some(3188), 12 * 3600 + 42 * 60 + 51),
+                "{prefix}"
+            );
+            assert_eq!(r.upstream.as_deref(), Some("http://172.20.0.6:9000/"));
+        }
+        assert!(
+            parse_line(
+                "Apr 21 08:12:57 box systemd[1]: Reloaded nginx.service",
+                0,
+                1
+            )
+            .is_err()
+        );
+        assert_eq!(
+            nginx_time_at("x 2022/11/02 12:42:51 [error] 1#1: m"),
+            Some(2)
+        );
+        assert_eq!(nginx_time_at("2022/11/02 12:42:51 error"), None);
+    }
 
     #[test]
     fn nlu_line_with_context() {

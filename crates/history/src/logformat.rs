@@ -64,6 +64,20 @@ impl Field {
         })
     }
 
+    /// The fields the checker cannot do without when the format has them: time, status and
+    /// the upstream trajectory (the rest only refine the diagnosis).
+    pub fn needed(self) -> bool {
+        matches!(
+            self,
+            Field::Msec
+                | Field::TimeLocal
+                | Field::TimeIso8601
+                | Field::Status
+                | Field::UpstreamAddr
+                | Field::Connection
+        )
+    }
+
     /// True for the `$upstream_*` variables whose values may hold `, ` and ` : ` separators.
     pub fn multi_valued(self) -> bool {
         matches!(
@@ -74,6 +88,11 @@ impl Field {
                 | Field::UpstreamConnectTime
                 | Field::UpstreamHeaderTime
         )
+    }
+
+    /// True when the value never holds a space (addresses, hosts).
+    fn one_word(self) -> bool {
+        matches!(self, Field::RemoteAddr | Field::Host)
     }
 
     /// True when the value is a number (used to explain mismatches).
@@ -118,6 +137,9 @@ pub struct LogFormat {
 struct Step {
     field: u8,
     numeric: bool,
+    /// The value is one word (an address, a host): a space in it means the line was matched
+    /// out of step, e.g. behind a stream prefix.
+    word: bool,
     multi: bool,
     term_off: u32,
     term_len: u32,
@@ -131,10 +153,39 @@ pub const COMBINED: &str = r#"$remote_addr - $remote_user [$time_local] "$reques
 /// The resolvelab lab format (what every lab run's nginx.conf declares as `log_format lab`).
 pub const LAB: &str = r#"$msec $status "$upstream_addr" "$upstream_status" $request_time $request_method $connection $connection_requests "$upstream_response_time" "$upstream_connect_time" "$request" $remote_addr"#;
 
-/// Formats tried when a user's format does not match, to show the nearest guess.
-pub const KNOWN: &[(&str, &str)] = &[
+/// `log_format main` of nginx's own default nginx.conf (and of the official Docker image).
+pub const MAIN: &str = r#"$remote_addr - $remote_user [$time_local] "$request" $status $body_bytes_sent "$http_referer" "$http_user_agent" "$http_x_forwarded_for""#;
+
+/// ingress-nginx's `upstreaminfo` since 0.21 (`$proxy_alternative_upstream_name`, `$req_id`).
+pub const UPSTREAMINFO: &str = r#"$remote_addr - $remote_user [$time_local] "$request" $status $body_bytes_sent "$http_referer" "$http_user_agent" $request_length $request_time [$proxy_upstream_name] [$proxy_alternative_upstream_name] $upstream_addr $upstream_response_length $upstream_response_time $upstream_status $req_id"#;
+
+/// ingress-nginx's `upstreaminfo` before 0.21 (`$the_real_ip` twice, no alternative upstream).
+pub const UPSTREAMINFO_LEGACY: &str = r#"$the_real_ip - [$the_real_ip] - $remote_user [$time_local] "$request" $status $body_bytes_sent "$http_referer" "$http_user_agent" $request_length $request_time [$proxy_upstream_name] $upstream_addr $upstream_response_length $upstream_response_time $upstream_status"#;
+
+/// nginx-proxy's `vhost` format (with `$upstream_addr`, as its template writes it today).
+pub const VHOST: &str = r#"$host $remote_addr - $remote_user [$time_local] "$request" $status $body_bytes_sent "$http_referer" "$http_user_agent" "$upstream_addr""#;
+
+/// nginx-proxy's older `vhost` format, without `$upstream_addr`.
+pub const VHOST_LEGACY: &str = r#"$host $remote_addr - $remote_user [$time_local] "$request" $status $body_bytes_sent "$http_referer" "$http_user_agent""#;
+
+/// Nginx Proxy Manager's `proxy` format (proxy-host-N_access.log).
+pub const NPM: &str = r#"[$time_local] $upstream_cache_status $upstream_status $status - $request_method $scheme $host "$request_uri" [Client $remote_addr] [Length $body_bytes_sent] [Gzip $gzip_ratio] [Sent-to $server] "$http_user_agent" "$http_referer""#;
+
+/// The named presets `--log-format NAME` accepts.
+pub const PRESETS: &[(&str, &str)] = &[
     ("combined", COMBINED),
+    ("main", MAIN),
     ("lab", LAB),
+    ("upstreaminfo", UPSTREAMINFO),
+    ("upstreaminfo-legacy", UPSTREAMINFO_LEGACY),
+    ("vhost", VHOST),
+    ("vhost-legacy", VHOST_LEGACY),
+    ("npm", NPM),
+];
+
+/// Formats tried, besides the [`PRESETS`], when a user's format does not match, to show the
+/// nearest guess.
+pub const KNOWN: &[(&str, &str)] = &[
     (
         "main (combined + upstream)",
         r#"$remote_addr - $remote_user [$time_local] "$request" $status $body_bytes_sent "$http_referer" "$http_user_agent" "$upstream_addr" "$upstream_status" $request_time $upstream_response_time"#,
@@ -199,10 +250,25 @@ impl LogFormat {
                 if !lit.is_empty() {
                     items.push(Item::Literal(std::mem::take(&mut lit)));
                 }
-                if let Some(Item::Var(prev, _)) = items.last() {
-                    anyhow::bail!(
-                        "log_format {fmt_name}: variables ${prev} and ${name} are adjacent with nothing between them, so their values cannot be split; put a separator between them in the format"
-                    );
+                // Adjacent variables (`$request_time$request_body`) cannot be split: the run
+                // becomes one skipped value that ends where the next literal starts. A field
+                // the checker needs in such a run is lost, and refused so the user knows.
+                if let Some(Item::Var(prev, prev_field)) = items.last_mut() {
+                    let lost = match (*prev_field, Field::from_var(name)) {
+                        (Some(f), _) if f.needed() => Some(prev.clone()),
+                        (_, Some(f)) if f.needed() => Some(name.to_string()),
+                        _ => None,
+                    };
+                    if let Some(lost) = lost {
+                        anyhow::bail!(
+                            "log_format {fmt_name}: variables ${prev} and ${name} are adjacent with nothing between them, so ${lost} cannot be split out; put a separator between them in the format"
+                        );
+                    }
+                    prev.push('$');
+                    prev.push_str(name);
+                    *prev_field = None;
+                    i = next;
+                    continue;
                 }
                 items.push(Item::Var(name.to_string(), Field::from_var(name)));
                 i = next;
@@ -237,6 +303,7 @@ impl LogFormat {
                     steps.push(Step {
                         field: f.map(|f| f as u8).unwrap_or(SKIP),
                         numeric: f.is_some_and(|f| f.numeric()),
+                        word: f.is_some_and(|f| f.one_word()),
                         multi: f.is_some_and(|f| f.multi_valued()),
                         term_off: off,
                         term_len: len,
@@ -264,16 +331,18 @@ impl LogFormat {
         LogFormat::compile("lab", LAB).expect("builtin format")
     }
 
-    /// Resolve a user's `--log-format` argument: a builtin name (`combined`, `lab`) or a format text.
+    /// Resolve a user's `--log-format` argument: a preset name ([`PRESETS`]) or a format text.
     pub fn from_arg(arg: &str) -> anyhow::Result<LogFormat> {
-        match arg {
-            "combined" => Ok(LogFormat::combined()),
-            "lab" => Ok(LogFormat::lab()),
-            _ if arg.contains('$') => LogFormat::compile("custom", arg),
-            _ => anyhow::bail!(
-                "--log-format `{arg}` is neither `combined`, `lab` nor a format with $variables; pass the format text, or --nginx-conf FILE --log-format-name {arg}"
-            ),
+        if let Some((name, text)) = PRESETS.iter().find(|(n, _)| *n == arg) {
+            return LogFormat::compile(name, text);
         }
+        if arg.contains('$') {
+            return LogFormat::compile("custom", arg);
+        }
+        anyhow::bail!(
+            "--log-format `{arg}` is neither a preset ({}) nor a format with $variables; pass the format text, or --nginx-conf FILE --log-format-name {arg}",
+            PRESETS.iter().map(|p| p.0).collect::<Vec<_>>().join(", ")
+        )
     }
 
     /// The compiled items.
@@ -338,6 +407,9 @@ impl LogFormat {
                 if st.numeric && !is_number(&line[pos..end]) {
                     return false;
                 }
+                if st.word && memchr::memchr(b' ', &line[pos..end]).is_some() {
+                    return false;
+                }
                 spans[st.field as usize] = Some((pos as u32, end as u32));
             }
             pos = end + term.len();
@@ -372,6 +444,19 @@ impl LogFormat {
                         }
                     };
                     if let Some(f) = field {
+                        if f.one_word() && line[pos..end].contains(&b' ') {
+                            let Item::Var(name, _) = item else {
+                                unreachable!()
+                            };
+                            return Err(Mismatch {
+                                item: idx,
+                                at: pos,
+                                reason: format!(
+                                    "${name} should be one word but is `{}`",
+                                    snippet(&line[pos..end])
+                                ),
+                            });
+                        }
                         if f.numeric() {
                             let v = &line[pos..end];
                             if !is_number(v) {
@@ -633,6 +718,20 @@ mod tests {
     }
 
     #[test]
+    fn adjacent_variables_are_one_skipped_value_unless_a_needed_field_is_lost() {
+        let f = LogFormat::compile("t", "$msec $status x:$request_time$request_body end").unwrap();
+        let mut spans = [None; N_FIELDS];
+        f.match_line(b"1700000000.123 502 x:0.000- end", &mut spans)
+            .unwrap();
+        assert!(spans[Field::RequestTime as usize].is_none());
+        assert!(spans[Field::Status as usize].is_some());
+        let e = LogFormat::compile("t", "$msec$status")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("$msec") && e.contains("separator"), "{e}");
+    }
+
+    #[test]
     fn lab_line_with_two_hops() {
         let f = LogFormat::lab();
         let line = r#"1796018401.123 502 "127.0.0.20:8080, be" "502, 502" 0.004 GET 17 3 "0.004, 0.000" "0.000, -" "GET /x HTTP/1.1" 127.0.0.1"#;
@@ -693,6 +792,10 @@ mod tests {
         assert_eq!(access_log_formats(conf), vec!["main"]);
         let e = find_in_config(conf, "nope").unwrap_err().to_string();
         assert!(e.contains("found: main"), "{e}");
-        assert!(LogFormat::compile("x", "$a$b").is_err());
+        assert!(
+            LogFormat::compile("x", "$a$b").is_ok(),
+            "unknown adjacent variables are one skipped value"
+        );
+        assert!(LogFormat::compile("x", "$status$a").is_err());
     }
 }

@@ -21,6 +21,7 @@
 //! ```
 #![deny(missing_docs)]
 
+pub mod facts;
 pub mod load;
 pub mod parse;
 mod render;
@@ -28,6 +29,7 @@ pub mod rules;
 mod suppress;
 pub mod version;
 
+pub use facts::{RuntimeFacts, runtime_facts};
 pub use load::{Config, LoadError, SourceFile};
 pub use render::{render_json, render_sarif, render_text, sarif_value};
 pub use rules::{RULES, Rule};

@@ -3,30 +3,7 @@
 use std::path::Path;
 use std::process::Command;
 
-/// nginx's version as three numbers.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-pub struct Version(pub u32, pub u32, pub u32);
-
-impl Version {
-    /// The first open-source version with `server … resolve` (and the generation check).
-    pub const RESOLVE: Version = Version(1, 27, 3);
-
-    /// Parse `1.28.3`.
-    pub fn parse(s: &str) -> Option<Version> {
-        let mut it = s.trim().split('.').map(|p| p.parse::<u32>().ok());
-        Some(Version(
-            it.next()??,
-            it.next()??,
-            it.next().flatten().unwrap_or(0),
-        ))
-    }
-}
-
-impl std::fmt::Display for Version {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}.{}.{}", self.0, self.1, self.2)
-    }
-}
+pub use resolvelab_core::version::{RESOLVE_SINCE, Version};
 
 /// What `nginx -V` says about a binary.
 #[derive(Debug, Clone)]
@@ -43,8 +20,7 @@ impl VersionInfo {
     /// Parse the text `nginx -V` prints (it prints to stderr).
     pub fn parse(text: &str) -> Option<VersionInfo> {
         let line = text.lines().find(|l| l.contains("nginx version:"))?;
-        let v = line.rsplit('/').next()?.split_whitespace().next()?;
-        let version = Version::parse(v)?;
+        let version = Version::from_nginx_v(line)?;
         let configure_args = text
             .lines()
             .find_map(|l| l.strip_prefix("configure arguments:"))
@@ -82,7 +58,7 @@ impl VersionInfo {
 
     /// Does this nginx support `server … resolve` in an upstream?
     pub fn supports_resolve(&self) -> bool {
-        self.version >= Version::RESOLVE
+        self.version.has_resolve()
     }
 
     /// Refuse a configuration that uses `resolve` on an nginx that cannot run it.
@@ -94,8 +70,8 @@ impl VersionInfo {
                 "nginx {} does not support `server … resolve` (needs >= {}); use the built-in nginx \
                  (drop --nginx / RESOLVELAB_NGINX) or install nginx >= {}",
                 self.version,
-                Version::RESOLVE,
-                Version::RESOLVE
+                RESOLVE_SINCE,
+                RESOLVE_SINCE
             )
         }
     }

@@ -12,6 +12,22 @@ fn h(s: &str) -> String {
         .replace('"', "&quot;")
 }
 
+/// Escaped text whose `backtick` spans become `<code>` (explanations and fixes are written once,
+/// in Markdown's inline-code style, for both renderers).
+fn hc(s: &str) -> String {
+    let mut out = String::new();
+    for (i, part) in h(s).split('`').enumerate() {
+        if i % 2 == 1 {
+            out.push_str("<code>");
+            out.push_str(part);
+            out.push_str("</code>");
+        } else {
+            out.push_str(part);
+        }
+    }
+    out
+}
+
 const CSS: &str = "body{font-family:system-ui,sans-serif;margin:24px;color:#222;max-width:1280px}\
 table{border-collapse:collapse;margin:8px 0 16px}td,th{border:1px solid #ccc;padding:3px 7px;font-size:13px;text-align:left;vertical-align:top}\
 th{background:#f3f3f3}code{background:#f6f6f6;padding:0 3px}.held{color:#1a7f37}.nothold{color:#c62828}\
@@ -137,6 +153,7 @@ pub(crate) fn page(d: &Diagnosis, v: Option<&Verdict>) -> String {
             }
         }
     }
+    evidence(&mut o, d);
     // Totals.
     let _ = writeln!(
         o,
@@ -231,8 +248,8 @@ pub(crate) fn page(d: &Diagnosis, v: Option<&Verdict>) -> String {
                 i.id,
                 h(&i.class),
                 i.confidence,
-                h(&i.explanation),
-                h(&i.fix)
+                hc(&i.explanation),
+                hc(&i.fix)
             );
             let _ = writeln!(
                 o,
@@ -269,8 +286,8 @@ pub(crate) fn page(d: &Diagnosis, v: Option<&Verdict>) -> String {
                 h(&c.class),
                 c.incidents,
                 c.requests,
-                h(&c.explanation),
-                h(&c.fix)
+                hc(&c.explanation),
+                hc(&c.fix)
             );
         }
     }
@@ -314,4 +331,29 @@ pub(crate) fn page(d: &Diagnosis, v: Option<&Verdict>) -> String {
     }
     o.push_str("</table>\n</body></html>\n");
     o
+}
+
+/// "What these logs can show", before everything else.
+fn evidence(o: &mut String, d: &Diagnosis) {
+    let (rows, (head, missing)) = crate::evidence_tables(&d.evidence);
+    o.push_str("<h2>What these logs can show</h2><table id=\"evidence\">");
+    for (k, v) in rows {
+        let _ = write!(o, "<tr><th>{}</th><td>{}</td></tr>", hc(k), hc(&v));
+    }
+    o.push_str("</table>\n");
+    if !missing.is_empty() {
+        o.push_str("<table id=\"missing\"><tr>");
+        for c in head {
+            let _ = write!(o, "<th>{c}</th>");
+        }
+        o.push_str("</tr>");
+        for r in missing {
+            o.push_str("<tr>");
+            for c in r {
+                let _ = write!(o, "<td>{}</td>", hc(&c));
+            }
+            o.push_str("</tr>");
+        }
+        o.push_str("</table>\n");
+    }
 }

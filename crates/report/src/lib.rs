@@ -91,6 +91,51 @@ pub(crate) fn backend_tables(c: &resolvelab_diagnose::model::ClientStats) -> (Ta
 /// A header and its rows.
 pub(crate) type Table = (Vec<&'static str>, Vec<Vec<String>>);
 
+/// "What these logs can show": (label, value) rows and the missing inputs as a table
+/// (missing, what it would decide, how to add it) — rendered by both Markdown and HTML.
+pub(crate) fn evidence_tables(
+    e: &resolvelab_diagnose::evidence::Observability,
+) -> (Vec<(&'static str, String)>, Table) {
+    let yes = |b: bool| if b { "yes" } else { "no" }.to_string();
+    let mut rows = vec![
+        ("access log", yes(e.access_log)),
+        ("`$upstream_addr` (trajectories)", yes(e.upstream_addr)),
+        ("`$connection` (pairing by *cid)", yes(e.connection)),
+        ("`$msec` (ms timing)", yes(e.msec)),
+        ("error log", yes(e.error_log)),
+        ("DNS answer history", yes(e.dns_log)),
+        ("peer-list changes from", e.peer_changes.clone()),
+        (
+            "nginx version",
+            e.nginx_version.clone().unwrap_or_else(|| "unknown".into()),
+        ),
+    ];
+    rows.push(match &e.config {
+        Some(c) => (
+            "configuration",
+            format!(
+                "{}: resolve {}, variable *_pass {}{}",
+                c.source,
+                yes(c.resolve),
+                yes(c.variable_pass),
+                if c.lua_balancer {
+                    ", Lua balancer (ingress-nginx)"
+                } else {
+                    ""
+                }
+            ),
+        ),
+        None => ("configuration", "not given".into()),
+    });
+    rows.push(("generation race", format!("{} — {}", e.race, e.race_why)));
+    let missing = e
+        .missing
+        .iter()
+        .map(|m| vec![m.what.clone(), m.decides.clone(), m.add.clone()])
+        .collect();
+    (rows, (vec!["missing", "it would decide", "add"], missing))
+}
+
 /// Output format.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Format {

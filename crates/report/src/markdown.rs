@@ -90,6 +90,7 @@ pub(crate) fn diagnosis(d: &Diagnosis, v: Option<&Verdict>) -> String {
         }
         None => o.push_str("# resolvelab diagnosis\n\n"),
     }
+    evidence(&mut o, d);
     o.push_str("## Totals\n\n");
     let span = match (d.start_ms, d.end_ms) {
         (Some(a), Some(b)) => format!("{} → {} ({:.1} s)", ts(a), ts(b), (b - a) as f64 / 1000.0),
@@ -292,4 +293,24 @@ pub(crate) fn diagnosis(d: &Diagnosis, v: Option<&Verdict>) -> String {
         }
     }
     o
+}
+
+/// "What these logs can show", first: every class below is worded from this evidence.
+fn evidence(o: &mut String, d: &Diagnosis) {
+    let (rows, (head, missing)) = crate::evidence_tables(&d.evidence);
+    o.push_str("## What these logs can show\n\n| input | |\n|---|---|\n");
+    for (k, v) in rows {
+        let _ = writeln!(o, "| {k} | {} |", esc(&v));
+    }
+    if !missing.is_empty() {
+        let _ = writeln!(o, "\n| {} |\n|---|---|---|", head.join(" | "));
+        for r in missing {
+            let _ = writeln!(
+                o,
+                "| {} |",
+                r.iter().map(|c| esc(c)).collect::<Vec<_>>().join(" | ")
+            );
+        }
+    }
+    o.push('\n');
 }

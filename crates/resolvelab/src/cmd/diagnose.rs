@@ -16,14 +16,25 @@ use std::process::ExitCode;
   resolvelab diagnose --access access.log --log-format '$msec $status \"$upstream_addr\" \"$request\"' \\
       --error error.log --tz-offset +09:00 --upstream be --format json
 
+Any input may be `-` (standard input, once), a pipe, a FIFO or `<(…)`: it is read once.
+
 Access logs are parsed with your own log_format (--log-format TEXT, or --nginx-conf FILE with
 --log-format-name NAME; nginx's `combined` by default). Add $upstream_addr, $msec and $connection
 to your format for the best diagnosis. Rotated and .gz files are merged in time order; pass every
 error_log destination (`nginx -T | grep error_log`). Error-log times are local: the offset comes from
-$time_local, else --tz-offset, else this machine's offset.")]
+$time_local, else --tz-offset, else this machine's offset.
+
+A class is never given on the absence of its evidence: without a DNS answer history, the config
+(--nginx-conf) or the version (--nginx-version), a `no live upstreams` may be `undetermined`, and
+the report's \"What these logs can show\" section says what would decide it.
+
+Exit status: 0 = diagnosed; 1 = a class named by --fail-on was found; 2 = a usage error or an
+unreadable input; 3 = nothing could be diagnosed (no access-log line parsed) or an input was cut
+short (truncated gzip, read error): the report is partial.")]
 pub struct Args {
     /// Access log files (several allowed: rotations, several servers; .gz read transparently).
-    #[arg(long, required = true, num_args = 1.., value_name = "FILE")]
+    /// Without one, the failures are those the error log shows.
+    #[arg(long, num_args = 1.., value_name = "FILE", required_unless_present = "error")]
     access: Vec<PathBuf>,
     /// Error log files (every error_log destination).
     #[arg(long, num_args = 1.., value_name = "FILE")]
@@ -31,8 +42,9 @@ pub struct Args {
     /// DNS query log (resolvelab.dns/v1 JSON Lines) for exact swap times.
     #[arg(long, num_args = 1.., value_name = "FILE")]
     dns: Vec<PathBuf>,
-    /// The access-log format: `combined`, `lab`, or the format text with $variables.
-    #[arg(long, value_name = "FORMAT", conflicts_with = "nginx_conf")]
+    /// The access-log format: a preset (combined, main, lab, upstreaminfo, upstreaminfo-legacy,
+    /// vhost, vhost-legacy, npm) or the format text with $variables. Wins over --nginx-conf's.
+    #[arg(long, value_name = "FORMAT")]
     log_format: Option<String>,
     /// Read the format from an nginx config file or `nginx -T` output.
     #[arg(long, value_name = "FILE")]
@@ -40,6 +52,13 @@ pub struct Args {
     /// The log_format name to take from --nginx-conf (default: the one access_log uses).
     #[arg(long, value_name = "NAME", requires = "nginx_conf")]
     log_format_name: Option<String>,
+    /// The nginx version the logs come from (`nginx -v`): below 1.27.3 no generation race is
+    /// possible. Read from --nginx PATH or from `nginx -V` output inside --nginx-conf otherwise.
+    #[arg(long, value_name = "X.Y.Z")]
+    nginx_version: Option<resolvelab_core::version::Version>,
+    /// Exit with status 1 when any of these classes is found (for cron jobs and CI).
+    #[arg(long, value_name = "CLASS", num_args = 1.., value_delimiter = ',')]
+    fail_on: Vec<String>,
     /// Only this upstream group.
     #[arg(long, value_name = "NAME")]
     upstream: Option<String>,
@@ -55,22 +74,59 @@ pub struct Args {
 }
 
 /// Run `resolvelab diagnose`.
-pub fn run(args: Args, _ctx: &Ctx) -> anyhow::Result<ExitCode> {
-    let log_format = match (&args.log_format, &args.nginx_conf) {
+pub fn run(args: Args, ctx: &Ctx) -> anyhow::Result<ExitCode> {
+    for c in &args.fail_on {
+        if resolvelab_diagnose::classes::Class::from_id(c).is_none() {
+            anyhow::bail!(
+                "--fail-on {c}: not a class; use one of {}",
+                resolvelab_diagnose::classes::CLASSES.join(", ")
+            );
+        }
+    }
+    let spool = Spool::new()?;
+    let conf = match &args.nginx_conf {
+        Some(p) => Some(spool.one(p)?),
+        None => None,
+    };
+    let conf_text = match &conf {
+        Some(p) => Some(
+            std::fs::read_to_string(p)
+                .map_err(|e| anyhow::anyhow!("cannot read {}: {e}", p.display()))?,
+        ),
+        None => None,
+    };
+    let log_format = match (&args.log_format, &conf_text) {
         (Some(f), _) => LogFormat::from_arg(f)?,
-        (None, Some(conf)) => {
-            let text = std::fs::read_to_string(conf)
-                .map_err(|e| anyhow::anyhow!("cannot read {}: {e}", conf.display()))?;
+        // Without an access log no format is needed, whatever the config's access_log names.
+        (None, Some(text)) if !args.access.is_empty() => {
             let name = args
                 .log_format_name
                 .clone()
-                .or_else(|| logformat::access_log_formats(&text).into_iter().next())
+                .or_else(|| logformat::access_log_formats(text).into_iter().next())
                 .unwrap_or_else(|| "combined".into());
-            let fmt = logformat::find_in_config(&text, &name)
-                .map_err(|e| anyhow::anyhow!("{}: {e}", conf.display()))?;
+            let fmt = logformat::find_in_config(text, &name).map_err(|e| {
+                anyhow::anyhow!("{}: {e}", args.nginx_conf.as_ref().unwrap().display())
+            })?;
             LogFormat::compile(&name, &fmt)?
         }
-        (None, None) => LogFormat::combined(),
+        (None, _) => LogFormat::combined(),
+    };
+    let config = match (&args.nginx_conf, &conf, conf_text) {
+        // A config that does not parse (an excerpt, a template) still gave its log_format;
+        // its run-time facts are left out and the report lists the configuration as missing.
+        (Some(orig), Some(read), Some(text)) => match config_facts(orig, read, text) {
+            Ok(f) => Some(f),
+            Err(e) => {
+                eprintln!("warning: {e}; diagnosing without the configuration's facts");
+                None
+            }
+        },
+        _ => None,
+    };
+    let nginx_version = match (args.nginx_version, &ctx.nginx) {
+        (Some(v), _) => Some(v),
+        (None, Some(bin)) => Some(resolvelab_lint::version::detect(bin)?),
+        (None, None) => None,
     };
     let tz_offset_s = match &args.tz_offset {
         Some(s) => Some(resolvelab_history::time::parse_offset(s).ok_or_else(|| {
@@ -79,13 +135,15 @@ pub fn run(args: Args, _ctx: &Ctx) -> anyhow::Result<ExitCode> {
         None => None,
     };
     let opts = Options {
-        access: args.access,
-        error: args.error,
-        dns: args.dns,
+        access: spool.all(&args.access)?,
+        error: spool.all(&args.error)?,
+        dns: spool.all(&args.dns)?,
         events: Vec::new(),
         log_format,
         upstream: args.upstream,
         tz_offset_s,
+        nginx_version,
+        config,
     };
     let (d, _, stream) = resolvelab_diagnose::diagnose_with_stats(&opts)?;
     let text = render_diagnosis(&d, args.format)?;
@@ -108,10 +166,109 @@ pub fn run(args: Args, _ctx: &Ctx) -> anyhow::Result<ExitCode> {
             resolvelab_diagnose::checker::MAX_BUFFERED
         );
     }
-    if d.parse.malformed > 0 && d.requests == 0 {
+    Ok(exit_status(&d, &args.fail_on))
+}
+
+/// The documented exit status (see `--help`).
+fn exit_status(d: &resolvelab_diagnose::Diagnosis, fail_on: &[String]) -> ExitCode {
+    let error_lines: u64 = d
+        .parse
+        .files
+        .iter()
+        .filter(|f| f.kind == "error")
+        .map(|f| f.parsed)
+        .sum();
+    if d.requests == 0 && (!d.inputs.access.is_empty() || error_lines == 0) {
         eprintln!(
-            "warning: no access-log line matched the format; see the Parsing section (nearest guess included)"
+            "resolvelab: no access-log line matched the format; see the Parsing section (nearest guess included)"
         );
+        return ExitCode::from(3);
     }
-    Ok(ExitCode::SUCCESS)
+    if d.status == "partial" {
+        let cut: Vec<String> = d
+            .parse
+            .files
+            .iter()
+            .filter_map(|f| f.error.as_ref().map(|e| format!("{}: {e}", f.path)))
+            .collect();
+        eprintln!("resolvelab: an input was cut short: {}", cut.join("; "));
+        return ExitCode::from(3);
+    }
+    let found: Vec<&str> = fail_on
+        .iter()
+        .filter(|c| d.classes.iter().any(|s| &&s.class == c))
+        .map(String::as_str)
+        .collect();
+    if !found.is_empty() {
+        eprintln!("resolvelab: found {} (--fail-on)", found.join(", "));
+        return ExitCode::from(1);
+    }
+    ExitCode::SUCCESS
+}
+
+/// What the configuration resolves at run time: a file tree (includes followed) or an
+/// `nginx -T` dump (also what arrives through a pipe).
+fn config_facts(
+    orig: &std::path::Path,
+    read: &std::path::Path,
+    text: String,
+) -> anyhow::Result<resolvelab_diagnose::evidence::RuntimeFacts> {
+    let name = orig.display().to_string();
+    let cfg = if orig == read && !resolvelab_lint::load::is_dump(&text) {
+        resolvelab_lint::load::load_path(read, None)
+    } else {
+        resolvelab_lint::load::load_text(&name, text, None)
+    }
+    .map_err(|e| anyhow::anyhow!("--nginx-conf {e}"))?;
+    Ok(resolvelab_lint::runtime_facts(&cfg, &name))
+}
+
+/// Inputs that cannot be read twice (`-`, pipes, FIFOs, `<(…)`) are copied once into a private
+/// directory: the checker streams the logs and later re-reads the lines it quotes.
+struct Spool {
+    dir: tempfile::TempDir,
+    stdin_used: std::cell::Cell<bool>,
+}
+
+impl Spool {
+    fn new() -> anyhow::Result<Spool> {
+        Ok(Spool {
+            dir: tempfile::Builder::new()
+                .prefix("resolvelab-input-")
+                .tempdir()?,
+            stdin_used: std::cell::Cell::new(false),
+        })
+    }
+
+    fn all(&self, paths: &[PathBuf]) -> anyhow::Result<Vec<PathBuf>> {
+        paths.iter().map(|p| self.one(p)).collect()
+    }
+
+    fn one(&self, p: &std::path::Path) -> anyhow::Result<PathBuf> {
+        let stdin = p.as_os_str() == "-";
+        if !stdin {
+            // A missing file goes through as it is: the checker names it, after the checks of
+            // the arguments themselves.
+            match std::fs::metadata(p) {
+                Ok(m) if !m.is_file() && !m.is_dir() => {}
+                _ => return Ok(p.to_path_buf()),
+            }
+        } else if self.stdin_used.replace(true) {
+            anyhow::bail!("`-` (standard input) can be given once only");
+        }
+        let name = if stdin {
+            "stdin".to_string()
+        } else {
+            p.display().to_string().replace('/', "_")
+        };
+        let to = self.dir.path().join(name);
+        let mut out = std::fs::File::create(&to)?;
+        let copied = if stdin {
+            std::io::copy(&mut std::io::stdin().lock(), &mut out)
+        } else {
+            std::fs::File::open(p).and_then(|mut f| std::io::copy(&mut f, &mut out))
+        };
+        copied.map_err(|e| anyhow::anyhow!("cannot read {}: {e}", p.display()))?;
+        Ok(to)
+    }
 }

@@ -79,7 +79,7 @@ fn detect_version(args: &Args, ctx: &Ctx) -> anyhow::Result<(Option<Version>, Op
         return Ok((Some(v), None));
     }
     if let Some(bin) = &ctx.nginx {
-        let v = Version::detect(bin)?;
+        let v = resolvelab_lint::version::detect(bin)?;
         return Ok((
             Some(v),
             Some(format!("nginx {v} from `{} -V`", bin.display())),
@@ -88,7 +88,7 @@ fn detect_version(args: &Args, ctx: &Ctx) -> anyhow::Result<(Option<Version>, Op
     // Linting on the server itself: its nginx is the one the configuration is for. A failure here
     // is not an error — the user did not ask for this binary.
     if let Some(bin) = on_path("nginx")
-        && let Ok(v) = Version::detect(&bin)
+        && let Ok(v) = resolvelab_lint::version::detect(&bin)
     {
         return Ok((
             Some(v),
@@ -97,7 +97,7 @@ fn detect_version(args: &Args, ctx: &Ctx) -> anyhow::Result<(Option<Version>, Op
     }
     // The lab's own build, only if it already exists: linting never builds nginx.
     if let Some(bin) = resolvelab_nginx::provision::cached_binary()
-        && let Ok(v) = Version::detect(&bin)
+        && let Ok(v) = resolvelab_lint::version::detect(&bin)
     {
         return Ok((
             Some(v),

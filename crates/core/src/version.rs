@@ -1,0 +1,89 @@
+//! nginx versions: `1.28.3`, found in `nginx -V` / `nginx -v` output — one type for the lab's
+//! nginx, the linter's version-dependent rules and the checker's "can this nginx race?".
+
+use std::fmt;
+
+/// An nginx core version `major.minor.patch`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Version(pub u32, pub u32, pub u32);
+
+/// The first open-source nginx with `server … resolve` in `upstream` — and so with the
+/// peer-generation check (DOMAIN.md F4); older versions cannot show a generation race.
+pub const RESOLVE_SINCE: Version = Version(1, 27, 3);
+
+impl Version {
+    /// Parses `1.28.3` (a missing patch is 0; a fourth component, as in OpenResty's
+    /// `1.25.3.1`, is ignored).
+    pub fn parse(s: &str) -> Option<Version> {
+        let mut it = s.trim().split('.');
+        let major = it.next()?.parse().ok()?;
+        let minor = it.next()?.parse().ok()?;
+        let patch = match it.next() {
+            Some(p) => p.parse().ok()?,
+            None => 0,
+        };
+        Some(Version(major, minor, patch))
+    }
+
+    /// Finds the nginx core version in `nginx -V` / `nginx -v` output
+    /// (`nginx version: nginx/1.28.3`, `openresty/1.25.3.1`, `Angie/1.8.0 (based on nginx/1.27.4)`).
+    pub fn from_nginx_v(output: &str) -> Option<Version> {
+        for key in ["nginx/", "openresty/"] {
+            if let Some(i) = output.find(key) {
+                let rest = &output[i + key.len()..];
+                let end = rest
+                    .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+                    .unwrap_or(rest.len());
+                if let Some(v) = Version::parse(rest[..end].trim_end_matches('.')) {
+                    return Some(v);
+                }
+            }
+        }
+        None
+    }
+
+    /// Does this version have `server … resolve` and the generation check?
+    pub fn has_resolve(self) -> bool {
+        self >= RESOLVE_SINCE
+    }
+}
+
+impl fmt::Display for Version {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}.{}.{}", self.0, self.1, self.2)
+    }
+}
+
+impl std::str::FromStr for Version {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Version::parse(s).ok_or_else(|| format!("\"{s}\" is not an nginx version like 1.28.3"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn versions_parse_and_compare() {
+        assert_eq!(Version::parse("1.28.3"), Some(Version(1, 28, 3)));
+        assert_eq!(Version::parse("1.27"), Some(Version(1, 27, 0)));
+        assert_eq!(Version::parse("x"), None);
+        assert!(Version(1, 27, 3) > Version(1, 26, 9));
+        assert!(!Version(1, 26, 2).has_resolve() && Version(1, 27, 3).has_resolve());
+        assert_eq!(
+            Version::from_nginx_v("nginx version: nginx/1.28.3\nbuilt by gcc"),
+            Some(Version(1, 28, 3))
+        );
+        assert_eq!(
+            Version::from_nginx_v("nginx version: openresty/1.25.3.1"),
+            Some(Version(1, 25, 3))
+        );
+        assert_eq!(
+            Version::from_nginx_v("nginx version: Angie/1.8.0 (based on nginx/1.27.4)"),
+            Some(Version(1, 27, 4))
+        );
+        assert_eq!("1.2.x".parse::<Version>().ok(), None);
+    }
+}

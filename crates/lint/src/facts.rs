@@ -1,0 +1,93 @@
+//! What a configuration makes nginx do with names at run time — the facts the checker needs to
+//! rule a failure class in or out (`resolvelab diagnose --nginx-conf`), and the preconditions of
+//! the rules that only apply where something resolves at run time.
+
+use crate::load::Config;
+use crate::parse::Directive;
+use serde::{Deserialize, Serialize};
+
+/// What resolves at run time in a configuration.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct RuntimeFacts {
+    /// Where it came from (a path, or `nginx -T`).
+    pub source: String,
+    /// Some upstream `server` line has `resolve`: peer lists change at run time.
+    pub resolve: bool,
+    /// Some `proxy_pass` (or `fastcgi_pass`, `grpc_pass`, …) names its target through a
+    /// variable: with a `resolver`, a name is resolved per request.
+    pub variable_pass: bool,
+    /// A `balancer_by_lua*` picks the peers (ingress-nginx): nginx's round-robin does not.
+    pub lua_balancer: bool,
+    /// The nginx version, when the input names it (`nginx -V` output pasted with `nginx -T`).
+    pub version: Option<String>,
+}
+
+const PASSES: &[&str] = &[
+    "proxy_pass",
+    "fastcgi_pass",
+    "grpc_pass",
+    "uwsgi_pass",
+    "scgi_pass",
+    "memcached_pass",
+];
+
+/// The facts of a loaded configuration; `source` names it in reports.
+pub fn runtime_facts(cfg: &Config, source: &str) -> RuntimeFacts {
+    let mut f = RuntimeFacts {
+        source: source.to_string(),
+        ..RuntimeFacts::default()
+    };
+    let mut stack: Vec<(&Directive, bool)> = cfg.root.iter().map(|d| (d, false)).collect();
+    while let Some((d, in_upstream)) = stack.pop() {
+        let name = d.name.value.as_str();
+        if in_upstream && name == "server" && d.args.iter().any(|a| a.value == "resolve") {
+            f.resolve = true;
+        }
+        if PASSES.contains(&name) && d.arg(0).is_some_and(|a| a.contains('$')) {
+            f.variable_pass = true;
+        }
+        if name.starts_with("balancer_by_lua") {
+            f.lua_balancer = true;
+        }
+        let up = in_upstream || name == "upstream";
+        stack.extend(d.children().iter().map(|c| (c, up)));
+    }
+    f.version = cfg
+        .files
+        .iter()
+        .find_map(|s| resolvelab_core::version::Version::from_nginx_v(&s.text))
+        .map(|v| v.to_string());
+    f
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn facts(text: &str) -> RuntimeFacts {
+        let cfg = crate::load::load_text("t.conf", text.to_string(), None).unwrap();
+        runtime_facts(&cfg, "t.conf")
+    }
+
+    #[test]
+    fn resolve_variables_and_lua_balancers_are_seen() {
+        let f = facts("http { upstream be { zone be 64k; server a.example:80 resolve; } }");
+        assert!(f.resolve && !f.variable_pass && !f.lua_balancer);
+        let f = facts(
+            "http { resolver 127.0.0.1; server { set $b app; location / { proxy_pass http://$b; } } }",
+        );
+        assert!(!f.resolve && f.variable_pass);
+        let f = facts("http { upstream u { server 0.0.0.1; balancer_by_lua_block { x() } } }");
+        assert!(f.lua_balancer && !f.resolve);
+        // `resolve` outside an upstream is not a resolving server line.
+        let f = facts("http { server { listen 80; location / { proxy_pass http://a; } } }");
+        assert_eq!(
+            f,
+            RuntimeFacts {
+                source: "t.conf".into(),
+                ..RuntimeFacts::default()
+            }
+        );
+    }
+}

@@ -1,0 +1,185 @@
+//! `resolvelab diagnose` inputs as a user pipes them (`-`, FIFOs, `/dev/stdin`, `<(…)`), read
+//! once; an error log alone; and the documented exit statuses for cron jobs and CI.
+
+mod common;
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+
+fn prod() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/diagnose/synthetic/production")
+}
+
+/// The production fixture's diagnosis with its access logs as files and `--error` as given.
+fn diagnose(error: &[&str], stdin: Option<&Path>) -> (Option<i32>, serde_json::Value) {
+    let p = prod();
+    let mut cmd = common::bin();
+    cmd.args(["diagnose", "--format", "json"])
+        .arg("--nginx-conf")
+        .arg(p.join("nginx-T.txt"))
+        .arg("--access")
+        .args([
+            p.join("access.log.2.gz"),
+            p.join("access.log.1"),
+            p.join("access.log"),
+        ])
+        .arg("--error")
+        .args(error);
+    cmd.stdin(match stdin {
+        Some(f) => Stdio::from(std::fs::File::open(f).unwrap()),
+        None => Stdio::null(),
+    });
+    let out = cmd.output().unwrap();
+    let v = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stderr)));
+    (out.status.code(), v)
+}
+
+fn summary(v: &serde_json::Value) -> (u64, u64, u64, Vec<String>) {
+    let classes = v["incidents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| i["class"].as_str().unwrap().to_string())
+        .collect();
+    (
+        v["requests"].as_u64().unwrap(),
+        v["nlu"]["paired"].as_u64().unwrap(),
+        v["parse"]["files"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|f| f["kind"] == "error")
+            .map(|f| f["parsed"].as_u64().unwrap())
+            .sum(),
+        classes,
+    )
+}
+
+#[test]
+fn stdin_fifo_and_dev_stdin_read_like_files() {
+    let p = prod();
+    let (err, up) = (p.join("error.log"), p.join("upstream-error.log"));
+    let (code, files) = diagnose(&[err.to_str().unwrap(), up.to_str().unwrap()], None);
+    assert_eq!(code, Some(0));
+    let want = summary(&files);
+    assert!(want.1 > 0 && want.2 > 0, "{want:?}");
+
+    let (code, v) = diagnose(&["-", up.to_str().unwrap()], Some(&err));
+    assert_eq!((code, summary(&v)), (Some(0), want.clone()), "`-`");
+
+    let (code, v) = diagnose(&["/dev/stdin", up.to_str().unwrap()], Some(&err));
+    assert_eq!((code, summary(&v)), (Some(0), want.clone()), "/dev/stdin");
+
+    let dir = tempfile::tempdir().unwrap();
+    let fifo = dir.path().join("error.fifo");
+    let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+    let text = std::fs::read(&err).unwrap();
+    let writer = {
+        let fifo = fifo.clone();
+        // Blocks until the tool opens the FIFO; ends when all is written.
+        std::thread::spawn(move || {
+            std::fs::OpenOptions::new()
+                .write(true)
+                .open(fifo)
+                .unwrap()
+                .write_all(&text)
+                .unwrap()
+        })
+    };
+    let (code, v) = diagnose(&[fifo.to_str().unwrap(), up.to_str().unwrap()], None);
+    writer.join().unwrap();
+    assert_eq!((code, summary(&v)), (Some(0), want), "FIFO");
+}
+
+#[test]
+fn standard_input_is_taken_once() {
+    let out = common::bin()
+        .args(["diagnose", "--access", "-", "--error", "-"])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("once"));
+}
+
+#[test]
+fn an_error_log_alone_is_diagnosed_from_its_own_lines() {
+    let p = prod();
+    let v = common::run_json(
+        common::bin()
+            .args([
+                "diagnose",
+                "--format",
+                "json",
+                "--tz-offset",
+                "+09:00",
+                "--error",
+            ])
+            .args([p.join("error.log"), p.join("upstream-error.log")]),
+    );
+    assert_eq!(v["requests"], 0);
+    assert!(v["failures"].as_u64().unwrap() > 0);
+    assert_eq!(v["evidence"]["access_log"], false);
+    assert_eq!(v["evidence"]["missing"][0]["what"], "the access log");
+    for i in v["incidents"].as_array().unwrap() {
+        // No access log: no share of requests, no burst, and so no race without a DNS log.
+        assert_eq!(i["shape"], "unknown", "{i}");
+        assert!(
+            !i["class"].as_str().unwrap().starts_with("generation-race"),
+            "{i}"
+        );
+    }
+}
+
+#[test]
+fn exit_status_tells_cron_what_happened() {
+    let p = prod();
+    let access = p.join("access.log");
+    let error = p.join("error.log");
+    let run = |extra: &[&str]| {
+        common::bin()
+            .args(["diagnose", "--format", "json", "--nginx-conf"])
+            .arg(p.join("nginx-T.txt"))
+            .arg("--access")
+            .arg(&access)
+            .arg("--error")
+            .arg(&error)
+            .args(extra)
+            .output()
+            .unwrap()
+    };
+    let found = run(&["--fail-on", "dns-nxdomain"]);
+    assert_eq!(found.status.code(), Some(1), "a --fail-on class was found");
+    assert!(String::from_utf8_lossy(&found.stderr).contains("dns-nxdomain"));
+    assert_eq!(
+        run(&["--fail-on", "port-exhaustion"]).status.code(),
+        Some(0)
+    );
+    let bogus = run(&["--fail-on", "nosuch"]);
+    assert_eq!(bogus.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&bogus.stderr).contains("not a class"));
+    // Nothing parsed: the wrong format.
+    assert_eq!(run(&["--log-format", "lab"]).status.code(), Some(3));
+    // An input cut short: a truncated gzip.
+    let dir = tempfile::tempdir().unwrap();
+    let gz = std::fs::read(p.join("access.log.2.gz")).unwrap();
+    let cut = dir.path().join("cut.log.gz");
+    std::fs::write(&cut, &gz[..gz.len() / 2]).unwrap();
+    let out = common::bin()
+        .args(["diagnose", "--format", "json", "--nginx-conf"])
+        .arg(p.join("nginx-T.txt"))
+        .arg("--access")
+        .arg(&cut)
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(3),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(String::from_utf8_lossy(&out.stderr).contains("cut short"));
+}

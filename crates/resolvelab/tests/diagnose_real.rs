@@ -1,0 +1,165 @@
+//! `resolvelab diagnose` on real production excerpts (`tests/fixtures/real/`, each with its
+//! public source and a `truth.toml` written from reading the source before the tool ran): every
+//! expected signature is counted exactly, every failure gets an allowed class, none a forbidden
+//! one — above all, no generation race without evidence of a peer-list change.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+
+fn corpus() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/real")
+}
+
+fn strs(v: Option<&toml::Value>) -> Vec<String> {
+    v.and_then(|v| v.as_array())
+        .map(|a| {
+            a.iter()
+                .filter_map(|x| x.as_str().map(str::to_string))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// The preset(s) a fixture's `access_format` names; a family tries its older generation too.
+fn formats(truth: &toml::Value) -> Vec<String> {
+    let f = truth["access_format"].as_str().unwrap_or("none");
+    match f {
+        "custom" => vec![truth["access_log_format"].as_str().unwrap().to_string()],
+        "vhost" | "upstreaminfo" => vec![f.to_string(), format!("{f}-legacy")],
+        other => vec![other.to_string()],
+    }
+}
+
+/// Run the diagnosis of one fixture as a user would; the JSON and the exit status.
+fn diagnose(dir: &Path, truth: &toml::Value) -> (serde_json::Value, Option<i32>) {
+    let mut best: Option<(serde_json::Value, Option<i32>)> = None;
+    for fmt in formats(truth) {
+        let mut cmd = common::bin();
+        cmd.args(["diagnose", "--format", "json"]);
+        if dir.join("access.log").exists() {
+            cmd.arg("--access").arg(dir.join("access.log"));
+            cmd.args(["--log-format", &fmt]);
+        }
+        if dir.join("error.log").exists() {
+            cmd.arg("--error").arg(dir.join("error.log"));
+        }
+        if dir.join("nginx.conf").exists() {
+            cmd.arg("--nginx-conf").arg(dir.join("nginx.conf"));
+        }
+        if let Some(v) = truth["nginx_version"].as_str().filter(|v| *v != "unknown") {
+            cmd.args(["--nginx-version", v]);
+        }
+        if let Some(o) = truth["utc_offset"].as_str().filter(|v| *v != "unknown") {
+            cmd.args(["--tz-offset", o]);
+        } else {
+            cmd.args(["--tz-offset", "+00:00"]);
+        }
+        let out = cmd.output().unwrap();
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+            panic!(
+                "{}: no JSON ({e}): {}",
+                dir.display(),
+                String::from_utf8_lossy(&out.stderr)
+            )
+        });
+        let better = best
+            .as_ref()
+            .is_none_or(|(b, _)| v["requests"].as_u64() > b["requests"].as_u64());
+        if better {
+            best = Some((v, out.status.code()));
+        }
+    }
+    best.unwrap()
+}
+
+/// The mismatches of one fixture (empty when it holds).
+fn check(dir: &Path) -> Vec<String> {
+    let text = std::fs::read_to_string(dir.join("truth.toml")).unwrap();
+    let truth: toml::Value = toml::from_str(&text).unwrap();
+    let (v, code) = diagnose(dir, &truth);
+    let mut bad = Vec::new();
+    let exit = truth["expect"]
+        .get("exit")
+        .and_then(|e| e.as_integer())
+        .unwrap_or(0) as i32;
+    if code != Some(exit) {
+        bad.push(format!("exit status {code:?}, truth {exit}"));
+    }
+    // The tool's refinements of a truth id count toward it.
+    let refines = |tool: &str, truth: &str| {
+        tool == truth || (tool == "connect-ipv6-unavailable" && truth == "connect-eaddrnotavail")
+    };
+    let counted = |id: &str| {
+        v["signatures"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|s| refines(s["id"].as_str().unwrap(), id))
+            .map(|s| s["count"].as_u64().unwrap())
+            .sum::<u64>()
+    };
+    if let Some(sigs) = truth.get("signatures").and_then(|s| s.as_table()) {
+        for (id, n) in sigs.iter().filter(|(id, _)| id.as_str() != "other") {
+            let want = n.as_integer().unwrap() as u64;
+            if counted(id) != want {
+                bad.push(format!(
+                    "signature {id}: {} lines, truth {want}",
+                    counted(id)
+                ));
+            }
+        }
+    }
+    let expect = &truth["expect"];
+    let allowed = strs(expect.get("classes"));
+    let forbidden = strs(expect.get("must_not"));
+    for i in v["incidents"].as_array().unwrap() {
+        let c = i["class"].as_str().unwrap().to_string();
+        if forbidden.contains(&c) || !allowed.contains(&c) {
+            bad.push(format!(
+                "class {c} ({} failures; allowed {allowed:?})",
+                i["count"]
+            ));
+        }
+    }
+    // A failure must be found where the logs show one: a 502/504 in the access log, or a
+    // `no live upstreams` line.
+    let shown = v["http_status"]["502"].as_u64().unwrap_or(0)
+        + v["http_status"]["504"].as_u64().unwrap_or(0)
+        + counted("no-live-upstreams");
+    if shown > 0 && v["incidents"].as_array().unwrap().is_empty() {
+        bad.push(format!("no failure found; truth allows {allowed:?}"));
+    }
+    bad
+}
+
+#[test]
+fn every_real_excerpt_gets_its_true_signatures_and_an_allowed_class() {
+    let mut dirs: Vec<PathBuf> = std::fs::read_dir(corpus())
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.join("truth.toml").exists())
+        .collect();
+    dirs.sort();
+    assert!(dirs.len() >= 30, "the corpus has {} excerpts", dirs.len());
+    let failed: Vec<String> = dirs
+        .iter()
+        .filter_map(|d| {
+            let bad = check(d);
+            (!bad.is_empty()).then(|| {
+                format!(
+                    "{}: {}",
+                    d.file_name().unwrap().to_string_lossy(),
+                    bad.join("; ")
+                )
+            })
+        })
+        .collect();
+    assert!(
+        failed.is_empty(),
+        "{} of {} excerpts disagree with their truth:\n{}",
+        failed.len(),
+        dirs.len(),
+        failed.join("\n")
+    );
+}

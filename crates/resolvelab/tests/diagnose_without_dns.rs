@@ -1,0 +1,136 @@
+//! Every real-nginx lab fixture judged as production would judge it — without the DNS log, and
+//! again with the access log rewritten into a production `log_format` (`$time_local` to the
+//! second, `$upstream_addr`, no `$msec`, no `$connection`): the verdict may say `undetermined`,
+//! but it never names a class the full-evidence verdict does not have (docs/diagnose.md, "Without
+//! the DNS log").
+
+mod common;
+
+use resolvelab_history::logformat::{Field, LogFormat};
+use resolvelab_history::{History, Sources};
+use std::collections::BTreeSet;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+const PRODUCTION: &str = r#"$remote_addr - $remote_user [$time_local] "$request" $status $body_bytes_sent "$http_referer" "$http_user_agent" "$upstream_addr""#;
+
+fn fixtures() -> Vec<PathBuf> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/diagnose/real");
+    let mut v: Vec<PathBuf> = std::fs::read_dir(root)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.join("scenario.toml").exists())
+        .collect();
+    v.sort();
+    v
+}
+
+fn file(dir: &Path, name: &str) -> PathBuf {
+    let gz = dir.join(format!("{name}.gz"));
+    if gz.exists() { gz } else { dir.join(name) }
+}
+
+fn classes(v: &serde_json::Value) -> BTreeSet<String> {
+    let d = v.get("diagnosis").unwrap_or(v);
+    d["incidents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| i["class"].as_str().unwrap().to_string())
+        .collect()
+}
+
+/// `[30/Nov/2026:06:00:01 +0000]` of an epoch time in µs.
+fn time_local(t_us: i64) -> String {
+    let r = resolvelab_core::time::rfc3339(t_us);
+    let months = [
+        "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
+    ];
+    let m: usize = r[5..7].parse().unwrap();
+    format!(
+        "{}/{}/{}:{} +0000",
+        &r[8..10],
+        months[m - 1],
+        &r[0..4],
+        &r[11..19]
+    )
+}
+
+/// The lab access log rewritten in [`PRODUCTION`], request by request.
+fn production_access(dir: &Path, out: &Path) -> PathBuf {
+    let h = History::load(&Sources {
+        access: vec![file(dir, "access.log")],
+        ..Sources::default()
+    })
+    .unwrap();
+    let mut s = h.access_stream(&LogFormat::lab()).unwrap();
+    let path = out.join("access.log");
+    let mut w = std::io::BufWriter::new(std::fs::File::create(&path).unwrap());
+    while let Some(a) = s.next() {
+        let t = |f| a.text(f).unwrap_or("-");
+        writeln!(
+            w,
+            "{} - - [{}] \"{}\" {} 0 \"-\" \"-\" \"{}\"",
+            t(Field::RemoteAddr),
+            time_local(a.t_us),
+            t(Field::Request),
+            t(Field::Status),
+            t(Field::UpstreamAddr)
+        )
+        .unwrap();
+    }
+    path
+}
+
+fn diagnose(access: &Path, error: &Path, format: &str) -> serde_json::Value {
+    common::run_json(
+        common::bin()
+            .args(["diagnose", "--format", "json", "--tz-offset", "+00:00"])
+            .arg("--access")
+            .arg(access)
+            .arg("--error")
+            .arg(error)
+            .args(["--log-format", format]),
+    )
+}
+
+#[test]
+fn without_the_dns_log_a_verdict_may_be_undetermined_but_never_contradicts_the_lab() {
+    let mut bad = Vec::new();
+    let mut table = Vec::new();
+    for dir in fixtures() {
+        let name = dir.file_name().unwrap().to_string_lossy().into_owned();
+        let full = common::run_json(
+            common::bin()
+                .args(["analyze", "--format", "json", "--no-write"])
+                .arg(&dir),
+        );
+        let truth = classes(&full);
+        let error = file(&dir, "error.log");
+        let lab = classes(&diagnose(&file(&dir, "access.log"), &error, "lab"));
+        let tmp = tempfile::tempdir().unwrap();
+        let prod = classes(&diagnose(
+            &production_access(&dir, tmp.path()),
+            &error,
+            PRODUCTION,
+        ));
+        for (how, got) in [
+            ("lab format, no DNS log", &lab),
+            ("production format", &prod),
+        ] {
+            let wrong: Vec<&String> = got
+                .iter()
+                .filter(|c| *c != "undetermined" && !truth.contains(*c))
+                .collect();
+            if !wrong.is_empty() {
+                bad.push(format!("{name} ({how}): {wrong:?}, lab truth {truth:?}"));
+            }
+        }
+        table.push(format!("| {name} | {truth:?} | {lab:?} | {prod:?} |"));
+    }
+    println!(
+        "| fixture | with the DNS log | no DNS log | production format |\n|---|---|---|---|\n{}",
+        table.join("\n")
+    );
+    assert!(bad.is_empty(), "contradictions:\n{}", bad.join("\n"));
+}
