@@ -8,6 +8,11 @@ pub fn parse(s: &str) -> Result<Duration, String> {
     if s == "0" {
         return Ok(Duration::ZERO);
     }
+    if s.starts_with('-') {
+        return Err(format!(
+            "duration `{s}` is negative: durations are 0 or more"
+        ));
+    }
     let split = s
         .find(|c: char| !(c.is_ascii_digit() || c == '.'))
         .ok_or_else(|| format!("duration `{s}` has no unit: write e.g. `{s}ms` or `{s}s`"))?;
@@ -107,6 +112,10 @@ mod tests {
         assert_eq!(parse("0").unwrap(), Duration::ZERO);
         assert!(parse("5").unwrap_err().contains("no unit"));
         assert!(parse("5parsecs").unwrap_err().contains("unknown unit"));
+        assert!(
+            parse("-10s").unwrap_err().contains("is negative"),
+            "not \"`` is not a number\""
+        );
         assert_eq!(format(Duration::from_millis(1500)), "1.5s");
         assert_eq!(format(Duration::from_millis(250)), "250ms");
     }

@@ -51,13 +51,10 @@ impl RunDir {
         self.path.join(name)
     }
 
-    /// Write `name` as pretty JSON with a final newline.
+    /// Write `name` as pretty JSON with a final newline, atomically ([`write_atomic`]).
     pub fn write_json<T: Serialize>(&self, name: &str, v: &T) -> std::io::Result<()> {
-        let p = self.file(name);
         let text = serde_json::to_string_pretty(v).map_err(std::io::Error::other)?;
-        std::fs::write(&p, text + "\n").map_err(|e| {
-            std::io::Error::new(e.kind(), format!("cannot write {}: {e}", p.display()))
-        })
+        write_atomic(&self.file(name), (text + "\n").as_bytes())
     }
 
     /// The fingerprint of this run: tool version, seed, engine, `nginx -V` (empty for the
@@ -152,6 +149,40 @@ pub fn local_offset() -> String {
     let sign = if secs < 0 { '-' } else { '+' };
     let a = secs.unsigned_abs();
     format!("{sign}{:02}:{:02}", a / 3600, (a % 3600) / 60)
+}
+
+/// Bytes available to this process on the filesystem holding `path` (statvfs).
+pub fn free_bytes(path: &Path) -> std::io::Result<u64> {
+    use std::os::unix::ffi::OsStrExt;
+    let c = std::ffi::CString::new(path.as_os_str().as_bytes()).map_err(std::io::Error::other)?;
+    // SAFETY: a valid C string and a zeroed out-parameter of the right type.
+    let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
+    if unsafe { libc::statvfs(c.as_ptr(), &mut st) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(st.f_bavail as u64 * st.f_frsize as u64)
+}
+
+/// Write `path` whole or not at all: into a temporary file beside it, flushed to disk, then
+/// renamed over it. A kill or a full disk at any moment leaves the old file or the new one, never
+/// a 0-byte or half-written one. The error names the file.
+pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    use std::io::Write;
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let tmp = path.with_file_name(format!(".{name}.tmp-{}", std::process::id()));
+    let res = (|| {
+        let mut f = std::fs::File::create(&tmp)?;
+        f.write_all(bytes)?;
+        f.sync_all()?;
+        std::fs::rename(&tmp, path)
+    })();
+    res.map_err(|e| {
+        let _ = std::fs::remove_file(&tmp);
+        std::io::Error::new(e.kind(), format!("cannot write {}: {e}", path.display()))
+    })
 }
 
 /// sha256 of a file's bytes, hex.

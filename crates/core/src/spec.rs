@@ -32,6 +32,11 @@ impl Spec {
                     None => ("", part.trim()),
                 };
                 if params.insert(k.to_string(), v.to_string()).is_some() {
+                    if k.is_empty() {
+                        return Err(format!(
+                            "`{s}`: two values without a key; write them as key=value"
+                        ));
+                    }
                     return Err(format!("`{s}`: key `{k}` given twice"));
                 }
             }
@@ -77,7 +82,12 @@ mod tests {
         assert_eq!(s.get(""), Some("503"));
         assert_eq!(Spec::parse("rst").unwrap().params.len(), 0);
         assert!(Spec::parse(":x=1").is_err());
-        assert!(Spec::parse("a:x=1,x=2").is_err());
+        assert!(
+            Spec::parse("a:x=1,x=2")
+                .unwrap_err()
+                .contains("key `x` given twice")
+        );
+        assert!(Spec::parse("a:1,2").unwrap_err().contains("without a key"));
         assert!(s.only(&["code"]).unwrap_err().contains("positional"));
     }
 }

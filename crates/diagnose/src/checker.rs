@@ -53,6 +53,15 @@ impl Options {
 
 /// Failures within this gap (ms) belong to one cluster.
 const CLUSTER_GAP_MS: i64 = 1000;
+/// A cluster longer than this whose last stretch of this length is mostly successes is a steady
+/// trickle, not one incident: it is cut there.
+const TRICKLE_SPAN_MS: i64 = 10_000;
+
+/// A cluster `span_ms` long whose last [`TRICKLE_SPAN_MS`] had `(requests, failed)`: a trickle
+/// when under half failed (or, without an access log, when nothing says it was a burst).
+fn trickle(span_ms: i64, (requests, failed): (u64, u64)) -> bool {
+    span_ms > TRICKLE_SPAN_MS && failed * 2 < requests.max(1)
+}
 /// A success gap (ms) that ends an address's activity segment (swap inference).
 const SEGMENT_GAP_MS: i64 = 1500;
 /// Bucket width of the per-upstream request counts.
@@ -1066,6 +1075,9 @@ pub fn diagnose_with_stats(opts: &Options) -> anyhow::Result<(Diagnosis, History
             .and_then(resolvelab_core::version::Version::parse)
     });
     let (observability, race) = evidence::observe(present, swap_src, version, opts.config.as_ref());
+    // Pairing is by `*cid` when the access log has `$connection` (or there is none: the
+    // failures are the error lines themselves).
+    let by_cid = present.connection || !present.access_log;
 
     // ---- clusters, per-failure classes, incidents ----------------------------------------
     let mut by_group: BTreeMap<String, Vec<usize>> = BTreeMap::new();
@@ -1089,9 +1101,11 @@ pub fn diagnose_with_stats(opts: &Options) -> anyhow::Result<(Diagnosis, History
     for (g, idxs) in &by_group {
         let mut clusters: Vec<Vec<usize>> = Vec::new();
         for &i in idxs {
+            let t = failures[i].t_ms;
             match clusters.last_mut() {
                 Some(c)
-                    if failures[i].t_ms - failures[*c.last().unwrap()].t_ms <= CLUSTER_GAP_MS =>
+                    if t - failures[*c.last().unwrap()].t_ms <= CLUSTER_GAP_MS
+                        && !trickle(t - failures[c[0]].t_ms, window(g, t - TRICKLE_SPAN_MS, t)) =>
                 {
                     c.push(i)
                 }
@@ -1204,13 +1218,21 @@ pub fn diagnose_with_stats(opts: &Options) -> anyhow::Result<(Diagnosis, History
                     text: f0.raw.clone(),
                 });
                 for e in f0.first_try.iter().take(1) {
-                    ev.push(cites.ev(&hist, e.0, "first-try failure on the same *cid"));
+                    ev.push(cites.ev(&hist, e.0, if by_cid {
+                        "first-try failure on the same *cid"
+                    } else {
+                        "first-try failure of the same request (by time and client: no `$connection` logged)"
+                    }));
                 }
                 if let Some(e) = f0.paired.filter(|e| e.1 == "no-live-upstreams") {
                     ev.push(cites.ev(
                         &hist,
                         e.0,
-                        "paired `no live upstreams` (same *cid, time, request)",
+                        if by_cid {
+                            "paired `no live upstreams` (same *cid, time, request)"
+                        } else {
+                            "paired `no live upstreams` (same time, client, request: no `$connection` logged)"
+                        },
                     ));
                 }
                 match class {
@@ -1868,6 +1890,26 @@ mod tests {
     }
 
     #[test]
+    fn a_steady_trickle_is_not_one_long_incident() {
+        // 100 rps for 60 s with one ordinary 502 every 900 ms: the failures are < 1 s apart all
+        // along, but most requests succeed — no incident spans more than ~10 s.
+        let dir = tempfile::tempdir().unwrap();
+        let t0 = 1_796_018_400_000i64;
+        let mut acc = String::new();
+        for k in 0..6000i64 {
+            let t = t0 + k * 10;
+            let st = if k % 90 == 0 { 502 } else { 200 };
+            acc += &lab_line(t, st, "127.0.0.20:8080", 1000 + k as u64, 1);
+        }
+        let d = diagnose(&lab_options(dir.path(), &acc, "")).unwrap();
+        assert_eq!(d.failures, 67);
+        let longest = d.incidents.iter().map(|i| i.duration_ms).max().unwrap();
+        assert!(d.incidents.len() >= 5, "{}", d.incidents.len());
+        assert!(longest <= 11_000, "{longest} ms");
+        assert_eq!(d.incidents.iter().map(|i| i.count).sum::<u64>(), 67);
+    }
+
+    #[test]
     fn pairs_by_cid_and_time_on_a_keepalive_connection() {
         let dir = tempfile::tempdir().unwrap();
         let t0 = 1_796_018_400_000i64;
@@ -2002,8 +2044,13 @@ mod tests {
             st.max_buffered,
             st.error_lines
         );
-        // Evidence is quoted from the lines read again: a handful, not the log.
-        assert!(st.fetched > 0 && st.fetched <= 64, "{st:?}");
+        // Evidence is quoted from the lines read again: at most eight per incident, not the log
+        // (a steady trickle of one NLU a second is cut into incidents of ~10 s).
+        assert!(
+            st.fetched > 0 && st.fetched <= 8 * d.incidents.len() && st.fetched * 10 < 11520,
+            "{st:?}, {} incidents",
+            d.incidents.len()
+        );
         let te = d
             .incidents
             .iter()

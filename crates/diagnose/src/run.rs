@@ -161,7 +161,33 @@ pub fn analyze_run(dir: &Path) -> anyhow::Result<Verdict> {
         .trim_end()
         .to_string()
     };
-    let (status, summary) = if aborted {
+    let record = run_record(dir);
+    let (status, summary) = if let Some((st, reason)) =
+        record.as_ref().filter(|r| r.0 != "completed")
+    {
+        // The run's own integrity comes first: evidence of a run that did not happen as
+        // written is never judged `completed`.
+        match st.as_str() {
+            "running" => (
+                "aborted",
+                "the run did not finish: run.json says `running` or cannot be read (killed, hung up, out of disk, or still going): partial evidence".to_string(),
+            ),
+            "failed" => (
+                "failed",
+                format!(
+                    "the run failed: {}",
+                    reason.as_deref().unwrap_or("no reason recorded")
+                ),
+            ),
+            other => (
+                "aborted",
+                format!(
+                    "the run was {other}: {}: partial evidence",
+                    reason.as_deref().unwrap_or("no reason recorded")
+                ),
+            ),
+        }
+    } else if aborted {
         (
             "aborted",
             "the run was interrupted: partial evidence".to_string(),
@@ -220,6 +246,21 @@ pub fn analyze_run(dir: &Path) -> anyhow::Result<Verdict> {
 /// The host's UTC offset recorded in `fingerprint.json` (`utc_offset: "+09:00"` or
 /// `utc_offset_s: 32400`, at the top level or under `host`). Lab access logs have no
 /// `$time_local`, so this is what joins the error log when the run is analyzed elsewhere.
+/// The run's own record, `run.json` (written by the runner at start, after setup, and at the
+/// end): its status and reason. None for directories without one (older fixtures, production).
+fn run_record(dir: &Path) -> Option<(String, Option<String>)> {
+    let text = std::fs::read_to_string(dir.join("run.json")).ok()?;
+    let Some(status) = serde_json::from_str::<serde_json::Value>(&text)
+        .ok()
+        .and_then(|v| Some(v.get("status")?.as_str()?.to_string()))
+    else {
+        return Some(("running".into(), None));
+    };
+    let v: serde_json::Value = serde_json::from_str(&text).ok()?;
+    let reason = v.get("reason").and_then(|r| r.as_str()).map(str::to_string);
+    Some((status, reason))
+}
+
 /// The nginx version the run used (`nginx_v` of fingerprint.json; none for the simulator).
 fn fingerprint_version(dir: &Path) -> Option<resolvelab_core::version::Version> {
     let text = std::fs::read_to_string(dir.join("fingerprint.json")).ok()?;

@@ -226,11 +226,14 @@ fn build_into(dir: &Path) -> Result<PathBuf> {
 
 /// Run a command, appending its merged output to `log` and passing each line to `on_line`.
 fn run_logged(cmd: &mut Command, log: &mut File, mut on_line: impl FnMut(&str)) -> Result<bool> {
-    let mut child = cmd
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
+    // Supervised: a build killed with the tool (even by SIGKILL) takes make's compilers along.
+    let sup = resolvelab_core::supervise::Supervisor::new()?;
+    let mut child = sup
+        .spawn(
+            cmd.stdin(Stdio::null())
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped()),
+        )
         .with_context(|| format!("cannot run {:?}", cmd.get_program()))?;
     let stderr = child
         .stderr

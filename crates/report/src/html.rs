@@ -220,7 +220,7 @@ pub(crate) fn page(d: &Diagnosis, v: Option<&Verdict>) -> String {
         for i in d.incidents.iter().take(500) {
             let _ = writeln!(
                 o,
-                "<tr><td><a href=\"#incident-{id}\">{id}</a></td><td><code>{}</code></td><td>{:.2}</td><td>{}</td><td>{}</td><td>{} ms</td><td>{}</td><td>{}/{}/{}</td><td>{:.1}% of {}</td><td>{}</td><td>{}</td></tr>",
+                "<tr><td><a href=\"#incident-{id}\">{id}</a></td><td><code>{}</code></td><td>{:.2}</td><td>{}</td><td>{}</td><td>{} ms</td><td>{}</td><td>{}/{}/{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
                 h(&i.class),
                 i.confidence,
                 h(&i.upstream),
@@ -230,8 +230,7 @@ pub(crate) fn page(d: &Diagnosis, v: Option<&Verdict>) -> String {
                 i.hops.one_hop,
                 i.hops.two_hop,
                 i.hops.multi_hop,
-                i.share_failed * 100.0,
-                i.requests_in_window,
+                crate::share_text(i),
                 h(&i.shape),
                 i.after_swap_ms
                     .map(|a| format!("+{a} ms"))

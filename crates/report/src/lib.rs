@@ -184,11 +184,20 @@ pub fn write_verdict_files(dir: &Path, v: &Verdict) -> anyhow::Result<()> {
         ("verdict.md", Format::Md),
         ("verdict.html", Format::Html),
     ] {
-        let p = dir.join(name);
-        std::fs::write(&p, render_verdict(v, f)?)
-            .map_err(|e| anyhow::anyhow!("cannot write {}: {e}", p.display()))?;
+        // Atomically: a kill mid-write never leaves a 0-byte verdict that `analyze` refuses.
+        resolvelab_core::rundir::write_atomic(&dir.join(name), render_verdict(v, f)?.as_bytes())?;
     }
     Ok(())
+}
+
+/// An incident's failed share — never a share of zero requests (without an access log the
+/// requests in the window are unknown).
+pub(crate) fn share_text(i: &resolvelab_diagnose::Incident) -> String {
+    if i.requests_in_window == 0 {
+        "unknown (no request logged)".to_string()
+    } else {
+        format!("{:.1}% of {}", i.share_failed * 100.0, i.requests_in_window)
+    }
 }
 
 /// Epoch ms as `2026-11-30T06:00:01.123Z`.

@@ -186,7 +186,7 @@ pub(crate) fn diagnosis(d: &Diagnosis, v: Option<&Verdict>) -> String {
         for i in d.incidents.iter().take(200) {
             let _ = writeln!(
                 o,
-                "| {} | `{}` | {:.2} | {} | {} | {} ms | {} | {} ({}/{}/{}) | {:.1}% of {} | {} | {} |",
+                "| {} | `{}` | {:.2} | {} | {} | {} ms | {} | {} ({}/{}/{}) | {} | {} | {} |",
                 i.id,
                 i.class,
                 i.confidence,
@@ -198,8 +198,7 @@ pub(crate) fn diagnosis(d: &Diagnosis, v: Option<&Verdict>) -> String {
                 i.hops.one_hop,
                 i.hops.two_hop,
                 i.hops.multi_hop,
-                i.share_failed * 100.0,
-                i.requests_in_window,
+                crate::share_text(i),
                 i.shape,
                 i.after_swap_ms
                     .map(|a| format!("+{a} ms"))

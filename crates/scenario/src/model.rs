@@ -423,6 +423,7 @@ impl Scenario {
         dur("nginx.valid", &self.nginx.valid).map_err(|e| bad(e.to_string()))?;
         dur("load.duration", &self.load.duration).map_err(|e| bad(e.to_string()))?;
         dur("dns.ttl", &self.dns.ttl).map_err(|e| bad(e.to_string()))?;
+        self.check_load().map_err(bad)?;
         if self.nginx.servers.is_empty() && self.nginx.inline.is_none() {
             return Err(bad(
                 "[nginx] needs at least one [[nginx.server]] or an inline config".into(),
@@ -584,6 +585,71 @@ impl Scenario {
                 }
             }
         }
+        self.check_events_within_load().map_err(bad)?;
+        Ok(())
+    }
+
+    /// A load that sends no request measures nothing: `rate = "0"`, `duration = "0s"`, or a
+    /// `--scale` that shrinks them to nothing.
+    fn check_load(&self) -> Result<(), String> {
+        if self.planned_requests()? == Some(0) {
+            return Err(format!(
+                "[load] rate = \"{}\" for {} sends no request: raise the rate or the duration",
+                self.load.rate, self.load.duration
+            ));
+        }
+        Ok(())
+    }
+
+    /// How many requests the load plans (None for `rate = "max"`, which has no schedule).
+    pub fn planned_requests(&self) -> Result<Option<u64>, String> {
+        let plan = resolvelab_load::RatePlan::parse(&self.load.rate)
+            .map_err(|e| format!("[load] rate = \"{}\": {e}", self.load.rate))?;
+        let d = resolvelab_core::dur::parse(&self.load.duration)?;
+        Ok(plan.schedule(Some(d), None).and_then(|s| s.planned()))
+    }
+
+    /// Every timeline event must be played while the load runs: one that starts or ends after
+    /// it would be dropped or cut silently. An event armed at the next re-query may take effect
+    /// up to one period later.
+    fn check_events_within_load(&self) -> Result<(), String> {
+        let load = resolvelab_core::dur::parse(&self.load.duration)?;
+        let period = resolvelab_core::dur::parse(&self.nginx.valid)? + Duration::from_secs(1);
+        let mut t = Duration::ZERO;
+        for (i, ev) in self.timeline.iter().enumerate() {
+            let p = |v: &Option<String>| {
+                v.as_deref()
+                    .map(resolvelab_core::dur::parse)
+                    .transpose()
+                    .map(Option::unwrap_or_default)
+            };
+            t = if ev.at.is_some() {
+                p(&ev.at)?
+            } else {
+                t + p(&ev.after)?
+            };
+            let aligned = if ev.align.is_some() {
+                period
+            } else {
+                Duration::ZERO
+            };
+            let end = t + p(&ev.for_)? + aligned;
+            if end > load {
+                return Err(format!(
+                    "timeline event {} ends at {} (start {}{}), after the load ends at {}: make [load] duration at least {}",
+                    i + 1,
+                    resolvelab_core::dur::format(end),
+                    resolvelab_core::dur::format(t),
+                    if ev.align.is_some() {
+                        ", plus one re-query period for the alignment"
+                    } else {
+                        ""
+                    },
+                    self.load.duration,
+                    resolvelab_core::dur::format(end)
+                ));
+            }
+        }
         Ok(())
     }
 
@@ -689,6 +755,8 @@ impl Scenario {
             scaled.max(end + tail)
         };
         s.load.duration = resolvelab_core::dur::format(need);
+        s.check_load()
+            .map_err(|e| anyhow::anyhow!("--scale {f}: {e}"))?;
         Ok(s)
     }
 }
@@ -761,7 +829,7 @@ duration = "60s"
 at = "10s"
 dns = "app.test.local"
 mode = "nxdomain"
-for = "6s"
+for = "1s"
 align = "next-requery"
 [expect]
 checks = ["nlu > 0"]
@@ -824,6 +892,35 @@ expect = { checks = ["nlu = 0"] }
     }
 
     #[test]
+    fn windows_loads_and_late_events_are_checked_at_load() {
+        let err = |t: &str| Scenario::from_toml(t, "x.toml").unwrap_err().to_string();
+        // A window armed at the re-query as long as the period races the one after it.
+        let e = err(&MIN.replace("for = \"1s\"", "for = \"2s\""));
+        assert!(e.contains("shorter than nginx's re-query period"), "{e}");
+        // No request at all.
+        assert!(err(&MIN.replace("rate = \"300\"", "rate = \"0\"")).contains("sends no request"));
+        assert!(
+            err(&MIN.replace("duration = \"60s\"", "duration = \"0s\""))
+                .contains("sends no request")
+        );
+        // An event after the end of the load would be dropped silently: refused at load.
+        let e = err(&MIN.replace("at = \"10s\"", "at = \"59s\""));
+        assert!(
+            e.contains("after the load ends") && e.contains("timeline event 1"),
+            "{e}"
+        );
+        // A scale that shrinks the load to nothing (no timeline to keep it long).
+        let tl = "[[timeline]]\nat = \"10s\"\ndns = \"app.test.local\"\nmode = \"nxdomain\"\nfor = \"1s\"\nalign = \"next-requery\"\n";
+        assert!(MIN.contains(tl));
+        let s = Scenario::from_toml(&MIN.replace(tl, ""), "t").unwrap();
+        let e = s.scaled(1e-6).unwrap_err().to_string();
+        assert!(
+            e.contains("--scale") && e.contains("sends no request"),
+            "{e}"
+        );
+    }
+
+    #[test]
     fn an_unscalable_scenario_ignores_scale() {
         let s = Scenario::from_toml(&format!("scalable = false\n{MIN}"), "t").unwrap();
         let t = s.scaled(0.1).unwrap();
@@ -840,8 +937,8 @@ expect = { checks = ["nlu = 0"] }
     fn scaling_keeps_valid() {
         let s = Scenario::from_toml(MIN, "t").unwrap().scaled(0.1).unwrap();
         assert_eq!(s.timeline[0].at.as_deref(), Some("1s"));
-        // 1 s + 6 s window + two re-query periods of 2 s… or the 10 s fail_timeout tail + 2 s.
-        assert_eq!(s.load.duration, "19s");
+        // 1 s + 1 s window + two re-query periods of 2 s… or the 10 s fail_timeout tail + 2 s.
+        assert_eq!(s.load.duration, "14s");
         assert_eq!(s.load.rate, "30");
         assert_eq!(s.nginx.valid, "1s");
         assert_eq!(scale_rate("100@10s,500@30s", 0.5), "50@5s,250@15s");

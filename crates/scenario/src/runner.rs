@@ -140,7 +140,17 @@ pub fn run(sc: &Scenario, opts: &RunOptions) -> Result<RunRecord> {
         hits: BTreeMap::new(),
     };
     dir.write_json("run.json", &record)?;
-    std::fs::write(dir.file("scenario.toml"), toml::to_string(&sc)?)?;
+    if let Err(e) = check_free_space(&sc, &dir.path) {
+        record.status = "failed".into();
+        record.reason = Some(e.to_string());
+        record.ended_us = now_us();
+        dir.write_json("run.json", &record)?;
+        return Err(e);
+    }
+    resolvelab_core::rundir::write_atomic(
+        &dir.file("scenario.toml"),
+        toml::to_string(&sc)?.as_bytes(),
+    )?;
     // Before the runtime: its threads and nginx inherit this thread's namespace.
     let netns = if sc.host.netns {
         let g = match crate::netns::enter(&sc.host.sysctl) {
@@ -174,7 +184,7 @@ pub fn run(sc: &Scenario, opts: &RunOptions) -> Result<RunRecord> {
     match &result {
         Ok(()) if INTERRUPTED.load(Ordering::SeqCst) => {
             record.status = "aborted".into();
-            record.reason = Some("interrupted (Ctrl-C / SIGTERM)".into());
+            record.reason = Some("interrupted (Ctrl-C / SIGTERM / SIGHUP)".into());
         }
         Ok(()) => record.status = "completed".into(),
         Err(e) => {
@@ -496,6 +506,13 @@ async fn play(
             )));
         }
     }
+    let engine_watch = tokio::spawn(watch_run(
+        nx.pid().unwrap_or(0),
+        dir.path.clone(),
+        events.clone(),
+        t0,
+        cancel.clone(),
+    ));
     let watcher = tokio::spawn(watch(
         live.clone(),
         cancel.clone(),
@@ -514,6 +531,7 @@ async fn play(
     .await;
     cancel.cancel();
     let _ = watcher.await;
+    let engine_fault = engine_watch.await.unwrap_or(None);
     for p in probers {
         p.await.map_err(|e| anyhow!("probe task: {e}"))??;
     }
@@ -526,7 +544,7 @@ async fn play(
             "run",
             None,
             None,
-            Some("interrupted (Ctrl-C / SIGTERM)"),
+            Some("interrupted (Ctrl-C / SIGTERM / SIGHUP)"),
         );
     }
 
@@ -587,6 +605,9 @@ async fn play(
     let summary = summary?;
     record.requests = summary.requests;
     timeline_result?;
+    if let Some(fault) = engine_fault {
+        bail!("{fault}: the run did not happen as written (see events.jsonl)");
+    }
     say(&format!(
         "done: {} requests; evidence in {}",
         summary.requests,
@@ -649,6 +670,110 @@ fn fxhash(s: &str) -> u64 {
     s.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
         (h ^ b as u64).wrapping_mul(0x1000_0000_01b3)
     })
+}
+
+/// The state letter of `/proc/PID/stat` (`R`, `S`, `Z` …), None when the process is gone.
+fn proc_state(pid: u32) -> Option<char> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // `pid (comm) S …`: the command may hold spaces and parentheses; the state follows the last `)`.
+    stat.rsplit_once(") ")?.1.chars().next()
+}
+
+/// The worker processes of an nginx master (its children).
+fn children(pid: u32) -> Vec<u32> {
+    let mut v: Vec<u32> = std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children"))
+        .unwrap_or_default()
+        .split_whitespace()
+        .filter_map(|p| p.parse().ok())
+        .collect();
+    v.sort_unstable();
+    v
+}
+
+/// Refuse a run the disk cannot hold: ~1 KiB of evidence per planned request (load.jsonl,
+/// access.log, a share of error.log) plus a fixed 16 MiB, checked before anything starts.
+fn check_free_space(sc: &Scenario, dir: &Path) -> Result<()> {
+    let requests = sc
+        .planned_requests()
+        .map_err(anyhow::Error::msg)?
+        .unwrap_or(1_000_000);
+    let need = requests * 1024 + (16 << 20);
+    let free = resolvelab_core::rundir::free_bytes(dir)
+        .with_context(|| format!("cannot read the free space of {}", dir.display()))?;
+    if free < need {
+        bail!(
+            "not enough free space under {}: {} MiB free, the run needs about {} MiB ({requests} requests); free space or use --out elsewhere",
+            dir.display(),
+            free >> 20,
+            need >> 20
+        );
+    }
+    Ok(())
+}
+
+/// Below this much free space under the run directory the run stops: the evidence would be
+/// cut mid-line.
+const MIN_FREE: u64 = 1 << 20;
+
+/// Watch the run while the load plays. The nginx master exiting, its worker set changing (a
+/// worker died and was respawned), or the run directory's disk filling up is recorded in
+/// events.jsonl with its time, stops the load, and makes the run `failed` — its evidence no
+/// longer shows the run the scenario describes.
+async fn watch_run(
+    master: u32,
+    dir: PathBuf,
+    events: Arc<JsonlWriter>,
+    t0: Instant,
+    cancel: CancellationToken,
+) -> Option<String> {
+    let mut workers = children(master);
+    let mut fault = None;
+    let stop = |what: String, kind: &str| {
+        ev(&events, kind, "run", None, None, Some(&what));
+        cancel.cancel();
+        Some(what)
+    };
+    loop {
+        tokio::select! {
+            _ = tokio::time::sleep(Duration::from_millis(200)) => {}
+            _ = cancel.cancelled() => return fault,
+        }
+        let at = t0.elapsed().as_secs_f64();
+        if let Ok(free) = resolvelab_core::rundir::free_bytes(&dir)
+            && free < MIN_FREE
+        {
+            return stop(
+                format!(
+                    "disk full at +{at:.1} s: {free} bytes left under {}; free space and run again",
+                    dir.display()
+                ),
+                "disk-full",
+            );
+        }
+        if master == 0 {
+            continue;
+        }
+        if !matches!(proc_state(master), Some(c) if c != 'Z' && c != 'X') {
+            return stop(
+                format!("nginx master (pid {master}) exited mid-run at +{at:.1} s"),
+                "engine-died",
+            );
+        }
+        let now = children(master);
+        // Workers still starting only add pids; a pid that goes is a worker that died.
+        if now.is_empty() {
+            // Unreadable (no CONFIG_PROC_CHILDREN): only the master is watched.
+            continue;
+        }
+        if fault.is_none() && workers.iter().any(|w| !now.contains(w)) {
+            let what = format!(
+                "nginx's workers changed mid-run at +{at:.1} s ({workers:?} → {now:?}): a worker died and was respawned"
+            );
+            fault = stop(what, "engine-restarted");
+        } else if fault.is_none() {
+            workers = now;
+        }
+    }
 }
 
 async fn watch(

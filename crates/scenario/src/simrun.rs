@@ -79,8 +79,11 @@ pub fn run(sc: &Scenario, opts: &RunOptions) -> Result<RunRecord> {
     };
     let dir = RunDir::create(&opts.out, &id)?;
     let started_us = now_us();
-    std::fs::write(dir.file("scenario.toml"), toml::to_string(&sc)?)
-        .with_context(|| format!("cannot write {}", dir.file("scenario.toml").display()))?;
+    resolvelab_core::rundir::write_atomic(
+        &dir.file("scenario.toml"),
+        toml::to_string(&sc)?.as_bytes(),
+    )
+    .with_context(|| format!("cannot write {}", dir.file("scenario.toml").display()))?;
     // For reference only: the configuration the real engine would run.
     let body = http_body(&sc, &plan.net)?;
     let conf_text = resolvelab_nginx::conf::lab_conf_with(

@@ -11,7 +11,8 @@ use std::process::ExitCode;
 #[derive(Debug, clap::Args)]
 #[command(after_help = "Examples:
   resolvelab diagnose --access /var/log/nginx/access.log --error /var/log/nginx/error.log
-  resolvelab diagnose --access access.log.2.gz access.log.1 access.log --error error.log upstream-errors.log \\
+  resolvelab diagnose --access access.log.2.gz access.log.1 access.log \\
+      --error error.log upstream-errors.log \\
       --nginx-conf <(nginx -T) --log-format-name main --format html -o report.html
   resolvelab diagnose --access access.log --log-format '$msec $status \"$upstream_addr\" \"$request\"' \\
       --error error.log --tz-offset +09:00 --upstream be --format json

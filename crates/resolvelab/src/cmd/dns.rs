@@ -118,7 +118,8 @@ enum Sub {
   resolvelab dns ctl --control 127.0.0.1:5380 show
   resolvelab dns ctl --control 127.0.0.1:5380 show app.test.local --json
   resolvelab dns ctl --control 127.0.0.1:5380 set app.test.local alternate:127.0.0.20,127.0.0.30
-  resolvelab dns ctl --control 127.0.0.1:5380 set app.test.local nxdomain --for 6s --align next-query
+  resolvelab dns ctl --control 127.0.0.1:5380 set app.test.local nxdomain --for 6s \\
+      --align next-query
   resolvelab dns ctl --control 127.0.0.1:5380 set app.test.local delay:300ms --for 10s
   resolvelab dns ctl --control 127.0.0.1:5380 set app.test.local default
   resolvelab dns ctl --control 127.0.0.1:5380 metrics")]
@@ -149,6 +150,10 @@ struct CtlArgs {
 #[derive(Debug, clap::Subcommand)]
 enum CtlOp {
     /// Show every name (or one) with its mode, hits and pending changes.
+    #[command(
+        after_help = "Examples:\n  resolvelab dns ctl --control 127.0.0.1:5380 show\n  \
+resolvelab dns ctl --control 127.0.0.1:5380 show app.test.local --json"
+    )]
     Show {
         /// One name only.
         name: Option<String>,
@@ -157,6 +162,11 @@ enum CtlOp {
         json: bool,
     },
     /// Set a name's mode (`default` = its configured mode).
+    #[command(after_help = "Examples:\n  \
+resolvelab dns ctl --control 127.0.0.1:5380 set app.test.local alternate:127.0.0.20,127.0.0.30\n  \
+resolvelab dns ctl --control 127.0.0.1:5380 set app.test.local nxdomain --for 6s \\\n      \
+--align next-query\n  \
+resolvelab dns ctl --control 127.0.0.1:5380 set app.test.local default")]
     Set {
         /// The name.
         name: String,
@@ -173,6 +183,10 @@ enum CtlOp {
         json: bool,
     },
     /// Print the Prometheus metrics.
+    #[command(
+        after_help = "Examples:\n  resolvelab dns ctl --control 127.0.0.1:5380 metrics\n  \
+resolvelab dns ctl --control 127.0.0.1:5380 metrics | grep resolvelab_dns_queries"
+    )]
     Metrics,
 }
 

@@ -22,9 +22,11 @@ Examples:
   resolvelab load http://127.0.0.1:8080/ --rate 300 --duration 60s --out load.jsonl
   resolvelab load http://127.0.0.1:8080/ --rate 100@10s,0..2000@30s --header-capture x-backend
   resolvelab load http://127.0.0.1:8080/ --rate 500 --requests 10000 --no-keepalive
-  resolvelab load http://127.0.0.1:8080/api --rate 200 --duration 30s --mix GET=0.8,POST=0.2 --body-size 512
+  resolvelab load http://127.0.0.1:8080/api --rate 200 --duration 30s \\
+      --mix GET=0.8,POST=0.2 --body-size 512
   resolvelab load http://127.0.0.1:8080/ --rate max --connections 64 --duration 10s --threads 1
-  resolvelab load http://127.0.0.1:8080/ --rate 5000 --duration 10s --realtime   # busy machine, as root
+  # a busy machine, as root:
+  resolvelab load http://127.0.0.1:8080/ --rate 5000 --duration 10s --realtime
   resolvelab load report load.jsonl other.jsonl --format html --output load.html
 
 Targets outside 127.0.0.0/8 and ::1 are refused unless --allow-remote is given.";

@@ -20,10 +20,16 @@ pub struct Args {
 #[derive(Debug, clap::Subcommand)]
 enum What {
     /// Build nginx from the vendored source (no-op when the cached build exists).
+    #[command(after_help = "Examples:\n  resolvelab nginx build\n  \
+XDG_CACHE_HOME=/tmp/cache resolvelab nginx build   # build into another cache")]
     Build,
     /// Print the path of the nginx binary the lab uses.
+    #[command(after_help = "Examples:\n  resolvelab nginx path\n  \
+$(resolvelab nginx path) -V                      # run the lab's nginx yourself")]
     Path,
     /// Print `nginx -V` of the binary the lab uses and whether it supports `resolve`.
+    #[command(after_help = "Examples:\n  resolvelab nginx version\n  \
+resolvelab --nginx /usr/sbin/nginx nginx version   # another nginx: can it run `resolve`?")]
     Version,
 }
 

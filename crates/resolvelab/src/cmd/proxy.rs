@@ -12,7 +12,7 @@ use std::time::Duration;
 
 const AFTER_HELP: &str = "\
 Examples:
-  # 200 ms on every response chunk of a DB link (DOMAIN.md §6), control API on :8474
+  # 200 ms on every response chunk of a DB link (DOMAIN.md §6), control API on 8474
   resolvelab proxy --listen 127.0.0.40:5432 --upstream 127.0.0.41:5432 \\
       --fault latency:delay=200ms,jitter=10ms,direction=downstream --control 127.0.0.1:8474
 

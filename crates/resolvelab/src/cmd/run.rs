@@ -65,12 +65,14 @@ extern "C" fn on_signal(_: libc::c_int) {
     INTERRUPTED.store(true, Ordering::SeqCst);
 }
 
-/// Route Ctrl-C and SIGTERM to the runner's `INTERRUPTED` flag (the run ends as `aborted`).
+/// Route Ctrl-C, SIGTERM and SIGHUP (a closed terminal or ssh session) to the runner's
+/// `INTERRUPTED` flag: the run ends as `aborted`, with a complete directory.
 pub fn install_signal_handlers() {
     // SAFETY: the handler only performs an atomic store.
     unsafe {
-        libc::signal(libc::SIGINT, on_signal as *const () as libc::sighandler_t);
-        libc::signal(libc::SIGTERM, on_signal as *const () as libc::sighandler_t);
+        for sig in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP] {
+            libc::signal(sig, on_signal as *const () as libc::sighandler_t);
+        }
     }
 }
 
@@ -96,11 +98,14 @@ fn expand_variants(sc: &Scenario, only: Option<&str>) -> Result<Vec<Scenario>> {
         }
     }
     if out.is_empty() {
+        let names: Vec<String> = std::iter::once("base".to_string())
+            .chain(sc.variant_names())
+            .collect();
         anyhow::bail!(
-            "scenario `{}` has no variant `{}` (variants: base, {})",
+            "scenario `{}` has no variant `{}` (variants: {})",
             sc.name,
             only.unwrap_or_default(),
-            sc.variant_names().join(", ")
+            names.join(", ")
         );
     }
     Ok(out)
@@ -252,20 +257,60 @@ pub fn run(args: Args, ctx: &Ctx) -> Result<ExitCode> {
             opts.scale, args.engine
         );
         let table = summary_table(&judged, &distributions, &command);
-        let path = args.out.join("summary.md");
         std::fs::create_dir_all(&args.out)?;
-        std::fs::write(&path, &table)?;
-        println!("summary table: {}", path.display());
-        if let Some(t) = &args.table {
-            std::fs::write(t, &table).with_context(|| format!("cannot write {}", t.display()))?;
-            println!("summary table: {}", t.display());
-        }
+        let whole = !INTERRUPTED.load(Ordering::SeqCst)
+            && judged.len() == expected_runs(&scenarios, args.variant.as_deref())?;
+        write_tables(
+            &args.out.join("summary.md"),
+            args.table.as_deref(),
+            &table,
+            whole,
+        )?;
     }
     Ok(if all_held {
         ExitCode::SUCCESS
     } else {
         ExitCode::from(1)
     })
+}
+
+/// Every run `--all` meant to make: each scenario's variants times its repetitions.
+fn expected_runs(scenarios: &[Scenario], variant: Option<&str>) -> Result<usize> {
+    let mut n = 0;
+    for sc in scenarios {
+        for v in expand_variants(sc, variant)? {
+            n += v.repeat.unwrap_or(1).max(1) as usize;
+        }
+    }
+    Ok(n)
+}
+
+/// The run's own summary, and `--table FILE` — replaced only by a table of the whole library;
+/// an interrupted or partial one goes beside it as `FILE.partial.md`, the committed table
+/// untouched.
+fn write_tables(summary: &Path, table_arg: Option<&Path>, table: &str, whole: bool) -> Result<()> {
+    resolvelab_core::rundir::write_atomic(summary, table.as_bytes())?;
+    println!("summary table: {}", summary.display());
+    if let Some(t) = table_arg {
+        let target = if whole {
+            t.to_path_buf()
+        } else {
+            let name = t
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default();
+            let p = t.with_file_name(format!("{}.partial.md", name.trim_end_matches(".md")));
+            eprintln!(
+                "warning: not every run of the library completed: {} left as it is, this table is {}",
+                t.display(),
+                p.display()
+            );
+            p
+        };
+        resolvelab_core::rundir::write_atomic(&target, table.as_bytes())?;
+        println!("summary table: {}", target.display());
+    }
+    Ok(())
 }
 
 /// `run --all --rejudge DIR`: judge existing run directories again and rebuild the table.
@@ -333,13 +378,13 @@ fn rejudge(dir: &Path, args: &Args) -> Result<ExitCode> {
     }
     let command = format!("resolvelab run --all --rejudge {}", dir.display());
     let table = summary_table(&judged, &distributions, &command);
-    let path = dir.join("summary.md");
-    std::fs::write(&path, &table)?;
-    println!("summary table: {}", path.display());
-    if let Some(t) = &args.table {
-        std::fs::write(t, &table).with_context(|| format!("cannot write {}", t.display()))?;
-        println!("summary table: {}", t.display());
-    }
+    let whole = judged.iter().all(|(_, j)| j.record.status == "completed");
+    write_tables(
+        &dir.join("summary.md"),
+        args.table.as_deref(),
+        &table,
+        whole,
+    )?;
     let all = judged.iter().all(|(_, j)| j.verdict.passed());
     Ok(if all {
         ExitCode::SUCCESS

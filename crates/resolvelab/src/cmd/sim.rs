@@ -197,10 +197,12 @@ the backend id) and connection reuse (same address, reusableUntil > t, activeStr
 The input (JSON or TOML, camelCase keys) holds requests {arrival, service}, dns answers {at, \
 addresses, ttl}, backends {id, weight, healthy}, pre-existing connections {id, address, \
 reusableUntil}, connectionLifetime and maxStreams. See docs/balance.md.",
-    after_help = "Examples:\n  resolvelab sim balance --golden                       # the seed's golden trace, DNS strategy\n  \
+    after_help = "Examples:\n  # the golden trace of DOMAIN.md §7, DNS strategy\n  \
+resolvelab sim balance --golden\n  \
 resolvelab sim balance --golden --strategy proxy-weighted\n  \
 resolvelab sim balance --golden --format html --out balance.html\n  \
-resolvelab sim balance --golden --print-input > my.json   # start your own input from the golden one\n  \
+# start your own input from the golden one\n  \
+resolvelab sim balance --golden --print-input > my.json\n  \
 resolvelab sim balance --input my.json --strategy proxy-least --format json"
 )]
 struct BalanceArgs {
