@@ -30,6 +30,7 @@ mod suppress;
 pub mod version;
 
 pub use facts::{RuntimeFacts, runtime_facts};
+
 pub use load::{Config, LoadError, SourceFile};
 pub use render::{render_json, render_sarif, render_text, sarif_value};
 pub use rules::{RULES, Rule};
@@ -90,6 +91,102 @@ pub struct LintOptions {
     pub rps: Option<u32>,
     /// How many addresses one `resolve` name may answer with, for the zone-size estimate.
     pub max_addresses_per_name: u32,
+    /// Which context the top level of the input is (a whole nginx.conf, or a fragment).
+    pub context: Context,
+    /// Where absolute `include` paths are looked up (a copy of the target machine's files).
+    pub sysroot: Option<PathBuf>,
+}
+
+/// The context of the input's top level.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Context {
+    /// A whole nginx.conf when it has `http`/`stream`/`events`; else a fragment whose
+    /// directives say which (`upstream`/`server`/`map` → http, or stream for servers that proxy
+    /// to `host:port` without a location).
+    #[default]
+    Auto,
+    /// The main context (a whole nginx.conf).
+    Main,
+    /// The http{} context: a `conf.d/*.conf` fragment.
+    Http,
+    /// The stream{} context.
+    Stream,
+}
+
+impl std::str::FromStr for Context {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "auto" => Ok(Context::Auto),
+            "main" => Ok(Context::Main),
+            "http" => Ok(Context::Http),
+            "stream" => Ok(Context::Stream),
+            _ => Err(format!(
+                "\"{s}\" is not a context: use auto, main, http or stream"
+            )),
+        }
+    }
+}
+
+/// The context a top level is in, by what it holds.
+fn detect_context(root: &[parse::Directive]) -> Context {
+    let has = |n: &str| root.iter().any(|d| d.name.value == n);
+    if ["http", "stream", "events", "mail"].iter().any(|n| has(n)) {
+        return Context::Main;
+    }
+    let servers: Vec<&parse::Directive> = root
+        .iter()
+        .filter(|d| d.name.value == "server" && d.block.is_some())
+        .collect();
+    let stream_server = |s: &&parse::Directive| {
+        !s.children().iter().any(|c| c.name.value == "location")
+            && s.children().iter().any(|c| {
+                c.name.value == "proxy_pass" && c.arg(0).is_some_and(|a| !a.contains("://"))
+            })
+    };
+    if !servers.is_empty() && servers.iter().all(stream_server) {
+        return Context::Stream;
+    }
+    if has("upstream") || has("map") || !servers.is_empty() || has("log_format") {
+        return Context::Http;
+    }
+    Context::Main
+}
+
+/// Wrap a fragment's top level in the block of its context, so the rules see it where nginx
+/// would include it; the note says so.
+fn in_context(mut cfg: Config, ctx: Context) -> Config {
+    let ctx = match ctx {
+        Context::Auto => detect_context(&cfg.root),
+        c => c,
+    };
+    let name = match ctx {
+        Context::Http => "http",
+        Context::Stream => "stream",
+        Context::Main | Context::Auto => return cfg,
+    };
+    let Some(first) = cfg.root.first() else {
+        return cfg;
+    };
+    let word = parse::Word {
+        value: name.to_string(),
+        span: first.name.span,
+    };
+    let end_line = cfg.root.last().map_or(first.end_line, |d| d.end_line);
+    let file = first.file;
+    let root = std::mem::take(&mut cfg.root);
+    cfg.root = vec![parse::Directive {
+        name: word,
+        args: Vec::new(),
+        file,
+        end_line,
+        block: Some(root),
+    }];
+    cfg.notes.push(format!(
+        "{}: a fragment (top-level `upstream`/`server`/…): linted as the {name}{{}} context it is included into (--context main to lint it as a whole nginx.conf)",
+        cfg.files.first().map(|f| f.name.as_str()).unwrap_or("input")
+    ));
+    cfg
 }
 
 impl Default for LintOptions {
@@ -98,6 +195,8 @@ impl Default for LintOptions {
             nginx_version: None,
             prefix: None,
             rps: None,
+            context: Context::Auto,
+            sysroot: None,
             max_addresses_per_name: 8,
         }
     }
@@ -181,6 +280,7 @@ impl Report {
 
 /// Lints a loaded configuration.
 pub fn lint_config(cfg: Config, opts: &LintOptions) -> Report {
+    let cfg = in_context(cfg, opts.context);
     let hits = rules::check(&cfg, opts);
     let (mut sups, mut bad) = suppress::collect(&cfg);
     let (mut kept, silenced) = suppress::apply(hits, &mut sups);
@@ -248,7 +348,11 @@ pub fn lint_paths(paths: &[PathBuf], opts: &LintOptions) -> Result<Report, LoadE
         nginx_version: opts.nginx_version,
     };
     for p in paths {
-        let cfg = load::load_path(Path::new(p), opts.prefix.as_deref())?;
+        let cfg = load::load_path_in(
+            Path::new(p),
+            opts.prefix.as_deref(),
+            opts.sysroot.as_deref(),
+        )?;
         report.merge(lint_config(cfg, opts));
     }
     Ok(report)

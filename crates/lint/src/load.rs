@@ -5,8 +5,31 @@ use crate::parse::{self, Comment, Directive, ParseError};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-/// Includes deeper than this are treated as a cycle (nginx itself would run out of descriptors).
+/// Includes nested deeper than this are refused (nginx itself would run out of descriptors).
 const MAX_INCLUDE_DEPTH: usize = 32;
+/// The largest file read (a configuration file of more is not one: `/dev/zero`, a log).
+pub const MAX_FILE_BYTES: u64 = 16 << 20;
+
+/// Read a configuration file: a regular file of at most [`MAX_FILE_BYTES`], else one line saying
+/// why. FIFOs, devices and directories are refused before they are opened for reading, so a
+/// `/dev/zero` cannot grow memory and a FIFO cannot hang the linter.
+pub fn read_config_file(name: &str) -> Result<String, String> {
+    let meta = std::fs::metadata(name).map_err(|e| format!("cannot read \"{name}\": {e}"))?;
+    if !meta.is_file() {
+        return Err(format!(
+            "\"{name}\" is not a regular file (a directory, FIFO or device): pass the configuration file, or `nginx -T` output on standard input"
+        ));
+    }
+    if meta.len() > MAX_FILE_BYTES {
+        return Err(format!(
+            "\"{name}\" is {} MiB, over the {} MiB a configuration file may have: is it really one?",
+            meta.len() >> 20,
+            MAX_FILE_BYTES >> 20
+        ));
+    }
+    let bytes = std::fs::read(name).map_err(|e| format!("cannot read \"{name}\": {e}"))?;
+    Ok(String::from_utf8_lossy(&bytes).into_owned())
+}
 
 /// One file of the configuration, named as in the input.
 #[derive(Debug, Clone)]
@@ -41,8 +64,9 @@ pub struct Config {
 /// The error of loading: a syntax error, or an include that cannot be read.
 #[derive(Debug, thiserror::Error)]
 pub enum LoadError {
-    /// A syntax error with its position.
-    #[error("{0}")]
+    /// A syntax error with its position. Transparent: shown with `{:#}` its text appears once,
+    /// not again as its own source.
+    #[error(transparent)]
     Parse(#[from] ParseError),
     /// Any other problem, already worded as one line naming the file and line.
     #[error("{0}")]
@@ -112,10 +136,9 @@ impl Resolver for Disk {
     }
 
     fn read(&self, name: &str) -> Result<String, String> {
-        let bytes = std::fs::read(name).map_err(|e| {
-            format!("cannot read \"{name}\": {e} (lint the output of `nginx -T` instead, or pass --prefix DIR)")
-        })?;
-        Ok(String::from_utf8_lossy(&bytes).into_owned())
+        read_config_file(name).map_err(|e| {
+            format!("{e} (lint the output of `nginx -T` instead, or pass --prefix DIR)")
+        })
     }
 }
 
@@ -151,6 +174,8 @@ impl Resolver for Dump {
 struct Loader<'r> {
     resolver: &'r dyn Resolver,
     prefix: PathBuf,
+    /// Where absolute include paths are looked up (a copy of a machine's files).
+    sysroot: Option<PathBuf>,
     files: Vec<SourceFile>,
     notes: Vec<String>,
     stack: Vec<String>,
@@ -194,7 +219,13 @@ impl Loader<'_> {
             )));
         };
         let full = if Path::new(&arg.value).is_absolute() {
-            arg.value.clone()
+            match &self.sysroot {
+                Some(root) => root
+                    .join(arg.value.trim_start_matches('/'))
+                    .display()
+                    .to_string(),
+                None => arg.value.clone(),
+            }
         } else {
             self.prefix.join(&arg.value).display().to_string()
         };
@@ -208,10 +239,16 @@ impl Loader<'_> {
         }
         let mut out = Vec::new();
         for name in names {
-            if self.stack.contains(&name) || self.stack.len() >= MAX_INCLUDE_DEPTH {
+            if self.stack.contains(&name) {
                 return Err(LoadError::Other(format!(
-                    "{here}: include \"{name}\" includes itself (cycle: {})",
+                    "{here}: include \"{name}\" includes itself (cycle: {} -> {name})",
                     self.stack.join(" -> ")
+                )));
+            }
+            if self.stack.len() >= MAX_INCLUDE_DEPTH {
+                return Err(LoadError::Other(format!(
+                    "{here}: include \"{name}\" nests includes {} deep, more than the {MAX_INCLUDE_DEPTH} this linter follows (no cycle: each file is included once)",
+                    self.stack.len() + 1
                 )));
             }
             let text = self
@@ -228,17 +265,32 @@ impl Loader<'_> {
 /// Relative includes resolve against `prefix`, by default the directory of `path` (as nginx does
 /// for the file given with `-c`).
 pub fn load_path(path: &Path, prefix: Option<&Path>) -> Result<Config, LoadError> {
+    load_path_in(path, prefix, None)
+}
+
+/// [`load_path`], with absolute include paths looked up under `sysroot` (a copy of the files
+/// of the machine the configuration is for).
+pub fn load_path_in(
+    path: &Path,
+    prefix: Option<&Path>,
+    sysroot: Option<&Path>,
+) -> Result<Config, LoadError> {
     let name = path.display().to_string();
-    let bytes = std::fs::read(path)
-        .map_err(|e| LoadError::Other(format!("cannot read \"{name}\": {e}; check the path")))?;
-    let text = String::from_utf8_lossy(&bytes).into_owned();
+    let text = read_config_file(&name).map_err(LoadError::Other)?;
     if is_dump(&text) {
         return load_dump(&text, prefix);
     }
     let prefix = prefix
         .map(Path::to_path_buf)
         .unwrap_or_else(|| path.parent().map(Path::to_path_buf).unwrap_or_default());
-    load_with(&Disk, &name, text, prefix)
+    let mut cfg = load_with(&Disk, &name, text, prefix, sysroot.map(Path::to_path_buf))?;
+    if sysroot.is_some() {
+        cfg.notes.push(format!(
+            "absolute include paths looked up under {}",
+            sysroot.unwrap_or(Path::new("")).display()
+        ));
+    }
+    Ok(cfg)
 }
 
 /// Loads a configuration given as text (stdin). `nginx -T` output is recognised by its markers;
@@ -249,7 +301,7 @@ pub fn load_text(name: &str, text: String, prefix: Option<&Path>) -> Result<Conf
         return load_dump(&text, prefix);
     }
     let prefix = prefix.map(Path::to_path_buf).unwrap_or_default();
-    load_with(&Disk, name, text, prefix)
+    load_with(&Disk, name, text, prefix, None)
 }
 
 fn load_dump(text: &str, prefix: Option<&Path>) -> Result<Config, LoadError> {
@@ -268,7 +320,7 @@ fn load_dump(text: &str, prefix: Option<&Path>) -> Result<Config, LoadError> {
     let dump = Dump {
         files: sections.into_iter().collect(),
     };
-    load_with(&dump, &main, main_text, prefix)
+    load_with(&dump, &main, main_text, prefix, None)
 }
 
 fn load_with(
@@ -276,10 +328,12 @@ fn load_with(
     name: &str,
     text: String,
     prefix: PathBuf,
+    sysroot: Option<PathBuf>,
 ) -> Result<Config, LoadError> {
     let mut loader = Loader {
         resolver,
         prefix,
+        sysroot,
         files: Vec::new(),
         notes: Vec::new(),
         stack: Vec::new(),

@@ -79,7 +79,7 @@ pub static RULES: &[Rule] = &[
     Rule {
         id: "backup-max-fails",
         severity: Severity::Warning,
-        title: "`backup` without `max_fails=0` on every line",
+        title: "`backup` without `max_fails=0` on every line of an upstream that resolves at run time",
         explain: "With a backup server the upstream has two peers, so max_fails=1 fail_timeout=10s applies: ordinary failures disable the primary and the backup for 10 s each — measured worse than no backup at all (904 vs 101 errors; fixed: 119). A backup does not help the generation race either.",
         fix: "add `max_fails=0` to every server line of the upstream (primary and backup)",
         versions: ALL,
@@ -88,7 +88,7 @@ pub static RULES: &[Rule] = &[
     Rule {
         id: "proxy-next-upstream-off",
         severity: Severity::Warning,
-        title: "`proxy_next_upstream off`",
+        title: "`proxy_next_upstream off` (or `fastcgi_`/`grpc_`/`uwsgi_`/`scgi_next_upstream off`, or `*_next_upstream_tries 1`)",
         explain: "Everyday first-try failures (keep-alive reclaim races, deploys, resets) are normally hidden by a retry; with retries off every one becomes a client 502 (measured: 1,418 first-try failures, 0 client errors with retries on).",
         fix: "remove it or use `proxy_next_upstream error timeout;`",
         versions: ALL,
@@ -133,7 +133,7 @@ pub static RULES: &[Rule] = &[
     Rule {
         id: "error-log-split",
         severity: Severity::Warning,
-        title: "error_log split across files (diagnosis hazard)",
+        title: "error_log split across files where names resolve at run time (diagnosis hazard)",
         explain: "`could not be resolved` lines come from the resolver timer and go to the main error_log, while a request's `no live upstreams` and first-try errors go to the error_log of its http/server/location; reading one file makes a DNS outage look like a lone race.",
         fix: "log to one file, or always grep every file from `nginx -T | grep error_log` (resolvelab diagnose accepts several --error files)",
         versions: ALL,
@@ -297,6 +297,8 @@ struct ServerLine<'a> {
     name: Option<String>,
     resolve: bool,
     backup: bool,
+    /// `service=NAME`: an SRV lookup, one peer per SRV record.
+    srv: bool,
     /// `max_fails=N`: the value and its word.
     max_fails: Option<(u64, &'a Word)>,
 }
@@ -329,12 +331,14 @@ fn server_line(d: &Directive) -> Option<ServerLine<'_>> {
         name: host_of(&addr.value),
         resolve: false,
         backup: false,
+        srv: false,
         max_fails: None,
     };
     for w in &d.args[1..] {
         match w.value.as_str() {
             "resolve" => s.resolve = true,
             "backup" => s.backup = true,
+            v if v.starts_with("service=") => s.srv = true,
             v => {
                 if let Some(n) = v.strip_prefix("max_fails=") {
                     s.max_fails = n.parse().ok().map(|n| (n, w));
@@ -523,6 +527,7 @@ pub(crate) fn check(cfg: &Config, opts: &LintOptions) -> Vec<Hit> {
         block.map(|b| b.children()).unwrap_or(&[])
     };
     let mut seen_resolver: HashSet<(usize, u32, u32, &str)> = HashSet::new();
+    let users = users_by_upstream(&m);
 
     for &(up, ctx) in &m.upstreams {
         let uname = up.arg(0).unwrap_or("?");
@@ -538,9 +543,13 @@ pub(crate) fn check(cfg: &Config, opts: &LintOptions) -> Vec<Hit> {
             .collect();
 
         check_zone(up, uname, &lines, opts, &mut hits);
-        check_backup(uname, &lines, &mut hits);
+        // The lab's evidence (`resolvelab run backup`) is about upstreams that resolve at run
+        // time; a static upstream with a backup is the textbook setup, not that hazard.
+        if !resolve_lines.is_empty() {
+            check_backup(uname, &lines, &mut hits);
+        }
         if ctx == "http" {
-            check_keepalive(up, uname, &m, opts, &mut hits);
+            check_keepalive(up, uname, &users, opts, &mut hits);
         }
 
         if resolve_lines.is_empty() {
@@ -615,14 +624,37 @@ pub(crate) fn check(cfg: &Config, opts: &LintOptions) -> Vec<Hit> {
     }
 
     check_locations(&m, &mut hits);
-    check_error_logs(cfg, &m, &mut hits);
+    // Only where a name is resolved at run time is there a resolver line to lose.
+    let facts = crate::facts::runtime_facts(cfg, "");
+    if facts.variable_pass {
+        // A resolver that serves per-request resolution (a variable `*_pass`): a long `valid`
+        // keeps a bad answer as long (the other resolver rules are about `resolve` upstreams).
+        for r in walk_all(&cfg.root)
+            .into_iter()
+            .filter(|d| d.name.value == "resolver")
+        {
+            if seen_resolver.insert((r.file, r.name.span.line, r.name.span.col, "")) {
+                check_valid_long(r, &mut hits);
+            }
+        }
+    }
+    if facts.resolve || facts.variable_pass {
+        check_error_logs(cfg, &m, &mut hits);
+    }
     for d in walk_all(&cfg.root) {
-        if d.name.value == "proxy_next_upstream" && d.arg(0) == Some("off") {
+        let name = d.name.value.as_str();
+        let off = name.ends_with("_next_upstream") && d.arg(0) == Some("off");
+        // One try is no retry: the same as `off`.
+        let one_try = name.ends_with("_next_upstream_tries") && d.arg(0) == Some("1");
+        if off || one_try {
             hits.push(hit(
                 "proxy-next-upstream-off",
                 &d.args[0],
                 d.file,
-                "`proxy_next_upstream off`: every first-try failure (keep-alive reclaim race, deploy, reset) becomes a client 502 instead of being retried".into(),
+                format!(
+                    "`{name} {}`: every first-try failure (keep-alive reclaim race, deploy, reset) becomes a client 502 instead of being retried",
+                    d.args[0].value
+                ),
             ));
         }
     }
@@ -651,22 +683,8 @@ fn check_resolver(r: &Directive, timeout: Option<&Directive>, hits: &mut Vec<Hit
             "`resolver` without `ipv6=off`: nginx also asks for AAAA records, and an unplanned AAAA answer adds a peer (often one nothing listens on) — the single-peer guard turns off and a short backend hiccup can become a max_fails wipeout".into(),
         ));
     }
+    check_valid_long(r, hits);
     let valid = param(r, "valid").and_then(|(v, w)| parse_time_ms(v).map(|ms| (ms, w)));
-    if let Some((ms, w)) = valid
-        && ms >= 30_000
-    {
-        hits.push(hit(
-            "resolver-valid-long",
-            w,
-            r.file,
-            format!(
-                "`{}`: nginx requeries every {} and keeps an NXDOMAIN for that long, so a brief NXDOMAIN empties the upstream for about {} (6s with valid=5s); failover is slower too",
-                w.value,
-                fmt_ms(ms + 1000),
-                fmt_ms(ms + 1000)
-            ),
-        ));
-    }
     if let Some((valid_ms, vw)) = valid {
         let t = timeout.and_then(|t| t.arg(0).and_then(parse_time_ms).map(|ms| (ms, t)));
         let t_ms = t.map_or(30_000, |(ms, _)| ms);
@@ -697,6 +715,25 @@ fn check_resolver(r: &Directive, timeout: Option<&Directive>, hits: &mut Vec<Hit
                 ),
             ));
         }
+    }
+}
+
+fn check_valid_long(r: &Directive, hits: &mut Vec<Hit>) {
+    let valid = param(r, "valid").and_then(|(v, w)| parse_time_ms(v).map(|ms| (ms, w)));
+    if let Some((ms, w)) = valid
+        && ms >= 30_000
+    {
+        hits.push(hit(
+            "resolver-valid-long",
+            w,
+            r.file,
+            format!(
+                "`{}`: nginx requeries every {} and keeps an NXDOMAIN for that long, so a brief NXDOMAIN empties the upstream for about {} (6s with valid=5s); failover is slower too",
+                w.value,
+                fmt_ms(ms + 1000),
+                fmt_ms(ms + 1000)
+            ),
+        ));
     }
 }
 
@@ -770,6 +807,10 @@ fn check_resolve_lines(
                     if static_primary > 0 {
                         format!(
                             "upstream `{uname}` has {static_primary} static server line(s) beside `{name}`, so there are always >= 2 peers and {current} applies: one failure per peer disables every peer at once (a 1-hop `no live upstreams` burst)"
+                        )
+                    } else if s.srv {
+                        format!(
+                            "`{name}` is an SRV lookup (`service=`): upstream `{uname}` gets one peer per SRV record, so with two or more records {current} applies and one failure per peer disables every peer at once (a 1-hop `no live upstreams` burst)"
                         )
                     } else {
                         format!(
@@ -906,22 +947,34 @@ fn check_zone(
     }
 }
 
+/// The `proxy_pass` lines of every location by the upstream name they point at (lower case:
+/// nginx matches upstream names case-insensitively). Built once, so the lint stays linear in the
+/// number of upstreams and locations.
+type Users<'m, 'a> = std::collections::HashMap<String, Vec<(&'m Loc<'a>, &'a Directive)>>;
+
+fn users_by_upstream<'m, 'a>(m: &'m Model<'a>) -> Users<'m, 'a> {
+    let mut out: Users = Default::default();
+    for l in &m.locs {
+        for p in proxy_passes(l) {
+            if let Some(t) = proxy_target(p) {
+                out.entry(t.to_ascii_lowercase()).or_default().push((l, p));
+            }
+        }
+    }
+    out
+}
+
 fn check_keepalive(
     up: &Directive,
     uname: &str,
-    m: &Model,
+    users: &Users,
     opts: &LintOptions,
     hits: &mut Vec<Hit>,
 ) {
-    let users: Vec<(&Loc, &Directive)> = m
-        .locs
-        .iter()
-        .flat_map(|l| proxy_passes(l).map(move |p| (l, p)))
-        .filter(|(_, p)| proxy_target(p) == Some(uname))
-        .collect();
-    if users.is_empty() {
+    let Some(users) = users.get(&uname.to_ascii_lowercase()) else {
         return;
-    }
+    };
+    let users = users.clone();
     if find(up.children(), "keepalive").is_none() {
         let mut h = hit(
             "upstream-no-keepalive",
@@ -942,33 +995,93 @@ fn check_keepalive(
         hits.push(h);
         return;
     }
+    let defaults_keepalive = opts
+        .nginx_version
+        .is_some_and(|v| v >= KEEPALIVE_DEFAULT_SINCE);
     for (loc, pass) in users {
         let mut missing = Vec::new();
-        if loc.inh.http_version.and_then(|d| d.arg(0)) != Some("1.1") {
+        let version = loc.inh.http_version.and_then(|d| d.arg(0));
+        // `2` is HTTP/2 to the upstream (nginx >= 1.29.4): it keeps connections too.
+        let reuses = match version {
+            Some(v) => v == "1.1" || v == "2",
+            None => defaults_keepalive,
+        };
+        if !reuses {
             missing.push("`proxy_http_version 1.1`");
         }
-        let conn_cleared = loc.inh.set_headers.iter().any(|d| {
-            d.arg(0)
-                .is_some_and(|h| h.eq_ignore_ascii_case("connection"))
-                && d.arg(1)
-                    .is_some_and(|v| v.is_empty() || v.eq_ignore_ascii_case("keep-alive"))
-        });
-        if !conn_cleared {
-            missing.push("`proxy_set_header Connection \"\"`");
+        // HTTP/2 has no `Connection` header: its connections are kept whatever it says.
+        let (conn, undecided) = if version == Some("2") {
+            (None, None)
+        } else {
+            connection_header(&loc.inh.set_headers, defaults_keepalive)
+        };
+        if let Some(m) = conn {
+            missing.push(m);
         }
-        if missing.is_empty() {
+        if missing.is_empty() && undecided.is_none() {
             continue;
         }
-        hits.push(hit(
-            "keepalive-ineffective",
-            &pass.name,
-            pass.file,
-            format!(
-                "upstream `{uname}` has `keepalive`, but this `proxy_pass` lacks {}: nginx sends HTTP/1.0 or `Connection: close`, so no connection is ever reused",
-                missing.join(" and ")
-            ),
-        ));
+        let mut h = if missing.is_empty() {
+            let var = undecided.unwrap_or_default();
+            let mut h = hit(
+                "keepalive-ineffective",
+                &pass.name,
+                pass.file,
+                format!(
+                    "upstream `{uname}` has `keepalive`, and this location sets `Connection` through `{var}`: connections are reused only while it evaluates to \"\" (a `map` that gives `close` to requests without `Upgrade` disables keep-alive for all of them)"
+                ),
+            );
+            h.severity = Severity::Info;
+            h
+        } else {
+            hit(
+                "keepalive-ineffective",
+                &pass.name,
+                pass.file,
+                format!(
+                    "upstream `{uname}` has `keepalive`, but this `proxy_pass` lacks {}: nginx sends HTTP/1.0 or `Connection: close`, so no connection is ever reused",
+                    missing.join(" and ")
+                ),
+            )
+        };
+        if defaults_keepalive {
+            h.message
+                .push_str(" (nginx >= 1.29.7 defaults to HTTP/1.1 and keep-alive)");
+        }
+        hits.push(h);
     }
+}
+
+/// nginx 1.29.7 made upstream keep-alive and `proxy_http_version 1.1` the defaults.
+const KEEPALIVE_DEFAULT_SINCE: crate::Version = crate::Version(1, 29, 7);
+
+/// What the `proxy_set_header Connection` lines in effect do to keep-alive: the missing piece
+/// (when a literal value closes the connection, or none clears it on an old nginx) and the
+/// variable whose value decides it (a `map` such as `$connection_upgrade`). Every line is
+/// sent: a variable beside `Connection ""` still goes out.
+fn connection_header(
+    set_headers: &[&Directive],
+    defaults_keepalive: bool,
+) -> (Option<&'static str>, Option<String>) {
+    let values: Vec<&str> = set_headers
+        .iter()
+        .filter(|d| {
+            d.arg(0)
+                .is_some_and(|h| h.eq_ignore_ascii_case("connection"))
+        })
+        .filter_map(|d| d.arg(1))
+        .collect();
+    let clears = |v: &str| v.is_empty() || v.eq_ignore_ascii_case("keep-alive");
+    if values.iter().any(|v| !v.contains('$') && !clears(v)) {
+        return (Some("`proxy_set_header Connection \"\"`"), None);
+    }
+    if let Some(var) = values.iter().find(|v| v.contains('$')) {
+        return (None, Some(var.to_string()));
+    }
+    if values.is_empty() && !defaults_keepalive {
+        return (Some("`proxy_set_header Connection \"\"`"), None);
+    }
+    (None, None)
 }
 
 fn has_method_guard(loc: &Directive) -> bool {

@@ -61,6 +61,13 @@ pub struct Args {
     /// Addresses one `resolve` name may answer with, for the zone-size estimate.
     #[arg(long, default_value_t = 8, value_name = "N")]
     max_addresses: u32,
+    /// The context of FILE's top level: auto (a whole nginx.conf, or a conf.d fragment of
+    /// top-level upstream/server blocks linted as http{}), main, http or stream.
+    #[arg(long, default_value = "auto", value_name = "auto|main|http|stream")]
+    context: resolvelab_lint::Context,
+    /// Look up absolute `include` paths under DIR (a copy of the target machine's /etc/nginx…).
+    #[arg(long, value_name = "DIR")]
+    sysroot: Option<PathBuf>,
     /// List every rule (id, severity, nginx versions, scenario) and exit.
     #[arg(long)]
     rules: bool,
@@ -148,6 +155,8 @@ pub fn run(args: Args, ctx: &Ctx) -> anyhow::Result<ExitCode> {
         prefix: args.prefix.clone(),
         rps: args.rps,
         max_addresses_per_name: args.max_addresses,
+        context: args.context,
+        sysroot: args.sysroot.clone(),
     };
     let mut report: Option<Report> = None;
     for f in &args.files {

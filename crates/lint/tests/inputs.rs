@@ -1,0 +1,162 @@
+//! What the linter reads: fragments in their context, only bounded regular files, include
+//! depth apart from cycles, one line per error — and rule details that real configurations
+//! showed (case-insensitive upstream names, `*_next_upstream off`, SRV names).
+
+use resolvelab_lint::{Context, LintOptions, lint_paths, lint_text};
+
+fn rules_of(text: &str, opts: &LintOptions) -> Vec<String> {
+    let r = lint_text("t.conf", text.to_string(), opts).unwrap();
+    r.findings.iter().map(|f| f.rule.clone()).collect()
+}
+
+const FRAGMENT: &str = "upstream be {\n    zone be 64k;\n    server app.example.com:80 resolve;\n}\nserver {\n    listen 80;\n    location / { proxy_pass http://be; }\n}\n";
+
+#[test]
+fn a_conf_d_fragment_is_linted_as_http_and_says_so() {
+    let with_resolver = format!("resolver 10.0.0.2 valid=5s ipv6=off;\n{FRAGMENT}");
+    let r = lint_text(
+        "conf.d/app.conf",
+        with_resolver.clone(),
+        &LintOptions::default(),
+    )
+    .unwrap();
+    let rules: Vec<&str> = r.findings.iter().map(|f| f.rule.as_str()).collect();
+    assert!(rules.contains(&"resolve-single-name"), "{rules:?}");
+    assert!(
+        r.notes
+            .iter()
+            .any(|n| n.contains("linted as the http{} context")),
+        "{:?}",
+        r.notes
+    );
+    // Forced to the main context the same file has no http{}: nothing is linted.
+    let main = LintOptions {
+        context: Context::Main,
+        ..LintOptions::default()
+    };
+    assert!(rules_of(&with_resolver, &main).is_empty());
+    // A whole nginx.conf is left as it is.
+    let whole = format!("events {{}}\nhttp {{\n{with_resolver}}}\n");
+    let r = lint_text("nginx.conf", whole, &LintOptions::default()).unwrap();
+    assert!(!r.notes.iter().any(|n| n.contains("fragment")));
+}
+
+#[test]
+fn a_stream_fragment_is_detected_by_its_servers() {
+    let text = "upstream dns {\n    zone dns 64k;\n    server ns.example.com:53 resolve;\n}\nserver {\n    listen 53 udp;\n    proxy_pass dns;\n}\n";
+    let r = lint_text(
+        "stream.d/dns.conf",
+        text.to_string(),
+        &LintOptions::default(),
+    )
+    .unwrap();
+    assert!(
+        r.notes.iter().any(|n| n.contains("stream{}")),
+        "{:?}",
+        r.notes
+    );
+    assert!(r.findings.iter().any(|f| f.rule == "resolve-no-resolver"));
+}
+
+#[test]
+fn only_bounded_regular_files_are_read() {
+    let dir = tempfile::tempdir().unwrap();
+    let main = dir.path().join("nginx.conf");
+    std::fs::write(&main, "include /dev/zero;\n").unwrap();
+    let e = lint_paths(std::slice::from_ref(&main), &LintOptions::default())
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("not a regular file"), "{e}");
+    // A FIFO is refused before it is opened (opening one for reading would block).
+    let fifo = dir.path().join("fifo.conf");
+    let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+    // SAFETY: a valid C string; mkfifo only creates the node.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+    std::fs::write(&main, format!("include {};\n", fifo.display())).unwrap();
+    let e = lint_paths(std::slice::from_ref(&main), &LintOptions::default())
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("not a regular file") && !e.contains('\n'), "{e}");
+    let e = lint_paths(&[fifo], &LintOptions::default())
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("not a regular file"), "{e}");
+    // Too big to be a configuration.
+    let big = dir.path().join("big.conf");
+    let f = std::fs::File::create(&big).unwrap();
+    f.set_len(resolvelab_lint::load::MAX_FILE_BYTES + 1)
+        .unwrap();
+    let e = lint_paths(&[big], &LintOptions::default())
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("MiB"), "{e}");
+}
+
+#[test]
+fn deep_includes_and_cycles_are_told_apart() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    for i in 0..40 {
+        std::fs::write(
+            d.join(format!("{i}.conf")),
+            format!("include {}.conf;\n", i + 1),
+        )
+        .unwrap();
+    }
+    std::fs::write(d.join("40.conf"), "worker_processes 1;\n").unwrap();
+    let e = lint_paths(&[d.join("0.conf")], &LintOptions::default())
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("nests includes") && e.contains("no cycle"),
+        "{e}"
+    );
+    std::fs::write(d.join("a.conf"), "include b.conf;\n").unwrap();
+    std::fs::write(d.join("b.conf"), "include a.conf;\n").unwrap();
+    let e = lint_paths(&[d.join("a.conf")], &LintOptions::default())
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("includes itself"), "{e}");
+}
+
+#[test]
+fn a_syntax_error_is_printed_once() {
+    let e = lint_text("t.conf", "http {\n".into(), &LintOptions::default()).unwrap_err();
+    let shown = format!("{:#}", anyhow::Error::new(e));
+    let first = shown.split(": ").nth(1).unwrap_or_default().to_string();
+    assert_eq!(shown.matches(&first).count(), 1, "{shown}");
+}
+
+#[test]
+fn rule_details_from_real_configurations() {
+    let opts = LintOptions::default();
+    // nginx matches upstream names case-insensitively.
+    let ka = "http {\n upstream Backend { server 10.0.0.1:80; keepalive 8; }\n server { location / { proxy_pass http://backend; } }\n}\n";
+    assert!(rules_of(ka, &opts).contains(&"keepalive-ineffective".to_string()));
+    // Retries off in any module, or one try only.
+    for d in [
+        "fastcgi_next_upstream off",
+        "grpc_next_upstream off",
+        "proxy_next_upstream_tries 1",
+    ] {
+        let t = format!("http {{ server {{ location / {{ {d}; }} }} }}\n");
+        assert!(
+            rules_of(&t, &opts).contains(&"proxy-next-upstream-off".to_string()),
+            "{d}"
+        );
+    }
+    // A static upstream with a backup is not the lab's hazard; a resolving one is.
+    let static_backup =
+        "http {\n upstream be { server 10.0.0.1:80; server 10.0.0.2:80 backup; }\n}\n";
+    assert!(!rules_of(static_backup, &opts).contains(&"backup-max-fails".to_string()));
+    let resolving = "http {\n resolver 10.0.0.2 valid=5s ipv6=off;\n upstream be { zone be 64k; server a.example:80 resolve; server 10.0.0.2:80 backup; }\n}\n";
+    assert!(rules_of(resolving, &opts).contains(&"backup-max-fails".to_string()));
+    // An SRV name is described as one.
+    let srv = "http {\n resolver 10.0.0.2 valid=5s ipv6=off;\n upstream be { zone be 64k; server backend.example service=http resolve; }\n}\n";
+    let r = lint_text("t.conf", srv.into(), &opts).unwrap();
+    assert!(
+        r.findings.iter().any(|f| f.message.contains("SRV lookup")),
+        "{:?}",
+        r.findings
+    );
+}
