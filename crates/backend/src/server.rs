@@ -359,6 +359,11 @@ async fn accept_loop(sh: Arc<Shared>, listener: TcpListener) {
                 ListenerEvent::Reopened => {
                     rec.detail = Some("refuse ended: listening again".into());
                 }
+                ListenerEvent::AcceptFailed(e) => {
+                    rec.detail = Some(format!(
+                        "accept failed: {e}; new connections wait (raise the file-descriptor limit, ulimit -n)"
+                    ));
+                }
             }
             sh.log(rec);
         },

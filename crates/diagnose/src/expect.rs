@@ -283,6 +283,29 @@ fn show(t: Option<&Tok>) -> String {
     }
 }
 
+/// Parse one expectation and check the ids it names (a class or signature id in `present(…)`,
+/// a class in `incident(…)`): what a scenario's `[expect] checks` must pass **before** its run,
+/// so a typo costs no lab run.
+pub fn parse_checked(text: &str) -> Result<Check, String> {
+    let c = parse(text)?;
+    let is_class = |id: &str| crate::classes::CLASSES.contains(&id);
+    match &c {
+        Check::Present(id, _)
+            if !is_class(id) && !crate::classes::SIGNATURES.iter().any(|s| s.id == id) =>
+        {
+            Err(format!(
+                "`{id}` is neither a class id nor a signature id (classes: {})",
+                crate::classes::CLASSES.join(", ")
+            ))
+        }
+        Check::Compare(Value::Incident(id, _), ..) if !is_class(id) => Err(format!(
+            "`{id}` is not a class id (classes: {})",
+            crate::classes::CLASSES.join(", ")
+        )),
+        _ => Ok(c),
+    }
+}
+
 /// Parse one expectation; the error names what was expected.
 pub fn parse(text: &str) -> Result<Check, String> {
     let mut p = P {

@@ -25,12 +25,15 @@ pub fn set_reset_on_close(stream: &TcpStream) -> io::Result<()> {
 }
 
 /// What a [`refusable_accept_loop`] tells its server, for the server's own log.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy)]
 pub enum ListenerEvent<'a> {
     /// The listening socket was closed for this fault (connects are now refused by the kernel).
     Closed(&'a str),
     /// The fault's window ended and the socket listens again.
     Reopened,
+    /// `accept` failed (most often EMFILE: the process is at its file-descriptor limit); new
+    /// connections wait in the backlog meanwhile. Reported at most once a second.
+    AcceptFailed(&'a io::Error),
 }
 
 /// The accept loop of a server whose listening socket a fault can close (the backend's
@@ -50,6 +53,7 @@ pub async fn refusable_accept_loop<T: crate::gate::Gated>(
     mut on_accept: impl FnMut(TcpStream, SocketAddr),
 ) {
     let mut listener = Some(listener);
+    let mut last_reported: Option<std::time::Instant> = None;
     loop {
         if *shutdown.borrow() {
             return;
@@ -87,7 +91,13 @@ pub async fn refusable_accept_loop<T: crate::gate::Gated>(
         tokio::select! {
             r = l.accept() => match r {
                 Ok((s, peer)) => on_accept(s, peer),
-                Err(_) => tokio::time::sleep(Duration::from_millis(5)).await,
+                Err(e) => {
+                    if last_reported.is_none_or(|t| t.elapsed() >= Duration::from_secs(1)) {
+                        last_reported = Some(std::time::Instant::now());
+                        on_event(ListenerEvent::AcceptFailed(&e));
+                    }
+                    tokio::time::sleep(Duration::from_millis(5)).await
+                }
             },
             _ = changed.notified() => {}
             _ = shutdown.changed() => return,

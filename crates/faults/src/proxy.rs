@@ -362,6 +362,9 @@ async fn accept_loop(inner: Arc<Inner>, listener: TcpListener) {
                 inner.log_event("down", serde_json::json!({"fault": name}))
             }
             ListenerEvent::Reopened => inner.log_event("up", serde_json::json!({})),
+            ListenerEvent::AcceptFailed(e) => {
+                inner.log_event("accept-failed", serde_json::json!({"error": e.to_string()}))
+            }
         },
         |client, peer| {
             tokio::spawn(handle_conn(inner.clone(), client, peer));

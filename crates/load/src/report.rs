@@ -273,7 +273,7 @@ pub fn to_html(m: &Merged) -> anyhow::Result<String> {
     h.push_str(
         "<!doctype html>\n<html><head><meta charset=\"utf-8\"><title>resolvelab load report</title>\n\
          <style>body{font-family:sans-serif;margin:2em;max-width:960px}pre{background:#f6f6f6;\
-         padding:1em;overflow-x:auto}table{border-collapse:collapse}td,th{border:1px solid #ccc;\
+         padding:1em;white-space:pre-wrap;overflow-wrap:anywhere}table{border-collapse:collapse}td,th{border:1px solid #ccc;\
          padding:2px 8px;text-align:right}</style></head><body>\n<h1>resolvelab load report</h1>\n<ul>\n",
     );
     for (p, hd) in &m.files {

@@ -64,12 +64,14 @@ fn draw_rate(
         .map(|p| x(p.t_ms) + bin / 1000.0)
         .unwrap_or(1.0)
         .max(x0 + 0.001);
-    let ymax = s
-        .points
-        .iter()
-        .map(|p| (p.ok.max(p.failed).max(p.nlu)) as f64 * per_s)
-        .fold(1.0, f64::max)
-        * 1.1;
+    let ymax = legend_headroom(
+        s.points
+            .iter()
+            .map(|p| (p.ok.max(p.failed).max(p.nlu)) as f64 * per_s)
+            .fold(1.0, f64::max),
+        4,
+        h,
+    );
     let root = SVGBackend::with_string(out, (w, h)).into_drawing_area();
     root.fill(&WHITE).map_err(|x| e(&x))?;
     let mut chart = ChartBuilder::on(&root)
@@ -189,7 +191,17 @@ struct Line {
     points: Vec<(f64, f64)>,
 }
 
-/// Lines over `x0..x1` (seconds) from 0 to 110 % of the highest point, with a legend.
+/// The top of the y axis: the highest point plus room above it for a legend of `entries`
+/// lines at the upper right (~18 px each), so the legend sits over empty space, never over
+/// data.
+fn legend_headroom(top: f64, entries: usize, h: u32) -> f64 {
+    // The plot area is the chart less the caption, the x labels and the margins.
+    let plot = (h as f64 - 72.0).max(60.0);
+    let legend = (entries as f64 * 18.0 + 14.0).min(plot * 0.6);
+    top * 1.05 * plot / (plot - legend)
+}
+
+/// Lines over `x0..x1` (seconds) from 0 to the highest point, with room for the legend above.
 fn lines_chart(
     out: &mut String,
     title: &str,
@@ -199,11 +211,14 @@ fn lines_chart(
     lines: &[Line],
 ) -> Result<(), String> {
     let e = |e: &dyn std::fmt::Display| e.to_string();
-    let ymax = lines
-        .iter()
-        .flat_map(|l| l.points.iter().map(|p| p.1))
-        .fold(1.0, f64::max)
-        * 1.1;
+    let ymax = legend_headroom(
+        lines
+            .iter()
+            .flat_map(|l| l.points.iter().map(|p| p.1))
+            .fold(1.0, f64::max),
+        lines.len(),
+        h,
+    );
     let root = SVGBackend::with_string(out, (w, h)).into_drawing_area();
     root.fill(&WHITE).map_err(|x| e(&x))?;
     let mut chart = ChartBuilder::on(&root)
@@ -305,4 +320,26 @@ pub fn incident_svg(
         .filter(|t| *t >= lo && *t <= hi)
         .collect();
     rate_svg(zoom, start_ms, &near, &[(start_ms, end_ms)], title, size)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::legend_headroom;
+
+    #[test]
+    fn the_legend_gets_a_band_of_its_own_above_the_data() {
+        for (entries, h) in [(4usize, 260u32), (2, 200), (6, 320), (4, 120)] {
+            let top = 1234.0;
+            let ymax = legend_headroom(top, entries, h);
+            let plot = (h as f64 - 72.0).max(60.0);
+            let legend_px = (entries as f64 * 18.0 + 14.0).min(plot * 0.6);
+            // The data's top lies below the legend's bottom edge.
+            let data_px = top / ymax * plot;
+            assert!(
+                data_px <= plot - legend_px + 1e-6,
+                "{entries} {h}: {data_px} vs {}",
+                plot - legend_px
+            );
+        }
+    }
 }

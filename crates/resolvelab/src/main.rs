@@ -95,6 +95,8 @@ fn quiet_on_closed_stdout() {
 
 fn main() -> ExitCode {
     quiet_on_closed_stdout();
+    // The lab's servers (backends, proxies, DNS, load) each hold many sockets.
+    cmd::raise_fd_limit();
     let cli = Cli::parse();
     let ctx = cli.ctx;
     let Some(command) = cli.command else {

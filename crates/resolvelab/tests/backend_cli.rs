@@ -88,3 +88,46 @@ fn bad_input_is_one_clear_line() {
         "{help}"
     );
 }
+
+#[test]
+fn at_its_descriptor_limit_the_backend_says_so_and_serves_again_after() {
+    // A hard limit of 64 descriptors (the tool raises only the soft limit to the hard one).
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("b.jsonl");
+    let mut cmd = std::process::Command::new("bash");
+    cmd.arg("-c")
+        .arg(r#"ulimit -n 64 && exec "$0" backend --listen 127.0.0.112:0 --duration 20s --log "$1""#)
+        .arg(env!("CARGO_BIN_EXE_resolvelab"))
+        .arg(&log)
+        .stdout(Stdio::piped());
+    let mut child = Proc(cmd.spawn().unwrap());
+    let mut out = BufReader::new(child.0.stdout.take().unwrap());
+    let mut line = String::new();
+    out.read_line(&mut line).unwrap();
+    let (addr, _) = addrs(&line);
+    // Hold more connections than it has descriptors for (bounded: 80 loopback connects).
+    let held: Vec<std::net::TcpStream> = (0..80)
+        .filter_map(|_| std::net::TcpStream::connect(addr).ok())
+        .collect();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        let text = std::fs::read_to_string(&log).unwrap_or_default();
+        if text.contains("accept failed") {
+            assert!(text.contains("ulimit"), "names the fix: {text}");
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "no accept-failure record: {text}");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    drop(held);
+    // With the connections gone it answers again.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        let r = http(addr, "GET", "/", "");
+        if r.starts_with("HTTP/1.1 200") {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "it never answered again: {r}");
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+}

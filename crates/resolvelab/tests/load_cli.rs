@@ -289,3 +289,47 @@ fn max_rate_on_two_threads_writes_every_request() {
     assert_eq!(conns.len(), 6, "one keep-alive connection per worker");
     assert!(recs.iter().all(|r| r["t_us"] == r["sent_us"]));
 }
+
+#[test]
+fn sigterm_stops_the_load_and_still_prints_the_summary() {
+    // `timeout 5 resolvelab load …` sends SIGTERM: the summary must not be lost. The target
+    // port is closed, so every request is a loopback connection error, recorded all the same.
+    let port = closed_port("127.0.0.77");
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("load.jsonl");
+    let mut child = common::Proc(
+        bin()
+            .args(["load", &format!("http://127.0.0.77:{port}/")])
+            .args(["--rate", "50", "--duration", "60s", "--quiet", "--out"])
+            .arg(&out)
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
+    // Once requests are being recorded, stop it the way `timeout` does.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while std::fs::read_to_string(&out).map_or(0, |t| t.lines().count()) < 10 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the load never started"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    // SAFETY: the child this test started.
+    assert_eq!(
+        unsafe { libc::kill(child.0.id() as libc::pid_t, libc::SIGTERM) },
+        0
+    );
+    let status = child.0.wait().unwrap();
+    assert_eq!(status.code(), Some(130));
+    let mut text = String::new();
+    use std::io::Read;
+    child
+        .0
+        .stdout
+        .take()
+        .unwrap()
+        .read_to_string(&mut text)
+        .unwrap();
+    assert!(text.contains("Requests") && text.contains("Latency"), "the summary: {text}");
+}

@@ -269,4 +269,25 @@ fn scenario_errors_are_one_line_with_file_and_line() {
     let (code, text) = run(&["no-such-scenario"], dir.path());
     assert_eq!(code, 2);
     assert!(text.contains("resolvelab run --list"), "{text}");
+    // A typo in an expectation is refused before the run, not reported after it as "not held".
+    let lib = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scenarios/swap-only.toml"),
+    )
+    .unwrap();
+    let typo = lib.replacen(
+        "checks = [",
+        "checks = [\n  \"present(\\\"generation-race-retyr\\\")\",",
+        1,
+    );
+    assert_ne!(typo, lib);
+    let p = dir.path().join("typo.toml");
+    std::fs::write(&p, typo).unwrap();
+    let runs = dir.path().join("runs");
+    let (code, text) = run(&[p.to_str().unwrap(), "--engine", "sim"], &runs);
+    assert_eq!(code, 2, "{text}");
+    assert!(
+        text.contains("generation-race-retyr") && text.contains("nothing was run"),
+        "{text}"
+    );
+    assert!(!runs.exists(), "no run directory was made");
 }

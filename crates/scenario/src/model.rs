@@ -892,6 +892,20 @@ expect = { checks = ["nlu = 0"] }
     }
 
     #[test]
+    fn the_format_example_in_the_docs_loads() {
+        let doc = std::fs::read_to_string(
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/scenarios.md"),
+        )
+        .unwrap();
+        let from = doc.find("## Format (version 1)").unwrap();
+        let start = doc[from..].find("```toml\n").unwrap() + from + 8;
+        let end = doc[start..].find("```\n").unwrap() + start;
+        let sc = Scenario::from_toml(&doc[start..end], "docs/scenarios.md")
+            .unwrap_or_else(|e| panic!("the documented example must load: {e}"));
+        sc.variant("valid30-aligned").unwrap();
+    }
+
+    #[test]
     fn windows_loads_and_late_events_are_checked_at_load() {
         let err = |t: &str| Scenario::from_toml(t, "x.toml").unwrap_err().to_string();
         // A window armed at the re-query as long as the period races the one after it.

@@ -210,10 +210,21 @@ pub fn run(args: Args, _ctx: &Ctx) -> anyhow::Result<ExitCode> {
     let summary = rt.block_on(async {
         let c = cancel.clone();
         tokio::spawn(async move {
-            // Ctrl-C stops the schedule; what already happened is still written and summarised.
-            if tokio::signal::ctrl_c().await.is_ok() {
-                c.cancel();
+            // Ctrl-C, SIGTERM (`timeout … resolvelab load`) and SIGHUP stop the schedule; what
+            // already happened is still written and summarised.
+            use tokio::signal::unix::{SignalKind, signal};
+            let (Ok(mut term), Ok(mut hup)) = (
+                signal(SignalKind::terminate()),
+                signal(SignalKind::hangup()),
+            ) else {
+                return;
+            };
+            tokio::select! {
+                _ = tokio::signal::ctrl_c() => {}
+                _ = term.recv() => {}
+                _ = hup.recv() => {}
             }
+            c.cancel();
         });
         run_load(&cfg, output, live, cancel.clone()).await
     });

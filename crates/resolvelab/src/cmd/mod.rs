@@ -21,3 +21,20 @@ pub fn version_string(ctx: &crate::Ctx) -> String {
         resolvelab_nginx::describe(ctx.nginx.as_deref())
     )
 }
+
+/// Raise the soft file-descriptor limit to the hard one, as servers do (nginx's
+/// `worker_rlimit_nofile`): a backend or proxy under thousands of connections would otherwise
+/// stop accepting at the default 1024. Best effort: the limit stays as it was on failure.
+pub fn raise_fd_limit() {
+    let mut lim = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit/setrlimit with a valid out-parameter.
+    unsafe {
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) == 0 && lim.rlim_cur < lim.rlim_max {
+            lim.rlim_cur = lim.rlim_max;
+            libc::setrlimit(libc::RLIMIT_NOFILE, &lim);
+        }
+    }
+}

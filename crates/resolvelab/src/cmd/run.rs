@@ -121,6 +121,16 @@ pub struct Judged {
 
 /// Run one (already variant-merged) scenario, analyze it and write the verdict files.
 pub fn run_and_judge(sc: &Scenario, opts: &RunOptions, engine: &str) -> Result<Judged> {
+    // Expectations are checked before anything starts: a typo costs no run.
+    for (i, text) in sc.expect.checks.iter().enumerate() {
+        resolvelab_diagnose::expect::parse_checked(text).map_err(|e| {
+            anyhow::anyhow!(
+                "scenario `{}`: [expect] check {} `{text}`: {e}; nothing was run",
+                sc.name,
+                i + 1
+            )
+        })?;
+    }
     let record = match engine {
         "sim" => resolvelab_scenario::simrun::run(sc, opts)?,
         _ => runner::run(sc, opts)?,
