@@ -41,17 +41,24 @@ EOF
 }
 
 steal() { awk '/^cpu /{print $9, $2+$3+$4+$5+$6+$7+$8+$9}' /proc/stat; }
-measure() { # label cmd… → "seconds maxrss_kib steal%" (or "timeout")
+measure() { # cmd… → "seconds maxrss_kib steal%" (or "timeout - steal%")
   local s0 t0 s1 t1 rc
   read -r s0 t0 < <(steal)
+  local n0 n1
+  n0=$(date +%s%N)
   set +e
-  /usr/bin/time -f '%e %M' -o "$OUT/time.txt" timeout "$GIXY_TIMEOUT" "$@" > /dev/null 2>&1
+  /usr/bin/time -f '%M' -o "$OUT/time.txt" timeout "$GIXY_TIMEOUT" "$@" > /dev/null 2>&1
   rc=$?
   set -e
+  n1=$(date +%s%N)
   read -r s1 t1 < <(steal)
   local st
   st=$(awk -v a="$s0" -v b="$s1" -v c="$t0" -v d="$t1" 'BEGIN{ if (d>c) printf "%.1f", 100*(b-a)/(d-c); else print "0.0" }')
-  if [ "$rc" -eq 124 ]; then echo "timeout - $st"; else echo "$(tail -1 "$OUT/time.txt") $st"; fi
+  if [ "$rc" -eq 124 ]; then
+    echo "timeout - $st"
+  else
+    echo "$(awk -v a="$n0" -v b="$n1" 'BEGIN{printf "%.3f", (b-a)/1e9}') $(tail -1 "$OUT/time.txt") $st"
+  fi
 }
 
 echo "| upstreams | round | resolvelab s | resolvelab MiB | gixy-ng s | gixy-ng MiB | gixy-ng / resolvelab | steal % |"
@@ -62,7 +69,7 @@ for n in $SIZES; do
   for r in $(seq 1 "$ROUNDS"); do
     read -r rs rk rst < <(measure "$BIN" lint --fail-on error --nginx-version 1.28.3 "$conf")
     read -r gs gk gst < <(measure "$GIXY" "$conf")
-    ratio=$(awk -v g="$gs" -v s="$rs" 'BEGIN{ if (g=="timeout") print "> " '"$GIXY_TIMEOUT"'/s "x"; else printf "%.1fx", g/s }')
+    ratio=$(awk -v g="$gs" -v s="$rs" -v lim="$GIXY_TIMEOUT" 'BEGIN{ if (g=="timeout") printf "> %.0fx", lim/s; else printf "%.0fx", g/s }')
     gmib=$([ "$gk" = "-" ] && echo "-" || awk -v k="$gk" 'BEGIN{printf "%.0f", k/1024}')
     echo "| $n | $r | $rs | $(awk -v k="$rk" 'BEGIN{printf "%.0f", k/1024}') | $gs | $gmib | $ratio | $rst / $gst |"
   done

@@ -181,6 +181,35 @@ struct Failure {
     addrs: Vec<String>,
 }
 
+impl Default for Failure {
+    /// Not paired, not classified yet (classification overwrites `class`).
+    fn default() -> Failure {
+        Failure {
+            t_ms: 0,
+            start_ms: 0,
+            status: 0,
+            traj: None,
+            file: 0,
+            line: 0,
+            conn: None,
+            method: None,
+            request: None,
+            remote: None,
+            raw: String::new(),
+            group: String::new(),
+            nlu: false,
+            hops: 0,
+            paired: None,
+            first_try: Vec::new(),
+            own_dns: None,
+            class: "undetermined",
+            confidence: 0.0,
+            internal: false,
+            addrs: Vec::new(),
+        }
+    }
+}
+
 /// A change of a name's peer list: a swap, or the peers removed by NXDOMAIN / restored after it.
 /// Each one bumps nginx's generation counter (DOMAIN.md F4).
 struct Change {
@@ -531,15 +560,7 @@ fn error_failure(e: &ErrorRecord, cid: u64, sig: &str) -> Failure {
             .filter(|h| !is_addr(h))
             .map(str::to_string)
             .unwrap_or_default(),
-        nlu: false,
-        hops: 0,
-        paired: None,
-        first_try: Vec::new(),
-        own_dns: None,
-        class: "undetermined",
-        confidence: 0.0,
-        internal: false,
-        addrs: Vec::new(),
+        ..Failure::default()
     }
 }
 
@@ -738,13 +759,9 @@ pub fn diagnose_with_stats(opts: &Options) -> anyhow::Result<(Diagnosis, History
                     group: ig.clone(),
                     nlu: true,
                     hops: *ih,
-                    paired: None,
-                    first_try: Vec::new(),
-                    own_dns: None,
-                    class: "undetermined",
-                    confidence: 0.0,
                     internal: true,
                     addrs: ia.clone(),
+                    ..Failure::default()
                 });
             }
         }
@@ -765,13 +782,8 @@ pub fn diagnose_with_stats(opts: &Options) -> anyhow::Result<(Diagnosis, History
                 group: String::new(),
                 nlu,
                 hops: if nlu { hops } else { 0 },
-                paired: None,
-                first_try: Vec::new(),
-                own_dns: None,
-                class: "undetermined",
-                confidence: 0.0,
-                internal: false,
                 addrs: traj.map(|t| t.addrs.clone()).unwrap_or_default(),
+                ..Failure::default()
             });
         }
     }

@@ -54,22 +54,9 @@ pub struct Missing {
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default)]
 pub struct Observability {
-    /// An access log was given (else failures come from the error log alone).
-    pub access_log: bool,
-    /// `$upstream_addr` is logged: trajectories (1-hop / 2-hop), inferred swaps.
-    pub upstream_addr: bool,
-    /// `$connection` is logged: error lines pair with requests by `*cid`.
-    pub connection: bool,
-    /// `$msec` is logged: millisecond times (else whole seconds).
-    pub msec: bool,
-    /// `$request_time` is logged: request start times.
-    pub request_time: bool,
-    /// `$proxy_upstream_name` is logged (ingress-nginx): the group of every request.
-    pub upstream_name: bool,
-    /// Error logs were given.
-    pub error_log: bool,
-    /// A DNS answer history was given.
-    pub dns_log: bool,
+    /// What the log format and the other inputs hold.
+    #[serde(flatten)]
+    pub inputs: Present,
     /// Where peer-list changes come from: `dns`, `inferred` or `none`.
     pub peer_changes: String,
     /// The configuration, if read.
@@ -85,23 +72,24 @@ pub struct Observability {
 }
 
 /// What the log format and the other inputs hold.
-#[derive(Debug, Clone, Copy, Default)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
 pub struct Present {
-    /// Any access log.
+    /// An access log was given (else failures come from the error log alone).
     pub access_log: bool,
-    /// `$upstream_addr` in the format.
+    /// `$upstream_addr` is logged: trajectories (1-hop / 2-hop), inferred swaps.
     pub upstream_addr: bool,
-    /// `$connection`.
+    /// `$connection` is logged: error lines pair with requests by `*cid`.
     pub connection: bool,
-    /// `$msec`.
+    /// `$msec` is logged: millisecond times (else whole seconds).
     pub msec: bool,
-    /// `$request_time`.
+    /// `$request_time` is logged: request start times.
     pub request_time: bool,
-    /// `$proxy_upstream_name`.
+    /// `$proxy_upstream_name` is logged (ingress-nginx): the group of every request.
     pub upstream_name: bool,
-    /// Any error log.
+    /// Error logs were given.
     pub error_log: bool,
-    /// Any DNS log.
+    /// A DNS answer history was given.
     pub dns_log: bool,
 }
 
@@ -226,14 +214,7 @@ pub fn observe(
         );
     }
     let obs = Observability {
-        access_log: p.access_log,
-        upstream_addr: p.upstream_addr,
-        connection: p.connection,
-        msec: p.msec,
-        request_time: p.request_time,
-        upstream_name: p.upstream_name,
-        error_log: p.error_log,
-        dns_log: p.dns_log,
+        inputs: p,
         peer_changes: swaps.id().to_string(),
         config: config.cloned(),
         nginx_version: version.map(|v| v.to_string()),

@@ -444,34 +444,20 @@ impl LogFormat {
                         }
                     };
                     if let Some(f) = field {
-                        if f.one_word() && line[pos..end].contains(&b' ') {
-                            let Item::Var(name, _) = item else {
-                                unreachable!()
-                            };
+                        let v = &line[pos..end];
+                        let wrong = if f.one_word() && v.contains(&b' ') {
+                            Some("one word")
+                        } else if f.numeric() && !is_number(v) {
+                            Some("a number")
+                        } else {
+                            None
+                        };
+                        if let (Some(what), Item::Var(name, _)) = (wrong, item) {
                             return Err(Mismatch {
                                 item: idx,
                                 at: pos,
-                                reason: format!(
-                                    "${name} should be one word but is `{}`",
-                                    snippet(&line[pos..end])
-                                ),
+                                reason: format!("${name} should be {what} but is `{}`", snippet(v)),
                             });
-                        }
-                        if f.numeric() {
-                            let v = &line[pos..end];
-                            if !is_number(v) {
-                                let Item::Var(name, _) = item else {
-                                    unreachable!()
-                                };
-                                return Err(Mismatch {
-                                    item: idx,
-                                    at: pos,
-                                    reason: format!(
-                                        "${name} should be a number but is `{}`",
-                                        snippet(v)
-                                    ),
-                                });
-                            }
                         }
                         spans[*f as usize] = Some((pos as u32, end as u32));
                     }

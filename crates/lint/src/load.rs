@@ -41,12 +41,36 @@ pub struct SourceFile {
     pub text: String,
     /// Comments in the file (suppressions live there).
     pub comments: Vec<Comment>,
+    /// Where each line starts: quoting a finding's line is then O(1), not a scan of the file.
+    line_starts: Vec<usize>,
 }
 
 impl SourceFile {
+    /// A file as read.
+    pub fn new(name: String, text: String, comments: Vec<Comment>) -> SourceFile {
+        let line_starts = std::iter::once(0)
+            .chain(text.match_indices('\n').map(|(i, _)| i + 1))
+            .collect();
+        SourceFile {
+            name,
+            text,
+            comments,
+            line_starts,
+        }
+    }
+
     /// Line `n` (1-based) of the file, without its newline.
     pub fn line(&self, n: u32) -> Option<&str> {
-        self.text.lines().nth((n as usize).checked_sub(1)?)
+        let i = (n as usize).checked_sub(1)?;
+        let start = *self.line_starts.get(i)?;
+        if start >= self.text.len() && i > 0 {
+            return None;
+        }
+        let end = self
+            .line_starts
+            .get(i + 1)
+            .map_or(self.text.len(), |e| e - 1);
+        Some(self.text[start..end].trim_end_matches('\r'))
     }
 }
 
@@ -185,11 +209,8 @@ impl Loader<'_> {
     fn load(&mut self, name: &str, text: String) -> Result<Vec<Directive>, LoadError> {
         let index = self.files.len();
         let parsed = parse::parse(&text, index, name)?;
-        self.files.push(SourceFile {
-            name: name.to_string(),
-            text,
-            comments: parsed.comments,
-        });
+        self.files
+            .push(SourceFile::new(name.to_string(), text, parsed.comments));
         self.stack.push(name.to_string());
         let out = self.expand(parsed.directives);
         self.stack.pop();

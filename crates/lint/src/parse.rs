@@ -339,7 +339,26 @@ impl Parser<'_> {
                         }
                     }
                 }
+                // Long strings `[[ … ]]`, `[==[ … ]==]`: braces inside are text.
+                '[' => {
+                    if let Some(level) = self.long_open()
+                        && !self.long_close(level)
+                    {
+                        break;
+                    }
+                }
                 '-' if self.peek() == Some('-') => {
+                    self.bump();
+                    // `--[[ … ]]` is a long comment; `-- …` ends at the line's end.
+                    if self.peek() == Some('[') {
+                        self.bump();
+                        if let Some(level) = self.long_open() {
+                            if !self.long_close(level) {
+                                break;
+                            }
+                            continue;
+                        }
+                    }
                     while let Some(s) = self.peek() {
                         if s == '\n' {
                             break;
@@ -354,6 +373,42 @@ impl Parser<'_> {
             open,
             "unexpected end of file in a Lua block, expecting \"}\"",
         ))
+    }
+
+    /// Just after a `[`: the level of a Lua long bracket (`[[` is 0, `[==[` is 2), consumed;
+    /// None, consuming nothing, when it is not one.
+    fn long_open(&mut self) -> Option<usize> {
+        let mut k = 0;
+        while self.chars.get(self.pos + k) == Some(&'=') {
+            k += 1;
+        }
+        if self.chars.get(self.pos + k) != Some(&'[') {
+            return None;
+        }
+        for _ in 0..=k {
+            self.bump();
+        }
+        Some(k)
+    }
+
+    /// Skip past the `]==]` that closes a long bracket of `level`; false at the end of input.
+    fn long_close(&mut self, level: usize) -> bool {
+        while let Some(c) = self.bump() {
+            if c != ']' {
+                continue;
+            }
+            let mut k = 0;
+            while self.chars.get(self.pos + k) == Some(&'=') {
+                k += 1;
+            }
+            if k == level && self.chars.get(self.pos + k) == Some(&']') {
+                for _ in 0..=k {
+                    self.bump();
+                }
+                return true;
+            }
+        }
+        false
     }
 
     fn block(&mut self, depth: usize, opened: Option<Span>) -> Result<Vec<Directive>, ParseError> {
@@ -486,6 +541,15 @@ mod tests {
         assert!(p.comments[0].trailing);
         assert!(!p.comments[1].trailing);
         assert_eq!(p.comments[1].text, " own line");
+    }
+
+    #[test]
+    fn lua_long_brackets_may_hold_braces() {
+        let text = "content_by_lua_block {\n  local s = [[ } { ]]\n  --[==[ a } comment\n ]==]\n  local t = [=[ ]] } ]=]\n  -- } line comment\n}\nx y;\n";
+        let p = parse(text, 0, "t").unwrap();
+        let names: Vec<&str> = p.directives.iter().map(|d| d.name.value.as_str()).collect();
+        assert_eq!(names, ["content_by_lua_block", "x"]);
+        assert!(parse("content_by_lua_block { local s = [[ } \n", 0, "t").is_err());
     }
 
     #[test]

@@ -526,6 +526,12 @@ pub(crate) fn check(cfg: &Config, opts: &LintOptions) -> Vec<Hit> {
         let block = if ctx == "http" { m.http } else { m.stream };
         block.map(|b| b.children()).unwrap_or(&[])
     };
+    // The context's resolver, found once: looked up per upstream it made the lint quadratic.
+    let ctx_resolvers = |ctx: &str| {
+        let d = ctx_dirs(ctx);
+        (find(d, "resolver"), find(d, "resolver_timeout"))
+    };
+    let (http_res, stream_res) = (ctx_resolvers("http"), ctx_resolvers("stream"));
     let mut seen_resolver: HashSet<(usize, u32, u32, &str)> = HashSet::new();
     let users = users_by_upstream(&m);
 
@@ -586,9 +592,9 @@ pub(crate) fn check(cfg: &Config, opts: &LintOptions) -> Vec<Hit> {
                 ),
             ));
         }
-        let resolver = find(dirs, "resolver").or_else(|| find(ctx_dirs(ctx), "resolver"));
-        let timeout =
-            find(dirs, "resolver_timeout").or_else(|| find(ctx_dirs(ctx), "resolver_timeout"));
+        let (ctx_resolver, ctx_timeout) = if ctx == "http" { http_res } else { stream_res };
+        let resolver = find(dirs, "resolver").or(ctx_resolver);
+        let timeout = find(dirs, "resolver_timeout").or(ctx_timeout);
         match resolver {
             None => {
                 let mut message = format!(

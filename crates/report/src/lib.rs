@@ -98,12 +98,15 @@ pub(crate) fn evidence_tables(
 ) -> (Vec<(&'static str, String)>, Table) {
     let yes = |b: bool| if b { "yes" } else { "no" }.to_string();
     let mut rows = vec![
-        ("access log", yes(e.access_log)),
-        ("`$upstream_addr` (trajectories)", yes(e.upstream_addr)),
-        ("`$connection` (pairing by *cid)", yes(e.connection)),
-        ("`$msec` (ms timing)", yes(e.msec)),
-        ("error log", yes(e.error_log)),
-        ("DNS answer history", yes(e.dns_log)),
+        ("access log", yes(e.inputs.access_log)),
+        (
+            "`$upstream_addr` (trajectories)",
+            yes(e.inputs.upstream_addr),
+        ),
+        ("`$connection` (pairing by *cid)", yes(e.inputs.connection)),
+        ("`$msec` (ms timing)", yes(e.inputs.msec)),
+        ("error log", yes(e.inputs.error_log)),
+        ("DNS answer history", yes(e.inputs.dns_log)),
         ("peer-list changes from", e.peer_changes.clone()),
         (
             "nginx version",

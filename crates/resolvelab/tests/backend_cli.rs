@@ -96,7 +96,9 @@ fn at_its_descriptor_limit_the_backend_says_so_and_serves_again_after() {
     let log = dir.path().join("b.jsonl");
     let mut cmd = std::process::Command::new("bash");
     cmd.arg("-c")
-        .arg(r#"ulimit -n 64 && exec "$0" backend --listen 127.0.0.112:0 --duration 20s --log "$1""#)
+        .arg(
+            r#"ulimit -n 64 && exec "$0" backend --listen 127.0.0.112:0 --duration 20s --log "$1""#,
+        )
         .arg(env!("CARGO_BIN_EXE_resolvelab"))
         .arg(&log)
         .stdout(Stdio::piped());
@@ -116,7 +118,10 @@ fn at_its_descriptor_limit_the_backend_says_so_and_serves_again_after() {
             assert!(text.contains("ulimit"), "names the fix: {text}");
             break;
         }
-        assert!(std::time::Instant::now() < deadline, "no accept-failure record: {text}");
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no accept-failure record: {text}"
+        );
         std::thread::sleep(std::time::Duration::from_millis(50));
     }
     drop(held);
@@ -127,7 +132,10 @@ fn at_its_descriptor_limit_the_backend_says_so_and_serves_again_after() {
         if r.starts_with("HTTP/1.1 200") {
             break;
         }
-        assert!(std::time::Instant::now() < deadline, "it never answered again: {r}");
+        assert!(
+            std::time::Instant::now() < deadline,
+            "it never answered again: {r}"
+        );
         std::thread::sleep(std::time::Duration::from_millis(100));
     }
 }

@@ -331,5 +331,8 @@ fn sigterm_stops_the_load_and_still_prints_the_summary() {
         .unwrap()
         .read_to_string(&mut text)
         .unwrap();
-    assert!(text.contains("Requests") && text.contains("Latency"), "the summary: {text}");
+    assert!(
+        text.contains("Requests") && text.contains("Latency"),
+        "the summary: {text}"
+    );
 }
