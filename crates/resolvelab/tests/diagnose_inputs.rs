@@ -124,6 +124,17 @@ fn an_error_log_alone_is_diagnosed_from_its_own_lines() {
     assert!(v["failures"].as_u64().unwrap() > 0);
     assert_eq!(v["evidence"]["access_log"], false);
     assert_eq!(v["evidence"]["missing"][0]["what"], "the access log");
+    // An error log of which no line parses: nothing to diagnose, and the message says which log.
+    let dir = tempfile::tempdir().unwrap();
+    let junk = dir.path().join("error.log");
+    std::fs::write(&junk, "[error] 16#0: a line without its timestamp\n").unwrap();
+    let out = common::bin()
+        .args(["diagnose", "--format", "json", "--error"])
+        .arg(&junk)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(3));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("no error-log line"));
     for i in v["incidents"].as_array().unwrap() {
         // No access log: no share of requests, no burst, and so no race without a DNS log.
         assert_eq!(i["shape"], "unknown", "{i}");

@@ -179,7 +179,13 @@ fn exit_status(d: &resolvelab_diagnose::Diagnosis, fail_on: &[String]) -> ExitCo
         .filter(|f| f.kind == "error")
         .map(|f| f.parsed)
         .sum();
-    if d.requests == 0 && (!d.inputs.access.is_empty() || error_lines == 0) {
+    if d.inputs.access.is_empty() && error_lines == 0 {
+        eprintln!(
+            "resolvelab: no error-log line could be read (nginx's `YYYY/MM/DD HH:MM:SS [level]` lines); see the Parsing section"
+        );
+        return ExitCode::from(3);
+    }
+    if d.requests == 0 && !d.inputs.access.is_empty() {
         eprintln!(
             "resolvelab: no access-log line matched the format; see the Parsing section (nearest guess included)"
         );
