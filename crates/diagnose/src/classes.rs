@@ -143,8 +143,127 @@ pub fn fix(class: &str) -> &'static str {
     }
 }
 
+/// An error-log signature. Its [`id`](Sig::id) is the stable name used in JSON, expectations
+/// and docs; the variants are in [`SIGNATURES`]' order (most specific first).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Sig {
+    /// `no live upstreams`.
+    NoLiveUpstreams,
+    /// `could not be resolved (3: Host not found)`.
+    ResolveNxdomain,
+    /// `could not be resolved (2: Server failure)`.
+    ResolveServfail,
+    /// `could not be resolved (110: Operation timed out)`.
+    ResolveTimeout,
+    /// Any other `could not be resolved (…)`.
+    ResolveOther,
+    /// `unexpected response for NAME`.
+    ResolverUnexpectedResponse,
+    /// `upstream server temporarily disabled`.
+    PeerDisabled,
+    /// `cannot add new server …, memory exhausted`.
+    ZoneMemoryExhausted,
+    /// `ngx_slab_alloc() failed: no memory in upstream zone`.
+    ZoneSlabAlloc,
+    /// `connect() to [IPv6]:port failed (99: …)`.
+    ConnectIpv6Unavailable,
+    /// `connect() failed (99: Cannot assign requested address)`.
+    ConnectEaddrnotavail,
+    /// `connect() failed (111: Connection refused)`.
+    ConnectRefused,
+    /// `connect() failed (113: No route to host)`.
+    ConnectNoRoute,
+    /// `connect() failed (101: Network is unreachable)`.
+    ConnectUnreachable,
+    /// `connect() … failed (13: Permission denied)`.
+    ConnectPermission,
+    /// `connect() to unix:… failed (2: No such file or directory)`.
+    UnixSocketMissing,
+    /// `upstream timed out (110…)`.
+    UpstreamTimeout,
+    /// `upstream prematurely closed connection`.
+    PrematureClose,
+    /// `(104: Connection reset by peer)`.
+    ResetByPeer,
+    /// `upstream sent too big header`.
+    TooBigHeader,
+    /// `upstream sent invalid header` and kin.
+    InvalidHeader,
+    /// `SSL_* failed … to upstream`.
+    Ssl,
+    /// None of the above.
+    Other,
+}
+
+impl Sig {
+    /// The stable id (`other` for [`Sig::Other`]).
+    pub fn id(self) -> &'static str {
+        SIGNATURES.get(self as usize).map_or("other", |d| d.id)
+    }
+
+    /// The signature of an error message.
+    pub fn of(message: &str) -> Sig {
+        SIGNATURES
+            .iter()
+            .find(|s| s.matches(message))
+            .map_or(Sig::Other, |s| s.sig)
+    }
+
+    /// The signature of a stable id.
+    pub fn from_id(id: &str) -> Option<Sig> {
+        if id == "other" {
+            return Some(Sig::Other);
+        }
+        SIGNATURES.iter().find(|s| s.id == id).map(|s| s.sig)
+    }
+
+    /// A first-try failure: what precedes a retry.
+    pub fn is_first_try_failure(self) -> bool {
+        use Sig::*;
+        matches!(
+            self,
+            ConnectRefused
+                | ConnectEaddrnotavail
+                | ConnectIpv6Unavailable
+                | ConnectNoRoute
+                | ConnectUnreachable
+                | ConnectPermission
+                | UnixSocketMissing
+                | UpstreamTimeout
+                | PrematureClose
+                | ResetByPeer
+                | TooBigHeader
+                | InvalidHeader
+                | Ssl
+        )
+    }
+
+    /// A failed resolution (`could not be resolved (…)`, `unexpected response`). With a `*cid`
+    /// the line belongs to one request's own resolution (a variable `proxy_pass`): that
+    /// request's cause. Without one it is the `resolve` re-query timer's.
+    pub fn is_resolution_failure(self) -> bool {
+        use Sig::*;
+        matches!(
+            self,
+            ResolveNxdomain
+                | ResolveServfail
+                | ResolveTimeout
+                | ResolveOther
+                | ResolverUnexpectedResponse
+        )
+    }
+
+    /// What a failed request's pairing looks for: its NLU line, a first-try failure, its own
+    /// failed resolution.
+    pub fn is_request_failure(self) -> bool {
+        self == Sig::NoLiveUpstreams || self.is_first_try_failure() || self.is_resolution_failure()
+    }
+}
+
 /// Error-log signatures: (id, pattern shown to users, matcher).
 pub struct SigDef {
+    /// The signature.
+    pub sig: Sig,
     /// Stable id.
     pub id: &'static str,
     /// Human pattern.
@@ -162,106 +281,127 @@ impl SigDef {
 /// The signatures, most specific first.
 pub const SIGNATURES: &[SigDef] = &[
     SigDef {
+        sig: Sig::NoLiveUpstreams,
         id: "no-live-upstreams",
         pattern: "no live upstreams",
         matcher: |m| m.contains("no live upstreams"),
     },
     SigDef {
+        sig: Sig::ResolveNxdomain,
         id: "resolve-nxdomain",
         pattern: "could not be resolved (3: Host not found)",
         matcher: |m| m.contains("could not be resolved (3:"),
     },
     SigDef {
+        sig: Sig::ResolveServfail,
         id: "resolve-servfail",
         pattern: "could not be resolved (2: Server failure)",
         matcher: |m| m.contains("could not be resolved (2:"),
     },
     SigDef {
+        sig: Sig::ResolveTimeout,
         id: "resolve-timeout",
         pattern: "could not be resolved (110: Operation timed out)",
         matcher: |m| m.contains("could not be resolved (110:"),
     },
     SigDef {
+        sig: Sig::ResolveOther,
         id: "resolve-other",
         pattern: "could not be resolved (…)",
         matcher: |m| m.contains("could not be resolved"),
     },
     SigDef {
+        sig: Sig::ResolverUnexpectedResponse,
         id: "resolver-unexpected-response",
         pattern: "unexpected response for NAME",
         matcher: |m| m.contains("unexpected response for "),
     },
     SigDef {
+        sig: Sig::PeerDisabled,
         id: "peer-disabled",
         pattern: "upstream server temporarily disabled",
         matcher: |m| m.contains("upstream server temporarily disabled"),
     },
     SigDef {
+        sig: Sig::ZoneMemoryExhausted,
         id: "zone-memory-exhausted",
         pattern: "cannot add new server to upstream …, memory exhausted",
         matcher: |m| m.contains("memory exhausted"),
     },
     SigDef {
+        sig: Sig::ZoneSlabAlloc,
         id: "zone-slab-alloc",
         pattern: "ngx_slab_alloc() failed: no memory in upstream zone \"…\"",
         matcher: |m| m.contains("no memory in upstream zone"),
     },
     SigDef {
+        sig: Sig::ConnectIpv6Unavailable,
         id: "connect-ipv6-unavailable",
         pattern: "connect() to [IPv6]:port failed (99: …): no such IPv6 address here (e.g. [::1] without IPv6)",
         matcher: |m| m.contains("failed (99:") && m.contains("connect() to ["),
     },
     SigDef {
+        sig: Sig::ConnectEaddrnotavail,
         id: "connect-eaddrnotavail",
         pattern: "connect() failed (99: Cannot assign requested address)",
         matcher: |m| m.contains("failed (99:"),
     },
     SigDef {
+        sig: Sig::ConnectRefused,
         id: "connect-refused",
         pattern: "connect() failed (111: Connection refused)",
         matcher: |m| m.contains("failed (111:"),
     },
     SigDef {
+        sig: Sig::ConnectNoRoute,
         id: "connect-no-route",
         pattern: "connect() failed (113: No route to host)",
         matcher: |m| m.contains("failed (113:"),
     },
     SigDef {
+        sig: Sig::ConnectUnreachable,
         id: "connect-unreachable",
         pattern: "connect() failed (101: Network is unreachable)",
         matcher: |m| m.contains("failed (101:"),
     },
     SigDef {
+        sig: Sig::ConnectPermission,
         id: "connect-permission",
         pattern: "connect() … failed (13: Permission denied) while connecting to upstream",
         matcher: |m| m.contains("failed (13:") && m.contains("connect"),
     },
     SigDef {
+        sig: Sig::UnixSocketMissing,
         id: "unix-socket-missing",
         pattern: "connect() to unix:… failed (2: No such file or directory)",
         matcher: |m| m.contains("connect() to unix:") && m.contains("failed (2:"),
     },
     SigDef {
+        sig: Sig::UpstreamTimeout,
         id: "upstream-timeout",
         pattern: "upstream timed out (110…) / connect() failed (110…)",
         matcher: |m| m.contains("timed out (110:") || m.contains("failed (110:"),
     },
     SigDef {
+        sig: Sig::PrematureClose,
         id: "premature-close",
         pattern: "upstream prematurely closed connection",
         matcher: |m| m.contains("upstream prematurely closed"),
     },
     SigDef {
+        sig: Sig::ResetByPeer,
         id: "reset-by-peer",
         pattern: "(104: Connection reset by peer)",
         matcher: |m| m.contains("(104:"),
     },
     SigDef {
+        sig: Sig::TooBigHeader,
         id: "too-big-header",
         pattern: "upstream sent too big header",
         matcher: |m| m.contains("upstream sent too big header"),
     },
     SigDef {
+        sig: Sig::InvalidHeader,
         id: "invalid-header",
         pattern: "upstream sent invalid header / invalid status / no valid HTTP header",
         matcher: |m| {
@@ -271,6 +411,7 @@ pub const SIGNATURES: &[SigDef] = &[
         },
     },
     SigDef {
+        sig: Sig::Ssl,
         id: "ssl",
         pattern: "SSL_* failed … to upstream",
         // Client-side TLS failures (`while SSL handshaking, client: …`) are not the upstream's.
@@ -280,41 +421,20 @@ pub const SIGNATURES: &[SigDef] = &[
 
 /// The signature id of an error message (`other` when none matches).
 pub fn signature_of(message: &str) -> &'static str {
-    SIGNATURES
-        .iter()
-        .find(|s| s.matches(message))
-        .map(|s| s.id)
-        .unwrap_or("other")
+    Sig::of(message).id()
 }
 
-/// The index in [`SIGNATURES`] of an error message's signature (`None` for `other`).
-pub fn signature_index(message: &str) -> Option<usize> {
-    SIGNATURES.iter().position(|s| s.matches(message))
-}
+#[cfg(test)]
+mod tests {
+    use super::*;
 
-/// True for signatures that are a first-try failure (what precedes a retry).
-pub fn is_first_try_failure(sig: &str) -> bool {
-    matches!(
-        sig,
-        "connect-refused"
-            | "connect-eaddrnotavail"
-            | "connect-ipv6-unavailable"
-            | "connect-no-route"
-            | "connect-unreachable"
-            | "connect-permission"
-            | "unix-socket-missing"
-            | "upstream-timeout"
-            | "premature-close"
-            | "reset-by-peer"
-            | "too-big-header"
-            | "invalid-header"
-            | "ssl"
-    )
-}
-
-/// True for the signatures of a failed resolution (`could not be resolved (…)`). With a `*cid`
-/// the line belongs to one request's own resolution (a variable `proxy_pass`): that request's
-/// cause. Without one it is the `resolve` re-query timer's.
-pub fn is_resolution_failure(sig: &str) -> bool {
-    sig.starts_with("resolve-") || sig == "resolver-unexpected-response"
+    #[test]
+    fn the_table_is_in_the_enums_order() {
+        for (i, d) in SIGNATURES.iter().enumerate() {
+            assert_eq!(d.sig as usize, i, "{}", d.id);
+            assert_eq!(Sig::from_id(d.id), Some(d.sig));
+        }
+        assert_eq!(Sig::Other as usize, SIGNATURES.len());
+        assert_eq!(Sig::Other.id(), "other");
+    }
 }

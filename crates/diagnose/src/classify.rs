@@ -6,7 +6,7 @@
 //! from `$upstream_addr`) and an nginx that can race at all; a `no live upstreams` that the
 //! inputs cannot explain is [`Class::Undetermined`], and the report says what would decide it.
 
-use crate::classes::Class;
+use crate::classes::{Class, Sig};
 use crate::evidence::{Race, SwapSource};
 
 /// What the checker saw around one failed request.
@@ -23,8 +23,8 @@ pub struct Facts {
     /// One of those is `connect() failed (99: …)`.
     pub first_try_99: bool,
     /// Its own resolution failed: a `could not be resolved` line with its `*cid` (the rcode's
-    /// signature id).
-    pub own_resolution: Option<&'static str>,
+    /// signature).
+    pub own_resolution: Option<Sig>,
     /// `connect() failed (99…)` lines within ±1 s.
     pub eaddrnotavail_near: bool,
     /// `memory exhausted` / `no memory in upstream zone` within one re-query period before.
@@ -68,7 +68,7 @@ fn d(class: Class, confidence: f64, reason: &'static str) -> Decision {
 /// nginx and configuration can race at all.
 pub fn classify(f: &Facts, swaps: SwapSource, race: Race) -> Decision {
     if let Some(sig) = f.own_resolution {
-        let conf = if sig == "resolve-other" { 0.8 } else { 0.9 };
+        let conf = if sig == Sig::ResolveOther { 0.8 } else { 0.9 };
         return d(
             Class::DnsRequestFailure,
             conf,
@@ -239,7 +239,7 @@ mod tests {
             (
                 "own resolution",
                 with(Facts::default(), |f| {
-                    f.own_resolution = Some("resolve-servfail")
+                    f.own_resolution = Some(Sig::ResolveServfail)
                 }),
                 NoSwaps,
                 Unknown,

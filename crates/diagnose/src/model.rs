@@ -49,6 +49,19 @@ pub struct NluCounts {
     pub paired: u64,
 }
 
+impl NluCounts {
+    /// Count one NLU of `hops` hops (0: unknown).
+    pub fn count(&mut self, hops: u32) {
+        self.total += 1;
+        match hops {
+            0 => self.unknown_hops += 1,
+            1 => self.one_hop += 1,
+            2 => self.two_hop += 1,
+            _ => self.multi_hop += 1,
+        }
+    }
+}
+
 /// Requests that went through an `error_page … = @named` redirect (`$upstream_addr` groups
 /// separated by ` : `), e.g. the `@retry_once` shim.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]

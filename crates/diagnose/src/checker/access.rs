@@ -1,0 +1,246 @@
+//! The pass over the access logs: one streamed read that keeps the failures, per-key counts in
+//! 100 ms buckets, the chart timeline, and the success segments that swap inference needs.
+
+use super::failure::{Failure, Keys, Traj, parse_traj, trunc};
+use super::swaps::{SEGMENT_GAP_MS, Seg};
+use crate::model::PassCounts;
+use crate::timeline::{Outcome, Timeline};
+use resolvelab_history::access::AccessLine;
+use resolvelab_history::logformat::{Field, LogFormat};
+use resolvelab_history::{FileStats, History};
+use std::collections::{BTreeMap, HashMap};
+
+/// Bucket width of the per-upstream request counts.
+pub(super) const BUCKET_MS: i64 = 100;
+
+/// What the access pass keeps.
+#[derive(Default)]
+pub(super) struct AccessPass {
+    pub keys: Keys,
+    pub trajs: Vec<Traj>,
+    /// Address → the group its NLU trajectories named.
+    pub addr_group: HashMap<String, String>,
+    /// (bucket << 12 | key, [requests, failed, nlu]) in arrival order; a bucket revisited by
+    /// out-of-order lines simply appears twice and is summed when grouped.
+    pub counts: Vec<(u64, [u32; 3])>,
+    pub timeline: Timeline,
+    pub failures: Vec<Failure>,
+    pub status: BTreeMap<u16, u64>,
+    pub requests: u64,
+    /// The UTC offset of the first `$time_local` / `$time_iso8601`.
+    pub offset_seen: Option<i32>,
+    pub segs: Vec<Seg>,
+    pub first_ms: i64,
+    pub last_ms: i64,
+    pub passes: PassCounts,
+    pub files: Vec<FileStats>,
+}
+
+/// The pass's working state besides what it keeps.
+#[derive(Default)]
+struct Reader {
+    out: AccessPass,
+    traj_ids: HashMap<Vec<u8>, u32>,
+    last_traj: (Vec<u8>, Option<u32>),
+    open_seg: Vec<Option<(i64, i64)>>,
+    cur_bucket: i64,
+    cur_counts: Vec<[u32; 3]>,
+    dirty: Vec<u32>,
+}
+
+/// Read every access log once.
+pub(super) fn read(hist: &History, fmt: &LogFormat) -> anyhow::Result<AccessPass> {
+    let mut stream = hist.access_stream(fmt)?;
+    let mut r = Reader {
+        cur_bucket: i64::MIN,
+        out: AccessPass {
+            first_ms: i64::MAX,
+            last_ms: i64::MIN,
+            ..AccessPass::default()
+        },
+        ..Reader::default()
+    };
+    while let Some(a) = stream.next() {
+        r.line(&a);
+    }
+    let mut out = r.finish();
+    out.files = stream.finish();
+    Ok(out)
+}
+
+impl Reader {
+    fn line(&mut self, a: &AccessLine<'_>) {
+        let o = &mut self.out;
+        o.requests += 1;
+        let t_ms = a.t_us / 1000;
+        o.first_ms = o.first_ms.min(t_ms);
+        o.last_ms = o.last_ms.max(t_ms);
+        if o.offset_seen.is_none() {
+            o.offset_seen = a.utc_offset_s;
+        }
+        let st = a.status().unwrap_or(0);
+        *o.status.entry(st).or_default() += 1;
+        let tid = self.traj_id(a.get(Field::UpstreamAddr));
+        let traj = tid.map(|i| &self.out.trajs[i as usize]);
+        let nlu = traj.is_some_and(|t| t.nlu);
+        let failed = nlu || st == 502 || st == 504;
+        let latency = a.request_time_us();
+        let outcome = if nlu {
+            Outcome::Nlu
+        } else if failed {
+            Outcome::Failed
+        } else {
+            Outcome::Ok
+        };
+        self.out.timeline.add(t_ms, outcome, latency);
+        if let Some(key) = traj.and_then(|t| t.key) {
+            self.count(key, t_ms, failed, nlu);
+        }
+        let Some(tid) = tid else {
+            if failed {
+                self.out.failures.push(failure(a, t_ms, st, None, latency));
+            }
+            return;
+        };
+        let t = &self.out.trajs[tid as usize];
+        let p = &mut self.out.passes;
+        p.max_passes = p.max_passes.max(t.passes as u64);
+        p.multi_pass += (t.passes > 1) as u64;
+        if !t.internal.is_empty() && !failed {
+            p.rescued += 1;
+        }
+        for (ih, ig, ia) in &t.internal {
+            self.out.failures.push(Failure {
+                group: ig.clone(),
+                nlu: true,
+                hops: *ih,
+                internal: true,
+                addrs: ia.clone(),
+                ..failure(a, t_ms, st, Some(tid), latency)
+            });
+        }
+        if failed {
+            self.out.failures.push(Failure {
+                nlu,
+                hops: if nlu { t.hops.len() as u32 } else { 0 },
+                addrs: t.addrs.clone(),
+                ..failure(a, t_ms, st, Some(tid), latency)
+            });
+        }
+    }
+
+    /// The trajectory id of an `$upstream_addr` value, parsed once per distinct value.
+    fn traj_id(&mut self, b: Option<&[u8]>) -> Option<u32> {
+        let b = b.filter(|b| *b != b"-" && !b.is_empty())?;
+        if self.last_traj.1.is_some() && self.last_traj.0 == b {
+            return self.last_traj.1;
+        }
+        let o = &mut self.out;
+        let id = match self.traj_ids.get(b) {
+            Some(&id) => id,
+            None => {
+                let t = parse_traj(&String::from_utf8_lossy(b), &mut o.keys);
+                if let Some(g) = &t.group {
+                    for ad in &t.addrs {
+                        o.addr_group.entry(ad.clone()).or_insert_with(|| g.clone());
+                    }
+                }
+                o.trajs.push(t);
+                let id = (o.trajs.len() - 1) as u32;
+                self.traj_ids.insert(b.to_vec(), id);
+                id
+            }
+        };
+        self.last_traj.0.clear();
+        self.last_traj.0.extend_from_slice(b);
+        self.last_traj.1 = Some(id);
+        Some(id)
+    }
+
+    /// Count one request of `key` and extend its success segment.
+    fn count(&mut self, key: u32, t_ms: i64, failed: bool, nlu: bool) {
+        // Lines come (nearly) in time order: count into the current 100 ms bucket and hash only
+        // when the bucket changes.
+        let bucket = t_ms.div_euclid(BUCKET_MS);
+        if bucket != self.cur_bucket {
+            self.flush_bucket();
+            self.cur_bucket = bucket;
+        }
+        let k = key as usize;
+        if k >= self.cur_counts.len() {
+            self.cur_counts.resize(k + 1, [0; 3]);
+            self.open_seg.resize(k + 1, None);
+        }
+        let c = &mut self.cur_counts[k];
+        if c[0] == 0 {
+            self.dirty.push(key);
+        }
+        c[0] += 1;
+        c[1] += failed as u32;
+        c[2] += nlu as u32;
+        if failed {
+            return;
+        }
+        match &mut self.open_seg[k] {
+            Some(s) if t_ms - s.1 <= SEGMENT_GAP_MS => s.1 = s.1.max(t_ms),
+            Some(s) => {
+                self.out.segs.push(Seg {
+                    key,
+                    start: s.0,
+                    end: s.1,
+                });
+                *s = (t_ms, t_ms);
+            }
+            slot @ None => *slot = Some((t_ms, t_ms)),
+        }
+    }
+
+    fn flush_bucket(&mut self) {
+        for &k in &self.dirty {
+            let c = &mut self.cur_counts[k as usize];
+            self.out
+                .counts
+                .push((((self.cur_bucket as u64) << 12) | k as u64, *c));
+            *c = [0; 3];
+        }
+        self.dirty.clear();
+    }
+
+    fn finish(mut self) -> AccessPass {
+        self.flush_bucket();
+        for (key, seg) in std::mem::take(&mut self.open_seg).into_iter().enumerate() {
+            if let Some((s, e)) = seg {
+                self.out.segs.push(Seg {
+                    key: key as u32,
+                    start: s,
+                    end: e,
+                });
+            }
+        }
+        self.out
+    }
+}
+
+/// A failed request as its access line shows it (not paired, not classified yet).
+fn failure(
+    a: &AccessLine<'_>,
+    t_ms: i64,
+    status: u16,
+    traj: Option<u32>,
+    latency_us: Option<i64>,
+) -> Failure {
+    Failure {
+        t_ms,
+        start_ms: t_ms - latency_us.unwrap_or(0) / 1000,
+        status,
+        traj,
+        file: a.file,
+        line: a.line,
+        conn: a.connection(),
+        method: a.method().map(str::to_string),
+        request: a.text(Field::Request).map(str::to_string),
+        remote: a.text(Field::RemoteAddr).map(str::to_string),
+        raw: trunc(&String::from_utf8_lossy(a.raw()), 300),
+        ..Failure::default()
+    }
+}

@@ -1,0 +1,418 @@
+//! Clusters, classes, incidents: failures of one group close in time form a cluster; each
+//! failure is classified from its facts and what precedes the cluster ([`classify`]); the
+//! failures of one class inside a cluster are one incident, with its evidence lines.
+
+use super::access::BUCKET_MS;
+use super::errors::{Cites, ERef, SigIndex};
+use super::failure::{Failure, host_of};
+use super::groups::{Buckets, Groups};
+use super::swaps::PeerChanges;
+use super::traj_label;
+use crate::classes::{self, Class, Sig};
+use crate::classify::{Facts, classify};
+use crate::evidence::{Race, SwapSource};
+use crate::model::{Evidence, Incident, NluCounts, Point, Series};
+use resolvelab_history::History;
+use std::collections::BTreeMap;
+
+/// Failures within this gap (ms) belong to one cluster.
+const CLUSTER_GAP_MS: i64 = 1000;
+/// A cluster longer than this whose last stretch of this length is mostly successes is a steady
+/// trickle, not one incident: it is cut there.
+const TRICKLE_SPAN_MS: i64 = 10_000;
+/// Incidents that get a zoomed chart series.
+const MAX_ZOOMS: usize = 20;
+
+/// A cluster `span_ms` long whose last [`TRICKLE_SPAN_MS`] had `(requests, failed)`: a trickle
+/// when under half failed (or, without an access log, when nothing says it was a burst).
+fn trickle(span_ms: i64, (requests, failed): (u64, u64)) -> bool {
+    span_ms > TRICKLE_SPAN_MS && failed * 2 < requests.max(1)
+}
+
+/// What classification reads besides the failures.
+pub(super) struct Ctx<'a> {
+    pub hist: &'a History,
+    pub groups: &'a Groups,
+    pub peers: &'a PeerChanges,
+    pub ix: &'a SigIndex,
+    pub swaps: SwapSource,
+    pub race: Race,
+    /// Pairing was by `*cid` (the evidence notes say how a line was paired).
+    pub by_cid: bool,
+    /// The DNS log's NXDOMAIN answers (indexes into `hist.dns`).
+    pub dns_nx: Vec<usize>,
+}
+
+/// The lines around a cluster that its classes look for.
+struct Near {
+    nx_err: Option<ERef>,
+    nx_dns: Option<usize>,
+    mem: Option<ERef>,
+    dis: Option<ERef>,
+    p99: Option<ERef>,
+}
+
+impl Near {
+    fn of(cx: &Ctx<'_>, cs: i64, ce: i64) -> Near {
+        let ix = cx.ix;
+        let period = cx.peers.requery.unwrap_or(6000.0) as i64;
+        let hist = cx.hist;
+        Near {
+            nx_err: ix.first_in(Sig::ResolveNxdomain, cs - 10_000, ce + 1000),
+            nx_dns: cx.dns_nx.iter().copied().find(|&i| {
+                let t = hist.dns[i].t_us / 1000;
+                t >= cs - period - 2000 && t <= ce
+            }),
+            mem: ix
+                .first_in(Sig::ZoneMemoryExhausted, cs - period - 10_000, ce)
+                .or_else(|| ix.first_in(Sig::ZoneSlabAlloc, cs - period - 10_000, ce)),
+            dis: ix.first_in(Sig::PeerDisabled, cs - 12_000, ce + 1000),
+            p99: ix.first_in(Sig::ConnectEaddrnotavail, cs - 1000, ce + 1000),
+        }
+    }
+}
+
+/// Classify every failure and build the incidents, numbered in time order.
+pub(super) fn build(failures: &mut [Failure], cx: &Ctx<'_>, cites: &mut Cites) -> Vec<Incident> {
+    let mut by_group: BTreeMap<String, Vec<usize>> = BTreeMap::new();
+    for (i, f) in failures.iter().enumerate() {
+        by_group.entry(f.group.clone()).or_default().push(i);
+    }
+    let mut incidents: Vec<Incident> = Vec::new();
+    for (g, idxs) in &by_group {
+        for c in clusters(failures, cx.groups, g, idxs) {
+            let cs = c.iter().map(|&i| failures[i].start_ms).min().unwrap();
+            let ce = c.iter().map(|&i| failures[i].t_ms).max().unwrap();
+            let near = Near::of(cx, cs, ce);
+            classify_cluster(failures, &c, cx, g, &near, (cs, ce));
+            // One incident per class inside the cluster. Internal NLUs (rescued or not by a
+            // later pass) are classified, but the incidents are made of what the client saw.
+            let mut per_class: BTreeMap<&'static str, Vec<usize>> = BTreeMap::new();
+            for &i in c.iter().filter(|&&i| !failures[i].internal) {
+                per_class.entry(failures[i].class.id()).or_default().push(i);
+            }
+            for (class, members) in per_class {
+                let class = Class::from_id(class).unwrap_or(Class::Undetermined);
+                incidents.push(incident(failures, &members, class, g, cx, &near, cites));
+            }
+        }
+    }
+    let mut order: Vec<usize> = (0..incidents.len()).collect();
+    order.sort_by_key(|&i| (incidents[i].start_ms, incidents[i].class.clone()));
+    let mut incidents: Vec<Incident> = order.iter().map(|&i| incidents[i].clone()).collect();
+    for (n, inc) in incidents.iter_mut().enumerate() {
+        inc.id = n + 1;
+        if n < MAX_ZOOMS {
+            inc.zoom = zoom(cx.groups.of(&inc.upstream), inc.start_ms, inc.end_ms);
+        }
+    }
+    incidents
+}
+
+/// Group `g`'s failures (indexes in time order) cut into clusters.
+fn clusters(failures: &[Failure], groups: &Groups, g: &str, idxs: &[usize]) -> Vec<Vec<usize>> {
+    let mut clusters: Vec<Vec<usize>> = Vec::new();
+    for &i in idxs {
+        let t = failures[i].t_ms;
+        match clusters.last_mut() {
+            Some(c)
+                if t - failures[*c.last().unwrap()].t_ms <= CLUSTER_GAP_MS
+                    && !trickle(
+                        t - failures[c[0]].t_ms,
+                        groups.window(g, t - TRICKLE_SPAN_MS, t),
+                    ) =>
+            {
+                c.push(i)
+            }
+            _ => clusters.push(vec![i]),
+        }
+    }
+    clusters
+}
+
+/// Give each failure of cluster `c` (spanning `cs..ce`) its class and confidence.
+fn classify_cluster(
+    failures: &mut [Failure],
+    c: &[usize],
+    cx: &Ctx<'_>,
+    g: &str,
+    near: &Near,
+    (cs, ce): (i64, i64),
+) {
+    let (req, fail) = cx.groups.window(g, cs, ce);
+    let share = if req == 0 {
+        1.0
+    } else {
+        fail as f64 / req as f64
+    };
+    // Without an access log the successes in between are unknown: no burst is claimed.
+    let burst =
+        req > 0 && share >= 0.8 && c.iter().filter(|&&i| !failures[i].internal).count() >= 3;
+    let changes = &cx.peers.changes;
+    for &i in c {
+        let f = &failures[i];
+        let pc = cx.peers.prev_change(f.t_ms);
+        // The generation race needs a request that started before the change, i.e. one that
+        // tried a pre-change peer (DOMAIN.md §8: "all through the pre-swap IP").
+        let through_old = pc.is_some_and(|s| {
+            let old = &changes[s].old;
+            old.is_empty()
+                || f.addrs.is_empty()
+                || f.addrs.iter().any(|a| old.contains(&host_of(a)))
+        });
+        let facts = Facts {
+            nlu: f.nlu,
+            hops: f.hops,
+            addrs: f.addrs.len(),
+            first_try: f.first_try.len(),
+            first_try_99: f.first_try.iter().any(|e| e.1 == Sig::ConnectEaddrnotavail),
+            own_resolution: f.own_dns.map(|e| e.1),
+            eaddrnotavail_near: near.p99.is_some(),
+            zone_memory_near: near.mem.is_some(),
+            nxdomain_near: near.nx_err.is_some() || near.nx_dns.is_some(),
+            disabled_near: near.dis.is_some(),
+            burst,
+            share,
+            after_change_ms: pc.map(|s| f.t_ms - changes[s].t_ms),
+            through_old,
+            paired: f.paired.is_some(),
+        };
+        let decision = classify(&facts, cx.swaps, cx.race);
+        let f = &mut failures[i];
+        f.class = decision.class;
+        f.confidence = decision.confidence;
+    }
+}
+
+/// The incident of one class's `members` (indexes in time order) inside a cluster of group `g`.
+fn incident(
+    failures: &[Failure],
+    members: &[usize],
+    class: Class,
+    g: &str,
+    cx: &Ctx<'_>,
+    near: &Near,
+    cites: &mut Cites,
+) -> Incident {
+    let s = members.iter().map(|&i| failures[i].start_ms).min().unwrap();
+    let e = members.iter().map(|&i| failures[i].t_ms).max().unwrap();
+    let (req, _) = cx.groups.window(g, s, e);
+    let n = members.len() as u64;
+    let share = if req == 0 {
+        1.0
+    } else {
+        (n as f64 / req as f64).min(1.0)
+    };
+    let mut hops = NluCounts::default();
+    let mut methods = BTreeMap::new();
+    for &i in members {
+        let f = &failures[i];
+        if f.nlu {
+            hops.count(f.hops);
+            hops.paired += f.paired.is_some() as u64;
+        }
+        *methods
+            .entry(f.method.clone().unwrap_or_else(|| "-".into()))
+            .or_insert(0) += 1;
+    }
+    // Offset after the swap: from the first failure's end (the failing selection happens after
+    // the swap even when the request started before it).
+    let first_end = members.iter().map(|&i| failures[i].t_ms).min().unwrap();
+    let sw = cx.peers.prev_change(first_end);
+    let changes = &cx.peers.changes;
+    let conf = members.iter().map(|&i| failures[i].confidence).sum::<f64>() / n as f64;
+    let evidence = evidence(failures, members, class, cx, near, cites, first_end);
+    let shape = if req == 0 {
+        "unknown"
+    } else if share >= 0.8 && n >= 3 {
+        "burst"
+    } else if share <= 0.5 {
+        "isolated"
+    } else {
+        "mixed"
+    };
+    let share_text = if req == 0 {
+        "no access-log request of this upstream in the window, so the failed share is unknown"
+            .to_string()
+    } else {
+        format!(
+            "{shape}, {:.0}% of {req} requests to `{g}` in the window failed",
+            share * 100.0
+        )
+    };
+    let detail = format!(
+        "{n} failure(s) over {} ms ({share_text}){}.",
+        e - s,
+        sw.map(|i| format!(
+            ", starting {} ms after a peer-list change ({})",
+            first_end - changes[i].t_ms,
+            changes[i].direction
+        ))
+        .unwrap_or_default()
+    );
+    Incident {
+        id: 0,
+        class: class.id().to_string(),
+        confidence: (conf * 100.0).round() / 100.0,
+        upstream: g.to_string(),
+        start_ms: s,
+        end_ms: e,
+        duration_ms: e - s,
+        count: n,
+        nlu: hops.total,
+        hops,
+        requests_in_window: req,
+        share_failed: (share * 1000.0).round() / 1000.0,
+        shape: shape.to_string(),
+        after_swap_ms: sw.map(|i| first_end - changes[i].t_ms),
+        swap_direction: sw.map(|i| changes[i].direction.clone()),
+        methods,
+        evidence,
+        explanation: format!("{} {detail}", classes::explanation(class.id())),
+        fix: classes::fix(class.id()).to_string(),
+        zoom: Series::default(),
+    }
+}
+
+/// An incident's evidence: its first failure and the lines paired with it, the lines its class
+/// rests on, the peer-list change before a race, its last failure (at most eight).
+fn evidence(
+    failures: &[Failure],
+    members: &[usize],
+    class: Class,
+    cx: &Ctx<'_>,
+    near: &Near,
+    cites: &mut Cites,
+    first_end: i64,
+) -> Vec<Evidence> {
+    let hist = cx.hist;
+    let mut ev = Vec::new();
+    let f0 = &failures[members[0]];
+    ev.push(Evidence {
+        at: hist.cite(f0.file, f0.line),
+        note: format!(
+            "first failure: status {}{}",
+            f0.status,
+            if f0.nlu {
+                format!(", {}", traj_label(f0.hops))
+            } else {
+                String::new()
+            }
+        ),
+        text: f0.raw.clone(),
+    });
+    for e in f0.first_try.iter().take(1) {
+        let note = if cx.by_cid {
+            "first-try failure on the same *cid"
+        } else {
+            "first-try failure of the same request (by time and client: no `$connection` logged)"
+        };
+        ev.push(cites.ev(hist, e.0, note));
+    }
+    if let Some(e) = f0.paired.filter(|e| e.1 == Sig::NoLiveUpstreams) {
+        let note = if cx.by_cid {
+            "paired `no live upstreams` (same *cid, time, request)"
+        } else {
+            "paired `no live upstreams` (same time, client, request: no `$connection` logged)"
+        };
+        ev.push(cites.ev(hist, e.0, note));
+    }
+    class_evidence(&mut ev, class, hist, near, cites);
+    let changes = &cx.peers.changes;
+    if class.is_race()
+        && let Some(si) = cx.peers.prev_change(first_end)
+        && let Some(d) = changes[si].dns_idx
+    {
+        let r = &hist.dns[d];
+        ev.push(Evidence {
+            at: hist.cite(r.file, r.line),
+            note: format!(
+                "peer-list change {} ms before the first failure",
+                first_end - changes[si].t_ms
+            ),
+            text: format!(
+                "{} {} {} → {}",
+                r.qname,
+                r.qtype,
+                r.rcode,
+                r.answers.join(",")
+            ),
+        });
+    }
+    if members.len() > 1 {
+        let fl = &failures[*members.last().unwrap()];
+        ev.push(Evidence {
+            at: hist.cite(fl.file, fl.line),
+            note: "last failure".into(),
+            text: fl.raw.clone(),
+        });
+    }
+    ev.truncate(8);
+    ev
+}
+
+/// The lines a class rests on (the NXDOMAIN, the disabled peer, the zone, the ports).
+fn class_evidence(
+    ev: &mut Vec<Evidence>,
+    class: Class,
+    hist: &History,
+    near: &Near,
+    cites: &mut Cites,
+) {
+    let line = |r: Option<ERef>, note: &str, cites: &mut Cites| r.map(|e| cites.ev(hist, e, note));
+    match class {
+        Class::DnsNxdomain => {
+            ev.extend(line(
+                near.nx_err,
+                "NXDOMAIN: nginx removed every peer of the name",
+                cites,
+            ));
+            if let Some(d) = near.nx_dns {
+                let r = &hist.dns[d];
+                ev.push(Evidence {
+                    at: hist.cite(r.file, r.line),
+                    note: "the authority answered NXDOMAIN".into(),
+                    text: format!("{} {} {} {}", r.qname, r.qtype, r.rcode, r.client),
+                });
+            }
+        }
+        Class::MaxfailsWipeout => {
+            ev.extend(line(near.dis, "a peer was excluded by max_fails", cites));
+        }
+        Class::ZoneMemoryExhausted => ev.extend(line(
+            near.mem,
+            "the zone ran out of memory while adding peers",
+            cites,
+        )),
+        Class::PortExhaustion => ev.extend(line(near.p99, "ephemeral ports exhausted", cites)),
+        _ => {}
+    }
+}
+
+/// An incident's chart series: its group's buckets from 3 s before to 3 s after it.
+fn zoom(m: &Buckets, s: i64, e: i64) -> Series {
+    let span = (e - s).max(0) + 6000;
+    // At most ~300 points per zoom.
+    let bin = ((span / 300).max(BUCKET_MS) + BUCKET_MS - 1) / BUCKET_MS * BUCKET_MS;
+    let a = (s - 3000).div_euclid(bin) * bin;
+    let b = e + 3000;
+    let mut pts: Vec<Point> = Vec::new();
+    let mut t = a;
+    while t <= b {
+        let mut p = Point {
+            t_ms: t,
+            ..Default::default()
+        };
+        for (_, c) in m.range(t.div_euclid(BUCKET_MS)..(t + bin).div_euclid(BUCKET_MS)) {
+            p.ok += c[0] - c[1];
+            p.failed += c[1] - c[2];
+            p.nlu += c[2];
+        }
+        pts.push(p);
+        t += bin;
+    }
+    Series {
+        bin_ms: bin,
+        points: pts,
+    }
+}

@@ -1,0 +1,544 @@
+//! The checker: stream the access logs once, pair failures with error-log lines, find swaps,
+//! cluster failures into incidents and classify each one (DOMAIN.md §3–§4).
+//!
+//! The stages, one module each, in the order [`diagnose_with_stats`] runs them:
+//!
+//! | stage | module | yields |
+//! |---|---|---|
+//! | access pass | [`access`] | failures, per-key 100 ms counts, timeline, success segments |
+//! | clock | here | the error log's UTC offset |
+//! | groups | [`groups`] | each key's upstream group, per-group counts |
+//! | pairing | [`pairing`] (+ [`errors`]) | each failure's own error lines; every line's signature |
+//! | peer-list changes | [`swaps`] | swaps, NXDOMAIN changes, the re-query period |
+//! | classes, incidents | [`incidents`] (+ `crate::classify`) | each failure's class, the incidents |
+//! | totals | [`totals`] | NLU counts, class and signature summaries |
+
+mod access;
+mod errors;
+mod failure;
+mod groups;
+mod incidents;
+mod pairing;
+mod swaps;
+mod totals;
+
+pub use errors::MAX_BUFFERED;
+
+use crate::evidence::{self, Observability, Present, Race, RuntimeFacts};
+use crate::model::*;
+use resolvelab_history::logformat::{Field, LogFormat};
+use resolvelab_history::{History, Sources, time};
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+/// What to diagnose.
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// Access logs.
+    pub access: Vec<PathBuf>,
+    /// Error logs.
+    pub error: Vec<PathBuf>,
+    /// `dns.jsonl` files.
+    pub dns: Vec<PathBuf>,
+    /// `events.jsonl` files.
+    pub events: Vec<PathBuf>,
+    /// The access-log format.
+    pub log_format: LogFormat,
+    /// Only this upstream group's failures.
+    pub upstream: Option<String>,
+    /// The error log's UTC offset when `$time_local` is not in the access log (seconds east).
+    pub tz_offset_s: Option<i32>,
+    /// The nginx version, when known: below 1.27.3 no generation race is possible.
+    pub nginx_version: Option<resolvelab_core::version::Version>,
+    /// What the configuration resolves at run time, when it was read.
+    pub config: Option<RuntimeFacts>,
+}
+
+impl Options {
+    /// Options for access + error logs in the `combined` format.
+    pub fn new(access: Vec<PathBuf>, error: Vec<PathBuf>) -> Options {
+        Options {
+            access,
+            error,
+            dns: Vec::new(),
+            events: Vec::new(),
+            log_format: LogFormat::combined(),
+            upstream: None,
+            tz_offset_s: None,
+            nginx_version: None,
+            config: None,
+        }
+    }
+}
+
+/// Swaps listed one by one (the count covers all).
+const MAX_SWAPS_LISTED: usize = 1000;
+
+/// Memory accounting of the streamed error-log pass (what a test or a benchmark asserts).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct StreamStats {
+    /// Error lines read (every file, merged).
+    pub error_lines: u64,
+    /// Lines that came after a later line of their file (several workers share a file).
+    pub late_lines: u64,
+    /// The most error lines buffered at once for pairing.
+    pub max_buffered: usize,
+    /// Lines dropped from a full pairing window (over its safety cap).
+    pub dropped: u64,
+    /// Error lines read a second time to quote them as evidence.
+    pub fetched: usize,
+}
+
+/// Run the checker; also returns the loaded history (events, DNS) for the lab verdict.
+pub fn diagnose_with_history(opts: &Options) -> anyhow::Result<(Diagnosis, History)> {
+    diagnose_with_stats(opts).map(|(d, h, _)| (d, h))
+}
+
+/// Run the checker.
+pub fn diagnose(opts: &Options) -> anyhow::Result<Diagnosis> {
+    diagnose_with_history(opts).map(|x| x.0)
+}
+
+/// Run the checker; also returns the loaded history and the memory accounting of the streamed
+/// error-log pass.
+pub fn diagnose_with_stats(opts: &Options) -> anyhow::Result<(Diagnosis, History, StreamStats)> {
+    check_inputs(opts)?;
+    let hist = History::load(&Sources {
+        access: opts.access.clone(),
+        error: opts.error.clone(),
+        dns: opts.dns.clone(),
+        events: opts.events.clone(),
+    })?;
+    let mut acc = access::read(&hist, &opts.log_format)?;
+    let clock = Clock::of(&acc, opts.tz_offset_s);
+    if opts.access.is_empty() {
+        acc.failures = errors::failures_from_errors(&hist, clock.offset_s)?;
+    }
+    let groups = groups::Groups::build(&mut acc, opts.upstream.as_deref());
+    let mut failures = std::mem::take(&mut acc.failures);
+    let errs = pairing::pair(
+        &hist,
+        clock.offset_s,
+        &mut failures,
+        &acc,
+        &groups.default_group,
+    )?;
+    let peers = swaps::PeerChanges::find(
+        &hist,
+        &acc.segs,
+        &acc.keys,
+        &groups.key_group,
+        (acc.first_ms, acc.last_ms),
+        &errs.ix,
+    );
+    if let Some(u) = &opts.upstream {
+        failures.retain(|f| &f.group == u);
+    }
+    let (observability, race, by_cid) = observe(opts, &peers);
+    let cx = incidents::Ctx {
+        hist: &hist,
+        groups: &groups,
+        peers: &peers,
+        ix: &errs.ix,
+        swaps: peers.source,
+        race,
+        by_cid,
+        dns_nx: (0..hist.dns.len())
+            .filter(|&i| hist.dns[i].rcode.eq_ignore_ascii_case("NXDOMAIN"))
+            .collect(),
+    };
+    let mut cites = errors::Cites::default();
+    let mut incidents = incidents::build(&mut failures, &cx, &mut cites);
+    let nlu = totals::nlu_totals(&failures, &peers, &hist, &mut acc.passes);
+    let caused = totals::caused(&failures);
+    let mut signatures =
+        totals::summarize_signatures(&hist, &errs.ix, &mut cites, &nlu.times, &caused);
+    // Evidence text of the cited error lines: read again, only those lines.
+    let stream_stats = StreamStats {
+        fetched: cites.fill(&hist, &mut incidents, &mut signatures)?,
+        ..errs.stats
+    };
+    let mut files = std::mem::take(&mut acc.files);
+    files.extend(errs.files);
+    files.extend(hist.stats.iter().cloned());
+    let d = Diagnosis {
+        schema: SCHEMA.to_string(),
+        inputs: inputs_info(opts, &clock),
+        start_ms: (acc.requests > 0).then_some(acc.first_ms),
+        end_ms: (acc.requests > 0).then_some(acc.last_ms),
+        status: if files.iter().any(|f| f.error.is_some()) {
+            "partial".to_string()
+        } else {
+            "completed".to_string()
+        },
+        requests: acc.requests,
+        http_status: acc
+            .status
+            .iter()
+            .map(|(k, v)| (k.to_string(), *v))
+            .collect(),
+        failures: failures.iter().filter(|f| !f.internal).count() as u64,
+        nlu: nlu.nlu,
+        passes: acc.passes.clone(),
+        swaps: peers.swaps.len() as u64,
+        swap_source: peers.source.id().to_string(),
+        swap_directions: swap_directions(&peers),
+        nlu_by_swap_direction: nlu.by_swap_direction,
+        swap_list: peers.swaps.iter().take(MAX_SWAPS_LISTED).cloned().collect(),
+        requery_period_ms: peers.requery.map(|p| (p * 10.0).round() / 10.0),
+        requery_source: peers.requery_source.to_string(),
+        classes: totals::class_summaries(&incidents),
+        incidents,
+        signatures,
+        nlu_events_truncated: !nlu.complete,
+        nlu_events: nlu.events,
+        timeline: acc.timeline.series(),
+        parse: ParseInfo {
+            malformed: files.iter().map(|f| f.malformed).sum(),
+            files,
+        },
+        evidence: observability,
+    };
+    Ok((d, hist, stream_stats))
+}
+
+/// Refuse what cannot be diagnosed before reading anything.
+fn check_inputs(opts: &Options) -> anyhow::Result<()> {
+    if opts.access.is_empty() && opts.error.is_empty() {
+        anyhow::bail!(
+            "no log given: pass --access FILE and --error FILE (several allowed, .gz ok); an error log alone also works"
+        );
+    }
+    for p in opts
+        .access
+        .iter()
+        .chain(&opts.error)
+        .chain(&opts.dns)
+        .chain(&opts.events)
+    {
+        if p.is_dir() {
+            anyhow::bail!(
+                "{} is a directory: pass the log files themselves (e.g. {}/access.log)",
+                p.display(),
+                p.display()
+            );
+        }
+    }
+    let fmt = &opts.log_format;
+    if !opts.access.is_empty()
+        && !fmt.has(Field::Msec)
+        && !fmt.has(Field::TimeLocal)
+        && !fmt.has(Field::TimeIso8601)
+    {
+        anyhow::bail!(
+            "log_format `{}` has no $msec, $time_local or $time_iso8601, so requests cannot be placed in time; add $msec to the format",
+            fmt.text
+        );
+    }
+    Ok(())
+}
+
+/// The error log's UTC offset (its times are local and carry none) and where it came from.
+struct Clock {
+    offset_s: i32,
+    source: &'static str,
+}
+
+impl Clock {
+    fn of(acc: &access::AccessPass, flag: Option<i32>) -> Clock {
+        let (offset_s, source) = match (acc.offset_seen, flag) {
+            (Some(o), _) => (o, "time_local"),
+            (None, Some(o)) => (o, "flag"),
+            (None, None) => {
+                let at = if acc.first_ms == i64::MAX {
+                    0
+                } else {
+                    acc.first_ms / 1000
+                };
+                (time::machine_offset_at(at), "machine")
+            }
+        };
+        Clock { offset_s, source }
+    }
+}
+
+/// What the inputs can show, whether this nginx can race, and whether pairing was by `*cid`.
+fn observe(opts: &Options, peers: &swaps::PeerChanges) -> (Observability, Race, bool) {
+    let fmt = &opts.log_format;
+    let present = Present {
+        access_log: !opts.access.is_empty(),
+        upstream_addr: fmt.has(Field::UpstreamAddr),
+        connection: fmt.has(Field::Connection),
+        msec: fmt.has(Field::Msec),
+        request_time: fmt.has(Field::RequestTime),
+        upstream_name: fmt.text.contains("$proxy_upstream_name"),
+        error_log: !opts.error.is_empty(),
+        dns_log: !opts.dns.is_empty(),
+    };
+    let version = opts.nginx_version.or_else(|| {
+        opts.config
+            .as_ref()
+            .and_then(|c| c.version.as_deref())
+            .and_then(resolvelab_core::version::Version::parse)
+    });
+    let (observability, race) =
+        evidence::observe(present, peers.source, version, opts.config.as_ref());
+    // Pairing is by `*cid` when the access log has `$connection` (or there is none: the
+    // failures are the error lines themselves).
+    let by_cid = present.connection || !present.access_log;
+    (observability, race, by_cid)
+}
+
+fn inputs_info(opts: &Options, clock: &Clock) -> InputsInfo {
+    let names = |v: &[PathBuf]| v.iter().map(|p| p.display().to_string()).collect();
+    InputsInfo {
+        access: names(&opts.access),
+        error: names(&opts.error),
+        dns: names(&opts.dns),
+        events: names(&opts.events),
+        log_format: opts.log_format.text.clone(),
+        tz_offset: time::format_offset(clock.offset_s),
+        tz_source: clock.source.to_string(),
+        upstream_filter: opts.upstream.clone(),
+    }
+}
+
+fn swap_directions(peers: &swaps::PeerChanges) -> BTreeMap<String, u64> {
+    let mut m = BTreeMap::new();
+    for s in &peers.swaps {
+        *m.entry(s.direction.clone()).or_insert(0) += 1;
+    }
+    m
+}
+
+/// `1-hop`, `2-hop`, `3+-hop` or `unknown`.
+pub fn traj_label(hops: u32) -> &'static str {
+    match hops {
+        0 => "unknown",
+        1 => "1-hop",
+        2 => "2-hop",
+        _ => "3+-hop",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn lab_line(t_ms: i64, st: u16, ua: &str, conn: u64, creq: u64) -> String {
+        format!(
+            "{}.{:03} {st} \"{ua}\" \"{st}\" 0.000 GET {conn} {creq} \"-\" \"-\" \"GET / HTTP/1.1\" 127.0.0.1\n",
+            t_ms / 1000,
+            t_ms % 1000
+        )
+    }
+
+    /// `access.log` + `error.log` in `dir`, read with the lab format at UTC.
+    fn lab_options(dir: &std::path::Path, acc: &str, err: &str) -> Options {
+        let a = dir.join("access.log");
+        let e = dir.join("error.log");
+        std::fs::write(&a, acc).unwrap();
+        std::fs::write(&e, err).unwrap();
+        let mut o = Options::new(vec![a], vec![e]);
+        o.log_format = LogFormat::lab();
+        o.tz_offset_s = Some(0);
+        o
+    }
+
+    fn nlu_err(t_s: i64, cid: u64) -> String {
+        err_line(t_s, cid, "no live upstreams while connecting to upstream")
+    }
+
+    fn err_line(t_s: i64, cid: u64, msg: &str) -> String {
+        let ts = jiff::Timestamp::from_second(t_s).unwrap();
+        format!(
+            "{} [error] 1#1: *{cid} {msg}, client: 127.0.0.1, server: , request: \"GET / HTTP/1.1\", upstream: \"http://be/\", host: \"x\"\n",
+            ts.strftime("%Y/%m/%d %H:%M:%S")
+        )
+    }
+
+    #[test]
+    fn hop_labels() {
+        assert_eq!(traj_label(2), "2-hop");
+        assert_eq!(traj_label(5), "3+-hop");
+    }
+
+    #[test]
+    fn a_steady_trickle_is_not_one_long_incident() {
+        // 100 rps for 60 s with one ordinary 502 every 900 ms: the failures are < 1 s apart all
+        // along, but most requests succeed — no incident spans more than ~10 s.
+        let dir = tempfile::tempdir().unwrap();
+        let t0 = 1_796_018_400_000i64;
+        let mut acc = String::new();
+        for k in 0..6000i64 {
+            let t = t0 + k * 10;
+            let st = if k % 90 == 0 { 502 } else { 200 };
+            acc += &lab_line(t, st, "127.0.0.20:8080", 1000 + k as u64, 1);
+        }
+        let d = diagnose(&lab_options(dir.path(), &acc, "")).unwrap();
+        assert_eq!(d.failures, 67);
+        let longest = d.incidents.iter().map(|i| i.duration_ms).max().unwrap();
+        assert!(d.incidents.len() >= 5, "{}", d.incidents.len());
+        assert!(longest <= 11_000, "{longest} ms");
+        assert_eq!(d.incidents.iter().map(|i| i.count).sum::<u64>(), 67);
+    }
+
+    #[test]
+    fn pairs_by_cid_and_time_on_a_keepalive_connection() {
+        let dir = tempfile::tempdir().unwrap();
+        let t0 = 1_796_018_400_000i64;
+        let mut acc = String::new();
+        // One keep-alive connection (*7): success, NLU at +10 s, success, NLU at +12 s; and an
+        // NLU on connection *8 whose error line is 5 s away (must not pair).
+        acc += &lab_line(t0 + 9_000, 200, "127.0.0.20:8080", 7, 1);
+        acc += &lab_line(t0 + 10_500, 502, "be", 7, 2);
+        acc += &lab_line(t0 + 11_000, 200, "127.0.0.20:8080", 7, 3);
+        acc += &lab_line(t0 + 12_200, 502, "be", 7, 4);
+        acc += &lab_line(t0 + 20_100, 502, "be", 8, 1);
+        let mut err = String::new();
+        err += &nlu_err(t0 / 1000 + 10, 7);
+        err += &nlu_err(t0 / 1000 + 12, 7);
+        err += &nlu_err(t0 / 1000 + 15, 8);
+        let o = lab_options(dir.path(), &acc, &err);
+        let d = diagnose(&o).unwrap();
+        assert_eq!(d.nlu.total, 3);
+        assert_eq!(d.nlu.paired, 2, "the *8 line is 5 s away from its request");
+        let paired: Vec<&str> = d
+            .incidents
+            .iter()
+            .filter_map(|i| i.evidence.iter().find(|e| e.note.starts_with("paired")))
+            .map(|e| e.at.rsplit(':').next().unwrap())
+            .collect();
+        assert_eq!(
+            paired,
+            ["1", "2"],
+            "each NLU paired with the line of its own second"
+        );
+    }
+
+    /// A long run: 36,000 requests over an hour, 3,600 2-hop NLUs each with a first-try line
+    /// and an NLU line on its own keep-alive connection, plus resolver noise every second and
+    /// peer-disabled warnings, in two error_log files (the second gzipped). Every NLU pairs,
+    /// and the error lines buffered at once stay a tiny fraction of the log: a materialised
+    /// error log would hold all of them.
+    #[test]
+    fn error_logs_are_streamed_with_a_bounded_window() {
+        let dir = tempfile::tempdir().unwrap();
+        let t0 = 1_796_018_400_000i64;
+        let (mut acc, mut err, mut noise) = (String::new(), String::new(), String::new());
+        let n = 36_000i64;
+        for i in 0..n {
+            let t = t0 + i * 100;
+            let conn = 1 + (i % 40) as u64;
+            if i % 10 == 3 {
+                acc += &lab_line(t, 502, "127.0.0.20:8080, be", conn, 1 + i as u64);
+                let ts = jiff::Timestamp::from_second(t / 1000)
+                    .unwrap()
+                    .strftime("%Y/%m/%d %H:%M:%S")
+                    .to_string();
+                err += &format!(
+                    "{ts} [error] 1#1: *{conn} upstream prematurely closed connection while reading response header from upstream, client: 127.0.0.1, server: , request: \"GET / HTTP/1.1\", upstream: \"http://127.0.0.20:8080/\", host: \"x\"\n"
+                );
+                err += &err_line(
+                    t / 1000,
+                    conn,
+                    "no live upstreams while connecting to upstream",
+                );
+            } else {
+                acc += &lab_line(t, 200, "127.0.0.20:8080", conn, 1 + i as u64);
+            }
+            if i % 10 == 0 {
+                let ts = jiff::Timestamp::from_second(t / 1000)
+                    .unwrap()
+                    .strftime("%Y/%m/%d %H:%M:%S")
+                    .to_string();
+                noise += &format!(
+                    "{ts} [error] 2#2: be.lab could not be resolved (110: Operation timed out)\n"
+                );
+                if i % 50 == 0 {
+                    noise += &format!(
+                        "{ts} [warn] 2#2: *{conn} upstream server temporarily disabled while reading response header from upstream, client: 127.0.0.1, server: , request: \"GET / HTTP/1.1\", upstream: \"http://127.0.0.30:8080/\", host: \"x\"\n"
+                    );
+                }
+            }
+        }
+        let a = dir.path().join("access.log");
+        let e = dir.path().join("error.log");
+        let z = dir.path().join("noise.log.gz");
+        std::fs::write(&a, acc).unwrap();
+        std::fs::write(&e, err).unwrap();
+        let mut gz = flate2::write::GzEncoder::new(
+            std::fs::File::create(&z).unwrap(),
+            flate2::Compression::fast(),
+        );
+        std::io::Write::write_all(&mut gz, noise.as_bytes()).unwrap();
+        gz.finish().unwrap();
+        let mut o = Options::new(vec![a], vec![e, z]);
+        o.log_format = LogFormat::lab();
+        o.tz_offset_s = Some(0);
+        let (d, _, st) = diagnose_with_stats(&o).unwrap();
+        assert_eq!(d.requests, n as u64);
+        assert_eq!(d.nlu.total, 3600);
+        assert_eq!(d.nlu.paired, 3600, "every NLU found its own line");
+        assert_eq!(st.error_lines, 3600 * 2 + 3600 + 720);
+        assert_eq!((st.late_lines, st.dropped), (0, 0));
+        // One request every 100 ms, lines of one second, 5 s read ahead: a few dozen at most.
+        assert!(
+            st.max_buffered > 0 && st.max_buffered <= 100,
+            "buffered {} of {} error lines",
+            st.max_buffered,
+            st.error_lines
+        );
+        // Evidence is quoted from the lines read again: at most eight per incident, not the log
+        // (a steady trickle of one NLU a second is cut into incidents of ~10 s).
+        assert!(
+            st.fetched > 0 && st.fetched <= 8 * d.incidents.len() && st.fetched * 10 < 11520,
+            "{st:?}, {} incidents",
+            d.incidents.len()
+        );
+        let te = d
+            .incidents
+            .iter()
+            .flat_map(|i| &i.evidence)
+            .find(|e| e.note.starts_with("paired"))
+            .unwrap();
+        assert!(te.text.contains("no live upstreams"), "{te:?}");
+        let sig = d
+            .signatures
+            .iter()
+            .find(|s| s.id == "resolve-timeout")
+            .unwrap();
+        assert_eq!(sig.count, 3600);
+        assert!(sig.first.at.ends_with("noise.log.gz:1"), "{:?}", sig.first);
+        assert!(sig.first.text.contains("could not be resolved"));
+        assert_eq!(d.requery_source, "error-log");
+        assert_eq!(d.requery_period_ms, Some(1000.0));
+    }
+
+    /// Several workers share one error_log: a request's NLU line written after a line of a
+    /// later second (out of order in the file) still pairs, and is counted as late.
+    #[test]
+    fn an_out_of_order_error_line_still_pairs() {
+        let dir = tempfile::tempdir().unwrap();
+        let t0 = 1_796_018_400_000i64;
+        let mut acc = String::new();
+        acc += &lab_line(t0 + 1_500, 502, "127.0.0.20:8080, be", 4, 1);
+        acc += &lab_line(t0 + 3_200, 502, "127.0.0.20:8080, be", 5, 1);
+        let mut err = String::new();
+        err += &nlu_err(t0 / 1000 + 3, 5);
+        // Written after the line of second 3, for second 1.
+        err += &nlu_err(t0 / 1000 + 1, 4);
+        let o = lab_options(dir.path(), &acc, &err);
+        let (d, _, st) = diagnose_with_stats(&o).unwrap();
+        assert_eq!((d.nlu.total, d.nlu.paired), (2, 2));
+        assert_eq!(st.late_lines, 1);
+        let ats: Vec<&str> = d
+            .incidents
+            .iter()
+            .flat_map(|i| &i.evidence)
+            .filter(|e| e.note.starts_with("paired"))
+            .map(|e| e.at.rsplit(':').next().unwrap())
+            .collect();
+        assert_eq!(ats, ["2", "1"]);
+    }
+}

@@ -1,0 +1,173 @@
+//! Totals: NLU counts over every failure, the per-class summary, and what each error-log
+//! signature means for these failures.
+
+use super::errors::{Cites, SigIndex};
+use super::failure::Failure;
+use super::swaps::PeerChanges;
+use super::traj_label;
+use crate::classes::{self, Sig};
+use crate::model::{ClassSummary, Incident, NluCounts, NluEvent, PassCounts, Signature};
+use resolvelab_history::History;
+use std::collections::{BTreeMap, HashMap};
+
+/// NLU events listed one by one (the counts cover all).
+const MAX_NLU_EVENTS: usize = 5000;
+
+/// NLU counts and events over every failure.
+pub(super) struct NluTotals {
+    pub nlu: NluCounts,
+    pub events: Vec<NluEvent>,
+    /// End times of every NLU (internal ones included), in failure order.
+    pub times: Vec<i64>,
+    pub by_swap_direction: BTreeMap<String, u64>,
+    /// Every NLU was listed.
+    pub complete: bool,
+}
+
+/// Count the NLUs (client-visible ones in `nlu`, internal ones in `passes`).
+pub(super) fn nlu_totals(
+    failures: &[Failure],
+    peers: &PeerChanges,
+    hist: &History,
+    passes: &mut PassCounts,
+) -> NluTotals {
+    let mut t = NluTotals {
+        nlu: NluCounts::default(),
+        events: Vec::new(),
+        times: Vec::new(),
+        by_swap_direction: BTreeMap::new(),
+        complete: true,
+    };
+    let changes = &peers.changes;
+    for f in failures.iter().filter(|f| f.nlu) {
+        t.times.push(f.t_ms);
+        if f.internal {
+            passes.internal_nlu += 1;
+            passes.internal_paired += f.paired.is_some() as u64;
+            *passes
+                .internal_by_class
+                .entry(f.class.id().to_string())
+                .or_insert(0) += 1;
+        } else {
+            if let Some(si) = peers
+                .prev_swap(f.t_ms)
+                .filter(|&si| f.t_ms - peers.swaps[si].t_ms <= 1000)
+            {
+                *t.by_swap_direction
+                    .entry(peers.swaps[si].direction.clone())
+                    .or_insert(0) += 1;
+            }
+            t.nlu.count(f.hops);
+            t.nlu.paired += f.paired.is_some() as u64;
+        }
+        if t.events.len() < MAX_NLU_EVENTS {
+            t.events.push(NluEvent {
+                t_ms: f.t_ms,
+                hops: f.hops,
+                trajectory: traj_label(f.hops).to_string(),
+                after_swap_ms: peers.prev_change(f.t_ms).map(|s| f.t_ms - changes[s].t_ms),
+                class: f.class.id().to_string(),
+                at: hist.cite(f.file, f.line),
+                internal: f.internal,
+                status: f.status,
+            });
+        } else {
+            t.complete = false;
+        }
+    }
+    t
+}
+
+/// Per class (in report order): its incidents and failed requests.
+pub(super) fn class_summaries(incidents: &[Incident]) -> Vec<ClassSummary> {
+    let mut out = Vec::new();
+    for c in classes::CLASSES {
+        let incs: Vec<&Incident> = incidents.iter().filter(|i| i.class == *c).collect();
+        if incs.is_empty() {
+            continue;
+        }
+        out.push(ClassSummary {
+            class: c.to_string(),
+            incidents: incs.len() as u64,
+            requests: incs.iter().map(|i| i.count).sum(),
+            explanation: classes::explanation(c).to_string(),
+            fix: classes::fix(c).to_string(),
+        });
+    }
+    out
+}
+
+/// Signatures that are a failed request's own cause (per-request resolution failures).
+pub(super) fn caused(failures: &[Failure]) -> HashMap<Sig, u64> {
+    let mut caused: HashMap<Sig, u64> = HashMap::new();
+    for f in failures.iter().filter(|f| !f.internal) {
+        if let Some((_, sig)) = f.own_dns {
+            *caused.entry(sig).or_default() += 1;
+        }
+    }
+    caused
+}
+
+pub(super) fn summarize_signatures(
+    h: &History,
+    ix: &SigIndex,
+    cites: &mut Cites,
+    nlu_times: &[i64],
+    caused: &HashMap<Sig, u64>,
+) -> Vec<Signature> {
+    let near = |t: i64| {
+        let i = nlu_times.partition_point(|&x| x < t - 10_000);
+        nlu_times.get(i).is_some_and(|&x| x <= t + 11_000)
+    };
+    let mut out = Vec::new();
+    for (si, def) in classes::SIGNATURES.iter().enumerate() {
+        let Some(first) = ix.first[si] else { continue };
+        let near_nlu = ix.per_sec[si]
+            .iter()
+            .filter(|(t, _)| near(**t))
+            .map(|(_, c)| c.1)
+            .sum::<u64>();
+        let failed = caused.get(&def.sig).copied().unwrap_or(0);
+        use Sig::*;
+        let (harmless, note) = match def.sig {
+            _ if failed > 0 => (
+                false,
+                format!(
+                    "the cause of {failed} failed request(s): their own resolution (a variable `proxy_pass`), logged with their *cid"
+                ),
+            ),
+            ResolveServfail | ResolveTimeout | ResolveOther if near_nlu == 0 => (
+                true,
+                "harmless for `resolve` upstreams: SERVFAIL and resolver timeouts keep the current peers (DOMAIN.md F2), and no failed request carries this line".to_string(),
+            ),
+            ResolveServfail | ResolveTimeout | ResolveOther => (
+                false,
+                "resolver failures near NLU: they keep the peers, so look for another cause".to_string(),
+            ),
+            ResolveNxdomain if near_nlu == 0 => (
+                true,
+                "NXDOMAIN answered but no request failed (the re-query missed it, or the name is idle)".to_string(),
+            ),
+            ResolveNxdomain => (false, "NXDOMAIN removes every peer of the name for one re-query period".to_string()),
+            PeerDisabled if near_nlu == 0 => (
+                true,
+                "a peer was excluded by max_fails but another one served: no NLU".to_string(),
+            ),
+            PeerDisabled => (false, "max_fails excluded peers around NLU (wipeout precondition)".to_string()),
+            NoLiveUpstreams => (false, "the NLU error line itself".to_string()),
+            ZoneMemoryExhausted => (false, "peers lost while adding a new answer".to_string()),
+            ConnectEaddrnotavail => (false, "ephemeral ports exhausted".to_string()),
+            _ => (false, "a first-try failure (retried when allowed)".to_string()),
+        };
+        out.push(Signature {
+            id: def.id.to_string(),
+            pattern: def.pattern.to_string(),
+            count: ix.count[si],
+            near_nlu,
+            harmless,
+            note,
+            first: cites.ev(h, first, "first occurrence"),
+        });
+    }
+    out
+}
