@@ -52,12 +52,17 @@ pub struct NluCounts {
 impl NluCounts {
     /// Count one NLU of `hops` hops (0: unknown).
     pub fn count(&mut self, hops: u32) {
-        self.total += 1;
+        self.count_n(hops, 1);
+    }
+
+    /// Count `n` NLUs of `hops` hops.
+    pub fn count_n(&mut self, hops: u32, n: u64) {
+        self.total += n;
         match hops {
-            0 => self.unknown_hops += 1,
-            1 => self.one_hop += 1,
-            2 => self.two_hop += 1,
-            _ => self.multi_hop += 1,
+            0 => self.unknown_hops += n,
+            1 => self.one_hop += n,
+            2 => self.two_hop += n,
+            _ => self.multi_hop += n,
         }
     }
 }

@@ -345,6 +345,69 @@ pub fn stream_prefix_ends(line: &[u8]) -> impl Iterator<Item = usize> + '_ {
         .filter(move |&p| p < line.len())
 }
 
+/// Read the given line numbers (1-based, as the stream numbers them) of one access log again,
+/// for evidence: each wanted line as the stream matched it — behind its stream prefix, without
+/// its line end. Lines are only counted up to the last wanted one; none is parsed but those.
+pub fn fetch_lines(
+    path: &Path,
+    fmt: &LogFormat,
+    wanted: &[u64],
+) -> anyhow::Result<std::collections::HashMap<u64, Vec<u8>>> {
+    let mut want: Vec<u64> = wanted.to_vec();
+    want.sort_unstable();
+    want.dedup();
+    let mut out = std::collections::HashMap::new();
+    let mut r = open_maybe_gz(path)?;
+    let (mut n, mut next) = (1u64, 0usize);
+    let mut cur: Vec<u8> = Vec::new();
+    while next < want.len() {
+        let buf = match r.fill_buf() {
+            Ok([]) | Err(_) => break,
+            Ok(b) => b,
+        };
+        let mut pos = 0;
+        while pos < buf.len() && next < want.len() {
+            let keep = want[next] == n;
+            match memchr::memchr(b'\n', &buf[pos..]) {
+                Some(k) => {
+                    if keep {
+                        cur.extend_from_slice(&buf[pos..pos + k]);
+                        out.insert(n, std::mem::take(&mut cur));
+                        next += 1;
+                    }
+                    pos += k + 1;
+                    n += 1;
+                }
+                None => {
+                    if keep {
+                        cur.extend_from_slice(&buf[pos..]);
+                    }
+                    pos = buf.len();
+                }
+            }
+        }
+        r.consume(pos);
+    }
+    if next < want.len() && want[next] == n && !cur.is_empty() {
+        out.insert(n, cur);
+    }
+    let mut spans = [None; N_FIELDS];
+    for line in out.values_mut() {
+        if line.last() == Some(&b'\r') {
+            line.pop();
+        }
+        if fmt.match_line(line, &mut spans).is_ok() {
+            continue;
+        }
+        let start =
+            stream_prefix_ends(line).find(|&p| fmt.match_line(&line[p..], &mut spans).is_ok());
+        if let Some(p) = start {
+            line.drain(..p);
+        }
+    }
+    Ok(out)
+}
+
 fn lossy(b: &[u8]) -> String {
     String::from_utf8_lossy(b).into_owned()
 }

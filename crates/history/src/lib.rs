@@ -239,6 +239,29 @@ impl History {
         Ok(out)
     }
 
+    /// Read access-log lines again by (file index, line number), for evidence: each as the
+    /// stream matched it (see [`access::fetch_lines`]).
+    pub fn fetch_access(
+        &self,
+        fmt: &logformat::LogFormat,
+        wanted: &[(u32, u64)],
+    ) -> anyhow::Result<std::collections::HashMap<(u32, u64), Vec<u8>>> {
+        let mut by_file: std::collections::BTreeMap<u32, Vec<u64>> = Default::default();
+        for &(f, l) in wanted {
+            by_file.entry(f).or_default().push(l);
+        }
+        let mut out = std::collections::HashMap::new();
+        for (f, lines) in by_file {
+            let Some(p) = self.files[..self.n_access].get(f as usize) else {
+                continue;
+            };
+            for (l, text) in access::fetch_lines(p, fmt, &lines)? {
+                out.insert((f, l), text);
+            }
+        }
+        Ok(out)
+    }
+
     /// `file:line` for evidence.
     pub fn cite(&self, file: u32, line: u64) -> String {
         let name = self

@@ -2,7 +2,7 @@
 //! (parse + join + classify + render JSON, Markdown and HTML), timed, with lines per second.
 //!
 //! ```text
-//! cargo run --release -p resolvelab-report --example bench_pipeline -- access.log error.log
+//! cargo run --release -p resolvelab-report --example bench_pipeline -- access.log error.log [PRESET]
 //! ```
 
 use resolvelab_diagnose::{Options, diagnose};
@@ -18,7 +18,10 @@ fn main() -> anyhow::Result<()> {
         vec![access.into()],
         error.into_iter().map(Into::into).collect(),
     );
-    o.log_format = LogFormat::lab();
+    o.log_format = match args.next() {
+        Some(p) => LogFormat::from_arg(&p)?,
+        None => LogFormat::lab(),
+    };
     o.tz_offset_s = Some(0);
     let t = Instant::now();
     let d = diagnose(&o)?;

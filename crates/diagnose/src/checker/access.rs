@@ -1,13 +1,15 @@
 //! The pass over the access logs: one streamed read that keeps the failures, per-key counts in
 //! 100 ms buckets, the chart timeline, and the success segments that swap inference needs.
 
-use super::failure::{Failure, Keys, Traj, parse_traj, trunc};
+use super::errors::{Index, text_hash};
+use super::failure::{Failure, Keys, Traj, parse_traj};
+use super::pairing::Pairer;
 use super::swaps::{SEGMENT_GAP_MS, Seg};
 use crate::model::PassCounts;
 use crate::timeline::{Outcome, Timeline};
 use resolvelab_history::access::AccessLine;
 use resolvelab_history::logformat::{Field, LogFormat};
-use resolvelab_history::{FileStats, History};
+use resolvelab_history::{FileStats, History, time};
 use std::collections::{BTreeMap, HashMap};
 
 /// Bucket width of the per-upstream request counts.
@@ -24,11 +26,13 @@ pub(super) struct AccessPass {
     /// out-of-order lines simply appears twice and is summed when grouped.
     pub counts: Vec<(u64, [u32; 3])>,
     pub timeline: Timeline,
-    pub failures: Vec<Failure>,
-    pub status: BTreeMap<u16, u64>,
+    /// Requests per status (see [`AccessPass::statuses`]).
+    status: BTreeMap<u16, u64>,
+    /// Statuses below 1000 counted without a map lookup.
+    status_counts: Vec<u64>,
     pub requests: u64,
-    /// The UTC offset of the first `$time_local` / `$time_iso8601`.
-    pub offset_seen: Option<i32>,
+    /// The error log's clock, decided at the first line.
+    pub clock: Option<Clock>,
     pub segs: Vec<Seg>,
     pub first_ms: i64,
     pub last_ms: i64,
@@ -36,10 +40,49 @@ pub(super) struct AccessPass {
     pub files: Vec<FileStats>,
 }
 
+impl AccessPass {
+    /// Requests per status.
+    pub fn statuses(&self) -> BTreeMap<u16, u64> {
+        let mut m = self.status.clone();
+        for (st, &n) in self.status_counts.iter().enumerate() {
+            if n > 0 {
+                *m.entry(st as u16).or_default() += n;
+            }
+        }
+        m
+    }
+}
+
+/// The error log's UTC offset (its times are local and carry none) and where it came from.
+#[derive(Clone, Copy)]
+pub(super) struct Clock {
+    pub offset_s: i32,
+    pub source: &'static str,
+}
+
+impl Clock {
+    /// From the first access line's `$time_local` offset, else `--tz-offset`, else the
+    /// machine's offset at that time (`at_ms`; none: the epoch).
+    pub fn of(seen: Option<i32>, flag: Option<i32>, at_ms: Option<i64>) -> Clock {
+        let (offset_s, source) = match (seen, flag) {
+            (Some(o), _) => (o, "time_local"),
+            (None, Some(o)) => (o, "flag"),
+            (None, None) => (
+                time::machine_offset_at(at_ms.unwrap_or(0) / 1000),
+                "machine",
+            ),
+        };
+        Clock { offset_s, source }
+    }
+}
+
 /// The pass's working state besides what it keeps.
 #[derive(Default)]
-struct Reader {
+struct Reader<'h> {
+    hist: Option<&'h History>,
+    tz_flag: Option<i32>,
     out: AccessPass,
+    pairer: Pairer,
     traj_ids: HashMap<Vec<u8>, u32>,
     last_traj: (Vec<u8>, Option<u32>),
     open_seg: Vec<Option<(i64, i64)>>,
@@ -48,12 +91,25 @@ struct Reader {
     dirty: Vec<u32>,
 }
 
-/// Read every access log once.
-pub(super) fn read(hist: &History, fmt: &LogFormat) -> anyhow::Result<AccessPass> {
+/// Read every access log once, pairing its failures on the way.
+pub(super) fn read(
+    hist: &History,
+    fmt: &LogFormat,
+    tz_flag: Option<i32>,
+) -> anyhow::Result<(AccessPass, Pairer)> {
     let mut stream = hist.access_stream(fmt)?;
+    let index = if fmt.has(Field::Connection) {
+        Index::Cid
+    } else {
+        Index::Text
+    };
     let mut r = Reader {
+        hist: Some(hist),
+        tz_flag,
+        pairer: Pairer::new(index),
         cur_bucket: i64::MIN,
         out: AccessPass {
+            status_counts: vec![0; 1000],
             first_ms: i64::MAX,
             last_ms: i64::MIN,
             ..AccessPass::default()
@@ -61,25 +117,31 @@ pub(super) fn read(hist: &History, fmt: &LogFormat) -> anyhow::Result<AccessPass
         ..Reader::default()
     };
     while let Some(a) = stream.next() {
-        r.line(&a);
+        r.line(&a)?;
     }
-    let mut out = r.finish();
+    let (mut out, pairer) = r.finish();
     out.files = stream.finish();
-    Ok(out)
+    if out.clock.is_none() {
+        out.clock = Some(Clock::of(None, tz_flag, None));
+    }
+    Ok((out, pairer))
 }
 
-impl Reader {
-    fn line(&mut self, a: &AccessLine<'_>) {
+impl Reader<'_> {
+    fn line(&mut self, a: &AccessLine<'_>) -> anyhow::Result<()> {
         let o = &mut self.out;
         o.requests += 1;
         let t_ms = a.t_us / 1000;
         o.first_ms = o.first_ms.min(t_ms);
         o.last_ms = o.last_ms.max(t_ms);
-        if o.offset_seen.is_none() {
-            o.offset_seen = a.utc_offset_s;
-        }
+        let clock = *o
+            .clock
+            .get_or_insert_with(|| Clock::of(a.utc_offset_s, self.tz_flag, Some(t_ms)));
         let st = a.status().unwrap_or(0);
-        *o.status.entry(st).or_default() += 1;
+        match o.status_counts.get_mut(st as usize) {
+            Some(c) => *c += 1,
+            None => *o.status.entry(st).or_default() += 1,
+        }
         let tid = self.traj_id(a.get(Field::UpstreamAddr));
         let traj = tid.map(|i| &self.out.trajs[i as usize]);
         let nlu = traj.is_some_and(|t| t.nlu);
@@ -96,11 +158,18 @@ impl Reader {
         if let Some(key) = traj.and_then(|t| t.key) {
             self.count(key, t_ms, failed, nlu);
         }
+        let kept = failed || tid.is_some_and(|i| !self.out.trajs[i as usize].internal.is_empty());
+        let method = if kept {
+            self.pairer.store.method_id(a.method())
+        } else {
+            0
+        };
         let Some(tid) = tid else {
             if failed {
-                self.out.failures.push(failure(a, t_ms, st, None, latency));
+                let f = failure(a, method, t_ms, st, None, latency);
+                self.pairer.push(f);
             }
-            return;
+            return self.advance(t_ms, clock);
         };
         let t = &self.out.trajs[tid as usize];
         let p = &mut self.out.passes;
@@ -109,24 +178,31 @@ impl Reader {
         if !t.internal.is_empty() && !failed {
             p.rescued += 1;
         }
-        for (ih, ig, ia) in &t.internal {
-            self.out.failures.push(Failure {
+        for (k, (ih, ig, _)) in t.internal.iter().enumerate() {
+            self.pairer.push(Failure {
                 group: ig.clone(),
                 nlu: true,
                 hops: *ih,
                 internal: true,
-                addrs: ia.clone(),
-                ..failure(a, t_ms, st, Some(tid), latency)
+                pass: (k + 1).min(u8::MAX as usize) as u8,
+                ..failure(a, method, t_ms, st, Some(tid), latency)
             });
         }
         if failed {
-            self.out.failures.push(Failure {
+            self.pairer.push(Failure {
                 nlu,
                 hops: if nlu { t.hops.len() as u32 } else { 0 },
-                addrs: t.addrs.clone(),
-                ..failure(a, t_ms, st, Some(tid), latency)
+                ..failure(a, method, t_ms, st, Some(tid), latency)
             });
         }
+        self.advance(t_ms, clock)
+    }
+
+    #[inline]
+    fn advance(&mut self, t_ms: i64, clock: Clock) -> anyhow::Result<()> {
+        let hist = self.hist.expect("set by read");
+        self.pairer
+            .advance(t_ms, hist, clock.offset_s, &self.out.trajs)
     }
 
     /// The trajectory id of an `$upstream_addr` value, parsed once per distinct value.
@@ -206,7 +282,7 @@ impl Reader {
         self.dirty.clear();
     }
 
-    fn finish(mut self) -> AccessPass {
+    fn finish(mut self) -> (AccessPass, Pairer) {
         self.flush_bucket();
         for (key, seg) in std::mem::take(&mut self.open_seg).into_iter().enumerate() {
             if let Some((s, e)) = seg {
@@ -217,13 +293,14 @@ impl Reader {
                 });
             }
         }
-        self.out
+        (self.out, self.pairer)
     }
 }
 
 /// A failed request as its access line shows it (not paired, not classified yet).
 fn failure(
     a: &AccessLine<'_>,
+    method: u16,
     t_ms: i64,
     status: u16,
     traj: Option<u32>,
@@ -237,10 +314,9 @@ fn failure(
         file: a.file,
         line: a.line,
         conn: a.connection(),
-        method: a.method().map(str::to_string),
-        request: a.text(Field::Request).map(str::to_string),
-        remote: a.text(Field::RemoteAddr).map(str::to_string),
-        raw: trunc(&String::from_utf8_lossy(a.raw()), 300),
+        method,
+        request: a.text(Field::Request).map(text_hash),
+        remote: a.text(Field::RemoteAddr).map(text_hash),
         ..Failure::default()
     }
 }

@@ -3,11 +3,12 @@
 //! ([`PairWindow`]), the failures of an error log read alone, and the lines quoted as evidence
 //! read again at the end ([`Cites`]).
 
-use super::failure::{Failure, is_addr, trunc};
+use super::failure::{Failure, Store, is_addr, trunc};
 use crate::classes::{self, Sig};
 use crate::model::{Evidence, Incident, Signature};
+use resolvelab_history::logformat::LogFormat;
 use resolvelab_history::{ErrorRecord, ErrorStream, History};
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 
 /// How far (ms) past a failure's end the error stream is read before pairing it, so that a line
 /// written slightly out of order (several workers share one file) still finds its request.
@@ -28,17 +29,62 @@ pub(super) struct ERef {
 pub(super) struct Pairable {
     pub cid: u64,
     pub sig: Sig,
-    pub request: Option<String>,
-    pub client: Option<String>,
-    pub upstream_host: Option<String>,
+    /// [`text_hash`] of its `request:`.
+    pub request: Option<u64>,
+    /// [`text_hash`] of its `client:`.
+    pub client: Option<u64>,
+    /// Its `upstream:` host ([`PairWindow::host`]).
+    pub upstream_host: Option<u32>,
 }
 
-/// The error lines that may still pair with a pending failure, ordered like the merged stream
-/// and indexed by `*cid`.
+/// How buffered lines are found: by `*cid` (the access log has `$connection`), or by client
+/// and request text (it has not).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub(super) enum Index {
+    #[default]
+    Cid,
+    Text,
+}
+
+/// A multiplicative mix for keys that are already numbers or hashes.
+#[derive(Default)]
+pub(super) struct Mix(u64);
+
+impl std::hash::Hasher for Mix {
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0 ^ b as u64).wrapping_mul(0x0100_0000_01b3);
+        }
+    }
+
+    fn write_u64(&mut self, x: u64) {
+        self.0 = (self.0 ^ x).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    }
+
+    fn finish(&self) -> u64 {
+        self.0 ^ (self.0 >> 29)
+    }
+}
+
+type Keyed = HashMap<u64, VecDeque<ERef>, std::hash::BuildHasherDefault<Mix>>;
+
+/// The error lines that may still pair with a pending failure, in merged order, with one
+/// short list per key ([`Index`]) so that a long window is never scanned whole. Lines come
+/// (nearly) in order, so every list grows at its back and shrinks at its front.
 #[derive(Default)]
 pub(super) struct PairWindow {
-    lines: BTreeMap<ERef, Pairable>,
-    cids: BTreeSet<(u64, ERef)>,
+    /// Buffered lines in merged order; a paired (taken) line leaves a hole until evicted.
+    lines: VecDeque<(ERef, Option<Pairable>)>,
+    live: usize,
+    index: Index,
+    keys: Keyed,
+    /// Lines without a client ([`Index::Text`]).
+    anon: VecDeque<ERef>,
+    /// Emptied key lists, kept for reuse (keys come and go with every line).
+    pool: Vec<VecDeque<ERef>>,
+    /// The `upstream:` hosts seen (few: groups and peers).
+    hosts: Vec<String>,
+    host_ids: HashMap<String, u32>,
     /// The most lines buffered at once.
     pub max_len: usize,
     /// Lines dropped over the safety cap.
@@ -63,50 +109,195 @@ impl ERef {
     }
 }
 
+/// A fixed-key hash of a client or request text (deterministic across runs): pairing compares
+/// these rather than keeping the texts.
+pub(super) fn text_hash(s: &str) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::hash::DefaultHasher::new();
+    s.hash(&mut h);
+    h.finish()
+}
+
+/// Insert `k` into a list kept in order (at the back, unless the line came late).
+fn insert_sorted(v: &mut VecDeque<ERef>, k: ERef) {
+    if v.back().is_none_or(|b| *b <= k) {
+        v.push_back(k);
+    } else {
+        let i = v.partition_point(|x| *x < k);
+        v.insert(i, k);
+    }
+}
+
+fn remove_from(v: &mut VecDeque<ERef>, k: ERef) {
+    if v.front() == Some(&k) {
+        v.pop_front();
+    } else if let Some(i) = v.iter().position(|x| *x == k) {
+        v.remove(i);
+    }
+}
+
+/// The part of a list in `a..=b`.
+fn in_span(v: &VecDeque<ERef>, a: ERef, b: ERef) -> impl Iterator<Item = ERef> + '_ {
+    let i = v.partition_point(|x| *x < a);
+    v.range(i..).take_while(move |x| **x <= b).copied()
+}
+
 impl PairWindow {
-    pub fn insert(&mut self, k: ERef, p: Pairable) {
-        self.cids.insert((p.cid, k));
-        self.lines.insert(k, p);
-        if self.lines.len() > MAX_BUFFERED
-            && let Some((k, p)) = self.lines.pop_first()
-        {
-            self.cids.remove(&(p.cid, k));
-            self.dropped += 1;
+    /// An empty window indexed as `index` says.
+    pub fn new(index: Index) -> PairWindow {
+        PairWindow {
+            index,
+            ..PairWindow::default()
         }
-        self.max_len = self.max_len.max(self.lines.len());
+    }
+
+    fn keys_of(&self, p: &Pairable) -> [Option<u64>; 2] {
+        match self.index {
+            Index::Cid => [Some(p.cid), None],
+            Index::Text => [p.client, p.request],
+        }
+    }
+
+    pub fn insert(&mut self, k: ERef, p: Pairable) {
+        for key in self.keys_of(&p).into_iter().flatten() {
+            let pool = &mut self.pool;
+            let v = self
+                .keys
+                .entry(key)
+                .or_insert_with(|| pool.pop().unwrap_or_default());
+            insert_sorted(v, k);
+        }
+        if self.index == Index::Text && p.client.is_none() {
+            insert_sorted(&mut self.anon, k);
+        }
+        if self.lines.back().is_none_or(|b| b.0 <= k) {
+            self.lines.push_back((k, Some(p)));
+        } else {
+            let i = self.lines.partition_point(|x| x.0 < k);
+            self.lines.insert(i, (k, Some(p)));
+        }
+        self.live += 1;
+        while self.live > MAX_BUFFERED {
+            if self.pop_front() {
+                self.dropped += 1;
+            }
+        }
+        self.max_len = self.max_len.max(self.live);
+    }
+
+    /// Drop the oldest line; true when it had not been paired.
+    fn pop_front(&mut self) -> bool {
+        let Some((k, p)) = self.lines.pop_front() else {
+            return false;
+        };
+        let Some(p) = p else { return false };
+        self.unindex(k, &p);
+        true
+    }
+
+    fn unindex(&mut self, k: ERef, p: &Pairable) {
+        self.live -= 1;
+        for key in self.keys_of(p).into_iter().flatten() {
+            if let Some(v) = self.keys.get_mut(&key) {
+                remove_from(v, k);
+                if v.is_empty()
+                    && let Some(v) = self.keys.remove(&key)
+                    && self.pool.len() < 4096
+                {
+                    self.pool.push(v);
+                }
+            }
+        }
+        if self.index == Index::Text && p.client.is_none() {
+            remove_from(&mut self.anon, k);
+        }
     }
 
     pub fn evict_before(&mut self, t_ms: i64) {
-        while let Some(e) = self.lines.first_entry() {
-            if e.key().t_ms >= t_ms {
-                break;
-            }
-            let (k, p) = e.remove_entry();
-            self.cids.remove(&(p.cid, k));
+        while self.lines.front().is_some_and(|x| x.0.t_ms < t_ms) {
+            self.pop_front();
         }
     }
 
+    fn pos(&self, k: &ERef) -> usize {
+        self.lines
+            .binary_search_by(|x| x.0.cmp(k))
+            .expect("a candidate is in the window")
+    }
+
     pub fn get(&self, k: &ERef) -> &Pairable {
-        &self.lines[k]
+        self.lines[self.pos(k)]
+            .1
+            .as_ref()
+            .expect("a candidate is not paired yet")
     }
 
     pub fn take(&mut self, k: &ERef) -> Pairable {
-        let p = self.lines.remove(k).expect("a candidate is in the window");
-        self.cids.remove(&(p.cid, *k));
+        let i = self.pos(k);
+        let p = self.lines[i]
+            .1
+            .take()
+            .expect("a candidate is not paired yet");
+        self.unindex(*k, &p);
         p
     }
 
+    /// The lines of `*cid` in `lo..=hi` ([`Index::Cid`]; else by time).
     pub fn by_cid(&self, cid: u64, lo: i64, hi: i64) -> Vec<ERef> {
+        if self.index != Index::Cid {
+            return self.by_time(lo, hi).map(|(k, _)| k).collect();
+        }
         let (a, b) = ERef::span(lo, hi);
-        self.cids
-            .range((cid, a)..=(cid, b))
-            .map(|(_, k)| *k)
-            .collect()
+        self.keys
+            .get(&cid)
+            .map(|v| in_span(v, a, b).collect())
+            .unwrap_or_default()
     }
 
+    /// The lines of `lo..=hi` whose client is `client`, or whose request is `request`, or
+    /// that name no client — a superset of what pairing without `*cid` accepts (hashes may
+    /// collide), in merged order ([`Index::Text`]; else every line of the window).
+    pub fn by_client(&self, client: u64, request: Option<u64>, lo: i64, hi: i64) -> Vec<ERef> {
+        if self.index != Index::Text {
+            return self.by_time(lo, hi).map(|(k, _)| k).collect();
+        }
+        let (a, b) = ERef::span(lo, hi);
+        let mut out: Vec<ERef> = Vec::new();
+        for h in std::iter::once(client).chain(request) {
+            if let Some(v) = self.keys.get(&h) {
+                out.extend(in_span(v, a, b));
+            }
+        }
+        out.extend(in_span(&self.anon, a, b));
+        out.sort_unstable();
+        out.dedup();
+        out
+    }
+
+    /// The id of an `upstream:` host.
+    fn host_id(&mut self, h: &str) -> u32 {
+        if let Some(&i) = self.host_ids.get(h) {
+            return i;
+        }
+        self.hosts.push(h.to_string());
+        self.host_ids
+            .insert(h.to_string(), (self.hosts.len() - 1) as u32);
+        (self.hosts.len() - 1) as u32
+    }
+
+    /// An `upstream:` host by id.
+    pub fn host(&self, id: u32) -> &str {
+        &self.hosts[id as usize]
+    }
+
+    /// Every unpaired line of `lo..=hi`, in merged order.
     pub fn by_time(&self, lo: i64, hi: i64) -> impl Iterator<Item = (ERef, &Pairable)> {
         let (a, b) = ERef::span(lo, hi);
-        self.lines.range(a..=b).map(|(k, p)| (*k, p))
+        let i = self.lines.partition_point(|x| x.0 < a);
+        self.lines
+            .range(i..)
+            .take_while(move |x| x.0 <= b)
+            .filter_map(|(k, p)| p.as_ref().map(|p| (*k, p)))
     }
 }
 
@@ -248,6 +439,7 @@ pub(super) fn feed_errors(
             && t_ms >= keep_from_ms
             && sig.is_request_failure()
         {
+            let upstream_host = e.upstream_host().map(|h| win.host_id(h));
             win.insert(
                 ERef {
                     t_ms,
@@ -257,9 +449,9 @@ pub(super) fn feed_errors(
                 Pairable {
                     cid,
                     sig,
-                    request: e.request.clone(),
-                    client: e.client.clone(),
-                    upstream_host: e.upstream_host().map(str::to_string),
+                    request: e.request.as_deref().map(text_hash),
+                    client: e.client.as_deref().map(text_hash),
+                    upstream_host,
                 },
             );
         }
@@ -270,7 +462,11 @@ pub(super) fn feed_errors(
 /// and request whose lines (a failed try, `no live upstreams`, its own failed resolution) fall
 /// within a second or two of each other. Whether a failed try was retried successfully only
 /// the access log can tell; the evidence summary says so.
-pub(super) fn failures_from_errors(hist: &History, offset_s: i32) -> anyhow::Result<Vec<Failure>> {
+pub(super) fn failures_from_errors(
+    hist: &History,
+    offset_s: i32,
+    store: &mut Store,
+) -> anyhow::Result<Vec<Failure>> {
     let mut errs = hist.error_stream(offset_s)?;
     let mut out: Vec<Failure> = Vec::new();
     let mut open: HashMap<(u64, Option<String>), usize> = HashMap::new();
@@ -290,7 +486,7 @@ pub(super) fn failures_from_errors(hist: &History, offset_s: i32) -> anyhow::Res
             Some(&i) if t_ms - out[i].start_ms <= 2000 => i,
             _ => {
                 open.insert(key, out.len());
-                out.push(error_failure(e, cid, sig));
+                out.push(error_failure(e, cid, sig, store));
                 out.len() - 1
             }
         };
@@ -311,7 +507,7 @@ pub(super) fn failures_from_errors(hist: &History, offset_s: i32) -> anyhow::Res
 }
 
 /// A failed request as one error line shows it (see [`failures_from_errors`]).
-fn error_failure(e: &ErrorRecord, cid: u64, sig: Sig) -> Failure {
+fn error_failure(e: &ErrorRecord, cid: u64, sig: Sig, store: &mut Store) -> Failure {
     let t_ms = e.t_us / 1000;
     Failure {
         t_ms: t_ms + 999,
@@ -325,14 +521,9 @@ fn error_failure(e: &ErrorRecord, cid: u64, sig: Sig) -> Failure {
         file: e.file,
         line: e.line,
         conn: Some(cid),
-        method: e
-            .request
-            .as_deref()
-            .and_then(|r| r.split(' ').next())
-            .map(str::to_string),
-        request: e.request.clone(),
-        remote: e.client.clone(),
-        raw: trunc(&err_text(e), 300),
+        method: store.method_id(e.request.as_deref().and_then(|r| r.split(' ').next())),
+        request: e.request.as_deref().map(text_hash),
+        remote: e.client.as_deref().map(text_hash),
         group: e
             .upstream_host()
             .filter(|h| !is_addr(h))
@@ -361,8 +552,9 @@ fn err_text(e: &ErrorRecord) -> String {
     )
 }
 
-/// Error lines cited as evidence. Their text is filled in after the streamed pass, by reading
-/// only those lines again ([`History::fetch_errors`]).
+/// Lines cited as evidence — error lines, and the access lines of failures. Their text is
+/// filled in after the streamed pass, by reading only those lines again
+/// ([`History::fetch_errors`], [`History::fetch_access`]).
 #[derive(Default)]
 pub(super) struct Cites {
     wanted: HashMap<String, (u32, u64)>,
@@ -371,34 +563,51 @@ pub(super) struct Cites {
 impl Cites {
     /// Evidence for one error line; the text follows in [`Cites::fill`].
     pub fn ev(&mut self, h: &History, r: ERef, note: &str) -> Evidence {
-        let at = h.cite(r.file, r.line);
-        self.wanted.insert(at.clone(), (r.file, r.line));
+        self.line(h, r.file, r.line, note.to_string())
+    }
+
+    /// Evidence for any line (access or error) by file and line number.
+    pub fn line(&mut self, h: &History, file: u32, line: u64, note: String) -> Evidence {
+        let at = h.cite(file, line);
+        self.wanted.insert(at.clone(), (file, line));
         Evidence {
             at,
-            note: note.to_string(),
+            note,
             text: String::new(),
         }
     }
 
-    /// Read the cited lines and fill their evidence text; returns the number of lines read.
+    /// Read the cited lines and fill their evidence text; returns the number of error lines
+    /// read.
     pub fn fill(
         &self,
         h: &History,
+        fmt: &LogFormat,
         incidents: &mut [Incident],
         signatures: &mut [Signature],
     ) -> anyhow::Result<usize> {
         if self.wanted.is_empty() {
             return Ok(0);
         }
-        let keys: Vec<(u32, u64)> = self.wanted.values().copied().collect();
-        let recs = h.fetch_errors(&keys)?;
+        type Lines = Vec<(u32, u64)>;
+        let (acc, err): (Lines, Lines) = self
+            .wanted
+            .values()
+            .copied()
+            .partition(|(f, _)| (*f as usize) < h.n_access);
+        let recs = h.fetch_errors(&err)?;
+        let lines = h.fetch_access(fmt, &acc)?;
+        let gone = || "(the line can no longer be read: the file changed)".to_string();
         let text = |at: &str| -> Option<String> {
             let k = self.wanted.get(at)?;
-            Some(
-                recs.get(k)
-                    .map(err_text)
-                    .unwrap_or_else(|| "(the line can no longer be read: the file changed)".into()),
-            )
+            Some(if (k.0 as usize) < h.n_access {
+                lines
+                    .get(k)
+                    .map(|b| trunc(&String::from_utf8_lossy(b), 300))
+                    .unwrap_or_else(gone)
+            } else {
+                recs.get(k).map(err_text).unwrap_or_else(gone)
+            })
         };
         let evs = incidents
             .iter_mut()

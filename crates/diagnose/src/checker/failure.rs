@@ -2,6 +2,7 @@
 //! through.
 
 use super::errors::ERef;
+use super::pairing::UNRESOLVED;
 use crate::classes::{Class, Sig};
 use std::collections::HashMap;
 
@@ -100,10 +101,12 @@ pub(super) struct Failure {
     pub file: u32,
     pub line: u64,
     pub conn: Option<u64>,
-    pub method: Option<String>,
-    pub request: Option<String>,
-    pub remote: Option<String>,
-    pub raw: String,
+    /// Its method ([`Store::method_id`]).
+    pub method: u16,
+    /// [`text_hash`](super::errors::text_hash) of `$request`.
+    pub request: Option<u64>,
+    /// [`text_hash`](super::errors::text_hash) of `$remote_addr`.
+    pub remote: Option<u64>,
     pub group: String,
     pub nlu: bool,
     pub hops: u32,
@@ -114,12 +117,10 @@ pub(super) struct Failure {
     pub first_try: Vec<(ERef, Sig)>,
     /// Its own resolution's failure line (`*cid … could not be resolved`, per-request DNS).
     pub own_dns: Option<(ERef, Sig)>,
-    pub class: Class,
-    pub confidence: f64,
     /// An NLU inside an earlier pass of a redirected request (not a client-visible failure).
     pub internal: bool,
-    /// Real addresses tried in the NLU's pass (to see whether it went through a pre-swap peer).
-    pub addrs: Vec<String>,
+    /// Which pass's addresses it tried (see [`Kind::pass`]).
+    pub pass: u8,
 }
 
 impl Default for Failure {
@@ -133,22 +134,290 @@ impl Default for Failure {
             file: 0,
             line: 0,
             conn: None,
-            method: None,
+            method: 0,
             request: None,
             remote: None,
-            raw: String::new(),
             group: String::new(),
             nlu: false,
             hops: 0,
             paired: None,
             first_try: Vec::new(),
             own_dns: None,
-            class: Class::Undetermined,
-            confidence: 0.0,
             internal: false,
-            addrs: Vec::new(),
+            pass: 0,
         }
     }
+}
+
+/// Failures of one (second, kind) kept one by one; the rest of that second are counted into the
+/// last one kept (its weight), so that memory follows the span of the logs and the variety of
+/// failures, not their number (a long outage at thousands of failures a second). Lab runs
+/// (≤ 300 failures a second) stay below it: every failure is kept.
+pub(super) const KEEP_PER_SECOND: u16 = 512;
+/// Past [`KEEP_BUDGET`] records (48 MiB), fewer are kept one by one per (second, kind).
+pub(super) const KEEP_PER_SECOND_OVER_BUDGET: u16 = 64;
+/// Records kept before [`KEEP_PER_SECOND_OVER_BUDGET`] applies.
+pub(super) const KEEP_BUDGET: usize = 1 << 20;
+
+/// What a failure is, apart from when and where it was logged: the facts classification reads,
+/// shared by many failures (interned in [`Store`]).
+#[derive(Clone, PartialEq, Eq, Hash)]
+pub(super) struct Kind {
+    pub status: u16,
+    pub traj: Option<u32>,
+    /// Index into [`Store::groups`].
+    pub group: u32,
+    /// Index into [`Store::methods`].
+    pub method: u16,
+    pub nlu: bool,
+    pub hops: u32,
+    pub internal: bool,
+    /// Which pass's addresses it tried: 0 the last, `i + 1` the trajectory's `internal[i]`.
+    pub pass: u8,
+    pub paired: Option<Sig>,
+    /// First-try failure lines paired (at most 3), and whether one was `(99: …)`.
+    pub first_try: u8,
+    pub first_try_99: bool,
+    pub own_dns: Option<Sig>,
+}
+
+/// A line by (file, line number), packed in one word (0: none).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(super) struct At(u64);
+
+impl At {
+    pub const NONE: At = At(0);
+
+    pub fn new(file: u32, line: u64) -> At {
+        At(((file as u64) << 48) | (line & ((1 << 48) - 1)))
+    }
+
+    pub fn of(r: Option<ERef>) -> At {
+        r.map_or(At::NONE, |r| At::new(r.file, r.line))
+    }
+
+    pub fn file(self) -> u32 {
+        (self.0 >> 48) as u32
+    }
+
+    pub fn line(self) -> u64 {
+        self.0 & ((1 << 48) - 1)
+    }
+
+    pub fn get(self) -> Option<(u32, u64)> {
+        (self.0 != 0).then(|| (self.file(), self.line()))
+    }
+}
+
+/// One kept failure (48 bytes): when, where, its kind, the error lines paired with it, and —
+/// once classified — its class.
+#[derive(Clone)]
+pub(super) struct Rec {
+    pub t_ms: i64,
+    pub at: At,
+    /// Its paired error line (NLU, first try, own resolution).
+    pub paired_at: At,
+    /// Its first first-try failure line.
+    pub first_try_at: At,
+    /// End minus the earliest start of its members (ms).
+    pub latency_ms: u32,
+    pub kind: u32,
+    /// Failures it stands for (itself included).
+    pub weight: u16,
+    /// Last member's end minus its own (ms).
+    pub span_ms: u16,
+    pub class: Class,
+    /// Confidence in 1/10,000.
+    pub conf: u16,
+}
+
+impl Rec {
+    pub fn start_ms(&self) -> i64 {
+        self.t_ms - self.latency_ms as i64
+    }
+
+    pub fn last_ms(&self) -> i64 {
+        self.t_ms + self.span_ms as i64
+    }
+
+    pub fn confidence(&self) -> f64 {
+        self.conf as f64 / 10_000.0
+    }
+
+    pub fn weight(&self) -> u64 {
+        self.weight as u64
+    }
+}
+
+/// Every failure kept, in pairing (time) order, with the tables their kinds point into.
+#[derive(Default)]
+pub(super) struct Store {
+    pub recs: Vec<Rec>,
+    pub kinds: Vec<Kind>,
+    kind_ids: HashMap<Kind, u32, std::hash::BuildHasherDefault<super::errors::Mix>>,
+    /// The last kind interned (failures of a burst repeat it).
+    last_kind: Option<(Kind, u32)>,
+    pub groups: Vec<String>,
+    group_ids: HashMap<String, u32>,
+    pub methods: Vec<Option<String>>,
+    /// The second being kept, and per kind its failures so far and its last record.
+    sec: i64,
+    per_kind: HashMap<u32, (u16, usize)>,
+    /// Failures counted into an earlier record rather than kept.
+    pub collapsed: u64,
+}
+
+impl Store {
+    /// Keep a paired failure (its group known), or count it into the last one of its kind.
+    pub fn push(&mut self, f: &Failure) {
+        let kind = Kind {
+            status: f.status,
+            traj: f.traj,
+            group: intern(&mut self.groups, &mut self.group_ids, &f.group),
+            method: f.method,
+            nlu: f.nlu,
+            hops: f.hops,
+            internal: f.internal,
+            pass: f.pass,
+            paired: f.paired.map(|p| p.1),
+            first_try: f.first_try.len().min(3) as u8,
+            first_try_99: f.first_try.iter().any(|e| e.1 == Sig::ConnectEaddrnotavail),
+            own_dns: f.own_dns.map(|p| p.1),
+        };
+        let kind = match &self.last_kind {
+            Some((k, id)) if *k == kind => *id,
+            _ => {
+                let id = intern(&mut self.kinds, &mut self.kind_ids, &kind);
+                self.last_kind = Some((kind, id));
+                id
+            }
+        };
+        let sec = f.t_ms.div_euclid(1000);
+        if sec != self.sec {
+            self.sec = sec;
+            self.per_kind.clear();
+        }
+        let latency = (f.t_ms - f.start_ms).clamp(0, u32::MAX as i64) as u32;
+        let slot = self.per_kind.entry(kind).or_insert((0, usize::MAX));
+        let keep = if self.recs.len() < KEEP_BUDGET {
+            KEEP_PER_SECOND
+        } else {
+            KEEP_PER_SECOND_OVER_BUDGET
+        };
+        if slot.0 >= keep
+            && let Some(r) = self.recs.get_mut(slot.1)
+            && r.weight < u16::MAX
+            && f.t_ms >= r.t_ms
+        {
+            r.weight += 1;
+            r.span_ms = r.span_ms.max((f.t_ms - r.t_ms).min(u16::MAX as i64) as u16);
+            r.latency_ms = r
+                .latency_ms
+                .max((r.t_ms - f.start_ms).clamp(0, u32::MAX as i64) as u32);
+            self.collapsed += 1;
+            return;
+        }
+        slot.0 = slot.0.saturating_add(1);
+        slot.1 = self.recs.len();
+        self.recs.push(Rec {
+            t_ms: f.t_ms,
+            at: At::new(f.file, f.line),
+            paired_at: At::of(f.paired.map(|p| p.0)),
+            first_try_at: At::of(f.first_try.first().map(|p| p.0)),
+            latency_ms: latency,
+            kind,
+            weight: 1,
+            span_ms: 0,
+            class: Class::Undetermined,
+            conf: 0,
+        });
+    }
+
+    /// The id of a method (`None`: not logged).
+    pub fn method_id(&mut self, m: Option<&str>) -> u16 {
+        if let Some(i) = self.methods.iter().position(|x| x.as_deref() == m) {
+            return i as u16;
+        }
+        if self.methods.len() >= u16::MAX as usize {
+            return 0;
+        }
+        self.methods.push(m.map(str::to_string));
+        (self.methods.len() - 1) as u16
+    }
+
+    pub fn kind(&self, i: usize) -> &Kind {
+        &self.kinds[self.recs[i].kind as usize]
+    }
+
+    pub fn group(&self, i: usize) -> &str {
+        &self.groups[self.kind(i).group as usize]
+    }
+
+    /// Failures kept and counted, internal NLUs left out.
+    pub fn client_failures(&self) -> u64 {
+        (0..self.recs.len())
+            .filter(|&i| !self.kind(i).internal)
+            .map(|i| self.recs[i].weight())
+            .sum()
+    }
+
+    /// The real addresses a failure tried in its failing pass.
+    pub fn addrs<'a>(&self, i: usize, trajs: &'a [Traj]) -> &'a [String] {
+        let k = self.kind(i);
+        match k.traj.map(|t| &trajs[t as usize]) {
+            None => &[],
+            Some(t) if k.pass == 0 => &t.addrs,
+            Some(t) => t.internal.get(k.pass as usize - 1).map_or(&[], |p| &p.2),
+        }
+    }
+
+    /// Name the groups left open while pairing (see [`UNRESOLVED`]): an address's group is
+    /// the one an NLU trajectory named for it, else `default`, as is a failure nothing names.
+    pub fn resolve_groups(&mut self, default: &str, addr_group: &HashMap<String, String>) {
+        let (mut names, mut ids) = (Vec::new(), HashMap::new());
+        let remap: Vec<u32> = self
+            .groups
+            .iter()
+            .map(|g| {
+                let name = match g.strip_prefix(UNRESOLVED) {
+                    Some("") => default,
+                    Some(a) => addr_group.get(a).map_or(default, String::as_str),
+                    None => g,
+                };
+                intern(&mut names, &mut ids, &name.to_string())
+            })
+            .collect();
+        for k in &mut self.kinds {
+            k.group = remap[k.group as usize];
+        }
+        (self.groups, self.group_ids) = (names, ids);
+        // Kinds may now repeat; nothing is interned after this.
+        self.kind_ids.clear();
+        self.last_kind = None;
+    }
+
+    /// Keep only the failures of group `g`.
+    pub fn retain_group(&mut self, g: &str) {
+        let Some(&gid) = self.group_ids.get(g) else {
+            self.recs.clear();
+            return;
+        };
+        let kinds = &self.kinds;
+        self.recs.retain(|r| kinds[r.kind as usize].group == gid);
+    }
+}
+
+fn intern<T: Clone + Eq + std::hash::Hash, S: std::hash::BuildHasher>(
+    v: &mut Vec<T>,
+    ids: &mut HashMap<T, u32, S>,
+    x: &T,
+) -> u32 {
+    if let Some(&i) = ids.get(x) {
+        return i;
+    }
+    v.push(x.clone());
+    ids.insert(x.clone(), (v.len() - 1) as u32);
+    (v.len() - 1) as u32
 }
 
 /// The IP of `IP:port` / `[v6]:port` (or the text itself).
@@ -199,5 +468,60 @@ mod tests {
         assert_eq!(host_of("[::1]:8080"), "::1");
         let t = parse_traj("unix:/run/app.sock", &mut k);
         assert!(!t.nlu);
+    }
+
+    fn nlu_at(t_ms: i64, line: u64) -> Failure {
+        Failure {
+            t_ms,
+            start_ms: t_ms - 3,
+            status: 502,
+            line,
+            group: "be".into(),
+            nlu: true,
+            hops: 1,
+            ..Failure::default()
+        }
+    }
+
+    #[test]
+    fn a_heavy_second_is_counted_not_kept() {
+        let mut s = Store::default();
+        // 10,000 NLUs of one kind in one second, then one in the next second.
+        for i in 0..10_000u64 {
+            s.push(&nlu_at(1_000_000 + (i / 10) as i64, i + 1));
+        }
+        s.push(&nlu_at(1_001_500, 10_001));
+        assert_eq!(s.recs.len(), KEEP_PER_SECOND as usize + 1);
+        assert_eq!(s.client_failures(), 10_001);
+        assert_eq!(s.collapsed, 10_000 - KEEP_PER_SECOND as u64);
+        let last = &s.recs[KEEP_PER_SECOND as usize - 1];
+        // It stands for itself and every later failure of its second, up to the last one's end.
+        assert_eq!(last.weight(), 10_000 - KEEP_PER_SECOND as u64 + 1);
+        assert_eq!(last.last_ms(), 1_000_999);
+        assert_eq!(s.kinds.len(), 1);
+    }
+
+    #[test]
+    fn over_the_budget_fewer_are_kept_per_second() {
+        let mut s = Store::default();
+        let per_sec = KEEP_PER_SECOND as u64;
+        let seconds = (KEEP_BUDGET as u64).div_ceil(per_sec) + 2;
+        for sec in 0..seconds {
+            for i in 0..per_sec {
+                s.push(&nlu_at(
+                    sec as i64 * 1000 + i as i64 % 1000,
+                    sec * per_sec + i + 1,
+                ));
+            }
+        }
+        let total = seconds * per_sec;
+        assert_eq!(s.client_failures(), total);
+        assert!(
+            s.recs.len() < KEEP_BUDGET + 3 * per_sec as usize,
+            "{}",
+            s.recs.len()
+        );
+        let tail = &s.recs[s.recs.len() - KEEP_PER_SECOND_OVER_BUDGET as usize..];
+        assert_eq!(tail.iter().map(Rec::weight).sum::<u64>(), per_sec);
     }
 }

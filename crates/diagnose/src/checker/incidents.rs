@@ -4,7 +4,7 @@
 
 use super::access::BUCKET_MS;
 use super::errors::{Cites, ERef, SigIndex};
-use super::failure::{Failure, host_of};
+use super::failure::{Store, Traj, host_of};
 use super::groups::{Buckets, Groups};
 use super::swaps::PeerChanges;
 use super::traj_label;
@@ -32,6 +32,7 @@ fn trickle(span_ms: i64, (requests, failed): (u64, u64)) -> bool {
 /// What classification reads besides the failures.
 pub(super) struct Ctx<'a> {
     pub hist: &'a History,
+    pub trajs: &'a [Traj],
     pub groups: &'a Groups,
     pub peers: &'a PeerChanges,
     pub ix: &'a SigIndex,
@@ -73,27 +74,34 @@ impl Near {
 }
 
 /// Classify every failure and build the incidents, numbered in time order.
-pub(super) fn build(failures: &mut [Failure], cx: &Ctx<'_>, cites: &mut Cites) -> Vec<Incident> {
-    let mut by_group: BTreeMap<String, Vec<usize>> = BTreeMap::new();
-    for (i, f) in failures.iter().enumerate() {
-        by_group.entry(f.group.clone()).or_default().push(i);
+pub(super) fn build(store: &mut Store, cx: &Ctx<'_>, cites: &mut Cites) -> Vec<Incident> {
+    let mut by_group: BTreeMap<&str, Vec<usize>> = BTreeMap::new();
+    for i in 0..store.recs.len() {
+        by_group.entry(store.group(i)).or_default().push(i);
     }
+    let by_group: Vec<(String, Vec<usize>)> = by_group
+        .into_iter()
+        .map(|(g, v)| (g.to_string(), v))
+        .collect();
     let mut incidents: Vec<Incident> = Vec::new();
     for (g, idxs) in &by_group {
-        for c in clusters(failures, cx.groups, g, idxs) {
-            let cs = c.iter().map(|&i| failures[i].start_ms).min().unwrap();
-            let ce = c.iter().map(|&i| failures[i].t_ms).max().unwrap();
+        for c in clusters(store, cx.groups, g, idxs) {
+            let cs = c.iter().map(|&i| store.recs[i].start_ms()).min().unwrap();
+            let ce = c.iter().map(|&i| store.recs[i].last_ms()).max().unwrap();
             let near = Near::of(cx, cs, ce);
-            classify_cluster(failures, &c, cx, g, &near, (cs, ce));
+            classify_cluster(store, &c, cx, g, &near, (cs, ce));
             // One incident per class inside the cluster. Internal NLUs (rescued or not by a
             // later pass) are classified, but the incidents are made of what the client saw.
             let mut per_class: BTreeMap<&'static str, Vec<usize>> = BTreeMap::new();
-            for &i in c.iter().filter(|&&i| !failures[i].internal) {
-                per_class.entry(failures[i].class.id()).or_default().push(i);
+            for &i in c.iter().filter(|&&i| !store.kind(i).internal) {
+                per_class
+                    .entry(store.recs[i].class.id())
+                    .or_default()
+                    .push(i);
             }
             for (class, members) in per_class {
                 let class = Class::from_id(class).unwrap_or(Class::Undetermined);
-                incidents.push(incident(failures, &members, class, g, cx, &near, cites));
+                incidents.push(incident(store, &members, class, g, cx, &near, cites));
             }
         }
     }
@@ -110,15 +118,16 @@ pub(super) fn build(failures: &mut [Failure], cx: &Ctx<'_>, cites: &mut Cites) -
 }
 
 /// Group `g`'s failures (indexes in time order) cut into clusters.
-fn clusters(failures: &[Failure], groups: &Groups, g: &str, idxs: &[usize]) -> Vec<Vec<usize>> {
+fn clusters(store: &Store, groups: &Groups, g: &str, idxs: &[usize]) -> Vec<Vec<usize>> {
+    let recs = &store.recs;
     let mut clusters: Vec<Vec<usize>> = Vec::new();
     for &i in idxs {
-        let t = failures[i].t_ms;
+        let t = recs[i].t_ms;
         match clusters.last_mut() {
             Some(c)
-                if t - failures[*c.last().unwrap()].t_ms <= CLUSTER_GAP_MS
+                if t - recs[*c.last().unwrap()].last_ms() <= CLUSTER_GAP_MS
                     && !trickle(
-                        t - failures[c[0]].t_ms,
+                        t - recs[c[0]].t_ms,
                         groups.window(g, t - TRICKLE_SPAN_MS, t),
                     ) =>
             {
@@ -132,7 +141,7 @@ fn clusters(failures: &[Failure], groups: &Groups, g: &str, idxs: &[usize]) -> V
 
 /// Give each failure of cluster `c` (spanning `cs..ce`) its class and confidence.
 fn classify_cluster(
-    failures: &mut [Failure],
+    store: &mut Store,
     c: &[usize],
     cx: &Ctx<'_>,
     g: &str,
@@ -146,47 +155,50 @@ fn classify_cluster(
         fail as f64 / req as f64
     };
     // Without an access log the successes in between are unknown: no burst is claimed.
-    let burst =
-        req > 0 && share >= 0.8 && c.iter().filter(|&&i| !failures[i].internal).count() >= 3;
+    let client: u64 = c
+        .iter()
+        .filter(|&&i| !store.kind(i).internal)
+        .map(|&i| store.recs[i].weight())
+        .sum();
+    let burst = req > 0 && share >= 0.8 && client >= 3;
     let changes = &cx.peers.changes;
     for &i in c {
-        let f = &failures[i];
-        let pc = cx.peers.prev_change(f.t_ms);
+        let (t_ms, f) = (store.recs[i].t_ms, store.kind(i));
+        let addrs = store.addrs(i, cx.trajs);
+        let pc = cx.peers.prev_change(t_ms);
         // The generation race needs a request that started before the change, i.e. one that
         // tried a pre-change peer (DOMAIN.md §8: "all through the pre-swap IP").
         let through_old = pc.is_some_and(|s| {
             let old = &changes[s].old;
-            old.is_empty()
-                || f.addrs.is_empty()
-                || f.addrs.iter().any(|a| old.contains(&host_of(a)))
+            old.is_empty() || addrs.is_empty() || addrs.iter().any(|a| old.contains(&host_of(a)))
         });
         let facts = Facts {
             nlu: f.nlu,
             hops: f.hops,
-            addrs: f.addrs.len(),
-            first_try: f.first_try.len(),
-            first_try_99: f.first_try.iter().any(|e| e.1 == Sig::ConnectEaddrnotavail),
-            own_resolution: f.own_dns.map(|e| e.1),
+            addrs: addrs.len(),
+            first_try: f.first_try as usize,
+            first_try_99: f.first_try_99,
+            own_resolution: f.own_dns,
             eaddrnotavail_near: near.p99.is_some(),
             zone_memory_near: near.mem.is_some(),
             nxdomain_near: near.nx_err.is_some() || near.nx_dns.is_some(),
             disabled_near: near.dis.is_some(),
             burst,
             share,
-            after_change_ms: pc.map(|s| f.t_ms - changes[s].t_ms),
+            after_change_ms: pc.map(|s| t_ms - changes[s].t_ms),
             through_old,
             paired: f.paired.is_some(),
         };
         let decision = classify(&facts, cx.swaps, cx.race);
-        let f = &mut failures[i];
-        f.class = decision.class;
-        f.confidence = decision.confidence;
+        let r = &mut store.recs[i];
+        r.class = decision.class;
+        r.conf = (decision.confidence * 10_000.0).round() as u16;
     }
 }
 
 /// The incident of one class's `members` (indexes in time order) inside a cluster of group `g`.
 fn incident(
-    failures: &[Failure],
+    store: &Store,
     members: &[usize],
     class: Class,
     g: &str,
@@ -194,10 +206,11 @@ fn incident(
     near: &Near,
     cites: &mut Cites,
 ) -> Incident {
-    let s = members.iter().map(|&i| failures[i].start_ms).min().unwrap();
-    let e = members.iter().map(|&i| failures[i].t_ms).max().unwrap();
+    let recs = &store.recs;
+    let s = members.iter().map(|&i| recs[i].start_ms()).min().unwrap();
+    let e = members.iter().map(|&i| recs[i].last_ms()).max().unwrap();
     let (req, _) = cx.groups.window(g, s, e);
-    let n = members.len() as u64;
+    let n: u64 = members.iter().map(|&i| recs[i].weight()).sum();
     let share = if req == 0 {
         1.0
     } else {
@@ -206,22 +219,25 @@ fn incident(
     let mut hops = NluCounts::default();
     let mut methods = BTreeMap::new();
     for &i in members {
-        let f = &failures[i];
+        let (f, w) = (store.kind(i), recs[i].weight());
         if f.nlu {
-            hops.count(f.hops);
-            hops.paired += f.paired.is_some() as u64;
+            hops.count_n(f.hops, w);
+            hops.paired += f.paired.is_some() as u64 * w;
         }
-        *methods
-            .entry(f.method.clone().unwrap_or_else(|| "-".into()))
-            .or_insert(0) += 1;
+        let m = store.methods[f.method as usize].as_deref().unwrap_or("-");
+        *methods.entry(m.to_string()).or_insert(0) += w;
     }
     // Offset after the swap: from the first failure's end (the failing selection happens after
     // the swap even when the request started before it).
-    let first_end = members.iter().map(|&i| failures[i].t_ms).min().unwrap();
+    let first_end = members.iter().map(|&i| recs[i].t_ms).min().unwrap();
     let sw = cx.peers.prev_change(first_end);
     let changes = &cx.peers.changes;
-    let conf = members.iter().map(|&i| failures[i].confidence).sum::<f64>() / n as f64;
-    let evidence = evidence(failures, members, class, cx, near, cites, first_end);
+    let conf = members
+        .iter()
+        .map(|&i| recs[i].confidence() * recs[i].weight() as f64)
+        .sum::<f64>()
+        / n as f64;
+    let evidence = evidence(store, members, class, cx, near, cites, first_end);
     let shape = if req == 0 {
         "unknown"
     } else if share >= 0.8 && n >= 3 {
@@ -277,7 +293,7 @@ fn incident(
 /// An incident's evidence: its first failure and the lines paired with it, the lines its class
 /// rests on, the peer-list change before a race, its last failure (at most eight).
 fn evidence(
-    failures: &[Failure],
+    store: &Store,
     members: &[usize],
     class: Class,
     cx: &Ctx<'_>,
@@ -287,35 +303,34 @@ fn evidence(
 ) -> Vec<Evidence> {
     let hist = cx.hist;
     let mut ev = Vec::new();
-    let f0 = &failures[members[0]];
-    ev.push(Evidence {
-        at: hist.cite(f0.file, f0.line),
-        note: format!(
-            "first failure: status {}{}",
-            f0.status,
-            if f0.nlu {
-                format!(", {}", traj_label(f0.hops))
-            } else {
-                String::new()
-            }
-        ),
-        text: f0.raw.clone(),
-    });
-    for e in f0.first_try.iter().take(1) {
+    let (r0, f0) = (&store.recs[members[0]], store.kind(members[0]));
+    let note = format!(
+        "first failure: status {}{}",
+        f0.status,
+        if f0.nlu {
+            format!(", {}", traj_label(f0.hops))
+        } else {
+            String::new()
+        }
+    );
+    ev.push(cites.line(hist, r0.at.file(), r0.at.line(), note));
+    if let Some((file, line)) = r0.first_try_at.get() {
         let note = if cx.by_cid {
             "first-try failure on the same *cid"
         } else {
             "first-try failure of the same request (by time and client: no `$connection` logged)"
         };
-        ev.push(cites.ev(hist, e.0, note));
+        ev.push(cites.line(hist, file, line, note.to_string()));
     }
-    if let Some(e) = f0.paired.filter(|e| e.1 == Sig::NoLiveUpstreams) {
+    if f0.paired == Some(Sig::NoLiveUpstreams)
+        && let Some((file, line)) = r0.paired_at.get()
+    {
         let note = if cx.by_cid {
             "paired `no live upstreams` (same *cid, time, request)"
         } else {
             "paired `no live upstreams` (same time, client, request: no `$connection` logged)"
         };
-        ev.push(cites.ev(hist, e.0, note));
+        ev.push(cites.line(hist, file, line, note.to_string()));
     }
     class_evidence(&mut ev, class, hist, near, cites);
     let changes = &cx.peers.changes;
@@ -340,12 +355,8 @@ fn evidence(
         });
     }
     if members.len() > 1 {
-        let fl = &failures[*members.last().unwrap()];
-        ev.push(Evidence {
-            at: hist.cite(fl.file, fl.line),
-            note: "last failure".into(),
-            text: fl.raw.clone(),
-        });
+        let last = store.recs[*members.last().unwrap()].at;
+        ev.push(cites.line(hist, last.file(), last.line(), "last failure".into()));
     }
     ev.truncate(8);
     ev

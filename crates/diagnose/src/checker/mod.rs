@@ -109,20 +109,18 @@ pub fn diagnose_with_stats(opts: &Options) -> anyhow::Result<(Diagnosis, History
         dns: opts.dns.clone(),
         events: opts.events.clone(),
     })?;
-    let mut acc = access::read(&hist, &opts.log_format)?;
-    let clock = Clock::of(&acc, opts.tz_offset_s);
+    let (mut acc, mut pairer) = access::read(&hist, &opts.log_format, opts.tz_offset_s)?;
+    let clock = acc.clock.expect("decided by the access pass");
     if opts.access.is_empty() {
-        acc.failures = errors::failures_from_errors(&hist, clock.offset_s)?;
+        let mut fs = errors::failures_from_errors(&hist, clock.offset_s, &mut pairer.store)?;
+        fs.sort_by_key(|f| f.t_ms);
+        for f in fs {
+            pairer.push(f);
+        }
     }
     let groups = groups::Groups::build(&mut acc, opts.upstream.as_deref());
-    let mut failures = std::mem::take(&mut acc.failures);
-    let errs = pairing::pair(
-        &hist,
-        clock.offset_s,
-        &mut failures,
-        &acc,
-        &groups.default_group,
-    )?;
+    let (mut store, errs) = pairer.finish(&hist, clock.offset_s, &acc.trajs)?;
+    store.resolve_groups(&groups.default_group, &acc.addr_group);
     let peers = swaps::PeerChanges::find(
         &hist,
         &acc.segs,
@@ -132,11 +130,12 @@ pub fn diagnose_with_stats(opts: &Options) -> anyhow::Result<(Diagnosis, History
         &errs.ix,
     );
     if let Some(u) = &opts.upstream {
-        failures.retain(|f| &f.group == u);
+        store.retain_group(u);
     }
     let (observability, race, by_cid) = observe(opts, &peers);
     let cx = incidents::Ctx {
         hist: &hist,
+        trajs: &acc.trajs,
         groups: &groups,
         peers: &peers,
         ix: &errs.ix,
@@ -148,14 +147,14 @@ pub fn diagnose_with_stats(opts: &Options) -> anyhow::Result<(Diagnosis, History
             .collect(),
     };
     let mut cites = errors::Cites::default();
-    let mut incidents = incidents::build(&mut failures, &cx, &mut cites);
-    let nlu = totals::nlu_totals(&failures, &peers, &hist, &mut acc.passes);
-    let caused = totals::caused(&failures);
+    let mut incidents = incidents::build(&mut store, &cx, &mut cites);
+    let nlu = totals::nlu_totals(&store, &peers, &hist, &mut acc.passes);
+    let caused = totals::caused(&store);
     let mut signatures =
         totals::summarize_signatures(&hist, &errs.ix, &mut cites, &nlu.times, &caused);
-    // Evidence text of the cited error lines: read again, only those lines.
+    // Evidence text of the cited lines: read again, only those lines.
     let stream_stats = StreamStats {
-        fetched: cites.fill(&hist, &mut incidents, &mut signatures)?,
+        fetched: cites.fill(&hist, &opts.log_format, &mut incidents, &mut signatures)?,
         ..errs.stats
     };
     let mut files = std::mem::take(&mut acc.files);
@@ -173,11 +172,11 @@ pub fn diagnose_with_stats(opts: &Options) -> anyhow::Result<(Diagnosis, History
         },
         requests: acc.requests,
         http_status: acc
-            .status
+            .statuses()
             .iter()
             .map(|(k, v)| (k.to_string(), *v))
             .collect(),
-        failures: failures.iter().filter(|f| !f.internal).count() as u64,
+        failures: store.client_failures(),
         nlu: nlu.nlu,
         passes: acc.passes.clone(),
         swaps: peers.swaps.len() as u64,
@@ -238,30 +237,6 @@ fn check_inputs(opts: &Options) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// The error log's UTC offset (its times are local and carry none) and where it came from.
-struct Clock {
-    offset_s: i32,
-    source: &'static str,
-}
-
-impl Clock {
-    fn of(acc: &access::AccessPass, flag: Option<i32>) -> Clock {
-        let (offset_s, source) = match (acc.offset_seen, flag) {
-            (Some(o), _) => (o, "time_local"),
-            (None, Some(o)) => (o, "flag"),
-            (None, None) => {
-                let at = if acc.first_ms == i64::MAX {
-                    0
-                } else {
-                    acc.first_ms / 1000
-                };
-                (time::machine_offset_at(at), "machine")
-            }
-        };
-        Clock { offset_s, source }
-    }
-}
-
 /// What the inputs can show, whether this nginx can race, and whether pairing was by `*cid`.
 fn observe(opts: &Options, peers: &swaps::PeerChanges) -> (Observability, Race, bool) {
     let fmt = &opts.log_format;
@@ -289,7 +264,7 @@ fn observe(opts: &Options, peers: &swaps::PeerChanges) -> (Observability, Race, 
     (observability, race, by_cid)
 }
 
-fn inputs_info(opts: &Options, clock: &Clock) -> InputsInfo {
+fn inputs_info(opts: &Options, clock: &access::Clock) -> InputsInfo {
     let names = |v: &[PathBuf]| v.iter().map(|p| p.display().to_string()).collect();
     InputsInfo {
         access: names(&opts.access),

@@ -1,18 +1,31 @@
 //! Pairing: each failed request gets the error lines of its own connection and time — its
-//! `no live upstreams` line, its first-try failures, its own failed resolution — in one streamed
-//! pass over the merged error logs.
+//! `no live upstreams` line, its first-try failures, its own failed resolution — while the
+//! access logs are read, in one streamed pass over the merged error logs.
 //!
-//! Failures are paired in time order while the error stream is read up to just past each one:
-//! only the lines that can still pair (a `*cid` and an NLU or first-try signature, not older than
-//! the earliest pending request start) are buffered, so memory is bounded by the longest request,
-//! not by the size of the error logs.
+//! A failure waits until the access log is [`HORIZON_MS`] past it (lines of several workers come
+//! slightly out of order), then the error stream is read up to just past it and it is paired.
+//! Only the error lines that can still pair (a `*cid` and an NLU, first-try or resolution
+//! signature, not older than the oldest request that may still come) are buffered, so memory
+//! is bounded by the longest request, not by the size of the error logs; a paired failure is
+//! kept as a 48-byte record ([`Store`]).
 
 use super::StreamStats;
-use super::access::AccessPass;
-use super::errors::{ERef, PairWindow, REORDER_SLACK_MS, SigIndex, feed_errors};
-use super::failure::{Failure, is_addr};
+use super::errors::{ERef, Index, PairWindow, REORDER_SLACK_MS, SigIndex, feed_errors};
+use super::failure::{Failure, Store, Traj, is_addr};
 use crate::classes::Sig;
-use resolvelab_history::{FileStats, History};
+use resolvelab_history::{ErrorStream, FileStats, History};
+use std::collections::VecDeque;
+
+/// A failure is paired once the access log is this far (ms) past its end.
+const HORIZON_MS: i64 = 10_000;
+/// Error lines are kept this long (ms) for requests not read yet: the longest request whose
+/// early error lines still pair (nginx's default timeouts are 60 s).
+const RETAIN_MS: i64 = 60_000;
+
+/// The group of a failure nothing names (resolved at the end: `--upstream`, the only group
+/// seen, or `upstream`). A name after it is an address whose group a later NLU trajectory may
+/// still name.
+pub(super) const UNRESOLVED: char = '\0';
 
 /// What the error pass yields besides the paired failures.
 pub(super) struct ErrorPass {
@@ -21,58 +34,132 @@ pub(super) struct ErrorPass {
     pub files: Vec<FileStats>,
 }
 
-/// Pair every failure (sorted by end time first) and index every error line.
-pub(super) fn pair(
-    hist: &History,
-    offset_s: i32,
-    failures: &mut [Failure],
-    acc: &AccessPass,
-    default_group: &str,
-) -> anyhow::Result<ErrorPass> {
-    failures.sort_by_key(|f| f.t_ms);
-    let mut errs = hist.error_stream(offset_s)?;
-    let mut ix = SigIndex::default();
-    let mut win = PairWindow::default();
-    let mut lo_suffix = vec![i64::MAX; failures.len() + 1];
-    for j in (0..failures.len()).rev() {
-        lo_suffix[j] = lo_suffix[j + 1].min(failures[j].start_ms - 1000);
+/// The streaming pairer.
+#[derive(Default)]
+pub(super) struct Pairer {
+    errs: Option<ErrorStream>,
+    ix: SigIndex,
+    win: PairWindow,
+    /// Failures not paired yet, in end-time order (stable).
+    pending: VecDeque<Failure>,
+    /// The latest access-log end time seen (ms).
+    max_t: i64,
+    /// The paired failures.
+    pub store: Store,
+}
+
+impl Pairer {
+    /// A pairer whose window is indexed as `index` says.
+    pub fn new(index: Index) -> Pairer {
+        Pairer {
+            win: PairWindow::new(index),
+            ..Pairer::default()
+        }
     }
-    for (j, f) in failures.iter_mut().enumerate() {
-        feed_errors(
-            &mut errs,
-            f.t_ms.saturating_add(REORDER_SLACK_MS),
-            lo_suffix[j],
-            &mut ix,
-            &mut win,
+
+    /// A failure of the access pass (any order close to time order).
+    pub fn push(&mut self, f: Failure) {
+        let t = f.t_ms;
+        self.pending.push_back(f);
+        let mut i = self.pending.len() - 1;
+        while i > 0 && self.pending[i - 1].t_ms > t {
+            self.pending.swap(i - 1, i);
+            i -= 1;
+        }
+    }
+
+    /// The access log has reached `t_ms`: pair what can no longer get an earlier neighbour.
+    #[inline]
+    pub fn advance(
+        &mut self,
+        t_ms: i64,
+        hist: &History,
+        offset_s: i32,
+        trajs: &[Traj],
+    ) -> anyhow::Result<()> {
+        self.max_t = self.max_t.max(t_ms);
+        while self
+            .pending
+            .front()
+            .is_some_and(|f| f.t_ms.saturating_add(HORIZON_MS) < self.max_t)
+        {
+            self.pair_next(hist, offset_s, trajs)?;
+        }
+        Ok(())
+    }
+
+    /// Pair every pending failure, read the rest of the error logs.
+    pub fn finish(
+        mut self,
+        hist: &History,
+        offset_s: i32,
+        trajs: &[Traj],
+    ) -> anyhow::Result<(Store, ErrorPass)> {
+        self.max_t = i64::MAX;
+        while !self.pending.is_empty() {
+            self.pair_next(hist, offset_s, trajs)?;
+        }
+        self.open(hist, offset_s)?;
+        let mut errs = self.errs.take().expect("opened above");
+        // The lines after the last failure still count for signatures and the re-query period.
+        feed_errors(&mut errs, i64::MAX, i64::MAX, &mut self.ix, &mut self.win);
+        self.ix.finish();
+        let stats = StreamStats {
+            error_lines: errs.lines(),
+            late_lines: errs.late_lines(),
+            max_buffered: self.win.max_len,
+            dropped: self.win.dropped,
+            fetched: 0,
+        };
+        let pass = ErrorPass {
+            ix: self.ix,
+            stats,
+            files: errs.finish(),
+        };
+        Ok((self.store, pass))
+    }
+
+    fn open(&mut self, hist: &History, offset_s: i32) -> anyhow::Result<()> {
+        if self.errs.is_none() {
+            self.errs = Some(hist.error_stream(offset_s)?);
+        }
+        Ok(())
+    }
+
+    fn pair_next(&mut self, hist: &History, offset_s: i32, trajs: &[Traj]) -> anyhow::Result<()> {
+        let Some(mut f) = self.pending.pop_front() else {
+            return Ok(());
+        };
+        // Requests read later may have started up to RETAIN_MS before the horizon.
+        let keep_from = (f.start_ms - 1000).min(
+            self.max_t
+                .saturating_sub(HORIZON_MS + RETAIN_MS)
+                .saturating_sub(1000),
         );
-        win.evict_before(lo_suffix[j]);
+        self.open(hist, offset_s)?;
+        let errs = self.errs.as_mut().expect("opened above");
+        feed_errors(
+            errs,
+            f.t_ms.saturating_add(REORDER_SLACK_MS),
+            keep_from,
+            &mut self.ix,
+            &mut self.win,
+        );
+        self.win.evict_before(keep_from);
         if f.paired.is_some() || !f.first_try.is_empty() || f.own_dns.is_some() {
             // Built from its own error lines (no access log): nothing more to pair.
             if f.group.is_empty() {
-                f.group = default_group.to_string();
+                f.group = UNRESOLVED.to_string();
             }
-            continue;
+        } else {
+            let upstream = pair_one(&mut f, &mut self.win);
+            if !f.internal {
+                f.group = group_of(&f, trajs, upstream);
+            }
         }
-        let upstream = pair_one(f, &mut win);
-        if !f.internal {
-            f.group = group_of(f, acc, upstream, default_group);
-        }
+        self.store.push(&f);
+        Ok(())
     }
-    // The lines after the last failure still count for signatures and the re-query period.
-    feed_errors(&mut errs, i64::MAX, i64::MAX, &mut ix, &mut win);
-    ix.finish();
-    let stats = StreamStats {
-        error_lines: errs.lines(),
-        late_lines: errs.late_lines(),
-        max_buffered: win.max_len,
-        dropped: win.dropped,
-        fetched: 0,
-    };
-    Ok(ErrorPass {
-        ix,
-        stats,
-        files: errs.finish(),
-    })
 }
 
 /// Pair one failure with the buffered lines; returns the `upstream:` of the paired line.
@@ -80,77 +167,81 @@ fn pair_one(f: &mut Failure, win: &mut PairWindow) -> Option<String> {
     // Error-log times are the start of their second; a request's lines fall between its start
     // and its end.
     let (lo, hi) = (f.start_ms - 1000, f.t_ms);
-    let cands: Vec<ERef> = match f.conn {
+    let keys: Vec<ERef> = match (f.conn, f.remote) {
         // Several requests of a keep-alive connection share its *cid: the time window and the
         // request text tell them apart.
-        Some(c) => win.by_cid(c, lo, hi),
+        (Some(c), _) => win.by_cid(c, lo, hi),
         // Without `$connection`: by time and client — or by the request text where the client
         // differs (redacted differently in the two logs, or a proxy in front).
-        None => win
-            .by_time(lo, hi)
-            .filter(|(_, e)| {
-                f.remote.is_none()
-                    || e.client.is_none()
-                    || e.client == f.remote
-                    || (e.request.is_some() && e.request == f.request)
-            })
-            .map(|(k, _)| k)
-            .collect(),
+        (None, Some(remote)) => win.by_client(remote, f.request, lo, hi),
+        (None, None) => win.by_time(lo, hi).map(|(k, _)| k).collect(),
     };
-    let req_ok = |k: &ERef| match (&win.get(k).request, &f.request) {
-        (Some(a), Some(b)) => a == b,
-        _ => true,
-    };
-    let first_try = |k: &ERef| win.get(k).sig.is_first_try_failure() && req_ok(k);
+    let by_text = f.conn.is_none() && f.remote.is_some();
+    // Each candidate's signature, and whether its request text agrees (a line without one, or
+    // a failure without one, agrees).
+    let cands: Vec<(ERef, Sig, bool)> = keys
+        .into_iter()
+        .filter_map(|k| {
+            let e = win.get(&k);
+            let req_ok = match (e.request, f.request) {
+                (Some(a), Some(b)) => a == b,
+                _ => true,
+            };
+            let client_ok = e.client.is_none()
+                || e.client == f.remote
+                || (e.request.is_some() && e.request == f.request);
+            (!by_text || client_ok).then_some((k, e.sig, req_ok))
+        })
+        .collect();
+    let first_try = |c: &&(ERef, Sig, bool)| c.1.is_first_try_failure() && c.2;
     // A known trajectory that ends at a real address is not an NLU, even when an NLU line of
     // the same connection and second exists (keep-alive neighbours).
     let may_be_nlu = f.nlu || f.traj.is_none();
     let nlu_line = cands
         .iter()
-        .copied()
-        .filter(|k| may_be_nlu && win.get(k).sig == Sig::NoLiveUpstreams && req_ok(k))
-        .min_by_key(|k| (f.t_ms - k.t_ms).abs());
+        .filter(|c| may_be_nlu && c.1 == Sig::NoLiveUpstreams && c.2)
+        .min_by_key(|c| (f.t_ms - c.0.t_ms).abs())
+        .map(|c| c.0);
     f.first_try = cands
         .iter()
-        .filter(|k| first_try(k))
+        .filter(first_try)
         .take(3)
-        .map(|k| (*k, win.get(k).sig))
+        .map(|c| (c.0, c.1))
         .collect();
     f.own_dns = cands
         .iter()
-        .find(|k| win.get(k).sig.is_resolution_failure() && req_ok(k))
-        .map(|k| (*k, win.get(k).sig));
-    let first = cands.iter().find(|k| first_try(k)).copied();
+        .find(|c| c.1.is_resolution_failure() && c.2)
+        .map(|c| (c.0, c.1));
+    let host = |win: &PairWindow, h: Option<u32>| h.map(|h| win.host(h).to_string());
     if let Some(k) = nlu_line {
         // An NLU line answers one request only.
         let e = win.take(&k);
         f.paired = Some((k, e.sig));
         // Formats without $upstream_addr learn NLU from the error log.
         f.nlu = true;
-        return e.upstream_host;
+        return host(win, e.upstream_host);
     }
     if !f.nlu
-        && let Some(k) = first
+        && let Some(c) = cands.iter().find(first_try)
     {
-        let e = win.get(&k);
-        f.paired = Some((k, e.sig));
-        return e.upstream_host.clone();
+        f.paired = Some((c.0, c.1));
+        return host(win, win.get(&c.0).upstream_host);
     }
     f.paired = f.own_dns;
     None
 }
 
-/// The group of a paired failure: its trajectory's, its last address's, or the paired line's
-/// `upstream:` host when that is a group name.
-fn group_of(f: &Failure, acc: &AccessPass, upstream: Option<String>, default: &str) -> String {
-    match f.traj.map(|t| &acc.trajs[t as usize]) {
-        Some(t) => t
-            .group
-            .clone()
-            .or_else(|| t.addrs.last().and_then(|a| acc.addr_group.get(a).cloned()))
-            .unwrap_or_else(|| default.to_string()),
+/// The group of a paired failure: its trajectory's; its last address's (resolved at the end,
+/// when every NLU trajectory has named its addresses); or the paired line's `upstream:` host
+/// when that is a group name.
+fn group_of(f: &Failure, trajs: &[Traj], upstream: Option<String>) -> String {
+    match f.traj.map(|t| &trajs[t as usize]) {
+        Some(t) => t.group.clone().unwrap_or_else(|| match t.addrs.last() {
+            Some(a) => format!("{UNRESOLVED}{a}"),
+            None => UNRESOLVED.to_string(),
+        }),
         None => upstream
             .filter(|h| !is_addr(h))
-            .unwrap_or_else(|| default.to_string()),
+            .unwrap_or_else(|| UNRESOLVED.to_string()),
     }
 }

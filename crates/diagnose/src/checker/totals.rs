@@ -2,7 +2,7 @@
 //! signature means for these failures.
 
 use super::errors::{Cites, SigIndex};
-use super::failure::Failure;
+use super::failure::Store;
 use super::swaps::PeerChanges;
 use super::traj_label;
 use crate::classes::{self, Sig};
@@ -26,7 +26,7 @@ pub(super) struct NluTotals {
 
 /// Count the NLUs (client-visible ones in `nlu`, internal ones in `passes`).
 pub(super) fn nlu_totals(
-    failures: &[Failure],
+    store: &Store,
     peers: &PeerChanges,
     hist: &History,
     passes: &mut PassCounts,
@@ -39,40 +39,44 @@ pub(super) fn nlu_totals(
         complete: true,
     };
     let changes = &peers.changes;
-    for f in failures.iter().filter(|f| f.nlu) {
-        t.times.push(f.t_ms);
+    for (i, r) in store.recs.iter().enumerate() {
+        let (f, w) = (store.kind(i), r.weight());
+        if !f.nlu {
+            continue;
+        }
+        t.times.push(r.t_ms);
         if f.internal {
-            passes.internal_nlu += 1;
-            passes.internal_paired += f.paired.is_some() as u64;
+            passes.internal_nlu += w;
+            passes.internal_paired += f.paired.is_some() as u64 * w;
             *passes
                 .internal_by_class
-                .entry(f.class.id().to_string())
-                .or_insert(0) += 1;
+                .entry(r.class.id().to_string())
+                .or_insert(0) += w;
         } else {
             if let Some(si) = peers
-                .prev_swap(f.t_ms)
-                .filter(|&si| f.t_ms - peers.swaps[si].t_ms <= 1000)
+                .prev_swap(r.t_ms)
+                .filter(|&si| r.t_ms - peers.swaps[si].t_ms <= 1000)
             {
                 *t.by_swap_direction
                     .entry(peers.swaps[si].direction.clone())
-                    .or_insert(0) += 1;
+                    .or_insert(0) += w;
             }
-            t.nlu.count(f.hops);
-            t.nlu.paired += f.paired.is_some() as u64;
+            t.nlu.count_n(f.hops, w);
+            t.nlu.paired += f.paired.is_some() as u64 * w;
         }
+        // Failures counted into a record are not listed one by one.
+        t.complete &= w == 1 && t.events.len() < MAX_NLU_EVENTS;
         if t.events.len() < MAX_NLU_EVENTS {
             t.events.push(NluEvent {
-                t_ms: f.t_ms,
+                t_ms: r.t_ms,
                 hops: f.hops,
                 trajectory: traj_label(f.hops).to_string(),
-                after_swap_ms: peers.prev_change(f.t_ms).map(|s| f.t_ms - changes[s].t_ms),
-                class: f.class.id().to_string(),
-                at: hist.cite(f.file, f.line),
+                after_swap_ms: peers.prev_change(r.t_ms).map(|s| r.t_ms - changes[s].t_ms),
+                class: r.class.id().to_string(),
+                at: hist.cite(r.at.file(), r.at.line()),
                 internal: f.internal,
                 status: f.status,
             });
-        } else {
-            t.complete = false;
         }
     }
     t
@@ -98,11 +102,12 @@ pub(super) fn class_summaries(incidents: &[Incident]) -> Vec<ClassSummary> {
 }
 
 /// Signatures that are a failed request's own cause (per-request resolution failures).
-pub(super) fn caused(failures: &[Failure]) -> HashMap<Sig, u64> {
+pub(super) fn caused(store: &Store) -> HashMap<Sig, u64> {
     let mut caused: HashMap<Sig, u64> = HashMap::new();
-    for f in failures.iter().filter(|f| !f.internal) {
-        if let Some((_, sig)) = f.own_dns {
-            *caused.entry(sig).or_default() += 1;
+    for (i, r) in store.recs.iter().enumerate() {
+        let f = store.kind(i);
+        if let Some(sig) = f.own_dns.filter(|_| !f.internal) {
+            *caused.entry(sig).or_default() += r.weight();
         }
     }
     caused
