@@ -28,6 +28,10 @@ pub struct InputsInfo {
     pub tz_offset: String,
     /// Where that offset came from: `time_local`, `flag` or `machine`.
     pub tz_source: String,
+    /// Later offsets the access log showed (daylight saving), each `+01:00 from
+    /// 2026-10-25T01:00:00Z`: error-log lines are placed with the offset of their time.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub tz_changes: Vec<String>,
     /// `--upstream` filter, if any.
     pub upstream_filter: Option<String>,
 }

@@ -1,6 +1,7 @@
 //! nginx error logs: `YYYY/MM/DD HH:MM:SS [level] pid#tid: *cid message, client: …, server: …,
 //! request: "…", upstream: "…", host: "…"`.
 
+use crate::time::{FileClock, Offsets};
 use crate::{FileStats, open_maybe_gz, time};
 use serde::{Deserialize, Serialize};
 use std::io::BufRead;
@@ -398,27 +399,61 @@ pub struct ErrorStream {
     readers: Vec<ErrorReader>,
     live: Vec<bool>,
     last: Option<usize>,
-    max_local_s: i64,
+    max_t_us: i64,
     lines: u64,
     late: u64,
+    offsets: Offsets,
+    clocks: Vec<FileClock>,
 }
 
 impl ErrorStream {
     /// Open every file; file indexes start at `first_file`. `offset_s` is the server's UTC
     /// offset (seconds east) of the error log's local time.
     pub fn open(paths: &[PathBuf], first_file: u32, offset_s: i32) -> anyhow::Result<ErrorStream> {
+        Self::open_with(paths, first_file, Offsets::fixed(offset_s))
+    }
+
+    /// [`ErrorStream::open`] with an offset schedule (daylight saving seen in the access log),
+    /// which [`ErrorStream::offsets_mut`] may extend while the stream is read.
+    pub fn open_with(
+        paths: &[PathBuf],
+        first_file: u32,
+        offsets: Offsets,
+    ) -> anyhow::Result<ErrorStream> {
         let mut readers = Vec::new();
         for (i, p) in paths.iter().enumerate() {
-            readers.push(ErrorReader::open(p, first_file + i as u32, offset_s)?);
+            readers.push(ErrorReader::open(p, first_file + i as u32, 0)?);
         }
         let live = readers.iter_mut().map(|r| r.advance()).collect();
         Ok(ErrorStream {
+            clocks: vec![FileClock::default(); readers.len()],
             readers,
             live,
             last: None,
-            max_local_s: i64::MIN,
+            max_t_us: i64::MIN,
             lines: 0,
             late: 0,
+            offsets,
+        })
+    }
+
+    /// The offset schedule.
+    pub fn offsets(&self) -> &Offsets {
+        &self.offsets
+    }
+
+    /// The offset schedule, to extend with what the access log shows.
+    pub fn offsets_mut(&mut self) -> &mut Offsets {
+        &mut self.offsets
+    }
+
+    /// Epoch µs of file `i`'s current line, and that file's clock after it (`i64::MAX` while
+    /// the schedule cannot place it yet: see [`Offsets::try_utc`]).
+    fn head_t_us(&self, i: usize) -> Option<(i64, FileClock)> {
+        let r = self.readers[i].current()?;
+        Some(match self.offsets.try_utc(r.local_s, self.clocks[i]) {
+            Some((u, c)) => (u * 1_000_000, c),
+            None => (i64::MAX, self.clocks[i]),
         })
     }
 
@@ -428,32 +463,49 @@ impl ErrorStream {
         }
     }
 
-    fn pick(&self) -> Option<usize> {
+    fn pick(&self) -> Option<(usize, i64, FileClock)> {
+        if self.readers.len() == 1 {
+            return self
+                .live
+                .first()
+                .filter(|l| **l)
+                .and_then(|_| self.head_t_us(0))
+                .map(|(t, c)| (0, t, c));
+        }
         (0..self.readers.len())
             .filter(|&i| self.live[i])
-            .min_by_key(|&i| self.readers[i].current().map_or(i64::MAX, |r| r.local_s))
+            .filter_map(|i| self.head_t_us(i).map(|(t, c)| (i, t, c)))
+            .min_by_key(|x| x.1)
     }
 
     /// Epoch µs of the next line, without consuming it.
     pub fn peek_t_us(&mut self) -> Option<i64> {
         self.settle();
-        let i = self.pick()?;
-        self.readers[i].current().map(|r| r.t_us)
+        self.pick().map(|x| x.1)
     }
 
     /// The next line in time order across all files (a lending iterator).
     #[allow(clippy::should_implement_trait)]
     pub fn next(&mut self) -> Option<&ErrorRecord> {
         self.settle();
-        let i = self.pick()?;
+        let (i, t_us, clock) = self.pick()?;
+        let (t_us, clock) = if t_us == i64::MAX {
+            // Taken before it could be placed: with what is known.
+            let r = self.readers[i].current()?;
+            let (u, c) = self.offsets.to_utc(r.local_s, self.clocks[i]);
+            (u * 1_000_000, c)
+        } else {
+            (t_us, clock)
+        };
         self.last = Some(i);
-        let r = self.readers[i].current()?;
+        self.clocks[i] = clock;
+        self.readers[i].rec.t_us = t_us;
         self.lines += 1;
-        if r.local_s < self.max_local_s {
+        if t_us < self.max_t_us {
             self.late += 1;
         }
-        self.max_local_s = self.max_local_s.max(r.local_s);
-        Some(r)
+        self.max_t_us = self.max_t_us.max(t_us);
+        self.readers[i].current()
     }
 
     /// Lines yielded so far.

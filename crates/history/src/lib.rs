@@ -217,6 +217,16 @@ impl History {
         )
     }
 
+    /// [`History::error_stream`] with an offset schedule (daylight saving changes seen in the
+    /// access log), extendable while it is read ([`ErrorStream::offsets_mut`]).
+    pub fn error_stream_with(&self, offsets: time::Offsets) -> anyhow::Result<ErrorStream> {
+        ErrorStream::open_with(
+            &self.files[self.n_access..self.n_access + self.n_error],
+            self.n_access as u32,
+            offsets,
+        )
+    }
+
     /// Read error-log lines again by (file index, line number), for evidence: only the wanted
     /// lines are parsed, and each file is read up to its last wanted line.
     pub fn fetch_errors(

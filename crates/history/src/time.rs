@@ -171,6 +171,133 @@ pub fn machine_offset_at(t_s: i64) -> i32 {
     }
 }
 
+/// The server's UTC offset over time: one offset, or the changes (daylight saving) that the
+/// access log's `$time_local` / `$time_iso8601` showed. It places the error log's local times
+/// (which carry no offset) on the epoch clock line by line.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Offsets {
+    /// (first epoch second, offset east in seconds), in time order.
+    segs: Vec<(i64, i32)>,
+    /// The latest epoch second seen with the current offset.
+    last_seen: i64,
+    /// No more changes will come: a local time that goes back is a late line, not a change not
+    /// seen yet.
+    sealed: bool,
+}
+
+/// Where one file's lines are on an [`Offsets`] schedule: lines of one file are in time order,
+/// so a local time that goes back marks the repeated hour of a change back.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct FileClock {
+    seg: usize,
+    last_local: Option<i64>,
+}
+
+impl Offsets {
+    /// One offset for all time.
+    pub fn fixed(offset_s: i32) -> Offsets {
+        Offsets {
+            segs: vec![(i64::MIN, offset_s)],
+            last_seen: i64::MIN,
+            sealed: true,
+        }
+    }
+
+    /// `offset_s` until [`Offsets::observe`] says otherwise; [`Offsets::seal`] when the access
+    /// log has been read.
+    pub fn open(offset_s: i32) -> Offsets {
+        Offsets {
+            sealed: false,
+            ..Offsets::fixed(offset_s)
+        }
+    }
+
+    /// No more changes will be observed.
+    pub fn seal(&mut self) {
+        self.sealed = true;
+    }
+
+    /// The changes seen so far: (first epoch second, offset).
+    pub fn segments(&self) -> &[(i64, i32)] {
+        &self.segs
+    }
+
+    /// An access line at epoch second `utc_s` showed `offset_s`. A new offset starts at the
+    /// latest half hour after the last line of the old one (changes happen on the hour or the
+    /// half hour); a line of the offset before, minutes after a change, is a late line (several
+    /// workers) and changes nothing.
+    #[inline]
+    pub fn observe(&mut self, utc_s: i64, offset_s: i32) {
+        let &(from, cur) = self.segs.last().expect("never empty");
+        if offset_s == cur {
+            self.last_seen = self.last_seen.max(utc_s);
+            return;
+        }
+        let n = self.segs.len();
+        if n >= 2 && self.segs[n - 2].1 == offset_s && utc_s < from + 600 {
+            return;
+        }
+        let half = utc_s - utc_s.rem_euclid(1800);
+        let start = if half > self.last_seen { half } else { utc_s };
+        self.segs
+            .push((start.max(from.saturating_add(1)), offset_s));
+        self.last_seen = utc_s;
+    }
+
+    /// The epoch second of local time `local_s` (read as if UTC) of a file whose previous
+    /// line left it at `clock`; the new clock, to keep if the line is used. `None` while it
+    /// cannot be placed yet: the file's local time went back by more than two minutes — the
+    /// repeated hour of a change back that the access log has not shown yet (not sealed).
+    pub fn try_utc(&self, local_s: i64, clock: FileClock) -> Option<(i64, FileClock)> {
+        let far_back = clock.last_local.is_some_and(|l| local_s + 120 < l);
+        if far_back && !self.sealed && clock.seg + 1 >= self.segs.len() {
+            return None;
+        }
+        Some(self.to_utc(local_s, clock))
+    }
+
+    /// [`Offsets::try_utc`], placing the line whatever is known.
+    pub fn to_utc(&self, local_s: i64, clock: FileClock) -> (i64, FileClock) {
+        if self.segs.len() == 1 {
+            let next = FileClock {
+                seg: 0,
+                last_local: Some(local_s),
+            };
+            return (local_s - self.segs[0].1 as i64, next);
+        }
+        let valid = |i: usize| {
+            let u = local_s - self.segs[i].1 as i64;
+            let end = self.segs.get(i + 1).map_or(i64::MAX, |s| s.0);
+            (u >= self.segs[i].0 && u < end).then_some(u)
+        };
+        let back = clock.last_local.is_some_and(|l| local_s + 60 < l);
+        let from = clock.seg.min(self.segs.len() - 1);
+        // Stay in the file's segment unless the time left it (or went back: the repeated hour).
+        let order = (from + back as usize..self.segs.len()).chain(0..from);
+        let seg = order
+            .clone()
+            .find(|&i| valid(i).is_some())
+            .or_else(|| {
+                // A local time that does not exist (the skipped hour): the nearest segment.
+                (0..self.segs.len()).min_by_key(|&i| {
+                    let u = local_s - self.segs[i].1 as i64;
+                    let end = self.segs.get(i + 1).map_or(i64::MAX, |s| s.0);
+                    if u < self.segs[i].0 {
+                        self.segs[i].0 - u
+                    } else {
+                        u.saturating_sub(end)
+                    }
+                })
+            })
+            .unwrap_or(from);
+        let next = FileClock {
+            seg,
+            last_local: Some(local_s),
+        };
+        (local_s - self.segs[seg].1 as i64, next)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -200,5 +327,44 @@ mod tests {
         assert_eq!(parse_offset("-03:30"), Some(-(3 * 3600 + 30 * 60)));
         assert_eq!(format_offset(9 * 3600), "+09:00");
         assert_eq!(parse_secs_us(b"0.004"), Some(4_000));
+    }
+
+    #[test]
+    fn a_change_back_places_the_repeated_hour() {
+        // Europe/Berlin, 2026-10-25: 03:00 CEST (+02:00) becomes 02:00 CET (+01:00) at 01:00Z.
+        let z = |h: i64, m: i64| 1_792_886_400 + h * 3600 + m * 60; // 2026-10-25T00:00Z
+        let mut o = Offsets::fixed(7200);
+        o.observe(z(0, 30), 7200);
+        o.observe(z(0, 59), 7200);
+        o.observe(z(1, 3), 3600);
+        assert_eq!(o.segments(), &[(i64::MIN, 7200), (z(1, 0), 3600)]);
+        // A late line of the old offset right after the change changes nothing.
+        o.observe(z(1, 4), 7200);
+        assert_eq!(o.segments().len(), 2);
+        let local = |h: i64, m: i64| 1_792_886_400 + h * 3600 + m * 60;
+        let c = FileClock::default();
+        // 02:30 local before the change is 00:30Z; the file then goes back to 02:20 (CET).
+        let (u1, c) = o.to_utc(local(2, 30), c);
+        assert_eq!(u1, z(0, 30));
+        let (u2, c) = o.to_utc(local(2, 20), c);
+        assert_eq!(u2, z(1, 20));
+        // 03:10 local after the change is 02:10Z.
+        let (u3, _) = o.to_utc(local(3, 10), c);
+        assert_eq!(u3, z(2, 10));
+    }
+
+    #[test]
+    fn a_change_forward_skips_an_hour() {
+        // 2026-03-29: 02:00 CET (+01:00) becomes 03:00 CEST (+02:00) at 01:00Z.
+        let z = |h: i64, m: i64| 1_774_742_400 + h * 3600 + m * 60; // 2026-03-29T00:00Z
+        let mut o = Offsets::fixed(3600);
+        o.observe(z(0, 50), 3600);
+        o.observe(z(1, 0), 7200);
+        let local = |h: i64, m: i64| 1_774_742_400 + h * 3600 + m * 60;
+        let (u, c) = o.to_utc(local(1, 50), FileClock::default());
+        assert_eq!(u, z(0, 50));
+        let (u, _) = o.to_utc(local(3, 5), c);
+        assert_eq!(u, z(1, 5));
+        assert_eq!(Offsets::fixed(-3600).to_utc(100, c).0, 3700);
     }
 }

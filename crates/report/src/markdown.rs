@@ -172,9 +172,14 @@ pub(crate) fn diagnosis(d: &Diagnosis, v: Option<&Verdict>) -> String {
             .unwrap_or_else(|| "unknown".into()),
         d.requery_source
     );
+    let changes = if d.inputs.tz_changes.is_empty() {
+        String::new()
+    } else {
+        format!(", then UTC{}", d.inputs.tz_changes.join(", then UTC"))
+    };
     let _ = writeln!(
         o,
-        "- clocks: error log at UTC{} (from {})\n",
+        "- clocks: error log at UTC{} (from {}){changes}\n",
         d.inputs.tz_offset, d.inputs.tz_source
     );
 

@@ -137,6 +137,10 @@ impl Reader<'_> {
         let clock = *o
             .clock
             .get_or_insert_with(|| Clock::of(a.utc_offset_s, self.tz_flag, Some(t_ms)));
+        if let Some(off) = a.utc_offset_s {
+            self.pairer
+                .observe_offset(t_ms.div_euclid(1000), off, clock.offset_s);
+        }
         let st = a.status().unwrap_or(0);
         match o.status_counts.get_mut(st as usize) {
             Some(c) => *c += 1,

@@ -162,7 +162,7 @@ pub fn diagnose_with_stats(opts: &Options) -> anyhow::Result<(Diagnosis, History
     files.extend(hist.stats.iter().cloned());
     let d = Diagnosis {
         schema: SCHEMA.to_string(),
-        inputs: inputs_info(opts, &clock),
+        inputs: inputs_info(opts, &clock, &errs.offset_changes),
         start_ms: (acc.requests > 0).then_some(acc.first_ms),
         end_ms: (acc.requests > 0).then_some(acc.last_ms),
         status: if files.iter().any(|f| f.error.is_some()) {
@@ -264,7 +264,7 @@ fn observe(opts: &Options, peers: &swaps::PeerChanges) -> (Observability, Race, 
     (observability, race, by_cid)
 }
 
-fn inputs_info(opts: &Options, clock: &access::Clock) -> InputsInfo {
+fn inputs_info(opts: &Options, clock: &access::Clock, changes: &[(i64, i32)]) -> InputsInfo {
     let names = |v: &[PathBuf]| v.iter().map(|p| p.display().to_string()).collect();
     InputsInfo {
         access: names(&opts.access),
@@ -274,6 +274,13 @@ fn inputs_info(opts: &Options, clock: &access::Clock) -> InputsInfo {
         log_format: opts.log_format.text.clone(),
         tz_offset: time::format_offset(clock.offset_s),
         tz_source: clock.source.to_string(),
+        tz_changes: changes
+            .iter()
+            .map(|&(t, o)| {
+                let at = jiff::Timestamp::from_second(t).map_or(t.to_string(), |t| t.to_string());
+                format!("{} from {at}", time::format_offset(o))
+            })
+            .collect(),
         upstream_filter: opts.upstream.clone(),
     }
 }
@@ -515,5 +522,55 @@ mod tests {
             .map(|e| e.at.rsplit(':').next().unwrap())
             .collect();
         assert_eq!(ats, ["2", "1"]);
+    }
+
+    /// A log across the change back from summer time (Europe, 2026-10-25 01:00Z): the access
+    /// log's `$time_local` shows both offsets; the error log's local times repeat an hour. The
+    /// failures after the change still pair with their own lines.
+    #[test]
+    fn error_lines_follow_a_daylight_saving_change() {
+        let dir = tempfile::tempdir().unwrap();
+        let line = |local: &str, off: &str, st: u16, path: &str| {
+            format!(
+                "10.0.0.7 - - [25/Oct/2026:{local} {off}] \"GET {path} HTTP/1.1\" {st} 0 \"-\" \"curl\"\n"
+            )
+        };
+        let err = |local: &str, path: &str| {
+            format!(
+                "2026/10/25 {local} [error] 7#7: *1 connect() failed (111: Connection refused) while connecting to upstream, client: 10.0.0.7, server: x, request: \"GET {path} HTTP/1.1\", upstream: \"http://10.0.0.5:80{path}\", host: \"x\"\n"
+            )
+        };
+        let mut acc = String::new();
+        let mut el = String::new();
+        // 02:30 CEST (00:30Z), then after the change 02:20 CET (01:20Z) and 03:10 CET (02:10Z).
+        for (local, off, path) in [
+            ("02:30:00", "+0200", "/a"),
+            ("02:59:00", "+0200", "/ok"),
+            ("02:01:00", "+0100", "/ok"),
+            ("02:20:00", "+0100", "/b"),
+            ("03:10:00", "+0100", "/c"),
+        ] {
+            let st = if path == "/ok" { 200 } else { 502 };
+            acc += &line(local, off, st, path);
+            if st == 502 {
+                el += &err(local, path);
+            }
+        }
+        let a = dir.path().join("access.log");
+        let e = dir.path().join("error.log");
+        std::fs::write(&a, acc).unwrap();
+        std::fs::write(&e, el).unwrap();
+        let d = diagnose(&Options::new(vec![a], vec![e])).unwrap();
+        assert_eq!(d.failures, 3);
+        let paired: Vec<&str> = d
+            .incidents
+            .iter()
+            .flat_map(|i| &i.evidence)
+            .filter(|e| e.note.starts_with("first-try"))
+            .map(|e| e.at.rsplit(':').next().unwrap())
+            .collect();
+        assert_eq!(paired, ["1", "2", "3"], "{:#?}", d.incidents);
+        assert_eq!(d.inputs.tz_offset, "+02:00");
+        assert_eq!(d.inputs.tz_changes, ["+01:00 from 2026-10-25T01:00:00Z"]);
     }
 }

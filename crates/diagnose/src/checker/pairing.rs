@@ -13,6 +13,7 @@ use super::StreamStats;
 use super::errors::{ERef, Index, PairWindow, REORDER_SLACK_MS, SigIndex, feed_errors};
 use super::failure::{Failure, Store, Traj, is_addr};
 use crate::classes::Sig;
+use resolvelab_history::time::Offsets;
 use resolvelab_history::{ErrorStream, FileStats, History};
 use std::collections::VecDeque;
 
@@ -30,6 +31,8 @@ pub(super) const UNRESOLVED: char = '\0';
 /// What the error pass yields besides the paired failures.
 pub(super) struct ErrorPass {
     pub ix: SigIndex,
+    /// UTC offset changes the access log showed: (first epoch second, offset).
+    pub offset_changes: Vec<(i64, i32)>,
     pub stats: StreamStats,
     pub files: Vec<FileStats>,
 }
@@ -44,6 +47,8 @@ pub(super) struct Pairer {
     pending: VecDeque<Failure>,
     /// The latest access-log end time seen (ms).
     max_t: i64,
+    /// The server's UTC offsets until the error stream is opened (then it holds them).
+    offsets: Option<Offsets>,
     /// The paired failures.
     pub store: Store,
 }
@@ -96,6 +101,15 @@ impl Pairer {
         trajs: &[Traj],
     ) -> anyhow::Result<(Store, ErrorPass)> {
         self.max_t = i64::MAX;
+        // The access log is read: no offset change will come.
+        match &mut self.errs {
+            Some(e) => e.offsets_mut().seal(),
+            None => {
+                if let Some(o) = &mut self.offsets {
+                    o.seal();
+                }
+            }
+        }
         while !self.pending.is_empty() {
             self.pair_next(hist, offset_s, trajs)?;
         }
@@ -112,6 +126,7 @@ impl Pairer {
             fetched: 0,
         };
         let pass = ErrorPass {
+            offset_changes: errs.offsets().segments()[1..].to_vec(),
             ix: self.ix,
             stats,
             files: errs.finish(),
@@ -121,9 +136,26 @@ impl Pairer {
 
     fn open(&mut self, hist: &History, offset_s: i32) -> anyhow::Result<()> {
         if self.errs.is_none() {
-            self.errs = Some(hist.error_stream(offset_s)?);
+            let offsets = self
+                .offsets
+                .take()
+                .unwrap_or_else(|| Offsets::fixed(offset_s));
+            self.errs = Some(hist.error_stream_with(offsets)?);
         }
         Ok(())
+    }
+
+    /// An access line at epoch second `utc_s` showed the server's offset `offset_s`
+    /// (`first`: the error log's offset before any change).
+    #[inline]
+    pub fn observe_offset(&mut self, utc_s: i64, offset_s: i32, first: i32) {
+        match &mut self.errs {
+            Some(e) => e.offsets_mut().observe(utc_s, offset_s),
+            None => self
+                .offsets
+                .get_or_insert_with(|| Offsets::open(first))
+                .observe(utc_s, offset_s),
+        }
     }
 
     fn pair_next(&mut self, hist: &History, offset_s: i32, trajs: &[Traj]) -> anyhow::Result<()> {
