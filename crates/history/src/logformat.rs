@@ -33,10 +33,12 @@ pub enum Field {
     RemoteAddr,
     Host,
     BodyBytesSent,
+    /// ingress-nginx's `$proxy_upstream_name` (`namespace-service-port`).
+    ProxyUpstreamName,
 }
 
 /// Number of [`Field`] variants.
-pub const N_FIELDS: usize = 18;
+pub const N_FIELDS: usize = 19;
 
 impl Field {
     /// Map an nginx variable name (without `$`) to a field.
@@ -60,6 +62,7 @@ impl Field {
             "remote_addr" => Field::RemoteAddr,
             "host" | "http_host" | "server_name" => Field::Host,
             "body_bytes_sent" | "bytes_sent" => Field::BodyBytesSent,
+            "proxy_upstream_name" => Field::ProxyUpstreamName,
             _ => return None,
         })
     }
@@ -92,7 +95,10 @@ impl Field {
 
     /// True when the value never holds a space (addresses, hosts).
     fn one_word(self) -> bool {
-        matches!(self, Field::RemoteAddr | Field::Host)
+        matches!(
+            self,
+            Field::RemoteAddr | Field::Host | Field::ProxyUpstreamName
+        )
     }
 
     /// True when the value is a number (used to explain mismatches).

@@ -146,7 +146,7 @@ impl Reader<'_> {
             Some(c) => *c += 1,
             None => *o.status.entry(st).or_default() += 1,
         }
-        let tid = self.traj_id(a.get(Field::UpstreamAddr));
+        let tid = self.traj_id(a.get(Field::UpstreamAddr), a);
         let traj = tid.map(|i| &self.out.trajs[i as usize]);
         let nlu = traj.is_some_and(|t| t.nlu);
         let failed = nlu || st == 502 || st == 504;
@@ -209,8 +209,10 @@ impl Reader<'_> {
             .advance(t_ms, hist, clock.offset_s, &self.out.trajs)
     }
 
-    /// The trajectory id of an `$upstream_addr` value, parsed once per distinct value.
-    fn traj_id(&mut self, b: Option<&[u8]>) -> Option<u32> {
+    /// The trajectory id of an `$upstream_addr` value, parsed once per distinct value. With
+    /// `$proxy_upstream_name` (ingress-nginx) the addresses of a new trajectory belong to the
+    /// group it names.
+    fn traj_id(&mut self, b: Option<&[u8]>, a: &AccessLine<'_>) -> Option<u32> {
         let b = b.filter(|b| *b != b"-" && !b.is_empty())?;
         if self.last_traj.1.is_some() && self.last_traj.0 == b {
             return self.last_traj.1;
@@ -220,9 +222,11 @@ impl Reader<'_> {
             Some(&id) => id,
             None => {
                 let t = parse_traj(&String::from_utf8_lossy(b), &mut o.keys);
-                if let Some(g) = &t.group {
+                if let Some(g) = t.group.as_deref().or_else(|| upstream_name(a)) {
                     for ad in &t.addrs {
-                        o.addr_group.entry(ad.clone()).or_insert_with(|| g.clone());
+                        o.addr_group
+                            .entry(ad.clone())
+                            .or_insert_with(|| g.to_string());
                     }
                 }
                 o.trajs.push(t);
@@ -301,7 +305,14 @@ impl Reader<'_> {
     }
 }
 
-/// A failed request as its access line shows it (not paired, not classified yet).
+/// `$proxy_upstream_name`, when logged and set.
+fn upstream_name<'a>(a: &AccessLine<'a>) -> Option<&'a str> {
+    a.text(Field::ProxyUpstreamName)
+        .filter(|v| !v.is_empty() && *v != "-")
+}
+
+/// A failed request as its access line shows it (not paired, not classified yet); its group is
+/// the `$proxy_upstream_name` that names it, if any.
 fn failure(
     a: &AccessLine<'_>,
     method: u16,
@@ -321,6 +332,7 @@ fn failure(
         method,
         request: a.text(Field::Request).map(text_hash),
         remote: a.text(Field::RemoteAddr).map(text_hash),
+        group: upstream_name(a).map(str::to_string).unwrap_or_default(),
         ..Failure::default()
     }
 }

@@ -246,7 +246,7 @@ fn observe(opts: &Options, peers: &swaps::PeerChanges) -> (Observability, Race, 
         connection: fmt.has(Field::Connection),
         msec: fmt.has(Field::Msec),
         request_time: fmt.has(Field::RequestTime),
-        upstream_name: fmt.text.contains("$proxy_upstream_name"),
+        upstream_name: fmt.has(Field::ProxyUpstreamName),
         error_log: !opts.error.is_empty(),
         dns_log: !opts.dns.is_empty(),
     };
@@ -572,5 +572,33 @@ mod tests {
         assert_eq!(paired, ["1", "2", "3"], "{:#?}", d.incidents);
         assert_eq!(d.inputs.tz_offset, "+02:00");
         assert_eq!(d.inputs.tz_changes, ["+01:00 from 2026-10-25T01:00:00Z"]);
+    }
+
+    /// ingress-nginx logs the group of every request (`$proxy_upstream_name`): failures are
+    /// grouped by it, not by an address no NLU trajectory names.
+    #[test]
+    fn ingress_upstream_names_are_the_groups() {
+        let dir = tempfile::tempdir().unwrap();
+        let line = |t: &str, st: u16, name: &str, addr: &str| {
+            format!(
+                "10.0.0.7 - - [25/Nov/2026:10:00:{t} +0000] \"GET / HTTP/1.1\" {st} 0 \"-\" \"curl\" 80 0.001 [{name}] [] {addr} 0 0.001 {st} abc\n"
+            )
+        };
+        let acc = line("01", 200, "shop-web-80", "10.1.0.5:80")
+            + &line("02", 502, "shop-web-80", "10.1.0.5:80")
+            + &line("03", 200, "shop-api-80", "10.1.0.9:80")
+            + &line("30", 502, "shop-api-80", "10.1.0.9:80");
+        let a = dir.path().join("access.log");
+        std::fs::write(&a, acc).unwrap();
+        let mut o = Options::new(vec![a], Vec::new());
+        o.log_format = LogFormat::from_arg("upstreaminfo").unwrap();
+        let d = diagnose(&o).unwrap();
+        let groups: Vec<(&str, u64)> = d
+            .incidents
+            .iter()
+            .map(|i| (i.upstream.as_str(), i.requests_in_window))
+            .collect();
+        assert_eq!(groups, [("shop-web-80", 2), ("shop-api-80", 1)]);
+        assert!(d.evidence.inputs.upstream_name);
     }
 }

@@ -185,7 +185,8 @@ impl Pairer {
             }
         } else {
             let upstream = pair_one(&mut f, &mut self.win);
-            if !f.internal {
+            // A group the access line names (internal passes, `$proxy_upstream_name`) stays.
+            if !f.internal && f.group.is_empty() {
                 f.group = group_of(&f, trajs, upstream);
             }
         }
