@@ -32,6 +32,16 @@ impl<'a> AccessLine<'a> {
         self.spans[f as usize].map(|(a, b)| &self.raw[a as usize..b as usize])
     }
 
+    /// Raw bytes of the field with index `i` (`Field as usize`).
+    #[inline]
+    pub fn get_index(&self, i: usize) -> Option<&'a [u8]> {
+        self.spans
+            .get(i)
+            .copied()
+            .flatten()
+            .map(|(a, b)| &self.raw[a as usize..b as usize])
+    }
+
     /// A field as text (lossy only for invalid UTF-8, which nginx escapes anyway).
     pub fn text(&self, f: Field) -> Option<&'a str> {
         self.get(f).and_then(|b| std::str::from_utf8(b).ok())
@@ -417,6 +427,19 @@ fn lossy(b: &[u8]) -> String {
 /// stops (e.g. extra fields after `combined`).
 pub fn nearest_guess(lines: &[String], fmt: &LogFormat) -> Option<String> {
     let mut spans = [None; N_FIELDS];
+    if !fmt.is_json() {
+        let json = LogFormat::json();
+        let n = lines
+            .iter()
+            .filter(|l| json.match_line(l.as_bytes(), &mut spans).is_ok())
+            .count();
+        if n > 0 {
+            return Some(format!(
+                "{n}/{} failing lines are JSON objects (escape=json): --log-format json",
+                lines.len()
+            ));
+        }
+    }
     // (full matches, every item matched on the first line (only extra text after it), items
     // matched on the first line, name, text, first mismatch): a format that matches a line all
     // the way but for extra fields beats one that gets further and then breaks.

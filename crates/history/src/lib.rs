@@ -36,6 +36,7 @@
 
 pub mod access;
 pub mod errorlog;
+pub mod jsonline;
 pub mod logformat;
 pub mod ours;
 pub mod time;

@@ -136,6 +136,9 @@ pub struct LogFormat {
     lead: Vec<u8>,
     steps: Vec<Step>,
     lits: Vec<u8>,
+    /// JSON lines read by key (see [`crate::jsonline`]): the template's own keys (empty for
+    /// the bare `json` preset, which knows the usual names only).
+    json: Option<Vec<(String, Field)>>,
 }
 
 /// One variable and the literal that ends it (empty = end of line).
@@ -177,7 +180,12 @@ pub const VHOST_LEGACY: &str = r#"$host $remote_addr - $remote_user [$time_local
 /// Nginx Proxy Manager's `proxy` format (proxy-host-N_access.log).
 pub const NPM: &str = r#"[$time_local] $upstream_cache_status $upstream_status $status - $request_method $scheme $host "$request_uri" [Client $remote_addr] [Length $body_bytes_sent] [Gzip $gzip_ratio] [Sent-to $server] "$http_user_agent" "$http_referer""#;
 
-/// The named presets `--log-format NAME` accepts.
+/// A typical `log_format … escape=json` (ingress-nginx's documented JSON example, with
+/// `$connection`). `--log-format json` reads it — and any other order or naming of such keys
+/// ([`crate::jsonline`]).
+pub const JSON_EXAMPLE: &str = r#"{"time":"$time_iso8601","remote_addr":"$remote_addr","x_forwarded_for":"$http_x_forwarded_for","request_id":"$req_id","remote_user":"$remote_user","bytes_sent":$bytes_sent,"request_time":$request_time,"status":$status,"vhost":"$host","request_proto":"$server_protocol","path":"$uri","request_query":"$args","request_length":$request_length,"method":"$request_method","http_referrer":"$http_referer","http_user_agent":"$http_user_agent","upstream_addr":"$upstream_addr","upstream_status":"$upstream_status","upstream_response_time":"$upstream_response_time","connection":$connection}"#;
+
+/// The named presets `--log-format NAME` accepts (and `json`: [`LogFormat::json`]).
 pub const PRESETS: &[(&str, &str)] = &[
     ("combined", COMBINED),
     ("main", MAIN),
@@ -225,6 +233,20 @@ pub type Spans = [Option<(u32, u32)>; N_FIELDS];
 impl LogFormat {
     /// Compile a format string (the concatenation of the quoted parts of a `log_format` directive).
     pub fn compile(fmt_name: &str, text: &str) -> anyhow::Result<LogFormat> {
+        if fmt_name == "json" && text == "json" {
+            return Ok(LogFormat::json());
+        }
+        // A JSON template (`escape=json '{"status":$status,…}'`): read lines by key, in any
+        // order and with their escapes, rather than by the template's literals.
+        if text.trim_start().starts_with('{') {
+            let keys = crate::jsonline::template_keys(text);
+            if !keys.is_empty() {
+                return Ok(LogFormat {
+                    json: Some(keys),
+                    ..LogFormat::json_named(fmt_name, text)
+                });
+            }
+        }
         let bytes = text.as_bytes();
         let mut items: Vec<Item> = Vec::new();
         let mut lit = Vec::new();
@@ -324,7 +346,36 @@ impl LogFormat {
             lead,
             steps,
             lits,
+            json: None,
         })
+    }
+
+    /// The `json` preset: one JSON object per line, keys by their usual names.
+    pub fn json() -> LogFormat {
+        LogFormat::json_named("json", "json")
+    }
+
+    fn json_named(name: &str, text: &str) -> LogFormat {
+        LogFormat {
+            name: name.to_string(),
+            text: text.to_string(),
+            items: Vec::new(),
+            lead: Vec::new(),
+            steps: Vec::new(),
+            lits: Vec::new(),
+            json: Some(Vec::new()),
+        }
+    }
+
+    /// Lines are JSON objects read by key.
+    pub fn is_json(&self) -> bool {
+        self.json.is_some()
+    }
+
+    /// Which fields the format holds is known before any line is read (false for the bare
+    /// `json` preset: the lines tell).
+    pub fn fields_known(&self) -> bool {
+        self.json.as_ref().is_none_or(|k| !k.is_empty())
     }
 
     /// `combined`, nginx's default access-log format.
@@ -339,6 +390,9 @@ impl LogFormat {
 
     /// Resolve a user's `--log-format` argument: a preset name ([`PRESETS`]) or a format text.
     pub fn from_arg(arg: &str) -> anyhow::Result<LogFormat> {
+        if arg == "json" {
+            return Ok(LogFormat::json());
+        }
         if let Some((name, text)) = PRESETS.iter().find(|(n, _)| *n == arg) {
             return LogFormat::compile(name, text);
         }
@@ -347,7 +401,12 @@ impl LogFormat {
         }
         anyhow::bail!(
             "--log-format `{arg}` is neither a preset ({}) nor a format with $variables; pass the format text, or --nginx-conf FILE --log-format-name {arg}",
-            PRESETS.iter().map(|p| p.0).collect::<Vec<_>>().join(", ")
+            PRESETS
+                .iter()
+                .map(|p| p.0)
+                .chain(["json"])
+                .collect::<Vec<_>>()
+                .join(", ")
         )
     }
 
@@ -358,6 +417,9 @@ impl LogFormat {
 
     /// True when the format contains `field`.
     pub fn has(&self, field: Field) -> bool {
+        if let Some(keys) = &self.json {
+            return keys.iter().any(|(_, f)| *f == field);
+        }
         self.items
             .iter()
             .any(|it| matches!(it, Item::Var(_, Some(f)) if *f == field))
@@ -366,6 +428,15 @@ impl LogFormat {
     /// Match one line (without its newline), filling `spans`; a mismatch names the field.
     #[inline]
     pub fn match_line(&self, line: &[u8], spans: &mut Spans) -> Result<(), Mismatch> {
+        if let Some(keys) = &self.json {
+            return crate::jsonline::match_json_keys(line, keys, spans).map_err(|reason| {
+                Mismatch {
+                    item: 0,
+                    at: 0,
+                    reason,
+                }
+            });
+        }
         if self.fast_match(line, spans) {
             Ok(())
         } else {

@@ -8,7 +8,7 @@
 //! cargo run --release -p resolvelab-report --example gen_preset_log -- main /tmp/b/access.log 10000000 0.3 300
 //! ```
 
-use resolvelab_history::logformat::{Item, LogFormat, PRESETS};
+use resolvelab_history::logformat::{JSON_EXAMPLE, PRESETS};
 use std::io::{BufWriter, Write};
 
 /// xorshift64*: deterministic, fast, good enough to vary log fields.
@@ -99,6 +99,30 @@ impl Req {
     }
 }
 
+/// A format text as (literal, variable) pairs (the generator fills in the values).
+fn template(text: &str) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    let mut lit = String::new();
+    let mut chars = text.chars().peekable();
+    while let Some(c) = chars.next() {
+        if c != '$' {
+            lit.push(c);
+            continue;
+        }
+        let mut var = String::new();
+        while let Some(&n) = chars.peek() {
+            if !(n.is_ascii_alphanumeric() || n == '_') {
+                break;
+            }
+            var.push(n);
+            chars.next();
+        }
+        out.push((std::mem::take(&mut lit), var));
+    }
+    out.push((lit, String::new()));
+    out
+}
+
 fn main() -> anyhow::Result<()> {
     let mut args = std::env::args().skip(1);
     let preset = args.next().unwrap_or_else(|| "main".into());
@@ -111,10 +135,11 @@ fn main() -> anyhow::Result<()> {
     let rate: u64 = args.next().and_then(|s| s.parse().ok()).unwrap_or(300);
     let text = PRESETS
         .iter()
+        .chain(&[("json", JSON_EXAMPLE)])
         .find(|p| p.0 == preset)
         .map(|p| p.1)
         .ok_or_else(|| anyhow::anyhow!("no preset {preset}"))?;
-    let fmt = LogFormat::compile(&preset, text)?;
+    let items = template(text);
     let err_path = std::path::Path::new(&path).with_file_name("error.log");
     let mut w = BufWriter::with_capacity(1 << 20, std::fs::File::create(&path)?);
     let mut e = BufWriter::with_capacity(1 << 20, std::fs::File::create(err_path)?);
@@ -203,10 +228,10 @@ fn main() -> anyhow::Result<()> {
             r.bytes = 150 + rng.below(50);
         }
         line.clear();
-        for it in fmt.items() {
-            match it {
-                Item::Literal(l) => line.extend_from_slice(l),
-                Item::Var(v, _) => r.var(v, &mut line),
+        for (lit, var) in &items {
+            line.extend_from_slice(lit.as_bytes());
+            if !var.is_empty() {
+                r.var(var, &mut line);
             }
         }
         line.push(b'\n');

@@ -8,7 +8,7 @@ use super::swaps::{SEGMENT_GAP_MS, Seg};
 use crate::model::PassCounts;
 use crate::timeline::{Outcome, Timeline};
 use resolvelab_history::access::AccessLine;
-use resolvelab_history::logformat::{Field, LogFormat};
+use resolvelab_history::logformat::{Field, LogFormat, N_FIELDS};
 use resolvelab_history::{FileStats, History, time};
 use std::collections::{BTreeMap, HashMap};
 
@@ -38,6 +38,8 @@ pub(super) struct AccessPass {
     pub last_ms: i64,
     pub passes: PassCounts,
     pub files: Vec<FileStats>,
+    /// The fields the lines held (`1 << Field`), for a format that does not say (bare `json`).
+    pub seen: u32,
 }
 
 impl AccessPass {
@@ -80,6 +82,8 @@ impl Clock {
 #[derive(Default)]
 struct Reader<'h> {
     hist: Option<&'h History>,
+    /// The lines, not the format, say which fields there are.
+    learn_fields: bool,
     tz_flag: Option<i32>,
     out: AccessPass,
     pairer: Pairer,
@@ -105,6 +109,7 @@ pub(super) fn read(
     };
     let mut r = Reader {
         hist: Some(hist),
+        learn_fields: !fmt.fields_known(),
         tz_flag,
         pairer: Pairer::new(index),
         cur_bucket: i64::MIN,
@@ -134,6 +139,20 @@ impl Reader<'_> {
         let t_ms = a.t_us / 1000;
         o.first_ms = o.first_ms.min(t_ms);
         o.last_ms = o.last_ms.max(t_ms);
+        if self.learn_fields {
+            if o.seen == 0 {
+                // The first line decides how error lines are indexed.
+                let index = if a.connection().is_some() {
+                    Index::Cid
+                } else {
+                    Index::Text
+                };
+                self.pairer.set_index(index);
+            }
+            for f in 0..N_FIELDS {
+                o.seen |= (a.get_index(f).is_some() as u32) << f;
+            }
+        }
         let clock = *o
             .clock
             .get_or_insert_with(|| Clock::of(a.utc_offset_s, self.tz_flag, Some(t_ms)));

@@ -132,7 +132,7 @@ pub fn diagnose_with_stats(opts: &Options) -> anyhow::Result<(Diagnosis, History
     if let Some(u) = &opts.upstream {
         store.retain_group(u);
     }
-    let (observability, race, by_cid) = observe(opts, &peers);
+    let (observability, race, by_cid) = observe(opts, &peers, acc.seen);
     let cx = incidents::Ctx {
         hist: &hist,
         trajs: &acc.trajs,
@@ -225,6 +225,7 @@ fn check_inputs(opts: &Options) -> anyhow::Result<()> {
     }
     let fmt = &opts.log_format;
     if !opts.access.is_empty()
+        && fmt.fields_known()
         && !fmt.has(Field::Msec)
         && !fmt.has(Field::TimeLocal)
         && !fmt.has(Field::TimeIso8601)
@@ -238,15 +239,23 @@ fn check_inputs(opts: &Options) -> anyhow::Result<()> {
 }
 
 /// What the inputs can show, whether this nginx can race, and whether pairing was by `*cid`.
-fn observe(opts: &Options, peers: &swaps::PeerChanges) -> (Observability, Race, bool) {
+fn observe(opts: &Options, peers: &swaps::PeerChanges, seen: u32) -> (Observability, Race, bool) {
     let fmt = &opts.log_format;
+    // A format that names its fields says what is logged; the bare `json` format, its lines.
+    let has = |f: Field| {
+        if fmt.fields_known() {
+            fmt.has(f)
+        } else {
+            seen & (1 << f as u32) != 0
+        }
+    };
     let present = Present {
         access_log: !opts.access.is_empty(),
-        upstream_addr: fmt.has(Field::UpstreamAddr),
-        connection: fmt.has(Field::Connection),
-        msec: fmt.has(Field::Msec),
-        request_time: fmt.has(Field::RequestTime),
-        upstream_name: fmt.has(Field::ProxyUpstreamName),
+        upstream_addr: has(Field::UpstreamAddr),
+        connection: has(Field::Connection),
+        msec: has(Field::Msec),
+        request_time: has(Field::RequestTime),
+        upstream_name: has(Field::ProxyUpstreamName),
         error_log: !opts.error.is_empty(),
         dns_log: !opts.dns.is_empty(),
     };

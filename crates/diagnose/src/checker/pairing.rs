@@ -62,6 +62,13 @@ impl Pairer {
         }
     }
 
+    /// Index error lines as `index` says (before any is read).
+    pub fn set_index(&mut self, index: Index) {
+        if self.errs.is_none() {
+            self.win = PairWindow::new(index);
+        }
+    }
+
     /// A failure of the access pass (any order close to time order).
     pub fn push(&mut self, f: Failure) {
         let t = f.t_ms;
