@@ -18,6 +18,9 @@ pub struct InputsInfo {
     pub access: Vec<String>,
     /// Error logs.
     pub error: Vec<String>,
+    /// Mixed streams (`--logs`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub mixed: Vec<String>,
     /// DNS logs.
     pub dns: Vec<String>,
     /// Event logs.

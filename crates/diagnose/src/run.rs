@@ -63,6 +63,7 @@ pub fn analyze_run(dir: &Path) -> anyhow::Result<Verdict> {
     let opts = Options {
         access: access.clone(),
         error: with_rotations(dir, "error.log"),
+        mixed: Vec::new(),
         dns: with_rotations(dir, "dns.jsonl"),
         events: with_rotations(dir, "events.jsonl"),
         log_format: run_log_format(dir)?,

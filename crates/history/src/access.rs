@@ -158,6 +158,8 @@ pub struct AccessReader {
     stats: FileStats,
     bad_lines: Vec<String>,
     done: bool,
+    /// A mixed stream (`--logs`): lines that do not match are passed over, not malformed.
+    mixed: bool,
 }
 
 impl AccessReader {
@@ -183,7 +185,15 @@ impl AccessReader {
             stats: FileStats::new(path, "access"),
             bad_lines: Vec::new(),
             done: false,
+            mixed: false,
         })
+    }
+
+    /// Pass over lines that do not match (a mixed stream, `--logs`) instead of counting them
+    /// as malformed; those that are not error lines still feed the nearest-format guess.
+    pub fn mixed(mut self) -> AccessReader {
+        self.mixed = true;
+        self
     }
 
     /// The next raw line as a range of `buf` (without its newline), reading more as needed.
@@ -241,6 +251,13 @@ impl AccessReader {
                 continue;
             }
             self.stats.lines += 1;
+            if self.mixed
+                && let Some(inner) = crate::jsonline::docker_log_line(&self.buf[ls..le])
+            {
+                // The record's line is never longer than the record: it takes its place.
+                self.buf[ls..ls + inner.len()].copy_from_slice(&inner);
+                le = ls + inner.len();
+            }
             let mut res = self.match_at(ls, le);
             let mut start = ls;
             if res.is_err() {
@@ -262,9 +279,17 @@ impl AccessReader {
                     return true;
                 }
                 Err(reason) => {
-                    let text = String::from_utf8_lossy(&self.buf[ls..le]).into_owned();
-                    self.stats.malformed(self.line_no, &reason, &text);
-                    if self.bad_lines.len() < GUESS_LINES {
+                    let raw = &self.buf[ls..le];
+                    let other = self.mixed
+                        && (crate::errorlog::looks_like_entry(raw)
+                            || crate::errorlog::is_continuation(raw));
+                    let text = String::from_utf8_lossy(raw).into_owned();
+                    if self.mixed {
+                        self.stats.skipped += 1;
+                    } else {
+                        self.stats.malformed(self.line_no, &reason, &text);
+                    }
+                    if !other && self.bad_lines.len() < GUESS_LINES {
                         self.bad_lines.push(text);
                     }
                 }
@@ -329,7 +354,8 @@ impl AccessReader {
 
     /// Statistics so far; the nearest-guess is computed when more than half the lines failed.
     pub fn finish(mut self) -> FileStats {
-        if self.stats.malformed > 0 && self.stats.parsed < self.stats.malformed {
+        let failing = self.stats.malformed.max(self.bad_lines.len() as u64);
+        if failing > 0 && self.stats.parsed < failing {
             self.stats.guess = nearest_guess(&self.bad_lines, &self.fmt);
         }
         self.stats
@@ -511,10 +537,22 @@ pub struct AccessStream {
 impl AccessStream {
     /// Open every file with the same format. File indexes start at `first_file`.
     pub fn open(paths: &[PathBuf], fmt: &LogFormat, first_file: u32) -> anyhow::Result<Self> {
+        Self::open_mixed(paths, 0, fmt, first_file)
+    }
+
+    /// [`AccessStream::open`] where the last `mixed` files are mixed streams (`--logs`).
+    pub fn open_mixed(
+        paths: &[PathBuf],
+        mixed: usize,
+        fmt: &LogFormat,
+        first_file: u32,
+    ) -> anyhow::Result<Self> {
         let fmt = Arc::new(fmt.clone());
         let mut readers = Vec::new();
+        let plain = paths.len().saturating_sub(mixed);
         for (i, p) in paths.iter().enumerate() {
-            readers.push(AccessReader::open(p, first_file + i as u32, fmt.clone())?);
+            let r = AccessReader::open(p, first_file + i as u32, fmt.clone())?;
+            readers.push(if i >= plain { r.mixed() } else { r });
         }
         let live = readers.iter_mut().map(|r| r.advance()).collect();
         Ok(AccessStream {

@@ -301,6 +301,26 @@ fn parse_context(mut s: &str, rec: &mut ErrorRecord) -> [bool; 5] {
     seen
 }
 
+/// A line that continues the entry above it: indented, or a Lua `stack traceback:` header.
+pub fn is_continuation(line: &[u8]) -> bool {
+    line.first().is_some_and(|b| *b == b' ' || *b == b'\t') || line.starts_with(b"stack traceback:")
+}
+
+/// A line with nginx's `YYYY/MM/DD HH:MM:SS [` somewhere in its head (behind a stream prefix):
+/// only such an entry takes continuation lines.
+pub fn looks_like_entry(line: &[u8]) -> bool {
+    let head = &line[..line.len().min(240)];
+    head.windows(21).any(|w| {
+        w[4] == b'/'
+            && w[7] == b'/'
+            && w[10] == b' '
+            && w[13] == b':'
+            && w[16] == b':'
+            && w[19] == b' '
+            && w[20] == b'['
+    })
+}
+
 /// Read a whole error log (plain or gzip) into memory. Malformed lines are counted in the
 /// stats. For logs of any size prefer [`ErrorStream`], which keeps one line per file.
 pub fn read(path: &Path, file: u32) -> anyhow::Result<(Vec<ErrorRecord>, FileStats)> {
@@ -317,6 +337,11 @@ pub struct ErrorReader {
     file: u32,
     reader: Box<dyn BufRead>,
     buf: Vec<u8>,
+    /// The line after the current entry, read to see whether it continues it.
+    next: Vec<u8>,
+    has_next: bool,
+    /// A mixed stream (`--logs`): lines that are not error lines are passed over, not malformed.
+    mixed: bool,
     line_no: u64,
     offset_s: i32,
     /// The current line, parsed into reused strings.
@@ -333,6 +358,9 @@ impl ErrorReader {
             file,
             reader: open_maybe_gz(path)?,
             buf: Vec::with_capacity(512),
+            next: Vec::with_capacity(512),
+            has_next: false,
+            mixed: false,
             line_no: 0,
             offset_s,
             rec: blank(file),
@@ -341,39 +369,95 @@ impl ErrorReader {
         })
     }
 
+    /// Pass over lines that are not error lines (a mixed stream, `--logs`) instead of counting
+    /// them as malformed.
+    pub fn mixed(mut self) -> ErrorReader {
+        self.mixed = true;
+        self
+    }
+
+    /// Read one raw line into `buf` (from the look-ahead if there is one); false at the end.
+    fn read_line(&mut self, into_next: bool) -> bool {
+        if !into_next && self.has_next {
+            std::mem::swap(&mut self.buf, &mut self.next);
+            self.has_next = false;
+            return true;
+        }
+        let buf = if into_next {
+            &mut self.next
+        } else {
+            &mut self.buf
+        };
+        buf.clear();
+        match self.reader.read_until(b'\n', buf) {
+            Ok(0) => false,
+            Ok(_) => {
+                while buf.last().is_some_and(|b| *b == b'\n' || *b == b'\r') {
+                    buf.pop();
+                }
+                true
+            }
+            Err(e) => {
+                self.stats.error = Some(e.to_string());
+                false
+            }
+        }
+    }
+
+    /// Join the lines that continue the entry in `buf` (a multi-line message: a Lua
+    /// `stack traceback:` whose last frame carries nginx's `, client: …` context).
+    fn join_continuations(&mut self) {
+        while self.has_next || self.read_line(true) {
+            self.has_next = true;
+            if !is_continuation(&self.next) {
+                return;
+            }
+            self.line_no += 1;
+            self.stats.lines += 1;
+            self.stats.continued += 1;
+            self.buf.push(b' ');
+            let text = self.next.trim_ascii_start();
+            self.buf.extend_from_slice(text);
+            self.has_next = false;
+        }
+    }
+
     /// Read the next well-formed line into [`ErrorReader::current`]; false at end of file (or
     /// at a read error, which is kept in the stats).
     pub fn advance(&mut self) -> bool {
         self.has = false;
         loop {
-            self.buf.clear();
-            match self.reader.read_until(b'\n', &mut self.buf) {
-                Ok(0) => return false,
-                Ok(_) => {}
-                Err(e) => {
-                    self.stats.error = Some(e.to_string());
-                    return false;
-                }
+            if !self.read_line(false) {
+                return false;
             }
             self.line_no += 1;
+            if self.buf.is_empty() {
+                continue;
+            }
+            self.stats.lines += 1;
+            if self.mixed
+                && let Some(inner) = crate::jsonline::docker_log_line(&self.buf)
+            {
+                self.buf = inner;
+            }
+            let line_no = self.line_no;
+            if looks_like_entry(&self.buf) {
+                self.join_continuations();
+            }
             // nginx writes UTF-8 (or escapes); validating is much cheaper than the lossy path.
             let line = match std::str::from_utf8(&self.buf) {
                 Ok(l) => std::borrow::Cow::Borrowed(l),
                 Err(_) => String::from_utf8_lossy(&self.buf),
             };
-            let line = line.trim_end_matches(['\n', '\r']);
-            if line.is_empty() {
-                continue;
-            }
-            self.stats.lines += 1;
-            match parse_prefixed(line, self.file, self.line_no, &mut self.rec) {
+            match parse_prefixed(&line, self.file, line_no, &mut self.rec) {
                 Ok(()) => {
                     self.stats.parsed += 1;
                     self.rec.t_us = (self.rec.local_s - self.offset_s as i64) * 1_000_000;
                     self.has = true;
                     return true;
                 }
-                Err(reason) => self.stats.malformed(self.line_no, &reason, line),
+                Err(_) if self.mixed => self.stats.skipped += 1,
+                Err(reason) => self.stats.malformed(line_no, &reason, &line),
             }
         }
     }
@@ -410,19 +494,23 @@ impl ErrorStream {
     /// Open every file; file indexes start at `first_file`. `offset_s` is the server's UTC
     /// offset (seconds east) of the error log's local time.
     pub fn open(paths: &[PathBuf], first_file: u32, offset_s: i32) -> anyhow::Result<ErrorStream> {
-        Self::open_with(paths, first_file, Offsets::fixed(offset_s))
+        Self::open_with(paths, 0, first_file, Offsets::fixed(offset_s))
     }
 
     /// [`ErrorStream::open`] with an offset schedule (daylight saving seen in the access log),
-    /// which [`ErrorStream::offsets_mut`] may extend while the stream is read.
+    /// which [`ErrorStream::offsets_mut`] may extend while the stream is read; the last `mixed`
+    /// files are mixed streams (`--logs`).
     pub fn open_with(
         paths: &[PathBuf],
+        mixed: usize,
         first_file: u32,
         offsets: Offsets,
     ) -> anyhow::Result<ErrorStream> {
         let mut readers = Vec::new();
+        let plain = paths.len().saturating_sub(mixed);
         for (i, p) in paths.iter().enumerate() {
-            readers.push(ErrorReader::open(p, first_file + i as u32, 0)?);
+            let r = ErrorReader::open(p, first_file + i as u32, 0)?;
+            readers.push(if i >= plain { r.mixed() } else { r });
         }
         let live = readers.iter_mut().map(|r| r.advance()).collect();
         Ok(ErrorStream {

@@ -326,6 +326,36 @@ fn push(out: &mut Vec<(String, Field)>, stack: &[Option<String>], key: &str, var
     out.push((path.join("."), f));
 }
 
+/// A Docker `json-file` record (`{"log":"…\n","stream":"stdout","time":"…"}`, what
+/// `/var/lib/docker/containers/*/*-json.log` holds): the line it carries, without its newline
+/// and terminal colours. `None` for any other line.
+pub fn docker_log_line(line: &[u8]) -> Option<Vec<u8>> {
+    if !line.starts_with(br#"{"log":""#) {
+        return None;
+    }
+    #[derive(serde::Deserialize)]
+    struct Record<'a> {
+        #[serde(borrow)]
+        log: Cow<'a, str>,
+    }
+    let r: Record = serde_json::from_slice(line).ok()?;
+    let text = r.log.trim_end_matches(['\n', '\r']);
+    let mut out = Vec::with_capacity(text.len());
+    let b = text.as_bytes();
+    let mut i = 0;
+    while i < b.len() {
+        // ANSI colour codes: ESC [ … m.
+        if b[i] == 0x1b && b.get(i + 1) == Some(&b'[') {
+            let end = b[i + 2..].iter().position(|c| c.is_ascii_alphabetic());
+            i += 2 + end.map_or(b.len(), |e| e + 1);
+            continue;
+        }
+        out.push(b[i]);
+        i += 1;
+    }
+    Some(out)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -404,5 +434,17 @@ mod tests {
         assert_eq!(get(line, &s, Field::UpstreamResponseTime), Some("0.5"));
         assert_eq!(get(line, &s, Field::Status), Some("504"));
         assert!(template_keys("$remote_addr - [$time_local]").is_empty());
+    }
+
+    #[test]
+    fn docker_json_file_records_carry_their_line() {
+        // goaccess#1339: forego's coloured prefix inside a Docker json-file record.
+        let rec = br#"{"log":"\u001b[0;33;1mnginx.1    | \u001b[0mdrive.mysite.com 1.2.3.4 - - [26/Dec/2018:12:29:09 +0000] \"GET /a?x=1\u0026y=2 HTTP/2.0\" 200 844\n","stream":"stdout","time":"2018-12-26T12:29:09.74181707Z"}"#;
+        let line = docker_log_line(rec).unwrap();
+        assert_eq!(
+            String::from_utf8(line).unwrap(),
+            r#"nginx.1    | drive.mysite.com 1.2.3.4 - - [26/Dec/2018:12:29:09 +0000] "GET /a?x=1&y=2 HTTP/2.0" 200 844"#
+        );
+        assert_eq!(docker_log_line(br#"{"time":"x"}"#), None);
     }
 }

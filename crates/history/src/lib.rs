@@ -80,6 +80,16 @@ pub struct FileStats {
     pub guess: Option<String>,
     /// An I/O error that stopped reading (e.g. a truncated gzip).
     pub error: Option<String>,
+    /// A mixed stream (`--logs`): lines of the other kind or of other processes, passed over.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub skipped: u64,
+    /// Continuation lines joined to the entry above them (a Lua `stack traceback:` …).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub continued: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 impl FileStats {
@@ -94,6 +104,8 @@ impl FileStats {
             samples: Vec::new(),
             guess: None,
             error: None,
+            skipped: 0,
+            continued: 0,
         }
     }
 
@@ -140,6 +152,9 @@ pub struct Sources {
     pub access: Vec<PathBuf>,
     /// Error logs (every `error_log` destination).
     pub error: Vec<PathBuf>,
+    /// Mixed streams (`kubectl logs`, `docker compose logs`, journald): access and error lines
+    /// (and other processes' lines) in one file, each read by both streams.
+    pub mixed: Vec<PathBuf>,
     /// `dns.jsonl` files.
     pub dns: Vec<PathBuf>,
     /// `events.jsonl` files.
@@ -158,6 +173,9 @@ pub struct History {
     pub n_access: usize,
     /// Number of error-log files (they follow the access files in `files`).
     pub n_error: usize,
+    /// Mixed streams: the last `n_mixed` access files and the last `n_mixed` error files are
+    /// the same files, read as each kind.
+    pub n_mixed: usize,
     /// DNS log records in time order.
     pub dns: Vec<DnsRecord>,
     /// Lab events in time order.
@@ -172,8 +190,9 @@ impl History {
     /// log is opened once here so that a missing file is reported before any work is done).
     pub fn load(src: &Sources) -> anyhow::Result<History> {
         let mut files: Vec<PathBuf> = src.access.clone();
+        files.extend(src.mixed.iter().cloned());
         let mut stats = Vec::new();
-        for p in &src.error {
+        for p in src.error.iter().chain(&src.mixed) {
             open_maybe_gz(p)?;
             files.push(p.clone());
         }
@@ -195,8 +214,9 @@ impl History {
         events.sort_by_key(|d| d.t_us);
         Ok(History {
             files,
-            n_access: src.access.len(),
-            n_error: src.error.len(),
+            n_access: src.access.len() + src.mixed.len(),
+            n_error: src.error.len() + src.mixed.len(),
+            n_mixed: src.mixed.len(),
             dns,
             events,
             stats,
@@ -205,17 +225,13 @@ impl History {
 
     /// Open the access logs as one time-ordered stream.
     pub fn access_stream(&self, fmt: &logformat::LogFormat) -> anyhow::Result<AccessStream> {
-        AccessStream::open(&self.files[..self.n_access], fmt, 0)
+        AccessStream::open_mixed(&self.files[..self.n_access], self.n_mixed, fmt, 0)
     }
 
     /// Open the error logs as one time-ordered stream, placing their local times on the epoch
     /// clock with the server's UTC offset (seconds east).
     pub fn error_stream(&self, offset_s: i32) -> anyhow::Result<ErrorStream> {
-        ErrorStream::open(
-            &self.files[self.n_access..self.n_access + self.n_error],
-            self.n_access as u32,
-            offset_s,
-        )
+        self.error_stream_with(time::Offsets::fixed(offset_s))
     }
 
     /// [`History::error_stream`] with an offset schedule (daylight saving changes seen in the
@@ -223,6 +239,7 @@ impl History {
     pub fn error_stream_with(&self, offsets: time::Offsets) -> anyhow::Result<ErrorStream> {
         ErrorStream::open_with(
             &self.files[self.n_access..self.n_access + self.n_error],
+            self.n_mixed,
             self.n_access as u32,
             offsets,
         )

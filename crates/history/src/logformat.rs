@@ -171,6 +171,10 @@ pub const UPSTREAMINFO: &str = r#"$remote_addr - $remote_user [$time_local] "$re
 /// ingress-nginx's `upstreaminfo` before 0.21 (`$the_real_ip` twice, no alternative upstream).
 pub const UPSTREAMINFO_LEGACY: &str = r#"$the_real_ip - [$the_real_ip] - $remote_user [$time_local] "$request" $status $body_bytes_sent "$http_referer" "$http_user_agent" $request_length $request_time [$proxy_upstream_name] $upstream_addr $upstream_response_length $upstream_response_time $upstream_status"#;
 
+/// The `$the_real_ip` format with a trailing `$req_id`, as 0.2x controllers wrote it
+/// (ingress-nginx#4168, 2019).
+pub const UPSTREAMINFO_LEGACY_REQID: &str = r#"$the_real_ip - [$the_real_ip] - $remote_user [$time_local] "$request" $status $body_bytes_sent "$http_referer" "$http_user_agent" $request_length $request_time [$proxy_upstream_name] $upstream_addr $upstream_response_length $upstream_response_time $upstream_status $req_id"#;
+
 /// nginx-proxy's `vhost` format (with `$upstream_addr`, as its template writes it today).
 pub const VHOST: &str = r#"$host $remote_addr - $remote_user [$time_local] "$request" $status $body_bytes_sent "$http_referer" "$http_user_agent" "$upstream_addr""#;
 
@@ -192,6 +196,7 @@ pub const PRESETS: &[(&str, &str)] = &[
     ("lab", LAB),
     ("upstreaminfo", UPSTREAMINFO),
     ("upstreaminfo-legacy", UPSTREAMINFO_LEGACY),
+    ("upstreaminfo-legacy-reqid", UPSTREAMINFO_LEGACY_REQID),
     ("vhost", VHOST),
     ("vhost-legacy", VHOST_LEGACY),
     ("npm", NPM),
@@ -237,16 +242,23 @@ impl LogFormat {
             return Ok(LogFormat::json());
         }
         // A JSON template (`escape=json '{"status":$status,…}'`): read lines by key, in any
-        // order and with their escapes, rather than by the template's literals.
+        // order and with their escapes — and by the template's literals where a line is not
+        // valid JSON (a format written without escape=json, or with values left unquoted).
         if text.trim_start().starts_with('{') {
             let keys = crate::jsonline::template_keys(text);
             if !keys.is_empty() {
+                let literal = LogFormat::compile_template(fmt_name, text)?;
                 return Ok(LogFormat {
                     json: Some(keys),
-                    ..LogFormat::json_named(fmt_name, text)
+                    ..literal
                 });
             }
         }
+        LogFormat::compile_template(fmt_name, text)
+    }
+
+    /// [`LogFormat::compile`] by the template's literals only.
+    fn compile_template(fmt_name: &str, text: &str) -> anyhow::Result<LogFormat> {
         let bytes = text.as_bytes();
         let mut items: Vec<Item> = Vec::new();
         let mut lit = Vec::new();
@@ -429,13 +441,16 @@ impl LogFormat {
     #[inline]
     pub fn match_line(&self, line: &[u8], spans: &mut Spans) -> Result<(), Mismatch> {
         if let Some(keys) = &self.json {
-            return crate::jsonline::match_json_keys(line, keys, spans).map_err(|reason| {
-                Mismatch {
+            let by_key = crate::jsonline::match_json_keys(line, keys, spans);
+            return match by_key {
+                Ok(()) => Ok(()),
+                Err(_) if !self.steps.is_empty() && self.fast_match(line, spans) => Ok(()),
+                Err(reason) => Err(Mismatch {
                     item: 0,
                     at: 0,
                     reason,
-                }
-            });
+                }),
+            };
         }
         if self.fast_match(line, spans) {
             Ok(())

@@ -1,7 +1,9 @@
 //! `resolvelab diagnose` on real production excerpts (`tests/fixtures/real/`, each with its
 //! public source and a `truth.toml` written from reading the source before the tool ran): every
 //! expected signature is counted exactly, every failure gets an allowed class, none a forbidden
-//! one — above all, no generation race without evidence of a peer-list change.
+//! one — above all, no generation race without evidence of a peer-list change. Where the source
+//! was one interleaved stream (`stream.log`), it is diagnosed as such too (`--logs`), with the
+//! same truth, and its access/error/other/continuation lines counted as `[stream_counts]` says.
 
 mod common;
 
@@ -21,27 +23,56 @@ fn strs(v: Option<&toml::Value>) -> Vec<String> {
         .unwrap_or_default()
 }
 
-/// The preset(s) a fixture's `access_format` names; a family tries its older generation too.
+/// The preset(s) a fixture's `access_format` names; a family tries its older generation too;
+/// `json` with a quoted log_format also tries that format (as `--nginx-conf` would give it).
 fn formats(truth: &toml::Value) -> Vec<String> {
     let f = truth["access_format"].as_str().unwrap_or("none");
     match f {
+        "json" => ["json"]
+            .into_iter()
+            .map(str::to_string)
+            .chain(
+                truth
+                    .get("access_log_format")
+                    .and_then(|t| t.as_str())
+                    .map(str::to_string),
+            )
+            .collect(),
         "custom" => vec![truth["access_log_format"].as_str().unwrap().to_string()],
-        "vhost" | "upstreaminfo" => vec![f.to_string(), format!("{f}-legacy")],
+        "upstreaminfo" => vec![
+            f.to_string(),
+            format!("{f}-legacy"),
+            format!("{f}-legacy-reqid"),
+        ],
+        "vhost" => vec![f.to_string(), format!("{f}-legacy")],
         other => vec![other.to_string()],
     }
 }
 
+/// How a fixture is read: its split files (`access.log`, `error.log`), or its original stream.
+#[derive(Clone, Copy, PartialEq)]
+enum Mode {
+    Split,
+    Stream,
+}
+
 /// Run the diagnosis of one fixture as a user would; the JSON and the exit status.
-fn diagnose(dir: &Path, truth: &toml::Value) -> (serde_json::Value, Option<i32>) {
+fn diagnose(dir: &Path, truth: &toml::Value, mode: Mode) -> (serde_json::Value, Option<i32>) {
     let mut best: Option<(serde_json::Value, Option<i32>)> = None;
     for fmt in formats(truth) {
         let mut cmd = common::bin();
         cmd.args(["diagnose", "--format", "json"]);
-        if dir.join("access.log").exists() {
+        if mode == Mode::Stream {
+            cmd.arg("--logs").arg(dir.join("stream.log"));
+            if fmt != "none" {
+                cmd.args(["--log-format", &fmt]);
+            }
+        }
+        if mode == Mode::Split && dir.join("access.log").exists() {
             cmd.arg("--access").arg(dir.join("access.log"));
             cmd.args(["--log-format", &fmt]);
         }
-        if dir.join("error.log").exists() {
+        if mode == Mode::Split && dir.join("error.log").exists() {
             cmd.arg("--error").arg(dir.join("error.log"));
         }
         if dir.join("nginx.conf").exists() {
@@ -73,11 +104,66 @@ fn diagnose(dir: &Path, truth: &toml::Value) -> (serde_json::Value, Option<i32>)
     best.unwrap()
 }
 
-/// The mismatches of one fixture (empty when it holds).
+/// The mismatches of one fixture (empty when it holds), read both ways where it can be.
 fn check(dir: &Path) -> Vec<String> {
     let text = std::fs::read_to_string(dir.join("truth.toml")).unwrap();
     let truth: toml::Value = toml::from_str(&text).unwrap();
-    let (v, code) = diagnose(dir, &truth);
+    let mut bad = Vec::new();
+    if dir.join("access.log").exists() || dir.join("error.log").exists() {
+        bad.extend(check_mode(dir, &truth, Mode::Split));
+    }
+    if dir.join("stream.log").exists() {
+        let (v, _) = diagnose(dir, &truth, Mode::Stream);
+        bad.extend(stream_counts(&v, &truth));
+        bad.extend(
+            check_mode(dir, &truth, Mode::Stream)
+                .into_iter()
+                .map(|b| format!("(--logs) {b}")),
+        );
+    }
+    bad
+}
+
+/// The access, error, other and continuation lines of a stream, as `[stream_counts]` says.
+fn stream_counts(v: &serde_json::Value, truth: &toml::Value) -> Vec<String> {
+    let Some(want) = truth.get("stream_counts").and_then(|s| s.as_table()) else {
+        return Vec::new();
+    };
+    let files = v["parse"]["files"].as_array().unwrap();
+    let view = |kind: &str, key: &str| {
+        files
+            .iter()
+            .filter(|f| f["kind"] == kind)
+            .map(|f| f[key].as_u64().unwrap_or(0))
+            .sum::<u64>()
+    };
+    let continuation = view("error", "continued");
+    let error = view("error", "parsed");
+    // Access lines the source's own edits broke (a redaction that ate a space) are passed over.
+    let unmatched = want
+        .get("access_unmatched")
+        .and_then(|n| n.as_integer())
+        .unwrap_or(0) as u64;
+    let got = [
+        ("access", view("access", "parsed") + unmatched),
+        ("error", error),
+        ("continuation", continuation),
+        // What neither stream took: the access view passes over errors and their continuations.
+        (
+            "other",
+            view("access", "skipped").saturating_sub(error + continuation + unmatched),
+        ),
+    ];
+    got.iter()
+        .filter_map(|(k, n)| {
+            let w = want.get(*k)?.as_integer()? as u64;
+            (w != *n).then(|| format!("stream: {n} {k} lines, truth {w}"))
+        })
+        .collect()
+}
+
+fn check_mode(dir: &Path, truth: &toml::Value, mode: Mode) -> Vec<String> {
+    let (v, code) = diagnose(dir, truth, mode);
     let mut bad = Vec::new();
     let exit = truth["expect"]
         .get("exit")

@@ -66,6 +66,7 @@ fn every_command_has_examples_and_none_is_wrapped() {
                 "dig ",
                 "curl ",
                 "kubectl ",
+                "docker ",
                 "$(",
                 "XDG_",
             ]

@@ -38,6 +38,9 @@ pub struct Options {
     pub access: Vec<PathBuf>,
     /// Error logs.
     pub error: Vec<PathBuf>,
+    /// Mixed streams (access, error and other lines in one file: `kubectl logs`, `docker
+    /// compose logs`, journald).
+    pub mixed: Vec<PathBuf>,
     /// `dns.jsonl` files.
     pub dns: Vec<PathBuf>,
     /// `events.jsonl` files.
@@ -60,6 +63,7 @@ impl Options {
         Options {
             access,
             error,
+            mixed: Vec::new(),
             dns: Vec::new(),
             events: Vec::new(),
             log_format: LogFormat::combined(),
@@ -106,12 +110,16 @@ pub fn diagnose_with_stats(opts: &Options) -> anyhow::Result<(Diagnosis, History
     let hist = History::load(&Sources {
         access: opts.access.clone(),
         error: opts.error.clone(),
+        mixed: opts.mixed.clone(),
         dns: opts.dns.clone(),
         events: opts.events.clone(),
     })?;
     let (mut acc, mut pairer) = access::read(&hist, &opts.log_format, opts.tz_offset_s)?;
     let clock = acc.clock.expect("decided by the access pass");
-    if opts.access.is_empty() {
+    // Access lines were read (a mixed stream may hold none): else the failures are those the
+    // error log shows.
+    let access_read = !opts.access.is_empty() || acc.requests > 0;
+    if !access_read {
         let mut fs = errors::failures_from_errors(&hist, clock.offset_s, &mut pairer.store)?;
         fs.sort_by_key(|f| f.t_ms);
         for f in fs {
@@ -132,7 +140,12 @@ pub fn diagnose_with_stats(opts: &Options) -> anyhow::Result<(Diagnosis, History
     if let Some(u) = &opts.upstream {
         store.retain_group(u);
     }
-    let (observability, race, by_cid) = observe(opts, &peers, acc.seen);
+    let read = Read {
+        access: access_read,
+        error: !opts.error.is_empty() || errs.stats.error_lines > 0,
+        seen: acc.seen,
+    };
+    let (observability, race, by_cid) = observe(opts, &peers, read);
     let cx = incidents::Ctx {
         hist: &hist,
         trajs: &acc.trajs,
@@ -203,15 +216,16 @@ pub fn diagnose_with_stats(opts: &Options) -> anyhow::Result<(Diagnosis, History
 
 /// Refuse what cannot be diagnosed before reading anything.
 fn check_inputs(opts: &Options) -> anyhow::Result<()> {
-    if opts.access.is_empty() && opts.error.is_empty() {
+    if opts.access.is_empty() && opts.error.is_empty() && opts.mixed.is_empty() {
         anyhow::bail!(
-            "no log given: pass --access FILE and --error FILE (several allowed, .gz ok); an error log alone also works"
+            "no log given: pass --access FILE and --error FILE (several allowed, .gz ok), or --logs FILE for a mixed stream; an error log alone also works"
         );
     }
     for p in opts
         .access
         .iter()
         .chain(&opts.error)
+        .chain(&opts.mixed)
         .chain(&opts.dns)
         .chain(&opts.events)
     {
@@ -224,7 +238,8 @@ fn check_inputs(opts: &Options) -> anyhow::Result<()> {
         }
     }
     let fmt = &opts.log_format;
-    if !opts.access.is_empty()
+    let reads_access = !opts.access.is_empty() || !opts.mixed.is_empty();
+    if reads_access
         && fmt.fields_known()
         && !fmt.has(Field::Msec)
         && !fmt.has(Field::TimeLocal)
@@ -239,7 +254,16 @@ fn check_inputs(opts: &Options) -> anyhow::Result<()> {
 }
 
 /// What the inputs can show, whether this nginx can race, and whether pairing was by `*cid`.
-fn observe(opts: &Options, peers: &swaps::PeerChanges, seen: u32) -> (Observability, Race, bool) {
+/// What was read, where the options alone cannot say (mixed streams, a bare `json` format).
+struct Read {
+    access: bool,
+    error: bool,
+    /// The fields the access lines held (`1 << Field`).
+    seen: u32,
+}
+
+fn observe(opts: &Options, peers: &swaps::PeerChanges, read: Read) -> (Observability, Race, bool) {
+    let seen = read.seen;
     let fmt = &opts.log_format;
     // A format that names its fields says what is logged; the bare `json` format, its lines.
     let has = |f: Field| {
@@ -250,13 +274,13 @@ fn observe(opts: &Options, peers: &swaps::PeerChanges, seen: u32) -> (Observabil
         }
     };
     let present = Present {
-        access_log: !opts.access.is_empty(),
+        access_log: read.access,
         upstream_addr: has(Field::UpstreamAddr),
         connection: has(Field::Connection),
         msec: has(Field::Msec),
         request_time: has(Field::RequestTime),
         upstream_name: has(Field::ProxyUpstreamName),
-        error_log: !opts.error.is_empty(),
+        error_log: read.error,
         dns_log: !opts.dns.is_empty(),
     };
     let version = opts.nginx_version.or_else(|| {
@@ -278,6 +302,7 @@ fn inputs_info(opts: &Options, clock: &access::Clock, changes: &[(i64, i32)]) ->
     InputsInfo {
         access: names(&opts.access),
         error: names(&opts.error),
+        mixed: names(&opts.mixed),
         dns: names(&opts.dns),
         events: names(&opts.events),
         log_format: opts.log_format.text.clone(),

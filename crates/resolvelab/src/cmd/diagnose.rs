@@ -16,8 +16,16 @@ use std::process::ExitCode;
       --nginx-conf <(nginx -T) --log-format-name main --format html -o report.html
   resolvelab diagnose --access access.log --log-format '$msec $status \"$upstream_addr\" \"$request\"' \\
       --error error.log --tz-offset +09:00 --upstream be --format json
+  kubectl logs -n ingress-nginx deploy/ingress-nginx-controller --timestamps \\
+      | resolvelab diagnose --logs - --log-format upstreaminfo
+  docker compose logs --no-color nginx > compose.log && resolvelab diagnose --logs compose.log
 
 Any input may be `-` (standard input, once), a pipe, a FIFO or `<(…)`: it is read once.
+
+--logs reads mixed streams — `kubectl logs` (with --timestamps or --prefix), `docker compose logs`,
+journald or syslog (RFC 3164/5424), a process manager's output: access and error lines are told
+apart behind their prefixes, other processes' lines are passed over (counted as skipped), and
+indented continuation lines (a Lua `stack traceback:`) are joined to the entry above them.
 
 Access logs are parsed with your own log_format (--log-format TEXT, or --nginx-conf FILE with
 --log-format-name NAME; nginx's `combined` by default). Add $upstream_addr, $msec and $connection
@@ -35,16 +43,21 @@ short (truncated gzip, read error): the report is partial.")]
 pub struct Args {
     /// Access log files (several allowed: rotations, several servers; .gz read transparently).
     /// Without one, the failures are those the error log shows.
-    #[arg(long, num_args = 1.., value_name = "FILE", required_unless_present = "error")]
+    #[arg(long, num_args = 1.., value_name = "FILE", required_unless_present_any = ["error", "logs"])]
     access: Vec<PathBuf>,
     /// Error log files (every error_log destination).
     #[arg(long, num_args = 1.., value_name = "FILE")]
     error: Vec<PathBuf>,
+    /// Mixed streams: access, error and other processes' lines in one file (`kubectl logs`,
+    /// `docker compose logs`, journald, syslog).
+    #[arg(long, num_args = 1.., value_name = "FILE")]
+    logs: Vec<PathBuf>,
     /// DNS query log (resolvelab.dns/v1 JSON Lines) for exact swap times.
     #[arg(long, num_args = 1.., value_name = "FILE")]
     dns: Vec<PathBuf>,
     /// The access-log format: a preset (combined, main, lab, upstreaminfo, upstreaminfo-legacy,
-    /// vhost, vhost-legacy, npm) or the format text with $variables. Wins over --nginx-conf's.
+    /// upstreaminfo-legacy-reqid, vhost, vhost-legacy, npm, json) or the format text with
+    /// $variables. Wins over --nginx-conf's.
     #[arg(long, value_name = "FORMAT")]
     log_format: Option<String>,
     /// Read the format from an nginx config file or `nginx -T` output.
@@ -138,6 +151,7 @@ pub fn run(args: Args, ctx: &Ctx) -> anyhow::Result<ExitCode> {
     let opts = Options {
         access: spool.all(&args.access)?,
         error: spool.all(&args.error)?,
+        mixed: spool.all(&args.logs)?,
         dns: spool.all(&args.dns)?,
         events: Vec::new(),
         log_format,
@@ -179,9 +193,15 @@ fn exit_status(d: &resolvelab_diagnose::Diagnosis, fail_on: &[String]) -> ExitCo
         .filter(|f| f.kind == "error")
         .map(|f| f.parsed)
         .sum();
-    if d.inputs.access.is_empty() && error_lines == 0 {
+    if d.inputs.mixed.is_empty() && d.inputs.access.is_empty() && error_lines == 0 {
         eprintln!(
             "resolvelab: no error-log line could be read (nginx's `YYYY/MM/DD HH:MM:SS [level]` lines); see the Parsing section"
+        );
+        return ExitCode::from(3);
+    }
+    if !d.inputs.mixed.is_empty() && d.requests == 0 && error_lines == 0 {
+        eprintln!(
+            "resolvelab: no access or error line of nginx was found in the --logs stream; see the Parsing section"
         );
         return ExitCode::from(3);
     }
