@@ -317,6 +317,12 @@ pub(crate) fn page(d: &Diagnosis, v: Option<&Verdict>) -> String {
         if let Some(g) = &f.guess {
             samples.push_str(&format!("\nnearest guess: {g}"));
         }
+        if f.skipped + f.continued > 0 {
+            samples.push_str(&format!(
+                "\nmixed stream: {} passed over, {} continuation line(s) joined",
+                f.skipped, f.continued
+            ));
+        }
         let _ = writeln!(
             o,
             "<tr><td><code>{}</code></td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td class=\"ev\">{}</td></tr>",

@@ -273,13 +273,17 @@ pub(crate) fn diagnosis(d: &Diagnosis, v: Option<&Verdict>) -> String {
             f.path, f.kind, f.lines, f.parsed, f.malformed
         );
     }
-    for f in d
-        .parse
-        .files
-        .iter()
-        .filter(|f| f.malformed > 0 || f.error.is_some())
-    {
-        let _ = writeln!(o, "\n`{}`:", f.path);
+    for f in d.parse.files.iter().filter(|f| {
+        f.malformed > 0 || f.error.is_some() || f.guess.is_some() || f.skipped + f.continued > 0
+    }) {
+        let _ = writeln!(o, "\n`{}` ({}):", f.path, f.kind);
+        if f.skipped + f.continued > 0 {
+            let _ = writeln!(
+                o,
+                "- mixed stream: {} line(s) passed over (the other kind, other processes), {} continuation line(s) joined to their entry",
+                f.skipped, f.continued
+            );
+        }
         if let Some(e) = &f.error {
             let _ = writeln!(o, "- read error: {e}");
         }
