@@ -36,8 +36,18 @@ enum Target {
 /// The field a JSON key names (`None`: not one the checker reads). `path` is `key` or
 /// `object.key`.
 fn target_of(path: &str) -> Option<Target> {
+    match exact_target(path) {
+        Some(t) => Some(t),
+        None if path.bytes().any(|b| b.is_ascii_uppercase()) => {
+            exact_target(&path.to_ascii_lowercase())
+        }
+        None => None,
+    }
+}
+
+fn exact_target(path: &str) -> Option<Target> {
     use Field::*;
-    let f = match path.to_ascii_lowercase().as_str() {
+    let f = match path {
         "msec" => Msec,
         "time_local" | "time_iso8601" | "time" | "timestamp" | "@timestamp" | "date"
         | "datetime" | "ts" => return Some(Target::Time),
@@ -145,7 +155,7 @@ impl<'de> Visitor<'de> for Object<'_, '_> {
             let own = self
                 .keys
                 .iter()
-                .find(|(k, _)| k.eq_ignore_ascii_case(&path))
+                .find(|(k, _)| k.as_str() == path.as_ref() || k.eq_ignore_ascii_case(&path))
                 .map(|(_, f)| Target::Field(*f));
             let time = |f: Field| matches!(f, Field::Msec | Field::TimeLocal | Field::TimeIso8601);
             let own = match own {
