@@ -191,6 +191,9 @@ pub enum Sig {
     InvalidHeader,
     /// `SSL_* failed … to upstream`.
     Ssl,
+    /// Any other `connect() … failed (N: …) while connecting to upstream` (11: a full listen
+    /// backlog, 22: ingress-nginx's `0.0.0.1` placeholder, …).
+    ConnectOther,
     /// None of the above.
     Other,
 }
@@ -229,6 +232,7 @@ impl Sig {
                 | ConnectUnreachable
                 | ConnectPermission
                 | UnixSocketMissing
+                | ConnectOther
                 | UpstreamTimeout
                 | PrematureClose
                 | ResetByPeer
@@ -417,6 +421,16 @@ pub const SIGNATURES: &[SigDef] = &[
         // Client-side TLS failures (`while SSL handshaking, client: …`) are not the upstream's.
         matcher: |m| m.contains("SSL_") && m.contains("upstream"),
     },
+    SigDef {
+        sig: Sig::ConnectOther,
+        id: "connect-other",
+        pattern: "connect() … failed (N: …) while connecting to upstream (another errno: 11 a full backlog, 22 …)",
+        matcher: |m| {
+            m.contains("connect()")
+                && m.contains("failed (")
+                && m.contains("while connecting to upstream")
+        },
+    },
 ];
 
 /// The signature id of an error message (`other` when none matches).
@@ -436,5 +450,23 @@ mod tests {
         }
         assert_eq!(Sig::Other as usize, SIGNATURES.len());
         assert_eq!(Sig::Other.id(), "other");
+    }
+
+    #[test]
+    fn connect_failures_of_any_errno_are_first_try_failures() {
+        // alerta/alerta#243 (uWSGI's listen backlog full) and kubernetes/ingress-nginx#4168
+        // (the Lua balancer's 0.0.0.1 placeholder peer).
+        for m in [
+            "connect() to unix:/app.sock failed (11: Resource temporarily unavailable) while connecting to upstream",
+            "connect() to 0.0.0.1:80 failed (22: Invalid argument) while connecting to upstream",
+        ] {
+            assert_eq!(Sig::of(m), Sig::ConnectOther, "{m}");
+            assert!(Sig::of(m).is_first_try_failure());
+        }
+        // The specific ones keep their own signature.
+        let t = "connect() failed (110: Connection timed out) while connecting to upstream";
+        assert_eq!(Sig::of(t), Sig::UpstreamTimeout);
+        let r = "connect() failed (111: Connection refused) while connecting to upstream";
+        assert_eq!(Sig::of(r), Sig::ConnectRefused);
     }
 }
