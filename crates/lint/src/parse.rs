@@ -225,8 +225,46 @@ impl Parser<'_> {
                 Ok(Tok::Close(span))
             }
             '"' | '\'' => self.quoted(c, span),
-            _ => Ok(Tok::Word(self.word(span))),
+            _ => {
+                let w = self.word(span);
+                match self.quantifier_ahead() {
+                    Some(whole) => Err(self.err(
+                        self.here(),
+                        format!(
+                            "\"{{\" inside the unquoted regex \"{whole}\" opens a block in nginx (it reports an unknown directive here): quote the regex, e.g. \"{whole}\""
+                        ),
+                    )),
+                    None => Ok(Tok::Word(w)),
+                }
+            }
         }
+    }
+
+    /// At a `{` that ended a word: a regex quantifier (`{2}`, `{2,}`, `{1,3}`) right after it
+    /// means an unquoted regex that nginx splits there. Returns the regex as written.
+    fn quantifier_ahead(&self) -> Option<String> {
+        if self.peek() != Some('{') {
+            return None;
+        }
+        let rest = &self.chars[self.pos + 1..];
+        let n = rest
+            .iter()
+            .take_while(|c| c.is_ascii_digit() || **c == ',')
+            .count();
+        let digits = rest[..n].iter().filter(|c| c.is_ascii_digit()).count();
+        if digits == 0 || rest.get(n) != Some(&'}') {
+            return None;
+        }
+        // The word before the `{` and what follows up to the next separator.
+        let start = self.chars[..self.pos]
+            .iter()
+            .rposition(|c| c.is_whitespace())
+            .map_or(0, |i| i + 1);
+        let end = self.chars[self.pos..]
+            .iter()
+            .position(|c| c.is_whitespace() || *c == ';')
+            .map_or(self.chars.len(), |i| self.pos + i);
+        Some(self.chars[start..end].iter().collect())
     }
 
     fn quoted(&mut self, quote: char, span: Span) -> Result<Tok, ParseError> {
@@ -583,5 +621,20 @@ mod tests {
         let e = parse("a {\n b }\n", 0, "n.conf").unwrap_err();
         assert_eq!(e.line, 2);
         assert!(parse(&"a {".repeat(1000), 0, "deep").is_err());
+    }
+
+    /// nginx splits an unquoted regex at its `{` and names the line ("unknown directive
+    /// \"2}$\" in re.conf:5", nginx 1.28.3): the error is there, not at the end of the file.
+    #[test]
+    fn an_unquoted_regex_quantifier_is_named_where_nginx_names_it() {
+        let conf =
+            "http {\n  server {\n    location ~ ^/a{2}$ {\n      return 200;\n    }\n  }\n}\n";
+        let e = parse(conf, 0, "re.conf").unwrap_err();
+        assert_eq!(e.line, 3, "{e}");
+        assert!(e.message.contains("\"^/a{2}$\""), "{e}");
+        // Quoted it is fine, and so are blocks written without a space.
+        assert!(parse("http {\n location ~ \"^/a{2,3}$\" {\n }\n}\n", 0, "q").is_ok());
+        assert!(parse("http{server{listen 80;}}\n", 0, "c").is_ok());
+        assert!(parse("map $a $b{default 1;}\n", 0, "m").is_ok());
     }
 }

@@ -151,9 +151,9 @@ pub static RULES: &[Rule] = &[
     Rule {
         id: "keepalive-ineffective",
         severity: Severity::Warning,
-        title: "upstream `keepalive` without `proxy_http_version 1.1` and `Connection \"\"`",
+        title: "upstream `keepalive` without `proxy_http_version 1.1` and `Connection \"\"` (or, for `fastcgi_pass`, without `fastcgi_keep_conn on`)",
         explain: "nginx talks HTTP/1.0 with `Connection: close` to upstreams by default, so the keep-alive cache stays empty and every request opens a new connection.",
-        fix: "add `proxy_http_version 1.1; proxy_set_header Connection \"\";` where the upstream is proxied",
+        fix: "add `proxy_http_version 1.1; proxy_set_header Connection \"\";` where the upstream is proxied (`fastcgi_keep_conn on;` where it is passed to FastCGI)",
         versions: ALL,
         scenario: Some("port-exhaustion"),
     },
@@ -369,6 +369,7 @@ fn param<'a>(d: &'a Directive, key: &str) -> Option<(&'a str, &'a Word)> {
 struct Inherited<'a> {
     next_upstream: Option<&'a Directive>,
     http_version: Option<&'a Directive>,
+    keep_conn: Option<&'a Directive>,
     set_headers: Vec<&'a Directive>,
     error_pages: Vec<&'a Directive>,
     recursive: Option<&'a Directive>,
@@ -385,6 +386,9 @@ impl<'a> Inherited<'a> {
         }
         if let Some(d) = find(dirs, "proxy_http_version") {
             out.http_version = Some(d);
+        }
+        if let Some(d) = find(dirs, "fastcgi_keep_conn") {
+            out.keep_conn = Some(d);
         }
         if let Some(d) = find(dirs, "recursive_error_pages") {
             out.recursive = Some(d);
@@ -505,16 +509,22 @@ fn proxy_target(d: &Directive) -> Option<&str> {
     if url.contains('$') {
         return None;
     }
+    // `fastcgi_pass NAME[:PORT]` names its upstream without a scheme.
+    if d.name.value == "fastcgi_pass" {
+        return (!url.starts_with("unix:")).then(|| url.split(':').next().unwrap_or(url));
+    }
     let rest = url.split_once("://")?.1;
     let host = rest.split('/').next()?;
     Some(host.split(':').next().unwrap_or(host))
 }
 
+/// The `proxy_pass` and `fastcgi_pass` lines of a location (the passes whose upstream
+/// keep-alive the configuration decides).
 fn proxy_passes<'a>(loc: &Loc<'a>) -> impl Iterator<Item = &'a Directive> {
     loc.d
         .children()
         .iter()
-        .filter(|c| c.name.value == "proxy_pass")
+        .filter(|c| c.name.value == "proxy_pass" || c.name.value == "fastcgi_pass")
 }
 
 /// Runs every check. `version` is the nginx version the configuration is for (None: unknown).
@@ -1005,6 +1015,10 @@ fn check_keepalive(
         .nginx_version
         .is_some_and(|v| v >= KEEPALIVE_DEFAULT_SINCE);
     for (loc, pass) in users {
+        if pass.name.value == "fastcgi_pass" {
+            check_fastcgi_keep_conn(loc, pass, uname, hits);
+            continue;
+        }
         let mut missing = Vec::new();
         let version = loc.inh.http_version.and_then(|d| d.arg(0));
         // `2` is HTTP/2 to the upstream (nginx >= 1.29.4): it keeps connections too.
@@ -1056,6 +1070,22 @@ fn check_keepalive(
         }
         hits.push(h);
     }
+}
+
+/// FastCGI keeps an upstream connection only with `fastcgi_keep_conn on` (nginx's default is
+/// off, whatever the version): without it `keepalive` in the upstream does nothing.
+fn check_fastcgi_keep_conn(loc: &Loc<'_>, pass: &Directive, uname: &str, hits: &mut Vec<Hit>) {
+    if loc.inh.keep_conn.and_then(|d| d.arg(0)) == Some("on") {
+        return;
+    }
+    hits.push(hit(
+        "keepalive-ineffective",
+        &pass.name,
+        pass.file,
+        format!(
+            "upstream `{uname}` has `keepalive`, but this `fastcgi_pass` lacks `fastcgi_keep_conn on`: the FastCGI application is told to close the connection after every request, so none is ever reused"
+        ),
+    ));
 }
 
 /// nginx 1.29.7 made upstream keep-alive and `proxy_http_version 1.1` the defaults.

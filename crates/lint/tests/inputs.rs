@@ -160,3 +160,30 @@ fn rule_details_from_real_configurations() {
         r.findings
     );
 }
+
+/// nginx's upstream docs: "For FastCGI servers, it is required that fastcgi_keep_conn is set for
+/// keepalive connections to work" (the default is off, in every version).
+#[test]
+fn fastcgi_keepalive_needs_fastcgi_keep_conn() {
+    let conf = |keep: &str| {
+        format!(
+            "http {{\n upstream php {{\n  server 127.0.0.1:9000;\n  keepalive 8;\n }}\n server {{\n  listen 80;\n  {keep}\n  location ~ \\.php$ {{\n   fastcgi_pass php;\n  }}\n }}\n}}\n"
+        )
+    };
+    let opts = LintOptions::default();
+    let without = rules_of(&conf(""), &opts);
+    assert!(
+        without.contains(&"keepalive-ineffective".to_string()),
+        "{without:?}"
+    );
+    // Set at the server level, inherited by the location.
+    let with = rules_of(&conf("fastcgi_keep_conn on;"), &opts);
+    assert!(
+        !with.contains(&"keepalive-ineffective".to_string()),
+        "{with:?}"
+    );
+    assert!(
+        !with.contains(&"upstream-no-keepalive".to_string()),
+        "{with:?}"
+    );
+}
