@@ -5,10 +5,9 @@
 //!
 //! | stage | module | yields |
 //! |---|---|---|
-//! | access pass | [`access`] | failures, per-key 100 ms counts, timeline, success segments |
-//! | clock | here | the error log's UTC offset |
+//! | access pass | [`access`] | per-key 100 ms counts, timeline, success segments, the clock; each failure handed to pairing |
+//! | pairing | [`pairing`] (+ [`errors`]) | while the access pass runs: each failure's own error lines, then its 48-byte record ([`failure`]); every error line's signature |
 //! | groups | [`groups`] | each key's upstream group, per-group counts |
-//! | pairing | [`pairing`] (+ [`errors`]) | each failure's own error lines; every line's signature |
 //! | peer-list changes | [`swaps`] | swaps, NXDOMAIN changes, the re-query period |
 //! | classes, incidents | [`incidents`] (+ `crate::classify`) | each failure's class, the incidents |
 //! | totals | [`totals`] | NLU counts, class and signature summaries |

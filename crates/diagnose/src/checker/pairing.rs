@@ -72,6 +72,9 @@ impl Pairer {
     /// A failure of the access pass (any order close to time order).
     pub fn push(&mut self, f: Failure) {
         let t = f.t_ms;
+        // A failure ends no later than the access log has reached (and an error log read
+        // alone has no access log: its failures are the clock).
+        self.max_t = self.max_t.max(t);
         self.pending.push_back(f);
         let mut i = self.pending.len() - 1;
         while i > 0 && self.pending[i - 1].t_ms > t {
@@ -107,8 +110,8 @@ impl Pairer {
         offset_s: i32,
         trajs: &[Traj],
     ) -> anyhow::Result<(Store, ErrorPass)> {
-        self.max_t = i64::MAX;
-        // The access log is read: no offset change will come.
+        // The access log is read: no offset change will come. The pending failures are paired
+        // with the same retention as before (a long request among them still finds its lines).
         match &mut self.errs {
             Some(e) => e.offsets_mut().seal(),
             None => {
