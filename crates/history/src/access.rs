@@ -5,7 +5,7 @@
 //! and sampled in [`FileStats`], never fatal.
 
 use crate::logformat::{Field, LogFormat, N_FIELDS, Spans};
-use crate::{FileStats, open_maybe_gz, time};
+use crate::{FileStats, LineIndex, open_maybe_gz, time};
 use std::io::{BufRead, Read};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -140,7 +140,7 @@ const GUESS_LINES: usize = 20;
 /// Streaming reader of one access-log file.
 pub struct AccessReader {
     file: u32,
-    reader: Box<dyn BufRead>,
+    reader: Box<dyn BufRead + Send>,
     buf: Vec<u8>,
     line_no: u64,
     fmt: Arc<LogFormat>,
@@ -149,6 +149,10 @@ pub struct AccessReader {
     offset: Option<i32>,
     head: usize,
     filled: usize,
+    /// The file offset of `buf[0]`.
+    base: u64,
+    /// Checkpoints for reading cited lines again (plain files only).
+    index: Option<LineIndex>,
     eof: bool,
     start: usize,
     end: usize,
@@ -172,6 +176,8 @@ impl AccessReader {
             buf: vec![0; 1 << 18],
             head: 0,
             filled: 0,
+            base: 0,
+            index: (!crate::is_gzip(path)).then(LineIndex::default),
             eof: false,
             start: 0,
             line_no: 0,
@@ -215,6 +221,7 @@ impl AccessReader {
                 return None;
             }
             self.buf.copy_within(self.head..self.filled, 0);
+            self.base += self.head as u64;
             self.filled -= self.head;
             self.head = 0;
             if self.filled == self.buf.len() {
@@ -244,6 +251,9 @@ impl AccessReader {
                 return false;
             };
             self.line_no += 1;
+            if let Some(ix) = &mut self.index {
+                ix.note(self.line_no, self.base + ls as u64);
+            }
             if le > ls && self.buf[le - 1] == b'\r' {
                 le -= 1;
             }
@@ -358,6 +368,7 @@ impl AccessReader {
         if failing > 0 && self.stats.parsed < failing {
             self.stats.guess = nearest_guess(&self.bad_lines, &self.fmt);
         }
+        self.stats.line_index = self.index;
         self.stats
     }
 }
@@ -383,18 +394,60 @@ pub fn stream_prefix_ends(line: &[u8]) -> impl Iterator<Item = usize> + '_ {
 
 /// Read the given line numbers (1-based, as the stream numbers them) of one access log again,
 /// for evidence: each wanted line as the stream matched it — behind its stream prefix, without
-/// its line end. Lines are only counted up to the last wanted one; none is parsed but those.
+/// its line end. With the file's [`LineIndex`] each wanted line is read from the checkpoint
+/// before it; without one (gzip) the file is read up to the last wanted line. Only the wanted
+/// lines are parsed.
 pub fn fetch_lines(
     path: &Path,
     fmt: &LogFormat,
     wanted: &[u64],
+    index: Option<&LineIndex>,
 ) -> anyhow::Result<std::collections::HashMap<u64, Vec<u8>>> {
     let mut want: Vec<u64> = wanted.to_vec();
     want.sort_unstable();
     want.dedup();
     let mut out = std::collections::HashMap::new();
-    let mut r = open_maybe_gz(path)?;
-    let (mut n, mut next) = (1u64, 0usize);
+    match index.filter(|ix| !ix.starts.is_empty()) {
+        Some(ix) => {
+            use std::io::{Seek, SeekFrom};
+            let mut r = std::io::BufReader::with_capacity(1 << 16, std::fs::File::open(path)?);
+            let mut rest = &want[..];
+            while let Some(&w) = rest.first() {
+                let Some((n, off)) = ix.before(w) else { break };
+                // The wanted lines up to the next checkpoint are read in one go.
+                let upto = rest.partition_point(|&l| l < n + LineIndex::EVERY);
+                r.seek(SeekFrom::Start(off))?;
+                scan_lines(&mut r, n, &rest[..upto.max(1)], &mut out);
+                rest = &rest[upto.max(1)..];
+            }
+        }
+        None => scan_lines(&mut *open_maybe_gz(path)?, 1, &want, &mut out),
+    }
+    let mut spans = [None; N_FIELDS];
+    for line in out.values_mut() {
+        if line.last() == Some(&b'\r') {
+            line.pop();
+        }
+        if fmt.match_line(line, &mut spans).is_ok() {
+            continue;
+        }
+        let start =
+            stream_prefix_ends(line).find(|&p| fmt.match_line(&line[p..], &mut spans).is_ok());
+        if let Some(p) = start {
+            line.drain(..p);
+        }
+    }
+    Ok(out)
+}
+
+/// Read lines from `r`, whose next line is number `n`, keeping the `want`ed ones (sorted).
+fn scan_lines(
+    r: &mut dyn BufRead,
+    mut n: u64,
+    want: &[u64],
+    out: &mut std::collections::HashMap<u64, Vec<u8>>,
+) {
+    let mut next = want.partition_point(|&l| l < n);
     let mut cur: Vec<u8> = Vec::new();
     while next < want.len() {
         let buf = match r.fill_buf() {
@@ -427,21 +480,6 @@ pub fn fetch_lines(
     if next < want.len() && want[next] == n && !cur.is_empty() {
         out.insert(n, cur);
     }
-    let mut spans = [None; N_FIELDS];
-    for line in out.values_mut() {
-        if line.last() == Some(&b'\r') {
-            line.pop();
-        }
-        if fmt.match_line(line, &mut spans).is_ok() {
-            continue;
-        }
-        let start =
-            stream_prefix_ends(line).find(|&p| fmt.match_line(&line[p..], &mut spans).is_ok());
-        if let Some(p) = start {
-            line.drain(..p);
-        }
-    }
-    Ok(out)
 }
 
 fn lossy(b: &[u8]) -> String {
@@ -526,10 +564,132 @@ pub fn nearest_guess(lines: &[String], fmt: &LogFormat) -> Option<String> {
     }
 }
 
+/// Lines handed from a file's reader thread to the stream: the channel is crossed once per
+/// batch, not once per line.
+#[derive(Default)]
+struct Batch {
+    buf: Vec<u8>,
+    lines: Vec<Parsed>,
+}
+
+/// One matched line of a [`Batch`]: its bytes are `buf[start..end]`, its spans relative to them.
+struct Parsed {
+    start: u32,
+    end: u32,
+    line: u64,
+    t_us: i64,
+    utc_offset_s: Option<i32>,
+    spans: Spans,
+}
+
+const BATCH_LINES: usize = 1024;
+const BATCH_BYTES: usize = 1 << 18;
+/// Batches a reader may be ahead of the stream: bounds memory, keeps both sides busy.
+const BATCHES_AHEAD: usize = 4;
+
+/// One file of the stream. It is read and matched on its own thread, so that on a machine
+/// with two cores matching the lines and checking them run side by side.
+struct Source {
+    rx: Option<std::sync::mpsc::Receiver<Batch>>,
+    back: std::sync::mpsc::SyncSender<Batch>,
+    cur: Batch,
+    idx: usize,
+    handle: Option<std::thread::JoinHandle<FileStats>>,
+    path: PathBuf,
+}
+
+impl Source {
+    fn spawn(r: AccessReader, path: &Path) -> anyhow::Result<Source> {
+        let (tx, rx) = std::sync::mpsc::sync_channel(BATCHES_AHEAD);
+        let (back, back_rx) = std::sync::mpsc::sync_channel(BATCHES_AHEAD + 1);
+        let handle = std::thread::Builder::new()
+            .name("access-reader".into())
+            .spawn(move || produce(r, tx, back_rx))?;
+        let mut s = Source {
+            rx: Some(rx),
+            back,
+            cur: Batch::default(),
+            idx: 0,
+            handle: Some(handle),
+            path: path.to_path_buf(),
+        };
+        s.refill();
+        Ok(s)
+    }
+
+    fn head(&self) -> Option<&Parsed> {
+        self.cur.lines.get(self.idx)
+    }
+
+    fn step(&mut self) {
+        self.idx += 1;
+        if self.idx >= self.cur.lines.len() {
+            self.refill();
+        }
+    }
+
+    fn refill(&mut self) {
+        let next = self.rx.as_ref().and_then(|rx| rx.recv().ok());
+        let used = std::mem::replace(&mut self.cur, next.unwrap_or_default());
+        let _ = self.back.try_send(used);
+        self.idx = 0;
+    }
+
+    fn finish(mut self) -> FileStats {
+        // A stream left early: the reader's next send fails and it stops.
+        self.rx = None;
+        let joined = self.handle.take().map(|h| h.join());
+        match joined {
+            Some(Ok(stats)) => stats,
+            _ => {
+                let mut st = FileStats::new(&self.path, "access");
+                st.error = Some("the reader thread stopped unexpectedly".into());
+                st
+            }
+        }
+    }
+}
+
+/// The reader thread: match lines into batches until the end of the file or until the stream
+/// is gone; its statistics are the thread's result.
+fn produce(
+    mut r: AccessReader,
+    tx: std::sync::mpsc::SyncSender<Batch>,
+    back: std::sync::mpsc::Receiver<Batch>,
+) -> FileStats {
+    loop {
+        let mut b = back.try_recv().unwrap_or_default();
+        b.buf.clear();
+        b.lines.clear();
+        let mut more = true;
+        while b.lines.len() < BATCH_LINES && b.buf.len() < BATCH_BYTES {
+            if !r.advance() {
+                more = false;
+                break;
+            }
+            let a = r.current();
+            let start = b.buf.len() as u32;
+            b.buf.extend_from_slice(a.raw);
+            b.lines.push(Parsed {
+                start,
+                end: b.buf.len() as u32,
+                line: a.line,
+                t_us: a.t_us,
+                utc_offset_s: a.utc_offset_s,
+                spans: *a.spans,
+            });
+        }
+        if (!b.lines.is_empty() && tx.send(b).is_err()) || !more {
+            break;
+        }
+    }
+    r.finish()
+}
+
 /// Several access logs (rotations, several servers) merged into one time-ordered stream.
 pub struct AccessStream {
-    readers: Vec<AccessReader>,
-    live: Vec<bool>,
+    sources: Vec<Source>,
+    files: Vec<u32>,
     last: Option<usize>,
     paths: Vec<PathBuf>,
 }
@@ -548,16 +708,19 @@ impl AccessStream {
         first_file: u32,
     ) -> anyhow::Result<Self> {
         let fmt = Arc::new(fmt.clone());
-        let mut readers = Vec::new();
         let plain = paths.len().saturating_sub(mixed);
+        let mut readers = Vec::new();
         for (i, p) in paths.iter().enumerate() {
             let r = AccessReader::open(p, first_file + i as u32, fmt.clone())?;
             readers.push(if i >= plain { r.mixed() } else { r });
         }
-        let live = readers.iter_mut().map(|r| r.advance()).collect();
+        let mut sources = Vec::new();
+        for (r, p) in readers.into_iter().zip(paths) {
+            sources.push(Source::spawn(r, p)?);
+        }
         Ok(AccessStream {
-            readers,
-            live,
+            sources,
+            files: (0..paths.len() as u32).map(|i| first_file + i).collect(),
             last: None,
             paths: paths.to_vec(),
         })
@@ -567,17 +730,27 @@ impl AccessStream {
     #[allow(clippy::should_implement_trait)]
     pub fn next(&mut self) -> Option<AccessLine<'_>> {
         if let Some(i) = self.last.take() {
-            self.live[i] = self.readers[i].advance();
+            self.sources[i].step();
         }
-        let pick = if self.readers.len() == 1 {
-            self.live[0].then_some(0)
+        let pick = if self.sources.len() == 1 {
+            self.sources[0].head().map(|_| 0)
         } else {
-            (0..self.readers.len())
-                .filter(|&i| self.live[i])
-                .min_by_key(|&i| self.readers[i].t_us)
+            (0..self.sources.len())
+                .filter_map(|i| self.sources[i].head().map(|p| (p.t_us, i)))
+                .min()
+                .map(|(_, i)| i)
         }?;
         self.last = Some(pick);
-        Some(self.readers[pick].current())
+        let s = &self.sources[pick];
+        let p = &s.cur.lines[s.idx];
+        Some(AccessLine {
+            file: self.files[pick],
+            line: p.line,
+            t_us: p.t_us,
+            utc_offset_s: p.utc_offset_s,
+            raw: &s.cur.buf[p.start as usize..p.end as usize],
+            spans: &p.spans,
+        })
     }
 
     /// The files of the stream.
@@ -587,6 +760,6 @@ impl AccessStream {
 
     /// Per-file statistics (consumes the stream).
     pub fn finish(self) -> Vec<FileStats> {
-        self.readers.into_iter().map(|r| r.finish()).collect()
+        self.sources.into_iter().map(Source::finish).collect()
     }
 }

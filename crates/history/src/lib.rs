@@ -86,6 +86,38 @@ pub struct FileStats {
     /// Continuation lines joined to the entry above them (a Lua `stack traceback:` …).
     #[serde(default, skip_serializing_if = "is_zero")]
     pub continued: u64,
+    /// Where lines start in a plain (not gzip) file, to read cited lines again without
+    /// reading the file from its start; not part of any report.
+    #[serde(skip)]
+    pub line_index: Option<LineIndex>,
+}
+
+/// Byte offsets of every [`LineIndex::EVERY`]th line of a plain file.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct LineIndex {
+    /// `starts[k]`: the offset of line `k * EVERY + 1`.
+    pub starts: Vec<u64>,
+}
+
+impl LineIndex {
+    /// Lines between two checkpoints: a cited line is found by reading at most this many.
+    pub const EVERY: u64 = 4096;
+
+    /// Note that 1-based line `line` starts at byte `offset` (called for every line, in order).
+    #[inline]
+    pub fn note(&mut self, line: u64, offset: u64) {
+        if (line - 1).is_multiple_of(Self::EVERY)
+            && self.starts.len() as u64 == (line - 1) / Self::EVERY
+        {
+            self.starts.push(offset);
+        }
+    }
+
+    /// The nearest checkpoint at or before `line`: (its line, its offset).
+    pub fn before(&self, line: u64) -> Option<(u64, u64)> {
+        let k = ((line.max(1) - 1) / Self::EVERY).min(self.starts.len().checked_sub(1)? as u64);
+        Some((k * Self::EVERY + 1, self.starts[k as usize]))
+    }
 }
 
 fn is_zero(n: &u64) -> bool {
@@ -106,6 +138,7 @@ impl FileStats {
             error: None,
             skipped: 0,
             continued: 0,
+            line_index: None,
         }
     }
 
@@ -130,15 +163,24 @@ impl FileStats {
     }
 }
 
+/// Whether `path` starts with gzip's magic bytes (unreadable: false).
+pub fn is_gzip(path: &Path) -> bool {
+    let mut head = [0u8; 2];
+    File::open(path)
+        .and_then(|mut f| f.read_exact(&mut head))
+        .is_ok()
+        && head == [0x1f, 0x8b]
+}
+
 /// Open a file for line reading; gzip is detected by its magic bytes, not its name.
-pub fn open_maybe_gz(path: &Path) -> anyhow::Result<Box<dyn BufRead>> {
+pub fn open_maybe_gz(path: &Path) -> anyhow::Result<Box<dyn BufRead + Send>> {
     let f = File::open(path).map_err(|e| anyhow::anyhow!("cannot open {}: {e}", path.display()))?;
     let mut r = BufReader::with_capacity(1 << 17, f);
     let head = r
         .fill_buf()
         .map_err(|e| anyhow::anyhow!("cannot read {}: {e}", path.display()))?;
     if head.starts_with(&[0x1f, 0x8b]) {
-        let d: Box<dyn Read> = Box::new(flate2::bufread::MultiGzDecoder::new(r));
+        let d: Box<dyn Read + Send> = Box::new(flate2::bufread::MultiGzDecoder::new(r));
         Ok(Box::new(BufReader::with_capacity(1 << 17, d)))
     } else {
         Ok(Box::new(r))
@@ -268,11 +310,13 @@ impl History {
     }
 
     /// Read access-log lines again by (file index, line number), for evidence: each as the
-    /// stream matched it (see [`access::fetch_lines`]).
+    /// stream matched it (see [`access::fetch_lines`]); `stats` are the stream's, whose line
+    /// indexes let a plain file be read from near each wanted line.
     pub fn fetch_access(
         &self,
         fmt: &logformat::LogFormat,
         wanted: &[(u32, u64)],
+        stats: &[FileStats],
     ) -> anyhow::Result<std::collections::HashMap<(u32, u64), Vec<u8>>> {
         let mut by_file: std::collections::BTreeMap<u32, Vec<u64>> = Default::default();
         for &(f, l) in wanted {
@@ -283,7 +327,8 @@ impl History {
             let Some(p) = self.files[..self.n_access].get(f as usize) else {
                 continue;
             };
-            for (l, text) in access::fetch_lines(p, fmt, &lines)? {
+            let index = stats.get(f as usize).and_then(|s| s.line_index.as_ref());
+            for (l, text) in access::fetch_lines(p, fmt, &lines, index)? {
                 out.insert((f, l), text);
             }
         }
@@ -402,6 +447,64 @@ mod tests {
         let st = s.finish();
         assert_eq!(st[2].malformed, 1);
         assert_eq!(st[2].samples[0].line, 2);
+    }
+
+    #[test]
+    fn cited_lines_are_read_again_from_the_checkpoint_before_them() {
+        let dir = tempfile::tempdir().unwrap();
+        let line = |i: u64| {
+            format!(
+                "{}.{:03} 200 \"127.0.0.20:8080\" \"200\" 0.001 GET {i} 1 \"0.001\" \"0.000\" \"GET /{i} HTTP/1.1\" 127.0.0.1",
+                1_796_018_401 + i / 1000,
+                i % 1000
+            )
+        };
+        let n = 3 * LineIndex::EVERY + 10;
+        let mut text = String::new();
+        for i in 1..=n {
+            text += &line(i);
+            // Line ends and stream prefixes the fetch has to handle on the way.
+            text += if i % 7 == 0 { "\r\n" } else { "\n" };
+        }
+        let plain = dir.path().join("access.log");
+        std::fs::write(&plain, &text).unwrap();
+        let gz = dir.path().join("access.log.1");
+        let mut enc =
+            flate2::write::GzEncoder::new(File::create(&gz).unwrap(), flate2::Compression::fast());
+        enc.write_all(text.as_bytes()).unwrap();
+        enc.finish().unwrap();
+        let fmt = logformat::LogFormat::lab();
+        for (path, indexed) in [(plain, true), (gz, false)] {
+            let h = History::load(&Sources {
+                access: vec![path],
+                ..Default::default()
+            })
+            .unwrap();
+            let mut s = h.access_stream(&fmt).unwrap();
+            while s.next().is_some() {}
+            let stats = s.finish();
+            let ix = stats[0].line_index.as_ref();
+            assert_eq!(ix.is_some(), indexed);
+            if let Some(ix) = ix {
+                assert_eq!(ix.starts.len(), 4);
+                assert_eq!(
+                    ix.before(LineIndex::EVERY + 1).unwrap().0,
+                    LineIndex::EVERY + 1
+                );
+            }
+            let want = [
+                (0, 1),
+                (0, 14),
+                (0, LineIndex::EVERY),
+                (0, 2 * LineIndex::EVERY + 1),
+                (0, n),
+            ];
+            let got = h.fetch_access(&fmt, &want, &stats).unwrap();
+            assert_eq!(got.len(), want.len());
+            for (_, l) in want {
+                assert_eq!(got[&(0, l)], line(l).into_bytes(), "line {l}");
+            }
+        }
     }
 
     #[test]

@@ -87,7 +87,7 @@ struct Reader<'h> {
     tz_flag: Option<i32>,
     out: AccessPass,
     pairer: Pairer,
-    traj_ids: HashMap<Vec<u8>, u32>,
+    traj_ids: rustc_hash::FxHashMap<Vec<u8>, u32>,
     last_traj: (Vec<u8>, Option<u32>),
     open_seg: Vec<Option<(i64, i64)>>,
     cur_bucket: i64,

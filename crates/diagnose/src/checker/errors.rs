@@ -112,10 +112,9 @@ impl ERef {
 /// A fixed-key hash of a client or request text (deterministic across runs): pairing compares
 /// these rather than keeping the texts.
 pub(super) fn text_hash(s: &str) -> u64 {
-    use std::hash::{Hash, Hasher};
-    let mut h = std::hash::DefaultHasher::new();
-    s.hash(&mut h);
-    h.finish()
+    use std::hash::BuildHasher;
+    // A fast hash is enough: it only ever meets hashes of the same run.
+    rustc_hash::FxBuildHasher.hash_one(s)
 }
 
 /// Insert `k` into a list kept in order (at the back, unless the line came late).
@@ -585,6 +584,7 @@ impl Cites {
         fmt: &LogFormat,
         incidents: &mut [Incident],
         signatures: &mut [Signature],
+        stats: &[resolvelab_history::FileStats],
     ) -> anyhow::Result<usize> {
         if self.wanted.is_empty() {
             return Ok(0);
@@ -596,7 +596,7 @@ impl Cites {
             .copied()
             .partition(|(f, _)| (*f as usize) < h.n_access);
         let recs = h.fetch_errors(&err)?;
-        let lines = h.fetch_access(fmt, &acc)?;
+        let lines = h.fetch_access(fmt, &acc, stats)?;
         let gone = || "(the line can no longer be read: the file changed)".to_string();
         let text = |at: &str| -> Option<String> {
             let k = self.wanted.get(at)?;

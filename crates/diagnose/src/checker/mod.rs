@@ -166,7 +166,13 @@ pub fn diagnose_with_stats(opts: &Options) -> anyhow::Result<(Diagnosis, History
         totals::summarize_signatures(&hist, &errs.ix, &mut cites, &nlu.times, &caused);
     // Evidence text of the cited lines: read again, only those lines.
     let stream_stats = StreamStats {
-        fetched: cites.fill(&hist, &opts.log_format, &mut incidents, &mut signatures)?,
+        fetched: cites.fill(
+            &hist,
+            &opts.log_format,
+            &mut incidents,
+            &mut signatures,
+            &acc.files,
+        )?,
         ..errs.stats
     };
     let mut files = std::mem::take(&mut acc.files);
