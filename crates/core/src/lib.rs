@@ -4,7 +4,8 @@
 //! * [`jsonl`] — JSON Lines logs with a `schema` on the first line, flushed per event.
 //! * [`policy`] — the loopback-only address policy for generated traffic.
 //! * [`dur`] — human durations (`200ms`, `2s`) and ranges (`0ms..50ms`).
-//! * [`spec`] — the `KIND[:key=value,…]` syntax shared by faults and modes.
+//! * [`spec`] — the lab's vocabulary: DNS modes, faults, latency, rate plans, alignment — parsed
+//!   and displayed once, used by every component and the model.
 //! * [`rundir`] — run directories and `fingerprint.json`.
 //! * [`version`] — nginx versions (`1.28.3`, from `nginx -V`) and the first one with `resolve`.
 //! * [`supervise`] — child processes that never outlive the tool (process groups + `PR_SET_PDEATHSIG`).

@@ -21,8 +21,8 @@ use rand_chacha::ChaCha8Rng;
 use serde::{Deserialize, Serialize};
 use tokio::sync::broadcast;
 
-use crate::mode::Mode;
 use crate::zone::{Align, ModeSpec, NameConfig, Unknown};
+use resolvelab_core::spec::dns::DnsMode;
 
 /// UDP answers larger than the client's limit (512 bytes, or its EDNS size) are truncated.
 const UDP_PLAIN_LIMIT: usize = 512;
@@ -193,11 +193,11 @@ struct Given {
 
 struct NameState {
     name: String,
-    default_mode: Mode,
-    mode: Mode,
+    default_mode: DnsMode,
+    mode: DnsMode,
     mode_str: Arc<str>,
     /// Stack of (when, mode to restore): a `for` pushes, the clock pops.
-    reverts: Vec<(Instant, Mode)>,
+    reverts: Vec<(Instant, DnsMode)>,
     pending: Option<(ModeSpec, Option<Duration>)>,
     ttl: u32,
     aaaa: Vec<Ipv6Addr>,
@@ -217,7 +217,7 @@ impl NameState {
         self.mode != self.default_mode
     }
 
-    fn switch(&mut self, to: Mode) -> (String, String) {
+    fn switch(&mut self, to: DnsMode) -> (String, String) {
         let from = self.mode_str.to_string();
         self.mode_str = Arc::from(to.to_string());
         self.mode_id = match self.modes_seen.iter().position(|m| *m == self.mode_str) {
@@ -231,10 +231,10 @@ impl NameState {
         (from, self.mode_str.to_string())
     }
 
-    fn resolve(&self, spec: &ModeSpec) -> Mode {
+    fn resolve(&self, spec: &ModeSpec) -> DnsMode {
         match spec {
             ModeSpec::Default => self.default_mode.clone(),
-            ModeSpec::Mode(m) => m.clone().wrap_onto(&self.mode),
+            ModeSpec::DnsMode(m) => m.clone().wrap_onto(&self.mode),
         }
     }
 
@@ -500,12 +500,19 @@ impl Engine {
                 }
             ))
         })?;
-        if let ModeSpec::Mode(m) = &spec {
+        if let ModeSpec::DnsMode(m) = &spec {
             m.check_loopback(self.allow_remote)
                 .map_err(SetError::Invalid)?;
         }
         if for_ == Some(Duration::ZERO) {
             return Err(SetError::Invalid("`for` must be longer than 0".into()));
+        }
+        if align == Align::BetweenQueries {
+            return Err(SetError::Invalid(
+                "`between-requeries` is placed by a scenario's runner, which knows nginx's \
+                 re-query times; the authority takes `now` or `next-requery`"
+                    .into(),
+            ));
         }
         let now = Instant::now();
         let mut st = entry.lock().unwrap_or_else(|p| p.into_inner());
@@ -516,7 +523,7 @@ impl Engine {
                 let from = st.mode_str.to_string();
                 self.announce(now, &st, from, spec.to_string(), "pending");
             }
-            Align::Now => {
+            Align::Now | Align::BetweenQueries => {
                 st.pending = None;
                 self.apply(&mut st, &spec, for_, now, "set");
             }
@@ -545,7 +552,7 @@ impl Engine {
     }
 
     /// The mode in force for `name` (after due reverts).
-    pub fn mode(&self, name: &str) -> Option<Mode> {
+    pub fn mode(&self, name: &str) -> Option<DnsMode> {
         let e = self.entry(&crate::zone::normalize_name(name).ok()?)?;
         let mut st = e.lock().unwrap_or_else(|p| p.into_inner());
         self.settle(&mut st, Instant::now());
@@ -1025,7 +1032,7 @@ fn response_shell(req: &Message, rcode: ResponseCode, truncated: bool) -> Messag
 }
 
 fn plan_for(
-    mode: &Mode,
+    mode: &DnsMode,
     st: &mut NameState,
     qtype: RecordType,
     transport: Transport,
@@ -1050,7 +1057,7 @@ fn plan_for(
         _ => empty(ResponseCode::NoError),
     };
     match mode {
-        Mode::Static(v) => records(
+        DnsMode::Static(v) => records(
             if qtype == RecordType::A {
                 v.clone()
             } else {
@@ -1058,7 +1065,7 @@ fn plan_for(
             },
             st,
         ),
-        Mode::Alternate(v) => {
+        DnsMode::Alternate(v) => {
             if qtype != RecordType::A {
                 return records(Vec::new(), st);
             }
@@ -1067,7 +1074,7 @@ fn plan_for(
             st.cursor = st.cursor.wrapping_add(1);
             records(vec![ip], st)
         }
-        Mode::Weighted(v) => {
+        DnsMode::Weighted(v) => {
             if qtype != RecordType::A {
                 return records(Vec::new(), st);
             }
@@ -1083,26 +1090,26 @@ fn plan_for(
             }
             records(vec![pick], st)
         }
-        Mode::Multi { n, base } => {
+        DnsMode::Multi { n, base } => {
             if qtype != RecordType::A {
                 return records(Vec::new(), st);
             }
             let b = u32::from(*base);
             records((0..*n).map(|i| Ipv4Addr::from(b + i)).collect(), st)
         }
-        Mode::NxDomain => empty(ResponseCode::NXDomain),
-        Mode::ServFail => empty(ResponseCode::ServFail),
-        Mode::Refused => empty(ResponseCode::Refused),
-        Mode::NoData => empty(ResponseCode::NoError),
-        Mode::Drop => Plan::Drop,
-        Mode::Delay { by, inner } => {
+        DnsMode::NxDomain => empty(ResponseCode::NXDomain),
+        DnsMode::ServFail => empty(ResponseCode::ServFail),
+        DnsMode::Refused => empty(ResponseCode::Refused),
+        DnsMode::NoData => empty(ResponseCode::NoError),
+        DnsMode::Drop => Plan::Drop,
+        DnsMode::Delay { by, inner } => {
             *delay += *by;
             match inner {
                 Some(i) => plan_for(i, st, qtype, transport, delay),
                 None => empty(ResponseCode::NoError),
             }
         }
-        Mode::Truncate { inner } => match (transport, inner) {
+        DnsMode::Truncate { inner } => match (transport, inner) {
             (Transport::Udp, _) => Plan::Truncated,
             (Transport::Tcp, Some(i)) => plan_for(i, st, qtype, transport, delay),
             (Transport::Tcp, None) => empty(ResponseCode::NoError),

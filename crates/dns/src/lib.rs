@@ -1,6 +1,6 @@
 //! A mode-controlled authoritative DNS server: the failures the lab studies start in DNS.
 //!
-//! Each served name has a [`Mode`] — `static`, `alternate` (the GSLB behaviour: one A record per
+//! Each served name has a [`DnsMode`] (its syntax lives in `resolvelab_core::spec::dns`) — `static`, `alternate` (the GSLB behaviour: one A record per
 //! answer, rotating), `weighted`, `multi:N`, `nxdomain`, `servfail`, `refused`, `nodata`, `drop`,
 //! `delay:DUR`, `truncate` — switchable at runtime, optionally `for` a while (then it reverts)
 //! and optionally aligned with the *next query* for that name, which is how an injection is
@@ -12,7 +12,7 @@
 //!
 //! ```
 //! # async fn demo() -> anyhow::Result<()> {
-//! use resolvelab_dns::{DnsConfig, DnsServer, Mode, NameConfig};
+//! use resolvelab_dns::{DnsConfig, DnsServer, DnsMode, NameConfig};
 //! use std::time::Duration;
 //!
 //! let cfg = DnsConfig {
@@ -23,7 +23,7 @@
 //! let mut queries = dns.subscribe(); // every query as it is answered
 //! println!("resolver {};", dns.local_addr());
 //! // NXDOMAIN for 2 s, starting exactly at nginx's next query for the name:
-//! let nx: Mode = "nxdomain".parse().unwrap();
+//! let nx: DnsMode = "nxdomain".parse().unwrap();
 //! dns.set_mode("app.test.local", nx, Some(Duration::from_secs(2)), true)?;
 //! # let _ = &mut queries;
 //! assert_eq!(dns.hits(), 0); // no query answered under the injected mode yet
@@ -39,7 +39,7 @@
 //! its exact time), `metrics()` and `shutdown().await`. [`Engine::handle`] is the socket-free
 //! packet handler (one packet in, at most one out) that the UDP and TCP loops share.
 //!
-//! Modules: [`mode`] (the modes and their syntax), [`zone`] (`--name`, zone and timeline
+//! Modules: [`zone`] (`--name`, zone and timeline
 //! files), [`engine`] (the packet handler, state, metrics), [`server`] (sockets, query log),
 //! [`control`] (the HTTP JSON control API and its client), [`client`] (a one-query stub resolver).
 #![deny(missing_docs)]
@@ -47,7 +47,6 @@
 pub mod client;
 pub mod control;
 pub mod engine;
-pub mod mode;
 pub mod server;
 #[cfg(target_os = "linux")]
 mod udp;
@@ -55,6 +54,7 @@ pub mod zone;
 
 pub use control::{ControlClient, SetRequest};
 pub use engine::{Engine, ModeChange, NameStatus, QueryEvent, Reply, SetError, Transport};
-pub use mode::{MODES_HELP, Mode};
+/// The modes are the lab's shared vocabulary ([`resolvelab_core::spec::dns`]).
+pub use resolvelab_core::spec::dns::{DnsMode, MODES_HELP};
 pub use server::{DnsConfig, DnsHandle, DnsServer, LOG_SCHEMA};
 pub use zone::{Align, Change, ModeSpec, NameConfig, Timeline, Unknown, Zone};

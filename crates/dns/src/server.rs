@@ -20,8 +20,8 @@ use tokio::task::JoinHandle;
 use crate::engine::{
     Engine, EngineConfig, ModeChange, NameStatus, QueryEvent, SetError, Transport,
 };
-use crate::mode::Mode;
 use crate::zone::{Align, ModeSpec, NameConfig, Timeline, Unknown};
+use resolvelab_core::spec::dns::DnsMode;
 
 /// The schema of the query log's first line.
 pub const LOG_SCHEMA: &str = "resolvelab.dns/v1";
@@ -171,7 +171,7 @@ impl DnsServer {
                         c.name
                     );
                 }
-                if let ModeSpec::Mode(m) = &c.mode {
+                if let ModeSpec::DnsMode(m) = &c.mode {
                     m.check_loopback(cfg.allow_remote)
                         .map_err(|e| anyhow::anyhow!("timeline, name `{}`: {e}", c.name))?;
                 }
@@ -380,7 +380,7 @@ impl DnsHandle {
     pub fn set_mode(
         &self,
         name: &str,
-        mode: Mode,
+        mode: DnsMode,
         for_: Option<Duration>,
         align_next_query: bool,
     ) -> Result<NameStatus, SetError> {
@@ -390,7 +390,7 @@ impl DnsHandle {
             Align::Now
         };
         self.engine
-            .set_mode(name, ModeSpec::Mode(mode), for_, align)
+            .set_mode(name, ModeSpec::DnsMode(mode), for_, align)
     }
 
     /// Put `name` back to its configured mode now (cancelling pending reverts).
@@ -400,7 +400,7 @@ impl DnsHandle {
     }
 
     /// The mode in force for `name`.
-    pub fn mode(&self, name: &str) -> Option<Mode> {
+    pub fn mode(&self, name: &str) -> Option<DnsMode> {
         self.engine.mode(name)
     }
 

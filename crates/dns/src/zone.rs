@@ -9,7 +9,8 @@ use std::time::Duration;
 use resolvelab_core::{dur, policy};
 use serde::Deserialize;
 
-use crate::mode::{Mode, non_loopback};
+pub use resolvelab_core::spec::dns::Align;
+use resolvelab_core::spec::dns::{DnsMode, non_loopback};
 
 /// One name the authority answers for.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -17,7 +18,7 @@ pub struct NameConfig {
     /// Lowercase, without the trailing dot.
     pub name: String,
     /// The configured ("default") mode; answers under any other mode count as injected.
-    pub mode: Mode,
+    pub mode: DnsMode,
     /// TTL of this name's records (seconds); `None` = the server's default TTL.
     pub ttl: Option<u32>,
     /// AAAA records (AAAA queries get NODATA when empty).
@@ -104,7 +105,7 @@ impl NameConfig {
             )
         })?;
         let name = normalize_name(name).map_err(|e| format!("--name `{s}`: {e}"))?;
-        let mode: Mode = mode.parse().map_err(|e| format!("--name `{s}`: {e}"))?;
+        let mode: DnsMode = mode.parse().map_err(|e| format!("--name `{s}`: {e}"))?;
         let mut cfg = NameConfig {
             name,
             mode,
@@ -235,7 +236,7 @@ impl Zone {
         for (raw, n) in file.names {
             let at = |e: String| format!("{origin}: [names.\"{raw}\"]: {e}");
             let name = normalize_name(&raw).map_err(at)?;
-            let mode: Mode = n.mode.parse().map_err(at)?;
+            let mode: DnsMode = n.mode.parse().map_err(at)?;
             if mode.is_partial() {
                 return Err(at(
                     "a starting mode must be complete, e.g. `delay:200ms+static:127.0.0.20`".into(),
@@ -274,27 +275,6 @@ pub(crate) fn toml_error(origin: &str, text: &str, e: &toml::de::Error) -> Strin
     format!("{origin}:{line}: {}", e.message())
 }
 
-/// When a timeline change takes effect.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum Align {
-    /// As soon as it is set.
-    #[default]
-    Now,
-    /// Exactly at the next query for that name.
-    NextQuery,
-}
-
-impl std::str::FromStr for Align {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        match s.trim() {
-            "now" | "" => Ok(Align::Now),
-            "next-query" => Ok(Align::NextQuery),
-            other => Err(format!("align `{other}`: use `next-query` (or `now`)")),
-        }
-    }
-}
-
 /// One scheduled change of a `--timeline` file.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Change {
@@ -316,7 +296,7 @@ pub enum ModeSpec {
     /// Back to the name's configured mode.
     Default,
     /// This mode.
-    Mode(Mode),
+    DnsMode(DnsMode),
 }
 
 impl std::str::FromStr for ModeSpec {
@@ -325,7 +305,7 @@ impl std::str::FromStr for ModeSpec {
         if s.trim().eq_ignore_ascii_case("default") {
             Ok(ModeSpec::Default)
         } else {
-            s.parse().map(ModeSpec::Mode)
+            s.parse().map(ModeSpec::DnsMode)
         }
     }
 }
@@ -334,7 +314,7 @@ impl std::fmt::Display for ModeSpec {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             ModeSpec::Default => f.write_str("default"),
-            ModeSpec::Mode(m) => m.fmt(f),
+            ModeSpec::DnsMode(m) => m.fmt(f),
         }
     }
 }

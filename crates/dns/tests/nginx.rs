@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use http_body_util::{BodyExt, Empty, Full};
 use hyper::body::Bytes;
 use resolvelab_core::supervise::Supervisor;
-use resolvelab_dns::{DnsConfig, DnsServer, Mode, NameConfig, QueryEvent};
+use resolvelab_dns::{DnsConfig, DnsMode, DnsServer, NameConfig, QueryEvent};
 use resolvelab_nginx::{Instance, Nginx, conf};
 
 const NAME: &str = "app.test.local";
@@ -203,7 +203,7 @@ async fn real_nginx_follows_the_authority() {
     // 3. NXDOMAIN at exactly nginx's next re-query, reverted long before the one after it.
     dns.set_mode(
         NAME,
-        Mode::NxDomain,
+        DnsMode::NxDomain,
         Some(Duration::from_millis(1000)),
         true,
     )

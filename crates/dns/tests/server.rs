@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use resolvelab_dns::client::{self, Answer};
 use resolvelab_dns::{
-    ControlClient, DnsConfig, DnsHandle, DnsServer, Mode, NameConfig, SetRequest, Timeline,
+    ControlClient, DnsConfig, DnsHandle, DnsMode, DnsServer, NameConfig, SetRequest, Timeline,
     Transport, Unknown,
 };
 
@@ -273,13 +273,13 @@ async fn for_reverts_and_wrappers_apply_to_the_current_mode() {
     );
     dns.set_mode(
         "app.test",
-        Mode::ServFail,
+        DnsMode::ServFail,
         Some(Duration::from_millis(100)),
         false,
     )
     .unwrap();
     let deadline = Instant::now() + Duration::from_secs(5);
-    while dns.mode("app.test").unwrap() == Mode::ServFail {
+    while dns.mode("app.test").unwrap() == DnsMode::ServFail {
         assert!(Instant::now() < deadline, "servfail never reverted");
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
@@ -303,7 +303,7 @@ async fn align_next_query_switches_exactly_at_the_next_query() {
     let st = dns
         .set_mode(
             "app.test",
-            Mode::NxDomain,
+            DnsMode::NxDomain,
             Some(Duration::from_millis(200)),
             true,
         )
@@ -359,7 +359,7 @@ async fn query_log_fields_and_changed() {
         q(&dns, "alt.test", "A", Transport::Udp).await;
         q(&dns, "st.test", "A", Transport::Tcp).await;
     }
-    dns.set_mode("st.test", Mode::NxDomain, None, false)
+    dns.set_mode("st.test", DnsMode::NxDomain, None, false)
         .unwrap();
     q(&dns, "st.test", "A", Transport::Udp).await;
     q(&dns, "nobody.test", "AAAA", Transport::Udp).await;

@@ -1,5 +1,6 @@
 //! The scenario file format (`version = 1`), documented in docs/scenarios.md.
 
+use resolvelab_core::spec::dns::Align;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -311,7 +312,7 @@ pub struct Event {
     pub jitter: Option<String>,
     /// `next-requery` (lands on nginx's next re-query of `dns`) or `between-requeries`.
     #[serde(default)]
-    pub align: Option<String>,
+    pub align: Option<resolvelab_core::spec::dns::Align>,
     /// Set this DNS name's mode.
     #[serde(default)]
     pub dns: Option<String>,
@@ -568,10 +569,10 @@ impl Scenario {
                     return Err(bad(format!("timeline event {n}: `fault` needs a `spec`")));
                 }
             }
-            if let Some(a) = &ev.align {
-                if a != "next-requery" && a != "between-requeries" {
+            if let Some(a) = ev.align {
+                if a == Align::Now {
                     return Err(bad(format!(
-                        "timeline event {n}: align = `{a}`; use `next-requery` or `between-requeries`"
+                        "timeline event {n}: align = `now` is what an event without `align` does; use `next-requery` or `between-requeries`"
                     )));
                 }
                 if ev.dns.is_none() {
@@ -579,7 +580,7 @@ impl Scenario {
                         "timeline event {n}: `align` needs a `dns` name"
                     )));
                 }
-                if a == "next-requery" {
+                if a == Align::NextQuery {
                     self.check_window_fits_period(n, ev.for_.as_deref())
                         .map_err(bad)?;
                 }

@@ -10,7 +10,7 @@ use resolvelab_core::jsonl::JsonlWriter;
 use resolvelab_core::rundir::RunDir;
 use resolvelab_core::supervise::Supervisor;
 use resolvelab_core::time::now_us;
-use resolvelab_dns::{DnsConfig, DnsHandle, DnsServer, Mode, NameConfig};
+use resolvelab_dns::{DnsConfig, DnsHandle, DnsMode, DnsServer, NameConfig};
 use resolvelab_load::{CancellationToken, Live, LoadConfig, Output, RatePlan, run_load};
 use resolvelab_nginx::{Instance, Nginx, conf};
 use serde::Serialize;
@@ -876,7 +876,7 @@ async fn run_timeline(
         ));
         let mut when = t0 + at;
         let for_ = e.for_.as_deref().map(|f| dur("for", f)).transpose()?;
-        if e.align.as_deref() == Some("between-requeries") {
+        if e.align == Some(resolvelab_core::spec::dns::Align::BetweenQueries) {
             // Place the window in the middle of a gap between two re-queries, so that no
             // re-query falls inside it.
             let name = e.dns.as_deref().unwrap_or_default().to_lowercase();
@@ -902,10 +902,10 @@ async fn run_timeline(
         let n = (i + 1).to_string();
         if let (Some(name), Some(mode)) = (&e.dns, &e.mode) {
             let mode_text = net.expand(mode)?;
-            let m: Mode = mode_text
+            let m: DnsMode = mode_text
                 .parse()
                 .map_err(|err| anyhow!("timeline event {n}: mode `{mode}`: {err}"))?;
-            let align = e.align.as_deref() == Some("next-requery");
+            let align = e.align == Some(resolvelab_core::spec::dns::Align::NextQuery);
             let before = dns.hits_for(name).unwrap_or(0);
             dns.set_mode(name, m, for_, align)
                 .map_err(|err| anyhow!("timeline event {n}: {err}"))?;

@@ -21,6 +21,7 @@ use crate::render::{Net, http_body};
 use crate::runner::{RunOptions, RunRecord};
 use anyhow::{Context, Result, anyhow, bail};
 use resolvelab_core::rundir::RunDir;
+use resolvelab_core::spec::dns::Align;
 use resolvelab_core::time::now_us;
 use resolvelab_sim::nginx::{
     BackendPool, DnsMode, DnsPhase, EphemeralPorts, FaultKind, FaultWindow, Latency, NextUpstream,
@@ -643,8 +644,8 @@ fn plan(sc: &Scenario, seed: u64, (a, b): (u8, u8), epoch_us: i64) -> Result<Pla
                     trial.push((*w, name.clone(), m.clone()));
                 }
                 let queries = query_times(&cfg, &trial, name, at + 2 * period + 2_000_000)?;
-                when = match e.align.as_deref() {
-                    Some("next-requery") => {
+                when = match e.align {
+                    Some(Align::NextQuery) => {
                         queries.iter().copied().find(|&q| q >= at).ok_or_else(|| {
                             anyhow!("{field}: no re-query of {name} after {at} µs")
                         })?
@@ -686,7 +687,7 @@ fn plan(sc: &Scenario, seed: u64, (a, b): (u8, u8), epoch_us: i64) -> Result<Pla
             if let Some(len) = for_ {
                 // The real runner counts this injection's hits once its window is certainly
                 // over: `for`, plus one period when it waited for the re-query.
-                let until = if e.align.as_deref() == Some("next-requery") {
+                let until = if e.align == Some(Align::NextQuery) {
                     at + len.0 + period
                 } else {
                     when + len.0
@@ -750,11 +751,11 @@ fn plan(sc: &Scenario, seed: u64, (a, b): (u8, u8), epoch_us: i64) -> Result<Pla
         net.hosts.values().map(|a| a.to_string()).collect();
     let mut env_targets = std::collections::BTreeSet::new();
     for p in &cfg.dns {
-        let mut ips: Vec<std::net::IpAddr> = match &p.mode {
+        let mut ips: Vec<std::net::IpAddr> = match p.mode.answered() {
             DnsMode::Static(v) | DnsMode::Alternate(v) => {
                 v.iter().map(|&i| std::net::IpAddr::V4(i)).collect()
             }
-            DnsMode::Multi(k, base) => (0..*k)
+            DnsMode::Multi { n: k, base } => (0..*k)
                 .map(|i| {
                     std::net::IpAddr::V4(std::net::Ipv4Addr::from(u32::from(*base).wrapping_add(i)))
                 })

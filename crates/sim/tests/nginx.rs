@@ -16,7 +16,7 @@ fn phase(at_s: i64, mode: &str) -> DnsPhase {
     DnsPhase {
         at: Us::s(at_s),
         name: NAME.into(),
-        mode: DnsMode::parse(mode).unwrap(),
+        mode: mode.parse::<DnsMode>().unwrap(),
         aaaa: Vec::new(),
     }
 }
@@ -347,7 +347,7 @@ fn shared_zone(zone_bytes: u64, b1_latency: Us) -> SimConfig {
     let filler = |at_s: i64, mode: &str| DnsPhase {
         at: Us::s(at_s),
         name: "filler.test.local".into(),
-        mode: DnsMode::parse(mode).unwrap(),
+        mode: mode.parse::<DnsMode>().unwrap(),
         aaaa: Vec::new(),
     };
     cfg.dns.push(filler(0, "static:127.0.0.30"));
@@ -792,7 +792,7 @@ fn bad_configs_are_refused_with_one_line() {
     let mut cfg = base("static:127.0.0.20");
     cfg.rps = 0.0;
     assert!(cfg.validate().is_err());
-    assert!(DnsMode::parse("sometimes").is_err());
+    assert!("sometimes".parse::<DnsMode>().is_err());
     let cfg: Result<SimConfig, _> = toml::from_str(
         r#"
 rps = 100

@@ -4,7 +4,7 @@
 
 use anyhow::{Result, bail};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
-use std::net::{Ipv4Addr, Ipv6Addr};
+use std::net::Ipv6Addr;
 
 /// A duration in microseconds, read from `"6s"`-style strings (or a bare integer of µs).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Default)]
@@ -115,108 +115,10 @@ impl ServerLine {
     }
 }
 
-/// What the authority answers for a name (the lab DNS's mode syntax, same strings).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum DnsMode {
-    /// `static:IP[,IP…]`.
-    Static(Vec<Ipv4Addr>),
-    /// `alternate:IP1,IP2[,…]` — one record per answer, rotating per query.
-    Alternate(Vec<Ipv4Addr>),
-    /// `multi:N[@BASE]`.
-    Multi(u32, Ipv4Addr),
-    /// `nxdomain`.
-    NxDomain,
-    /// `servfail`.
-    ServFail,
-    /// `refused`.
-    Refused,
-    /// `nodata` (NOERROR, no records): nginx's resolver turns an empty answer into NXDOMAIN
-    /// (`(3: Host not found)`), so it removes the peers too.
-    NoData,
-    /// `drop` (never answer).
-    Drop,
-}
-
-impl DnsMode {
-    /// Parse `static:127.0.0.20`, `alternate:127.0.0.20,127.0.0.30`, `nxdomain`, … (a `delay:…+`
-    /// prefix is accepted and ignored: the model answers instantly).
-    pub fn parse(s: &str) -> Result<DnsMode> {
-        let s = s.trim();
-        let s = match s.split_once('+') {
-            Some((w, rest)) if w.starts_with("delay") || w == "truncate" => rest,
-            _ => s,
-        };
-        let (kind, args) = s.split_once(':').unwrap_or((s, ""));
-        let ips = |args: &str| -> Result<Vec<Ipv4Addr>> {
-            let v: Result<Vec<Ipv4Addr>, _> = args.split(',').map(|a| a.trim().parse()).collect();
-            match v {
-                Ok(v) if !v.is_empty() => Ok(v),
-                _ => bail!(
-                    "DNS mode {s:?}: expected IPv4 addresses after ':' (static:127.0.0.20,127.0.0.30)"
-                ),
-            }
-        };
-        Ok(match kind {
-            "static" => DnsMode::Static(ips(args)?),
-            "alternate" => DnsMode::Alternate(ips(args)?),
-            "multi" => {
-                let (n, base) = args.split_once('@').unwrap_or((args, "127.0.1.1"));
-                let n: u32 = n.parse().map_err(|_| {
-                    anyhow::anyhow!("DNS mode {s:?}: multi needs a count (multi:25)")
-                })?;
-                let base: Ipv4Addr = base
-                    .parse()
-                    .map_err(|_| anyhow::anyhow!("DNS mode {s:?}: bad base address"))?;
-                if n == 0 || n > 4096 {
-                    bail!("DNS mode {s:?}: multi count must be 1..=4096");
-                }
-                DnsMode::Multi(n, base)
-            }
-            "nxdomain" => DnsMode::NxDomain,
-            "servfail" => DnsMode::ServFail,
-            "refused" => DnsMode::Refused,
-            "nodata" => DnsMode::NoData,
-            "drop" => DnsMode::Drop,
-            _ => bail!(
-                "unknown DNS mode {s:?}: use static:IP[,IP…], alternate:IP,IP, multi:N[@BASE], nxdomain, servfail, refused, nodata or drop"
-            ),
-        })
-    }
-}
-
-impl std::fmt::Display for DnsMode {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let join = |v: &[Ipv4Addr]| {
-            v.iter()
-                .map(|i| i.to_string())
-                .collect::<Vec<_>>()
-                .join(",")
-        };
-        match self {
-            DnsMode::Static(v) => write!(f, "static:{}", join(v)),
-            DnsMode::Alternate(v) => write!(f, "alternate:{}", join(v)),
-            DnsMode::Multi(n, b) => write!(f, "multi:{n}@{b}"),
-            DnsMode::NxDomain => f.write_str("nxdomain"),
-            DnsMode::ServFail => f.write_str("servfail"),
-            DnsMode::Refused => f.write_str("refused"),
-            DnsMode::NoData => f.write_str("nodata"),
-            DnsMode::Drop => f.write_str("drop"),
-        }
-    }
-}
-
-impl Serialize for DnsMode {
-    fn serialize<S: Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
-        s.serialize_str(&self.to_string())
-    }
-}
-
-impl<'de> Deserialize<'de> for DnsMode {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> std::result::Result<DnsMode, D::Error> {
-        let s = String::deserialize(d)?;
-        DnsMode::parse(&s).map_err(serde::de::Error::custom)
-    }
-}
+/// What the authority answers for a name: the lab's own mode type, so the model reads the very
+/// spellings the authority does. The model answers instantly: `delay`/`truncate` wrappers answer
+/// their inner mode.
+pub use resolvelab_core::spec::dns::DnsMode;
 
 /// From `at` on, `name` is answered in `mode`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -256,19 +158,30 @@ impl DnsPhase {
         Ok(DnsPhase {
             at,
             name: name.into(),
-            mode: DnsMode::parse(mode)?,
+            mode: mode
+                .parse::<DnsMode>()
+                .map_err(|e| anyhow::anyhow!("DNS mode {mode:?}: {e}"))?,
             aaaa,
         })
     }
 
-    /// The mode as the lab DNS would write it (`mode` in dns.jsonl).
+    /// The mode as the model answers it (`mode` in dns.jsonl; wrappers peeled).
     pub fn spec(&self) -> String {
+        let mode = answered_text(self.mode.answered());
         if self.aaaa.is_empty() {
-            self.mode.to_string()
+            mode
         } else {
             let v: Vec<String> = self.aaaa.iter().map(|a| a.to_string()).collect();
-            format!("{};aaaa={}", self.mode, v.join(","))
+            format!("{mode};aaaa={}", v.join(","))
         }
+    }
+}
+
+/// A mode's text as the model has always written it: `multi` with its base.
+fn answered_text(m: &DnsMode) -> String {
+    match m {
+        DnsMode::Multi { n, base } => format!("multi:{n}@{base}"),
+        other => other.to_string(),
     }
 }
 
@@ -947,6 +860,18 @@ impl SimConfig {
         let mut last = std::collections::HashMap::new();
         let filler = self.zone_filler.as_ref().map(|f| f.name.as_str());
         for (i, p) in self.dns.iter().enumerate() {
+            if p.mode.is_partial() {
+                bail!(
+                    "dns[{i}].mode `{}` wraps no mode: write it with the mode it delays, e.g. `delay:200ms+static:127.0.0.20`",
+                    p.mode
+                );
+            }
+            if let DnsMode::Weighted(_) = p.mode.answered() {
+                bail!(
+                    "dns[{i}].mode `{}`: the model does not play `weighted` (its picks come from the authority's own RNG); use `alternate`",
+                    p.mode
+                );
+            }
             if !self.servers.iter().any(|s| s.resolve && s.host == p.name)
                 && filler != Some(p.name.as_str())
             {

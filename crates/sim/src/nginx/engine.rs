@@ -729,7 +729,7 @@ impl<'a> Engine<'a> {
         let Some((mode, text, aaaa)) = self.mode_at(h, t) else {
             return (String::new(), Err(3));
         };
-        let r: Result<Vec<Ipv4Addr>, u8> = match mode {
+        let r: Result<Vec<Ipv4Addr>, u8> = match mode.answered().clone() {
             DnsMode::Static(v) => Ok(v),
             DnsMode::Alternate(v) => {
                 let name = self.hosts[h].name.clone();
@@ -750,13 +750,15 @@ impl<'a> Engine<'a> {
                 };
                 Ok(vec![v[(c as usize) % v.len()]])
             }
-            DnsMode::Multi(n, base) => Ok((0..n)
+            DnsMode::Multi { n, base } => Ok((0..n)
                 .map(|i| Ipv4Addr::from(u32::from(base) + i))
                 .collect()),
             DnsMode::NxDomain | DnsMode::NoData => Err(3),
             DnsMode::ServFail => Err(2),
             DnsMode::Refused => Err(5),
             DnsMode::Drop => Err(110),
+            // Rejected by `SimConfig::validate`.
+            DnsMode::Weighted(_) | DnsMode::Delay { .. } | DnsMode::Truncate { .. } => Err(2),
         };
         let ipv6 = self.cfg.ipv6;
         let r = r.map(|v4| {

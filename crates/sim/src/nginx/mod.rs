@@ -39,7 +39,7 @@
 //! cfg.dns = vec![DnsPhase {
 //!     at: Us(0),
 //!     name: "app.test.local".into(),
-//!     mode: DnsMode::parse("alternate:127.0.0.20,127.0.0.30").unwrap(),
+//!     mode: "alternate:127.0.0.20,127.0.0.30".parse().unwrap(),
 //!     aaaa: vec![],
 //! }];
 //! let s = simulate_counts(&cfg).unwrap();

@@ -194,7 +194,7 @@ pub fn variants_of(
     for ph in &mut perdc.dns {
         let first = match &ph.mode {
             DnsMode::Static(v) | DnsMode::Alternate(v) => v.first().copied(),
-            DnsMode::Multi(_, b) => Some(*b),
+            DnsMode::Multi { base, .. } => Some(*base),
             _ => None,
         };
         if let Some(ip) = first {

@@ -1,5 +1,19 @@
-//! The `KIND[:key=value,…]` syntax shared by fault specs (`reclaim:toxicity=0.3,delay=0ms..50ms`)
-//! and other compact command-line values.
+//! The lab's vocabulary: the data of everything that can be injected or scheduled, parsed and
+//! displayed in one place, with no behaviour. The authority, the backend, the proxy, the load
+//! generator and the model implement behaviour for these types; scenarios, the command line
+//! and the model read the same spellings.
+//!
+//! * [`dns`] — DNS answer modes (`static:IP`, `alternate:…`, `delay:DUR+MODE`, …).
+//! * [`Spec`] — the `KIND[:key=value,…]` syntax the fault specs are written in.
+//!
+//! ```
+//! use resolvelab_core::spec::dns::DnsMode;
+//! let m: DnsMode = "delay:200ms+alternate:127.0.0.20,127.0.0.30".parse().unwrap();
+//! assert_eq!(m.to_string(), "delay:200ms+alternate:127.0.0.20,127.0.0.30");
+//! assert!("static:10.0.0.1".parse::<DnsMode>().unwrap().check_loopback(false).is_err());
+//! ```
+
+pub mod dns;
 
 use std::collections::BTreeMap;
 

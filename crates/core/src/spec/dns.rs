@@ -1,15 +1,16 @@
-//! Answer modes: what the authority says for one name, switchable at runtime.
+//! DNS answer modes: what the lab's authority says for one name, switchable at runtime — the
+//! one grammar the authority (`resolvelab dns`), the scenarios and the model all read.
 //!
 //! A mode is written `KIND[:ARGS]`; the wrappers `delay:DUR` and `truncate` may be chained in
 //! front of another mode with `+` (`delay:200ms+alternate:127.0.0.20,127.0.0.30`). Set alone, a
-//! wrapper applies to the mode the name is in at that moment (see [`Mode::wrap_onto`]).
+//! wrapper applies to the mode the name is in at that moment (see [`DnsMode::wrap_onto`]).
 
 use std::fmt;
 use std::net::{IpAddr, Ipv4Addr};
 use std::str::FromStr;
 use std::time::Duration;
 
-use resolvelab_core::{dur, policy};
+use crate::{dur, policy};
 
 /// Default first address of `multi:N` when no `@BASE` is given.
 pub const MULTI_DEFAULT_BASE: Ipv4Addr = Ipv4Addr::new(127, 0, 1, 1);
@@ -37,7 +38,7 @@ const MODE_NAMES: &str = "static:IP,… alternate:IP1,IP2 weighted:IP=W,… mult
 
 /// One name's answer behaviour.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Mode {
+pub enum DnsMode {
     /// All these A records in every answer.
     Static(Vec<Ipv4Addr>),
     /// Exactly one A record per answer, rotating through the list on every A query.
@@ -66,45 +67,56 @@ pub enum Mode {
         /// The added latency.
         by: Duration,
         /// The mode whose answer is delayed.
-        inner: Option<Box<Mode>>,
+        inner: Option<Box<DnsMode>>,
     },
-    /// TC bit over UDP, `inner`'s full answer over TCP. `inner = None` as for [`Mode::Delay`].
+    /// TC bit over UDP, `inner`'s full answer over TCP. `inner = None` as for [`DnsMode::Delay`].
     Truncate {
         /// The mode answered over TCP.
-        inner: Option<Box<Mode>>,
+        inner: Option<Box<DnsMode>>,
     },
 }
 
-impl Mode {
+impl DnsMode {
     /// A wrapper set alone (`delay:200ms`, `truncate`) is completed with the mode in force;
     /// a wrapper of the same kind already on `current` is replaced rather than stacked.
-    pub fn wrap_onto(self, current: &Mode) -> Mode {
-        let base = || -> Box<Mode> {
+    pub fn wrap_onto(self, current: &DnsMode) -> DnsMode {
+        let base = || -> Box<DnsMode> {
             let mut m = current;
             // Peel the same kind of wrapper so `delay:1s` then `delay:2s` is 2 s, not 3 s.
-            while let (Mode::Delay { inner: Some(i), .. }, Mode::Delay { .. })
-            | (Mode::Truncate { inner: Some(i) }, Mode::Truncate { .. }) = (m, &self)
+            while let (DnsMode::Delay { inner: Some(i), .. }, DnsMode::Delay { .. })
+            | (DnsMode::Truncate { inner: Some(i) }, DnsMode::Truncate { .. }) = (m, &self)
             {
                 m = i;
             }
             Box::new(m.clone())
         };
         match self {
-            Mode::Delay { by, inner: None } => Mode::Delay {
+            DnsMode::Delay { by, inner: None } => DnsMode::Delay {
                 by,
                 inner: Some(base()),
             },
-            Mode::Truncate { inner: None } => Mode::Truncate {
+            DnsMode::Truncate { inner: None } => DnsMode::Truncate {
                 inner: Some(base()),
             },
             other => other,
         }
     }
 
-    /// Does this mode (or its inner mode) still need completing with [`Mode::wrap_onto`]?
+    /// The mode whose records are answered: `delay`/`truncate` wrappers peeled (a partial
+    /// wrapper is its own answer).
+    pub fn answered(&self) -> &DnsMode {
+        match self {
+            DnsMode::Delay { inner: Some(i), .. } | DnsMode::Truncate { inner: Some(i) } => {
+                i.answered()
+            }
+            other => other,
+        }
+    }
+
+    /// Does this mode (or its inner mode) still need completing with [`DnsMode::wrap_onto`]?
     pub fn is_partial(&self) -> bool {
         match self {
-            Mode::Delay { inner, .. } | Mode::Truncate { inner } => {
+            DnsMode::Delay { inner, .. } | DnsMode::Truncate { inner } => {
                 inner.as_ref().is_none_or(|i| i.is_partial())
             }
             _ => false,
@@ -114,13 +126,13 @@ impl Mode {
     /// The addresses this mode may hand out (for the loopback check).
     pub fn addresses(&self) -> Vec<Ipv4Addr> {
         match self {
-            Mode::Static(v) | Mode::Alternate(v) => v.clone(),
-            Mode::Weighted(v) => v.iter().map(|(ip, _)| *ip).collect(),
-            Mode::Multi { n, base } => {
+            DnsMode::Static(v) | DnsMode::Alternate(v) => v.clone(),
+            DnsMode::Weighted(v) => v.iter().map(|(ip, _)| *ip).collect(),
+            DnsMode::Multi { n, base } => {
                 let b = u32::from(*base);
                 (0..*n).map(|i| Ipv4Addr::from(b + i)).collect()
             }
-            Mode::Delay { inner, .. } | Mode::Truncate { inner } => {
+            DnsMode::Delay { inner, .. } | DnsMode::Truncate { inner } => {
                 inner.as_ref().map(|i| i.addresses()).unwrap_or_default()
             }
             _ => Vec::new(),
@@ -133,7 +145,7 @@ impl Mode {
             return Ok(());
         }
         match self {
-            Mode::Multi { n, base } => {
+            DnsMode::Multi { n, base } => {
                 let last = Ipv4Addr::from(u32::from(*base) + n.saturating_sub(1));
                 for ip in [*base, last] {
                     if !policy::is_loopback(IpAddr::V4(ip)) {
@@ -154,7 +166,8 @@ impl Mode {
     }
 }
 
-pub(crate) fn non_loopback(ip: IpAddr) -> String {
+/// The refusal of a non-loopback answer address, shared by every check of the policy.
+pub fn non_loopback(ip: IpAddr) -> String {
     format!(
         "answer address {ip} is not loopback: nginx would send traffic to it; use 127.0.0.0/8 or \
          ::1 (or pass --allow-remote)"
@@ -187,10 +200,10 @@ fn parse_v4(kind: &str, s: &str) -> Result<Ipv4Addr, String> {
     }
 }
 
-impl FromStr for Mode {
+impl FromStr for DnsMode {
     type Err = String;
 
-    fn from_str(s: &str) -> Result<Mode, String> {
+    fn from_str(s: &str) -> Result<DnsMode, String> {
         let s = s.trim();
         let (head, tail) = match s.split_once('+') {
             Some((h, t)) => (h.trim(), Some(t.trim())),
@@ -201,7 +214,7 @@ impl FromStr for Mode {
             None => (head.to_ascii_lowercase(), None),
         };
         let inner = match tail {
-            Some(t) if !t.is_empty() => Some(Box::new(t.parse::<Mode>()?)),
+            Some(t) if !t.is_empty() => Some(Box::new(t.parse::<DnsMode>()?)),
             Some(_) => return Err(format!("mode `{s}`: nothing after `+`")),
             None => None,
         };
@@ -210,7 +223,7 @@ impl FromStr for Mode {
                 "mode `{s}`: only `delay:DUR` and `truncate` can be chained with `+`"
             ));
         }
-        let no_args = |m: Mode| match args {
+        let no_args = |m: DnsMode| match args {
             Some(a) if !a.is_empty() => {
                 Err(format!("mode `{kind}` takes no arguments (got `{a}`)"))
             }
@@ -221,11 +234,11 @@ impl FromStr for Mode {
                 .ok_or_else(|| format!("mode `{kind}` needs arguments, e.g. `{example}`"))
         };
         match kind.as_str() {
-            "static" => Ok(Mode::Static(parse_v4_list(
+            "static" => Ok(DnsMode::Static(parse_v4_list(
                 "static",
                 need("static:127.0.0.20")?,
             )?)),
-            "alternate" => Ok(Mode::Alternate(parse_v4_list(
+            "alternate" => Ok(DnsMode::Alternate(parse_v4_list(
                 "alternate",
                 need("alternate:127.0.0.20,127.0.0.30")?,
             )?)),
@@ -245,7 +258,7 @@ impl FromStr for Mode {
                 if out.iter().map(|(_, w)| u64::from(*w)).sum::<u64>() == 0 {
                     return Err("`weighted`: the weights add up to 0".into());
                 }
-                Ok(Mode::Weighted(out))
+                Ok(DnsMode::Weighted(out))
             }
             "multi" => {
                 let a = need("multi:25@127.0.1.1")?;
@@ -262,20 +275,20 @@ impl FromStr for Mode {
                 if u32::from(base).checked_add(n - 1).is_none() {
                     return Err(format!("`multi:{n}@{base}` runs past 255.255.255.255"));
                 }
-                Ok(Mode::Multi { n, base })
+                Ok(DnsMode::Multi { n, base })
             }
-            "nxdomain" => no_args(Mode::NxDomain),
-            "servfail" => no_args(Mode::ServFail),
-            "refused" => no_args(Mode::Refused),
-            "nodata" => no_args(Mode::NoData),
-            "drop" => no_args(Mode::Drop),
+            "nxdomain" => no_args(DnsMode::NxDomain),
+            "servfail" => no_args(DnsMode::ServFail),
+            "refused" => no_args(DnsMode::Refused),
+            "nodata" => no_args(DnsMode::NoData),
+            "drop" => no_args(DnsMode::Drop),
             "delay" => {
                 let by = dur::parse(need("delay:200ms")?).map_err(|e| format!("`delay`: {e}"))?;
-                Ok(Mode::Delay { by, inner })
+                Ok(DnsMode::Delay { by, inner })
             }
             "truncate" => {
-                no_args(Mode::NoData)?;
-                Ok(Mode::Truncate { inner })
+                no_args(DnsMode::NoData)?;
+                Ok(DnsMode::Truncate { inner })
             }
             "" => Err(format!("empty mode: use one of {MODE_NAMES}")),
             other => Err(format!(
@@ -298,37 +311,37 @@ fn join<T: fmt::Display>(
     Ok(())
 }
 
-impl fmt::Display for Mode {
-    /// The canonical spelling, which [`Mode::from_str`] parses back to the same mode.
+impl fmt::Display for DnsMode {
+    /// The canonical spelling, which [`DnsMode::from_str`] parses back to the same mode.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Mode::Static(v) => {
+            DnsMode::Static(v) => {
                 f.write_str("static:")?;
                 join(f, v.iter())
             }
-            Mode::Alternate(v) => {
+            DnsMode::Alternate(v) => {
                 f.write_str("alternate:")?;
                 join(f, v.iter())
             }
-            Mode::Weighted(v) => {
+            DnsMode::Weighted(v) => {
                 f.write_str("weighted:")?;
                 join(f, v.iter().map(|(ip, w)| format!("{ip}={w}")))
             }
-            Mode::Multi { n, base } if *base == MULTI_DEFAULT_BASE => write!(f, "multi:{n}"),
-            Mode::Multi { n, base } => write!(f, "multi:{n}@{base}"),
-            Mode::NxDomain => f.write_str("nxdomain"),
-            Mode::ServFail => f.write_str("servfail"),
-            Mode::Refused => f.write_str("refused"),
-            Mode::NoData => f.write_str("nodata"),
-            Mode::Drop => f.write_str("drop"),
-            Mode::Delay { by, inner } => {
+            DnsMode::Multi { n, base } if *base == MULTI_DEFAULT_BASE => write!(f, "multi:{n}"),
+            DnsMode::Multi { n, base } => write!(f, "multi:{n}@{base}"),
+            DnsMode::NxDomain => f.write_str("nxdomain"),
+            DnsMode::ServFail => f.write_str("servfail"),
+            DnsMode::Refused => f.write_str("refused"),
+            DnsMode::NoData => f.write_str("nodata"),
+            DnsMode::Drop => f.write_str("drop"),
+            DnsMode::Delay { by, inner } => {
                 write!(f, "delay:{}", dur::format(*by))?;
                 match inner {
                     Some(i) => write!(f, "+{i}"),
                     None => Ok(()),
                 }
             }
-            Mode::Truncate { inner } => {
+            DnsMode::Truncate { inner } => {
                 f.write_str("truncate")?;
                 match inner {
                     Some(i) => write!(f, "+{i}"),
@@ -339,9 +352,95 @@ impl fmt::Display for Mode {
     }
 }
 
+/// When a DNS change takes effect.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Align {
+    /// As soon as it is set.
+    #[default]
+    Now,
+    /// Exactly at the next query for the name: with nginx as the authority's only client, its
+    /// next re-query. Written `next-requery`; `next-query` is the same.
+    NextQuery,
+    /// In the middle of a gap between two re-queries, so that the change should miss nginx.
+    /// Written `between-requeries` (alias `between-queries`). Only a scenario's timeline can
+    /// place it (the runner knows the re-query times); the authority alone cannot.
+    BetweenQueries,
+}
+
+impl FromStr for Align {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Align, String> {
+        match s.trim() {
+            "now" | "" => Ok(Align::Now),
+            "next-requery" | "next-query" => Ok(Align::NextQuery),
+            "between-requeries" | "between-queries" => Ok(Align::BetweenQueries),
+            other => Err(format!(
+                "align `{other}`: use `next-requery` (the name's next query: nginx's next \
+                 re-query), `between-requeries` or `now`"
+            )),
+        }
+    }
+}
+
+impl fmt::Display for Align {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Align::Now => "now",
+            Align::NextQuery => "next-requery",
+            Align::BetweenQueries => "between-requeries",
+        })
+    }
+}
+
+impl serde::Serialize for Align {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for Align {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Align, D::Error> {
+        let s = String::deserialize(d)?;
+        s.parse().map_err(serde::de::Error::custom)
+    }
+}
+
+impl serde::Serialize for DnsMode {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for DnsMode {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<DnsMode, D::Error> {
+        let s = String::deserialize(d)?;
+        s.parse().map_err(serde::de::Error::custom)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn alignment_has_one_spelling_and_an_alias() {
+        for (text, a) in [
+            ("next-requery", Align::NextQuery),
+            ("next-query", Align::NextQuery),
+            ("between-requeries", Align::BetweenQueries),
+            ("now", Align::Now),
+        ] {
+            assert_eq!(text.parse::<Align>().unwrap(), a);
+            assert_eq!(a.to_string().parse::<Align>().unwrap(), a);
+        }
+        assert_eq!(Align::NextQuery.to_string(), "next-requery");
+        assert!(
+            "next"
+                .parse::<Align>()
+                .unwrap_err()
+                .contains("next-requery")
+        );
+    }
 
     #[test]
     fn round_trips() {
@@ -363,15 +462,15 @@ mod tests {
             "truncate+static:127.0.0.20",
             "delay:10ms+truncate+multi:3",
         ] {
-            let m: Mode = s.parse().unwrap_or_else(|e| panic!("{s}: {e}"));
+            let m: DnsMode = s.parse().unwrap_or_else(|e| panic!("{s}: {e}"));
             assert_eq!(m.to_string(), s);
-            assert_eq!(m.to_string().parse::<Mode>().unwrap(), m);
+            assert_eq!(m.to_string().parse::<DnsMode>().unwrap(), m);
         }
         assert_eq!(
             "ALTERNATE: 127.0.0.20 , 127.0.0.30"
-                .parse::<Mode>()
+                .parse::<DnsMode>()
                 .unwrap(),
-            Mode::Alternate(vec![
+            DnsMode::Alternate(vec![
                 Ipv4Addr::new(127, 0, 0, 20),
                 Ipv4Addr::new(127, 0, 0, 30)
             ])
@@ -380,7 +479,7 @@ mod tests {
 
     #[test]
     fn errors_are_explained() {
-        let e = |s: &str| s.parse::<Mode>().unwrap_err();
+        let e = |s: &str| s.parse::<DnsMode>().unwrap_err();
         assert!(e("bogus").contains("unknown mode `bogus`"));
         assert!(e("bogus").contains("alternate:IP1,IP2"));
         assert!(!e("bogus").contains('\n'));
@@ -400,32 +499,32 @@ mod tests {
 
     #[test]
     fn wrappers_complete_with_the_current_mode() {
-        let alt: Mode = "alternate:127.0.0.20,127.0.0.30".parse().unwrap();
-        let d: Mode = "delay:100ms".parse().unwrap();
+        let alt: DnsMode = "alternate:127.0.0.20,127.0.0.30".parse().unwrap();
+        let d: DnsMode = "delay:100ms".parse().unwrap();
         assert!(d.is_partial());
         let d = d.wrap_onto(&alt);
         assert!(!d.is_partial());
         assert_eq!(d.to_string(), "delay:100ms+alternate:127.0.0.20,127.0.0.30");
         // Same-kind wrapper replaces instead of stacking.
-        let d2 = "delay:2s".parse::<Mode>().unwrap().wrap_onto(&d);
+        let d2 = "delay:2s".parse::<DnsMode>().unwrap().wrap_onto(&d);
         assert_eq!(d2.to_string(), "delay:2s+alternate:127.0.0.20,127.0.0.30");
-        let t = "truncate".parse::<Mode>().unwrap().wrap_onto(&d2);
+        let t = "truncate".parse::<DnsMode>().unwrap().wrap_onto(&d2);
         assert_eq!(
             t.to_string(),
             "truncate+delay:2s+alternate:127.0.0.20,127.0.0.30"
         );
         // A complete mode is kept as is.
-        assert_eq!(Mode::NxDomain.wrap_onto(&alt), Mode::NxDomain);
+        assert_eq!(DnsMode::NxDomain.wrap_onto(&alt), DnsMode::NxDomain);
     }
 
     #[test]
     fn loopback_policy() {
-        let ok: Mode = "multi:25@127.0.1.1".parse().unwrap();
+        let ok: DnsMode = "multi:25@127.0.1.1".parse().unwrap();
         assert!(ok.check_loopback(false).is_ok());
-        let bad: Mode = "alternate:127.0.0.20,10.0.0.1".parse().unwrap();
+        let bad: DnsMode = "alternate:127.0.0.20,10.0.0.1".parse().unwrap();
         assert!(bad.check_loopback(false).unwrap_err().contains("10.0.0.1"));
         assert!(bad.check_loopback(true).is_ok());
-        let edge: Mode = "multi:3@127.255.255.254".parse().unwrap();
+        let edge: DnsMode = "multi:3@127.255.255.254".parse().unwrap();
         assert!(
             edge.check_loopback(false)
                 .unwrap_err()
