@@ -1,119 +1,21 @@
-//! Rate plans (`--rate`) and the open-loop schedule they produce.
-//!
-//! A plan is `max`, a constant rate (`500`), or a comma-separated list of stages
-//! (`100@10s,500@30s`, `0..1000@60s` for a linear ramp, `0@5s` for a pause). Request `k` is
-//! scheduled at the instant `t` where the integral of the rate reaches `k`, so stages join
-//! without gaps or bursts and a ramp spreads its requests exactly along the line.
+//! The open-loop schedule of a rate plan ([`RatePlan`], the lab's vocabulary in
+//! `resolvelab_core::spec::rate`). Request `k` is scheduled at the instant `t` where the
+//! integral of the rate reaches `k`, so stages join without gaps or bursts and a ramp spreads
+//! its requests exactly along the line.
 
-use std::fmt;
 use std::time::Duration;
 
-/// One stage of a plan: a rate that goes linearly from `from` to `to` requests/s over `dur`
-/// (`from == to` is a constant rate). `dur == None` is an open-ended constant stage that only
-/// `--duration` or `--requests` bounds; it can only be the last stage.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Stage {
-    /// Rate at the start of the stage, requests per second.
-    pub from: f64,
-    /// Rate at the end of the stage, requests per second.
-    pub to: f64,
-    /// Length of the stage; `None` for an open-ended last stage.
-    pub dur: Option<Duration>,
-}
+pub use resolvelab_core::spec::rate::{RatePlan, Stage};
 
-/// What `--rate` says.
-#[derive(Debug, Clone, PartialEq)]
-pub enum RatePlan {
-    /// Closed loop, as fast as the connections allow (`--rate max`): a throughput test.
-    Max,
-    /// An open-loop schedule made of stages.
-    Stages(Vec<Stage>),
-}
-
-fn parse_rate(s: &str, whole: &str) -> Result<f64, String> {
-    let t = s.trim().trim_end_matches("/s");
-    let v: f64 = t.parse().map_err(|_| {
-        format!("--rate `{whole}`: `{s}` is not a rate; write e.g. `500`, `100@10s,500@30s` or `0..1000@60s`")
-    })?;
-    if !v.is_finite() || v < 0.0 {
-        return Err(format!(
-            "--rate `{whole}`: rate `{s}` must be a non-negative number"
-        ));
-    }
-    if v > 10_000_000.0 {
-        return Err(format!(
-            "--rate `{whole}`: rate `{s}` is above 10,000,000 requests/s; use `max` for a throughput test"
-        ));
-    }
-    Ok(v)
-}
-
-impl RatePlan {
-    /// Parse `max`, `500`, `100@10s,500@30s` or `0..1000@60s` (stages may be mixed).
-    pub fn parse(s: &str) -> Result<RatePlan, String> {
-        let whole = s.trim();
-        if whole.eq_ignore_ascii_case("max") {
-            return Ok(RatePlan::Max);
-        }
-        if whole.is_empty() {
-            return Err("--rate is empty; write e.g. `500` or `100@10s,500@30s`".into());
-        }
-        let items: Vec<&str> = whole.split(',').collect();
-        let mut stages = Vec::with_capacity(items.len());
-        for (i, item) in items.iter().enumerate() {
-            let (rates, dur) = match item.split_once('@') {
-                Some((r, d)) => (
-                    r,
-                    Some(
-                        resolvelab_core::dur::parse(d)
-                            .map_err(|e| format!("--rate `{whole}`: stage `{item}`: {e}"))?,
-                    ),
-                ),
-                None => (*item, None),
-            };
-            if dur.is_none() && i + 1 != items.len() {
-                return Err(format!(
-                    "--rate `{whole}`: stage `{item}` needs a duration (`{item}@10s`); only the last stage may be open-ended"
-                ));
-            }
-            let (from, to) = match rates.split_once("..") {
-                Some((a, b)) => (parse_rate(a, whole)?, parse_rate(b, whole)?),
-                None => {
-                    let r = parse_rate(rates, whole)?;
-                    (r, r)
-                }
-            };
-            if dur.is_none() && from != to {
-                return Err(format!(
-                    "--rate `{whole}`: the ramp `{item}` needs a duration, e.g. `{item}@30s`"
-                ));
-            }
-            if dur == Some(Duration::ZERO) {
-                return Err(format!(
-                    "--rate `{whole}`: stage `{item}` has a zero duration"
-                ));
-            }
-            stages.push(Stage { from, to, dur });
-        }
-        Ok(RatePlan::Stages(stages))
-    }
-
-    /// The plan's own length, when every stage has a duration.
-    pub fn length(&self) -> Option<Duration> {
-        match self {
-            RatePlan::Max => None,
-            RatePlan::Stages(st) => st.iter().map(|s| s.dur).sum(),
-        }
-    }
-
-    /// Is this an open-loop plan (not `max`)?
-    pub fn is_open_loop(&self) -> bool {
-        matches!(self, RatePlan::Stages(_))
-    }
-
+/// The schedule of a plan: the behaviour the load generator adds to the plan's data.
+pub trait Scheduled {
     /// The schedule of this plan, capped by `duration` and `requests` (whichever comes first).
     /// `None` for `max`, which has no schedule.
-    pub fn schedule(&self, duration: Option<Duration>, requests: Option<u64>) -> Option<Schedule> {
+    fn schedule(&self, duration: Option<Duration>, requests: Option<u64>) -> Option<Schedule>;
+}
+
+impl Scheduled for RatePlan {
+    fn schedule(&self, duration: Option<Duration>, requests: Option<u64>) -> Option<Schedule> {
         match self {
             RatePlan::Max => None,
             RatePlan::Stages(st) => Some(Schedule {
@@ -125,30 +27,6 @@ impl RatePlan {
                 cap_s: duration.map(|d| d.as_secs_f64()),
                 requests,
             }),
-        }
-    }
-}
-
-impl fmt::Display for RatePlan {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            RatePlan::Max => f.write_str("max"),
-            RatePlan::Stages(st) => {
-                for (i, s) in st.iter().enumerate() {
-                    if i > 0 {
-                        f.write_str(",")?;
-                    }
-                    if s.from == s.to {
-                        write!(f, "{}", s.from)?;
-                    } else {
-                        write!(f, "{}..{}", s.from, s.to)?;
-                    }
-                    if let Some(d) = s.dur {
-                        write!(f, "@{}", resolvelab_core::dur::format(d))?;
-                    }
-                }
-                Ok(())
-            }
         }
     }
 }
@@ -325,20 +203,7 @@ mod tests {
     }
 
     #[test]
-    fn errors_are_explained() {
-        assert!(RatePlan::parse("abc").unwrap_err().contains("not a rate"));
-        assert!(
-            RatePlan::parse("100,200@1s")
-                .unwrap_err()
-                .contains("needs a duration")
-        );
-        assert!(RatePlan::parse("0..100").unwrap_err().contains("ramp"));
-        assert!(RatePlan::parse("-5").unwrap_err().contains("non-negative"));
-        assert_eq!(RatePlan::parse("MAX").unwrap(), RatePlan::Max);
-        assert_eq!(
-            RatePlan::parse("100@10s,0..50@5s").unwrap().to_string(),
-            "100@10s,0..50@5s"
-        );
+    fn an_open_ended_plan_is_unbounded() {
         let open = RatePlan::parse("100")
             .unwrap()
             .schedule(None, None)

@@ -604,6 +604,7 @@ impl Scenario {
 
     /// How many requests the load plans (None for `rate = "max"`, which has no schedule).
     pub fn planned_requests(&self) -> Result<Option<u64>, String> {
+        use resolvelab_load::Scheduled;
         let plan = resolvelab_load::RatePlan::parse(&self.load.rate)
             .map_err(|e| format!("[load] rate = \"{}\": {e}", self.load.rate))?;
         let d = resolvelab_core::dur::parse(&self.load.duration)?;
@@ -724,7 +725,10 @@ impl Scenario {
                 (d.as_millis() as f64 * f).round() as u64,
             )))
         };
-        s.load.rate = scale_rate(&s.load.rate, f);
+        s.load.rate = resolvelab_load::RatePlan::parse(&s.load.rate)
+            .map_err(anyhow::Error::msg)?
+            .scaled(f)
+            .to_string();
         let mut end = Duration::ZERO;
         let mut t = Duration::ZERO;
         for ev in &mut s.timeline {
@@ -760,37 +764,6 @@ impl Scenario {
             .map_err(|e| anyhow::anyhow!("--scale {f}: {e}"))?;
         Ok(s)
     }
-}
-
-/// Scale a rate or a plan (`100@10s,500@30s`): rates scale; stage durations stay in proportion
-/// with the total duration, which is scaled by the caller.
-fn scale_rate(rate: &str, f: f64) -> String {
-    rate.split(',')
-        .map(|stage| {
-            let (r, rest) = match stage.split_once('@') {
-                Some((r, d)) => (r, Some(d)),
-                None => (stage, None),
-            };
-            let scaled = match r.trim().parse::<f64>() {
-                Ok(v) => format!("{}", (v * f).round().max(1.0)),
-                Err(_) => r.to_string(),
-            };
-            match rest {
-                Some(d) => {
-                    let d = resolvelab_core::dur::parse(d)
-                        .map(|d| {
-                            resolvelab_core::dur::format(Duration::from_millis(
-                                (d.as_millis() as f64 * f).round() as u64,
-                            ))
-                        })
-                        .unwrap_or_else(|_| d.to_string());
-                    format!("{scaled}@{d}")
-                }
-                None => scaled,
-            }
-        })
-        .collect::<Vec<_>>()
-        .join(",")
 }
 
 fn merge(base: &mut toml::Table, patch: toml::Table) {
@@ -956,6 +929,9 @@ expect = { checks = ["nlu = 0"] }
         assert_eq!(s.load.duration, "14s");
         assert_eq!(s.load.rate, "30");
         assert_eq!(s.nginx.valid, "1s");
-        assert_eq!(scale_rate("100@10s,500@30s", 0.5), "50@5s,250@15s");
+        let mut ramp = Scenario::from_toml(MIN, "t").unwrap();
+        ramp.load.rate = "0..300@10s,300".into();
+        // A ramp scales in rate and in duration, like a step.
+        assert_eq!(ramp.scaled(0.5).unwrap().load.rate, "0..150@5s,150");
     }
 }

@@ -23,6 +23,7 @@ use anyhow::{Context, Result, anyhow, bail};
 use resolvelab_core::rundir::RunDir;
 use resolvelab_core::spec::dns::Align;
 use resolvelab_core::time::now_us;
+use resolvelab_load::Scheduled;
 use resolvelab_sim::nginx::{
     BackendPool, DnsMode, DnsPhase, EphemeralPorts, FaultKind, FaultWindow, Latency, NextUpstream,
     Probe, RetryShim, ServerLine, SimConfig, SimSummary, Us, ZoneFiller, simulate,

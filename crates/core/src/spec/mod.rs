@@ -4,6 +4,7 @@
 //! and the model read the same spellings.
 //!
 //! * [`dns`] — DNS answer modes (`static:IP`, `alternate:…`, `delay:DUR+MODE`, …).
+//! * [`rate`] — rate plans (`300`, `100@10s,0..500@30s`) and their scaling.
 //! * [`Spec`] — the `KIND[:key=value,…]` syntax the fault specs are written in.
 //!
 //! ```
@@ -14,6 +15,7 @@
 //! ```
 
 pub mod dns;
+pub mod rate;
 
 use std::collections::BTreeMap;
 
