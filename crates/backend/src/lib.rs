@@ -5,7 +5,7 @@
 //! status mix; `/health` always answers 200; `/ready` needs a DB pool connection when `--db` is
 //! used. Faults are precise, probabilistic (`toxicity`), windowed (`for`), seeded and
 //! **counted** (`hits`): `reclaim`, `idle-timeout`, `rst`, `refuse`, `hang`,
-//! `close-after-headers`, `status`, `slow-headers`. See [`fault::FaultKind`].
+//! `close-after-headers`, `status`, `slow-headers`. See [`fault::BackendFaultKind`].
 //!
 //! The reclaim race (DOMAIN.md §8): on loopback nginx sees an instant close before it reuses the
 //! connection, so `reclaim` closes *after a random delay* (default 0–50 ms) and swallows
@@ -13,10 +13,10 @@
 //! `upstream prematurely closed connection`, and is counted in [`FaultStatus::caught`].
 //!
 //! ```no_run
-//! use resolvelab_backend::{Backend, BackendConfig, FaultSpec};
+//! use resolvelab_backend::{Backend, BackendConfig, BackendFault};
 //! # async fn demo() -> anyhow::Result<()> {
 //! let mut cfg = BackendConfig::new("b1", "127.0.0.20:0".parse()?);
-//! cfg.faults.push("reclaim:toxicity=0.3,delay=0ms..50ms".parse::<FaultSpec>().map_err(anyhow::Error::msg)?);
+//! cfg.faults.push("reclaim:toxicity=0.3,delay=0ms..50ms".parse::<BackendFault>().map_err(anyhow::Error::msg)?);
 //! let b = Backend::start(cfg).await?;
 //! println!("serving on {}", b.local_addr());
 //! // … drive load through nginx …
@@ -41,7 +41,7 @@ pub mod model;
 mod server;
 
 pub use db::{DbConfig, EchoDb, PoolStats};
-pub use fault::{FaultKind, FaultSpec, FaultStatus};
+pub use fault::{BackendFault, BackendFaultKind, FaultStatus};
 pub use log::LOG_SCHEMA;
 pub use model::{Latency, StatusMix};
 pub use server::{Backend, BackendConfig, BackendHandle, BackendStats};

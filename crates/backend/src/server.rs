@@ -1,7 +1,7 @@
 //! The HTTP/1.1 origin: accept loop, connection-level faults, the request handler.
 
 use crate::db::{DbConfig, DbError, Pool, PoolStats};
-use crate::fault::{Fault, FaultKind, FaultSpec, FaultStatus};
+use crate::fault::{BackendFault, BackendFaultKind, Fault, FaultStatus};
 use crate::log::{LogSender, Rec};
 use crate::model::{Latency, StatusMix};
 use bytes::Bytes;
@@ -47,7 +47,7 @@ pub struct BackendConfig {
     /// Status mix of ordinary responses.
     pub status: StatusMix,
     /// Faults active from the start.
-    pub faults: Vec<FaultSpec>,
+    pub faults: Vec<BackendFault>,
     /// Request log path (`resolvelab.backend/v1`).
     pub log: Option<PathBuf>,
     /// Control API address (`/metrics`, `/faults`).
@@ -133,7 +133,7 @@ impl Shared {
     fn active_refuse(&self) -> Option<Arc<Fault>> {
         self.current()
             .iter()
-            .find(|f| f.spec.kind == FaultKind::Refuse && f.gate.in_window())
+            .find(|f| f.spec.kind == BackendFaultKind::Refuse && f.gate.in_window())
             .cloned()
     }
 }
@@ -237,7 +237,7 @@ impl BackendHandle {
     }
 
     /// Install a fault now (its window starts now); returns its name.
-    pub fn add_fault(&self, spec: FaultSpec) -> anyhow::Result<String> {
+    pub fn add_fault(&self, spec: BackendFault) -> anyhow::Result<String> {
         let fault = Arc::new(Fault::new(spec));
         let name = fault.name.clone();
         self.sh.faults.add(fault.clone()).map_err(|name| {
@@ -256,7 +256,7 @@ impl BackendHandle {
 
     /// Parse `SPEC` and install it.
     pub fn add_fault_str(&self, spec: &str) -> anyhow::Result<String> {
-        let spec: FaultSpec = spec.parse().map_err(anyhow::Error::msg)?;
+        let spec: BackendFault = spec.parse().map_err(anyhow::Error::msg)?;
         self.add_fault(spec)
     }
 
@@ -393,7 +393,7 @@ async fn handle_conn(sh: Arc<Shared>, stream: TcpStream, peer: SocketAddr) {
     sh.log(open);
     for f in faults.iter() {
         match f.spec.kind {
-            FaultKind::Rst if f.gate.roll() => {
+            BackendFaultKind::Rst if f.gate.roll() => {
                 f.gate.hit();
                 let _ = set_reset_on_close(&stream);
                 drop(stream);
@@ -403,7 +403,7 @@ async fn handle_conn(sh: Arc<Shared>, stream: TcpStream, peer: SocketAddr) {
                 sh.log(rec);
                 return;
             }
-            FaultKind::Hang if f.gate.roll() => {
+            BackendFaultKind::Hang if f.gate.roll() => {
                 f.gate.hit();
                 let mut rec = Rec::new("fault", &sh.name, id);
                 rec.faults = vec![f.name.clone()];
@@ -421,7 +421,7 @@ async fn handle_conn(sh: Arc<Shared>, stream: TcpStream, peer: SocketAddr) {
     let idle = faults
         .iter()
         .filter_map(|f| match f.spec.kind {
-            FaultKind::IdleTimeout { after } if f.gate.roll() => Some((after, f.clone())),
+            BackendFaultKind::IdleTimeout { after } if f.gate.roll() => Some((after, f.clone())),
             _ => None,
         })
         .min_by_key(|(after, _)| *after);
@@ -745,17 +745,17 @@ async fn serve(
             let mut slow = Duration::ZERO;
             for f in faults.iter() {
                 match f.spec.kind {
-                    FaultKind::Status { code } if forced.is_none() && f.gate.roll() => {
+                    BackendFaultKind::Status { code } if forced.is_none() && f.gate.roll() => {
                         f.gate.hit();
                         forced = Some(code);
                         applied.push(f.name.clone());
                     }
-                    FaultKind::SlowHeaders { delay } if f.gate.roll() => {
+                    BackendFaultKind::SlowHeaders { delay } if f.gate.roll() => {
                         f.gate.hit();
                         slow += delay;
                         applied.push(f.name.clone());
                     }
-                    FaultKind::CloseAfterHeaders if !cut && f.gate.roll() => {
+                    BackendFaultKind::CloseAfterHeaders if !cut && f.gate.roll() => {
                         f.gate.hit();
                         cut = true;
                         applied.push(f.name.clone());
@@ -798,7 +798,7 @@ async fn serve(
     };
     // Decide now whether this connection will be reclaimed after this response.
     for f in faults.iter() {
-        if let FaultKind::Reclaim { delay } = f.spec.kind
+        if let BackendFaultKind::Reclaim { delay } = f.spec.kind
             && f.gate.roll()
         {
             let d = delay.at(f.gate.unit());

@@ -4,95 +4,11 @@
 
 use rand::{RngExt, SeedableRng};
 use rand_chacha::ChaCha8Rng;
-use resolvelab_core::{dur, spec::Spec};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
-/// Keys every fault accepts besides its own.
-pub const COMMON_KEYS: &[&str] = &["toxicity", "for", "seed", "name"];
-
-/// The parsed common keys of a fault spec.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Common {
-    /// Name used by the control API and counters (default: derived from the kind).
-    pub name: Option<String>,
-    /// Probability (0–1) that the fault applies to one decision point (connection or request).
-    pub toxicity: f64,
-    /// Optional window: the fault is active for this long after it was added, then inert.
-    pub window: Option<Duration>,
-    /// Seed of the fault's ChaCha8 random stream.
-    pub seed: u64,
-}
-
-impl Common {
-    /// Read the common keys of `spec`, rejecting any key outside `COMMON_KEYS` and `own`.
-    pub fn from_spec(spec: &Spec, own: &[&str]) -> Result<Common, String> {
-        let mut allowed: Vec<&str> = COMMON_KEYS.to_vec();
-        allowed.extend_from_slice(own);
-        spec.only(&allowed)?;
-        let toxicity = match spec.get("toxicity") {
-            None => 1.0,
-            Some(t) => {
-                let v: f64 = t.parse().map_err(|_| {
-                    format!(
-                        "`{}`: toxicity `{t}` is not a number (write e.g. toxicity=0.3)",
-                        spec.kind
-                    )
-                })?;
-                if !(0.0..=1.0).contains(&v) {
-                    return Err(format!(
-                        "`{}`: toxicity {t} is outside 0..1 (it is a probability)",
-                        spec.kind
-                    ));
-                }
-                v
-            }
-        };
-        let window = spec
-            .get("for")
-            .map(|w| dur::parse(w).map_err(|e| format!("`{}`: for={w}: {e}", spec.kind)))
-            .transpose()?;
-        let seed = match spec.get("seed") {
-            None => default_seed(&spec.kind),
-            Some(s) => s
-                .parse()
-                .map_err(|_| format!("`{}`: seed `{s}` is not an unsigned integer", spec.kind))?,
-        };
-        Ok(Common {
-            name: spec.get("name").map(str::to_string),
-            toxicity,
-            window,
-            seed,
-        })
-    }
-
-    /// Render the common keys that differ from the defaults, as `key=value` pairs.
-    pub fn render(&self, kind: &str) -> Vec<String> {
-        let mut out = Vec::new();
-        if self.toxicity != 1.0 {
-            out.push(format!("toxicity={}", self.toxicity));
-        }
-        if let Some(w) = self.window {
-            out.push(format!("for={}", dur::format(w)));
-        }
-        if self.seed != default_seed(kind) {
-            out.push(format!("seed={}", self.seed));
-        }
-        if let Some(n) = &self.name {
-            out.push(format!("name={n}"));
-        }
-        out
-    }
-}
-
-/// A fixed seed per kind, so that a spec without `seed=` is still reproducible.
-pub fn default_seed(kind: &str) -> u64 {
-    // FNV-1a: stable across Rust versions, unlike `DefaultHasher`.
-    kind.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
-        (h ^ b as u64).wrapping_mul(0x0100_0000_01b3)
-    })
-}
+pub use resolvelab_core::spec::fault::{COMMON_KEYS, Common, default_seed};
 
 /// Derive an independent seed for one connection (and direction) from a fault's seed, so that
 /// per-connection decisions do not depend on the order in which connections are scheduled.
@@ -230,6 +146,7 @@ impl<T: Named> FaultList<T> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use resolvelab_core::spec::Spec;
 
     struct F(&'static str);
     impl Named for F {
@@ -252,22 +169,6 @@ mod tests {
         assert_eq!(l.current().len(), 1);
         l.clear();
         assert!(l.current().is_empty());
-    }
-
-    #[test]
-    fn common_keys() {
-        let s = Spec::parse("reclaim:toxicity=0.3,for=2s,seed=7,delay=0..50ms").unwrap();
-        let c = Common::from_spec(&s, &["delay"]).unwrap();
-        assert_eq!(c.toxicity, 0.3);
-        assert_eq!(c.window, Some(Duration::from_secs(2)));
-        assert_eq!(c.seed, 7);
-        assert!(Common::from_spec(&s, &[]).unwrap_err().contains("delay"));
-        let bad = Spec::parse("rst:toxicity=1.5").unwrap();
-        assert!(
-            Common::from_spec(&bad, &[])
-                .unwrap_err()
-                .contains("outside 0..1")
-        );
     }
 
     #[test]

@@ -2,7 +2,7 @@
 
 use crate::gate::{FaultList, Gate, Named, sub_seed};
 use crate::net::{listen_reuse, set_reset_on_close};
-use crate::toxics::{Direction, Step, ToxicConn, ToxicSpec};
+use crate::toxics::{Direction, Step, Toxic, ToxicConn, ToxicSpec};
 use bytes::{Bytes, BytesMut};
 use rand::{RngExt, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -61,6 +61,7 @@ impl ProxyConfig {
 pub struct ToxicEntry {
     name: String,
     spec: ToxicSpec,
+    toxic: Arc<dyn Toxic>,
     gate: Gate,
     bytes: AtomicU64,
     chunks: AtomicU64,
@@ -108,7 +109,7 @@ impl ToxicEntry {
     fn stats(&self) -> ToxicStats {
         ToxicStats {
             name: self.name.clone(),
-            kind: self.spec.toxic.kind().to_string(),
+            kind: self.spec.kind.name().to_string(),
             spec: self.spec.render(),
             direction: self.spec.direction.as_str().to_string(),
             active: self.gate.in_window(),
@@ -229,6 +230,7 @@ impl ProxyHandle {
         let entry = Arc::new(ToxicEntry {
             name: name.clone(),
             gate: Gate::new(spec.common.clone()),
+            toxic: crate::toxics::behaviour(&spec.kind),
             spec,
             bytes: AtomicU64::new(0),
             chunks: AtomicU64::new(0),
@@ -332,7 +334,7 @@ impl Inner {
     fn active_down(&self) -> Option<Arc<ToxicEntry>> {
         self.current()
             .iter()
-            .find(|t| t.spec.toxic.on_listener() && t.gate.in_window())
+            .find(|t| t.spec.kind.on_listener() && t.gate.in_window())
             .cloned()
     }
 
@@ -478,7 +480,7 @@ fn refresh(inner: &Inner, lanes: &mut Vec<Lane>, id: u64, dir: Direction) {
     let current = inner.current();
     let mut next = Vec::with_capacity(current.len());
     for entry in current.iter() {
-        if entry.spec.direction != dir || entry.spec.toxic.on_listener() {
+        if entry.spec.direction != dir || entry.spec.kind.on_listener() {
             continue;
         }
         if let Some(pos) = lanes.iter().position(|l| Arc::ptr_eq(&l.entry, entry)) {
@@ -493,7 +495,7 @@ fn refresh(inner: &Inner, lanes: &mut Vec<Lane>, id: u64, dir: Direction) {
         let on =
             entry.spec.common.toxicity >= 1.0 || rng.random::<f64>() < entry.spec.common.toxicity;
         next.push(Lane {
-            conn: on.then(|| entry.spec.toxic.connect(Instant::now())),
+            conn: on.then(|| entry.toxic.connect(Instant::now())),
             entry: entry.clone(),
             rng,
             touched: false,

@@ -22,6 +22,8 @@ use crate::runner::{RunOptions, RunRecord};
 use anyhow::{Context, Result, anyhow, bail};
 use resolvelab_core::rundir::RunDir;
 use resolvelab_core::spec::dns::Align;
+use resolvelab_core::spec::fault::BackendFault;
+use resolvelab_core::spec::toxic::ToxicSpec;
 use resolvelab_core::time::now_us;
 use resolvelab_load::Scheduled;
 use resolvelab_sim::nginx::{
@@ -513,7 +515,9 @@ fn plan(sc: &Scenario, seed: u64, (a, b): (u8, u8), epoch_us: i64) -> Result<Pla
         let mut round_trip = LOOPBACK_ROUND_TRIP.0;
         if let Some(px) = sc.proxies.iter().find(|p| &p.name == db) {
             for f in &px.faults {
-                match lab_fault(f).map_err(|e| anyhow!("proxy `{}` fault `{f}`: {e:#}", px.name))? {
+                match lab_fault(f, true)
+                    .map_err(|e| anyhow!("proxy `{}` fault `{f}`: {e:#}", px.name))?
+                {
                     FaultKind::Delay { by } => round_trip += by.0,
                     _ => {
                         return Err(unsupported(
@@ -578,8 +582,8 @@ fn plan(sc: &Scenario, seed: u64, (a, b): (u8, u8), epoch_us: i64) -> Result<Pla
     let mut fault_names = Vec::new();
     for be in &sc.backends {
         for f in &be.faults {
-            let kind =
-                lab_fault(f).map_err(|e| anyhow!("backend `{}` fault `{f}`: {e:#}", be.name))?;
+            let kind = lab_fault(f, false)
+                .map_err(|e| anyhow!("backend `{}` fault `{f}`: {e:#}", be.name))?;
             faults.push(FaultWindow {
                 start: Us(-cfg.warmup.0),
                 end: Us(end_all),
@@ -596,7 +600,7 @@ fn plan(sc: &Scenario, seed: u64, (a, b): (u8, u8), epoch_us: i64) -> Result<Pla
         }
         for f in &p.faults {
             let kind =
-                lab_fault(f).map_err(|e| anyhow!("proxy `{}` fault `{f}`: {e:#}", p.name))?;
+                lab_fault(f, true).map_err(|e| anyhow!("proxy `{}` fault `{f}`: {e:#}", p.name))?;
             faults.push(FaultWindow {
                 start: Us(-cfg.warmup.0),
                 end: Us(end_all),
@@ -708,8 +712,8 @@ fn plan(sc: &Scenario, seed: u64, (a, b): (u8, u8), epoch_us: i64) -> Result<Pla
                     "a database link's faults are modelled from the start of the run only",
                 ));
             }
-            let kind =
-                lab_fault(spec).map_err(|err| anyhow!("{field}: fault `{spec}`: {err:#}"))?;
+            let kind = lab_fault(spec, sc.proxies.iter().any(|p| &p.name == t))
+                .map_err(|err| anyhow!("{field}: fault `{spec}`: {err:#}"))?;
             let end = match for_ {
                 Some(len) => at + len.0,
                 None => end_all,
@@ -913,9 +917,15 @@ fn mix(s: &str) -> Result<Vec<(String, f64)>> {
 /// 0–50 ms, and up to 52 ms). The model shifts the range by half a tick.
 const LAB_TIMER_HALF_TICK: Us = Us(500);
 
-/// A lab fault spec as the model plays it, with the lab's timer resolution on `reclaim`.
-fn lab_fault(spec: &str) -> Result<FaultKind> {
-    Ok(match FaultKind::from_lab_spec(spec)? {
+/// A lab fault spec — a proxy's toxic, or a backend's fault — as the model plays it, with the
+/// lab's timer resolution on `reclaim`.
+fn lab_fault(spec: &str, proxy: bool) -> Result<FaultKind> {
+    let kind = if proxy {
+        FaultKind::from_toxic(&spec.parse::<ToxicSpec>().map_err(anyhow::Error::msg)?)?
+    } else {
+        FaultKind::from_backend(&spec.parse::<BackendFault>().map_err(anyhow::Error::msg)?)?
+    };
+    Ok(match kind {
         FaultKind::Reclaim {
             p,
             delay_min,
@@ -982,19 +992,15 @@ fn latency_spec(spec: &str) -> Result<Latency> {
 }
 
 /// The name a lab backend gives a fault (its kind: `reclaim`, `rst`, …).
-/// The lab proxy's name for a fault: its kind, with the direction when it has one
+/// The lab proxy's name for a fault: `name=`, else its kind and direction
 /// (`latency:delay=200ms,direction=downstream` → `latency_downstream`).
 fn link_fault_name(spec: &str) -> String {
-    let kind = fault_name(spec);
-    match resolvelab_core::spec::Spec::parse(spec)
-        .ok()
-        .and_then(|sp| sp.get("direction").map(str::to_string))
-    {
-        Some(d) if d != "both" => format!("{kind}_{d}"),
-        _ => kind,
-    }
+    spec.parse::<ToxicSpec>()
+        .map(|t| t.name())
+        .unwrap_or_else(|_| fault_name(spec))
 }
 
+/// A fault's kind as written, which is how the lab's events name it.
 fn fault_name(spec: &str) -> String {
     spec.split(':').next().unwrap_or(spec).trim().to_string()
 }

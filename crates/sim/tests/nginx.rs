@@ -1,5 +1,7 @@
 //! The simulated nginx against the shapes of docs/DOMAIN.md (§5, §8): each test is one experiment.
 
+use resolvelab_core::spec::fault::BackendFault;
+use resolvelab_core::spec::toxic::ToxicSpec;
 use resolvelab_sim::nginx::*;
 use std::path::Path;
 
@@ -585,7 +587,7 @@ fn rst_touches_only_new_connections() {
             start: Us::s(10),
             end: Us::s(12),
             target: Some("127.0.0.20:8080".into()),
-            fault: FaultKind::from_lab_spec("rst").unwrap(),
+            fault: FaultKind::from_backend(&"rst".parse().unwrap()).unwrap(),
         }];
         cfg
     };
@@ -900,7 +902,7 @@ fn read_timeout_gives_504_and_retries_on_timeout() {
 #[test]
 fn lab_fault_specs_map_onto_the_model() {
     assert_eq!(
-        FaultKind::from_lab_spec("reclaim:toxicity=0.3,delay=0ms..50ms").unwrap(),
+        FaultKind::from_backend(&"reclaim:toxicity=0.3,delay=0ms..50ms".parse().unwrap()).unwrap(),
         FaultKind::Reclaim {
             p: 0.3,
             delay_min: Us(0),
@@ -908,19 +910,26 @@ fn lab_fault_specs_map_onto_the_model() {
         }
     );
     assert_eq!(
-        FaultKind::from_lab_spec("rst").unwrap(),
+        FaultKind::from_backend(&"rst".parse().unwrap()).unwrap(),
         FaultKind::Rst { p: 1.0 }
     );
     assert_eq!(
-        FaultKind::from_lab_spec("refuse").unwrap(),
+        FaultKind::from_backend(&"refuse".parse().unwrap()).unwrap(),
         FaultKind::Refuse
     );
     assert_eq!(
-        FaultKind::from_lab_spec("slow-headers:200ms").unwrap(),
+        FaultKind::from_backend(&"slow-headers:200ms".parse().unwrap()).unwrap(),
         FaultKind::Delay { by: Us::ms(200) }
     );
-    assert!(FaultKind::from_lab_spec("status:503").is_err());
-    assert!(FaultKind::from_lab_spec("rst:toxicity=2").is_err());
+    assert!(FaultKind::from_backend(&"status:503".parse().unwrap()).is_err());
+    assert!("rst:toxicity=2".parse::<BackendFault>().is_err());
+    let toxic = |t: &str| FaultKind::from_toxic(&t.parse::<ToxicSpec>().unwrap());
+    assert_eq!(
+        toxic("latency:delay=200ms,direction=downstream").unwrap(),
+        FaultKind::Delay { by: Us::ms(200) }
+    );
+    assert_eq!(toxic("down").unwrap(), FaultKind::Refuse);
+    assert!(toxic("bandwidth:rate=10").is_err());
 }
 
 #[test]

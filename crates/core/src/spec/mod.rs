@@ -4,6 +4,9 @@
 //! and the model read the same spellings.
 //!
 //! * [`dns`] — DNS answer modes (`static:IP`, `alternate:…`, `delay:DUR+MODE`, …).
+//! * [`fault`] — the common fault keys (`toxicity`, `for`, `seed`, `name`) and the backend's
+//!   fault kinds (`reclaim`, `rst`, `refuse`, …).
+//! * [`toxic`] — the proxy's fault kinds (Toxiproxy's `latency`, `reset_peer`, `down`, …).
 //! * [`rate`] — rate plans (`300`, `100@10s,0..500@30s`) and their scaling.
 //! * [`Spec`] — the `KIND[:key=value,…]` syntax the fault specs are written in.
 //!
@@ -15,7 +18,9 @@
 //! ```
 
 pub mod dns;
+pub mod fault;
 pub mod rate;
+pub mod toxic;
 
 use std::collections::BTreeMap;
 

@@ -1,40 +1,12 @@
 //! `bandwidth:rate=KB/s` — limit the throughput of a direction (Toxiproxy's unit: KB/s).
 
-use super::{Step, Toxic, ToxicConn, u64_key};
+use super::{Step, Toxic, ToxicConn};
 use bytes::Bytes;
 use rand_chacha::ChaCha8Rng;
-use resolvelab_core::spec::Spec;
+pub use resolvelab_core::spec::toxic::Bandwidth;
 use std::time::{Duration, Instant};
 
-/// Pace the stream at `rate` kilobytes per second.
-#[derive(Debug, Clone)]
-pub struct Bandwidth {
-    /// KB (1000 bytes) per second.
-    pub rate_kb: u64,
-}
-
-impl Bandwidth {
-    pub(crate) const KEYS: &'static [&'static str] = &["rate"];
-
-    pub(crate) fn from_spec(spec: &Spec) -> Result<Bandwidth, String> {
-        let rate_kb = u64_key(spec, "rate", None)?;
-        if rate_kb == 0 {
-            return Err(
-                "`bandwidth`: rate=0 would stall forever; use `timeout:timeout=0` for a blackhole"
-                    .into(),
-            );
-        }
-        Ok(Bandwidth { rate_kb })
-    }
-}
-
 impl Toxic for Bandwidth {
-    fn kind(&self) -> &'static str {
-        "bandwidth"
-    }
-    fn params(&self) -> Vec<String> {
-        vec![format!("rate={}", self.rate_kb)]
-    }
     fn connect(&self, _now: Instant) -> Box<dyn ToxicConn> {
         Box::new(self.clone())
     }

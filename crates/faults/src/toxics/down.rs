@@ -5,24 +5,12 @@
 use super::{Step, Toxic, ToxicConn};
 use bytes::Bytes;
 use rand_chacha::ChaCha8Rng;
+pub use resolvelab_core::spec::toxic::Down;
 use std::time::Instant;
 
-/// Close the listening socket while active.
-#[derive(Debug, Clone)]
-pub struct Down;
-
 impl Toxic for Down {
-    fn kind(&self) -> &'static str {
-        "down"
-    }
-    fn params(&self) -> Vec<String> {
-        Vec::new()
-    }
     fn connect(&self, _now: Instant) -> Box<dyn ToxicConn> {
         Box::new(Down)
-    }
-    fn on_listener(&self) -> bool {
-        true
     }
 }
 

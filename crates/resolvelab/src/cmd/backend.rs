@@ -3,7 +3,7 @@
 
 use crate::Ctx;
 use resolvelab_backend::{
-    Backend, BackendConfig, DbConfig, EchoDb, FaultSpec, Latency, StatusMix, fault, model,
+    Backend, BackendConfig, BackendFault, DbConfig, EchoDb, Latency, StatusMix, fault, model,
 };
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -77,7 +77,7 @@ pub struct Args {
     status: StatusMix,
     /// A fault active from the start (repeatable); see the list below.
     #[arg(long = "fault", value_name = "SPEC", value_parser = parse_fault)]
-    faults: Vec<FaultSpec>,
+    faults: Vec<BackendFault>,
     /// Request log (JSON Lines).
     #[arg(long, value_name = "FILE")]
     log: Option<PathBuf>,
@@ -118,7 +118,7 @@ fn parse_status(s: &str) -> Result<StatusMix, String> {
     s.parse()
 }
 
-fn parse_fault(s: &str) -> Result<FaultSpec, String> {
+fn parse_fault(s: &str) -> Result<BackendFault, String> {
     s.parse()
 }
 

@@ -3,6 +3,8 @@
 //! (`"6s"`, `"250ms"`, `"0ms..50ms"`) and held as microseconds.
 
 use anyhow::{Result, bail};
+use resolvelab_core::spec::fault::{BackendFault, BackendFaultKind};
+use resolvelab_core::spec::toxic::{ToxicKind, ToxicSpec};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use std::net::Ipv6Addr;
 
@@ -244,64 +246,55 @@ pub enum FaultKind {
 }
 
 impl FaultKind {
-    /// Map a lab backend/proxy fault spec onto the model: `reclaim:toxicity=0.3,delay=0ms..50ms`,
-    /// `rst[:toxicity=P]`, `refuse`, `close-after-headers[:toxicity=P]` (a premature close),
-    /// `slow-headers:DUR` / `latency:delay=DUR` (added latency), `hang` (never answers: the read
-    /// timeout). The window keys (`for=`, `seed=`, `name=`) belong to the caller's timeline and
-    /// are ignored here.
-    pub fn from_lab_spec(spec: &str) -> Result<FaultKind> {
-        let sp = resolvelab_core::spec::Spec::parse(spec).map_err(|e| anyhow::anyhow!("{e}"))?;
-        let p = match sp.get("toxicity") {
-            Some(v) => v
-                .parse::<f64>()
-                .ok()
-                .filter(|p| (0.0..=1.0).contains(p))
-                .ok_or_else(|| anyhow::anyhow!("`{spec}`: toxicity {v:?} is not within 0..=1"))?,
-            None => 1.0,
-        };
-        let dur = |key: &str| -> Result<Option<Us>> {
-            match sp.get(key).or_else(|| sp.get("")) {
-                Some(v) => resolvelab_core::dur::parse(v)
-                    .map(|d| Some(Us(d.as_micros() as i64)))
-                    .map_err(|e| anyhow::anyhow!("`{spec}`: {e}")),
-                None => Ok(None),
-            }
-        };
-        Ok(match sp.kind.replace('_', "-").as_str() {
-            "reclaim" => {
-                let r = resolvelab_core::dur::Range::parse(
-                    sp.get("delay")
-                        .or_else(|| sp.get(""))
-                        .unwrap_or("0ms..50ms"),
-                )
-                .map_err(|e| anyhow::anyhow!("`{spec}`: delay: {e}"))?;
-                FaultKind::Reclaim {
-                    p,
-                    delay_min: Us(r.lo.as_micros() as i64),
-                    delay_max: Us(r.hi.as_micros() as i64),
-                }
-            }
-            "rst" | "reset" | "reset-peer" => FaultKind::Rst { p },
-            "refuse" | "down" => FaultKind::Refuse,
-            "close-after-headers" => FaultKind::Fail { p },
-            "slow-headers" => FaultKind::Delay {
-                by: dur("delay")?.ok_or_else(|| anyhow::anyhow!("`{spec}` needs a delay"))?,
+    /// A lab backend fault as the model plays it: `reclaim` (the keep-alive reclaim race),
+    /// `rst`, `refuse`, `close-after-headers` (a premature close), `slow-headers` (added latency),
+    /// `hang` (never answers: the read timeout). The window keys (`for=`, `seed=`, `name=`)
+    /// belong to the caller's timeline.
+    pub fn from_backend(f: &BackendFault) -> Result<FaultKind> {
+        let p = f.common.toxicity;
+        Ok(match &f.kind {
+            BackendFaultKind::Reclaim { delay } => FaultKind::Reclaim {
+                p,
+                delay_min: Us(delay.lo.as_micros() as i64),
+                delay_max: Us(delay.hi.as_micros() as i64),
             },
-            "latency" => FaultKind::Delay {
-                by: match dur("delay")? {
-                    Some(d) => d,
-                    None => {
-                        dur("latency")?.ok_or_else(|| anyhow::anyhow!("`{spec}` needs a delay"))?
-                    }
-                },
+            BackendFaultKind::Rst => FaultKind::Rst { p },
+            BackendFaultKind::Refuse => FaultKind::Refuse,
+            BackendFaultKind::CloseAfterHeaders => FaultKind::Fail { p },
+            BackendFaultKind::SlowHeaders { delay } => FaultKind::Delay {
+                by: Us(delay.as_micros() as i64),
             },
-            "hang" | "timeout" => FaultKind::Delay { by: Us::s(86_400) },
+            BackendFaultKind::Hang => FaultKind::Delay { by: Us::s(86_400) },
             other => bail!(
-                "`{spec}`: the simulator does not model `{other}` (it models reclaim, rst, refuse, close-after-headers, slow-headers, latency, hang)"
+                "`{f}`: the simulator does not model `{}` ({MODELLED})",
+                other.name()
+            ),
+        })
+    }
+
+    /// A lab proxy toxic as the model plays it: `latency` (added latency; jitter is not
+    /// modelled), `reset_peer` (a reset), `down` (refused), `timeout` (never answers).
+    pub fn from_toxic(t: &ToxicSpec) -> Result<FaultKind> {
+        Ok(match &t.kind {
+            ToxicKind::Latency(l) => FaultKind::Delay {
+                by: Us(l.delay.as_micros() as i64),
+            },
+            ToxicKind::ResetPeer(_) => FaultKind::Rst {
+                p: t.common.toxicity,
+            },
+            ToxicKind::Down(_) => FaultKind::Refuse,
+            ToxicKind::Timeout(_) => FaultKind::Delay { by: Us::s(86_400) },
+            other => bail!(
+                "`{t}`: the simulator does not model `{}` ({MODELLED})",
+                other.name()
             ),
         })
     }
 }
+
+/// What [`FaultKind::from_backend`] and [`FaultKind::from_toxic`] take.
+const MODELLED: &str = "it models the backend's reclaim, rst, refuse, close-after-headers, \
+     slow-headers and hang, and the proxy's latency, reset_peer, down and timeout";
 
 fn d_one() -> f64 {
     1.0
