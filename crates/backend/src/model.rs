@@ -2,84 +2,35 @@
 
 use rand::RngExt;
 use rand_chacha::ChaCha8Rng;
-use resolvelab_core::{dur, spec::Spec};
+
 use std::str::FromStr;
 use std::time::Duration;
 
-/// How long a response takes before its headers are sent.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Latency {
-    /// Always this long (`2ms`; `0` for none).
-    Fixed(Duration),
-    /// Uniform in a range (`uniform:1ms..5ms` or `1ms..5ms`).
-    Uniform(dur::Range),
-    /// Log-normal with the given median and 99th percentile (`lognormal:p50=2ms,p99=40ms`).
-    LogNormal {
-        /// ln of the median in seconds.
-        mu: f64,
-        /// Standard deviation of ln(latency).
-        sigma: f64,
-    },
-}
+/// How long a response takes before its headers are sent: the lab's latency models
+/// (`resolvelab_core::spec::latency`), sampled here.
+pub use resolvelab_core::spec::latency::Latency;
 
-impl Default for Latency {
-    fn default() -> Self {
-        Latency::Fixed(Duration::ZERO)
-    }
-}
-
-/// z-score of the 99th percentile of the standard normal distribution.
-const Z99: f64 = 2.326_347_874;
-
-impl FromStr for Latency {
-    type Err = String;
-
-    fn from_str(s: &str) -> Result<Self, String> {
-        let s = s.trim();
-        if let Some(rest) = s.strip_prefix("lognormal:") {
-            let spec = Spec::parse(&format!("lognormal:{rest}"))?;
-            spec.only(&["p50", "p99"])?;
-            let get = |k: &str| -> Result<Duration, String> {
-                let v = spec.get(k).ok_or_else(|| {
-                    format!("latency `{s}` needs {k}=DUR, e.g. lognormal:p50=2ms,p99=40ms")
-                })?;
-                dur::parse(v).map_err(|e| format!("latency `{s}`: {e}"))
-            };
-            let (p50, p99) = (get("p50")?, get("p99")?);
-            if p50.is_zero() || p99 < p50 {
-                return Err(format!("latency `{s}`: need 0 < p50 <= p99"));
-            }
-            let mu = p50.as_secs_f64().ln();
-            let sigma = (p99.as_secs_f64().ln() - mu) / Z99;
-            return Ok(Latency::LogNormal { mu, sigma });
-        }
-        if s.starts_with("uniform:") || s.contains("..") {
-            return dur::Range::parse(s)
-                .map(Latency::Uniform)
-                .map_err(|e| format!("latency `{s}`: {e}"));
-        }
-        dur::parse(s).map(Latency::Fixed).map_err(|e| {
-            format!("latency `{s}`: {e} (forms: 2ms, uniform:1ms..5ms, lognormal:p50=2ms,p99=40ms)")
-        })
-    }
-}
-
-impl Latency {
-    /// Is it always zero (so the hot path can skip the RNG and the timer)?
-    pub fn is_zero(&self) -> bool {
-        matches!(self, Latency::Fixed(d) if d.is_zero())
-    }
-
+/// Drawing from a latency model.
+pub trait Sample {
     /// Draw one latency.
-    pub fn sample(&self, rng: &mut ChaCha8Rng) -> Duration {
+    fn sample(&self, rng: &mut ChaCha8Rng) -> Duration;
+}
+
+impl Sample for Latency {
+    fn sample(&self, rng: &mut ChaCha8Rng) -> Duration {
         match self {
             Latency::Fixed(d) => *d,
             Latency::Uniform(r) => r.at(rng.random::<f64>()),
-            Latency::LogNormal { mu, sigma } => {
+            Latency::Exp { mean } => {
+                let u: f64 = rng.random::<f64>().max(f64::MIN_POSITIVE);
+                Duration::from_secs_f64((-mean.as_secs_f64() * u.ln()).min(3600.0))
+            }
+            Latency::LogNormal { median, sigma } => {
                 // Box–Muller: one standard normal from two uniforms.
                 let u1: f64 = rng.random::<f64>().max(f64::MIN_POSITIVE);
                 let u2: f64 = rng.random::<f64>();
                 let z = (-2.0 * u1.ln()).sqrt() * (2.0 * std::f64::consts::PI * u2).cos();
+                let mu = median.as_secs_f64().ln();
                 Duration::from_secs_f64((mu + sigma * z).exp().min(3600.0))
             }
         }

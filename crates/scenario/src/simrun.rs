@@ -961,34 +961,7 @@ fn backend_latency(sc: &Scenario) -> Result<Option<Latency>> {
 
 /// A lab backend's `latency` (`100ms`, `1ms..5ms`, `lognormal:p50=…,p99=…`) as the model's.
 fn latency_spec(spec: &str) -> Result<Latency> {
-    let field = format!("backend latency `{spec}`");
-    let s = spec.trim();
-    if let Some(rest) = s.strip_prefix("lognormal:") {
-        let sp = resolvelab_core::spec::Spec::parse(&format!("lognormal:{rest}"))
-            .map_err(|e| anyhow!("{field}: {e}"))?;
-        let get = |k: &str| -> Result<Us> {
-            let v = sp.get(k).ok_or_else(|| anyhow!("{field}: needs {k}=DUR"))?;
-            field_dur(&field, v)
-        };
-        let (p50, p99) = (get("p50")?, get("p99")?);
-        if p50.0 <= 0 || p99.0 < p50.0 {
-            bail!("{field}: need 0 < p50 <= p99");
-        }
-        // p99 = median · e^(2.326 σ).
-        let sigma = ((p99.0 as f64).ln() - (p50.0 as f64).ln()) / 2.326_347_874;
-        return Ok(Latency::Lognormal { median: p50, sigma });
-    }
-    if s.starts_with("uniform:") || s.contains("..") {
-        let r = resolvelab_core::dur::Range::parse(s.trim_start_matches("uniform:"))
-            .map_err(|e| anyhow!("{field}: {e}"))?;
-        return Ok(Latency::Uniform {
-            min: us(r.lo),
-            max: us(r.hi),
-        });
-    }
-    Ok(Latency::Fixed {
-        value: field_dur(&field, s)?,
-    })
+    Latency::parse(spec).map_err(|e| anyhow!("backend latency `{spec}`: {e:#}"))
 }
 
 /// The name a lab backend gives a fault (its kind: `reclaim`, `rst`, …).

@@ -7,6 +7,7 @@
 //! * [`fault`] — the common fault keys (`toxicity`, `for`, `seed`, `name`) and the backend's
 //!   fault kinds (`reclaim`, `rst`, `refuse`, …).
 //! * [`toxic`] — the proxy's fault kinds (Toxiproxy's `latency`, `reset_peer`, `down`, …).
+//! * [`latency`] — latency models (`2ms`, `uniform:1ms..5ms`, `lognormal:p50=2ms,p99=40ms`).
 //! * [`rate`] — rate plans (`300`, `100@10s,0..500@30s`) and their scaling.
 //! * [`Spec`] — the `KIND[:key=value,…]` syntax the fault specs are written in.
 //!
@@ -19,6 +20,7 @@
 
 pub mod dns;
 pub mod fault;
+pub mod latency;
 pub mod rate;
 pub mod toxic;
 

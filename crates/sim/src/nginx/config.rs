@@ -4,6 +4,7 @@
 
 use anyhow::{Result, bail};
 use resolvelab_core::spec::fault::{BackendFault, BackendFaultKind};
+use resolvelab_core::spec::latency::Latency as LabLatency;
 use resolvelab_core::spec::toxic::{ToxicKind, ToxicSpec};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use std::net::Ipv6Addr;
@@ -391,46 +392,30 @@ pub enum Latency {
 }
 
 impl Latency {
-    /// Parse `fixed:3ms`, `uniform:1ms..5ms`, `exp:5ms` (mean) or `lognormal:5ms,0.6`
-    /// (median, sigma).
+    /// Parse the lab's latency grammar (`3ms`, `uniform:1ms..5ms`, `exp:5ms`,
+    /// `lognormal:p50=5ms,p99=40ms` or `lognormal:5ms,0.6`; `resolvelab_core::spec::latency`).
     pub fn parse(s: &str) -> Result<Latency> {
-        let hint = "use fixed:3ms, uniform:1ms..5ms, exp:5ms or lognormal:5ms,0.6";
-        let d = |v: &str| -> Result<Us> {
-            resolvelab_core::dur::parse(v)
-                .map(|d| Us(d.as_micros() as i64))
-                .map_err(|e| anyhow::anyhow!("latency {s:?}: {e}"))
-        };
-        let (kind, args) = s
-            .trim()
-            .split_once(':')
-            .ok_or_else(|| anyhow::anyhow!("latency {s:?}: {hint}"))?;
-        Ok(match kind {
-            "fixed" => Latency::Fixed { value: d(args)? },
-            "uniform" => {
-                let (a, b) = args
-                    .split_once("..")
-                    .ok_or_else(|| anyhow::anyhow!("latency {s:?}: {hint}"))?;
-                Latency::Uniform {
-                    min: d(a)?,
-                    max: d(b)?,
-                }
-            }
-            "exp" => Latency::Exp { mean: d(args)? },
-            "lognormal" => {
-                let (m, sg) = args
-                    .split_once(',')
-                    .ok_or_else(|| anyhow::anyhow!("latency {s:?}: {hint}"))?;
-                let sigma: f64 = sg
-                    .trim()
-                    .parse()
-                    .map_err(|_| anyhow::anyhow!("latency {s:?}: sigma {sg:?} is not a number"))?;
-                Latency::Lognormal {
-                    median: d(m)?,
-                    sigma,
-                }
-            }
-            _ => bail!("latency {s:?}: unknown distribution {kind:?}; {hint}"),
-        })
+        let l: LabLatency = s.parse().map_err(anyhow::Error::msg)?;
+        Ok(Latency::from(&l))
+    }
+}
+
+impl From<&LabLatency> for Latency {
+    /// The lab's latency model in the model's units (µs).
+    fn from(l: &LabLatency) -> Latency {
+        let us = |d: &std::time::Duration| Us(d.as_micros() as i64);
+        match l {
+            LabLatency::Fixed(d) => Latency::Fixed { value: us(d) },
+            LabLatency::Uniform(r) => Latency::Uniform {
+                min: us(&r.lo),
+                max: us(&r.hi),
+            },
+            LabLatency::Exp { mean } => Latency::Exp { mean: us(mean) },
+            LabLatency::LogNormal { median, sigma } => Latency::Lognormal {
+                median: us(median),
+                sigma: *sigma,
+            },
+        }
     }
 }
 
