@@ -2,7 +2,7 @@
 //! and the `--timeline` TOML file.
 
 use std::collections::BTreeMap;
-use std::net::{IpAddr, Ipv6Addr};
+use std::net::Ipv6Addr;
 use std::path::Path;
 use std::time::Duration;
 
@@ -10,7 +10,7 @@ use resolvelab_core::{dur, policy};
 use serde::Deserialize;
 
 pub use resolvelab_core::spec::dns::Align;
-use resolvelab_core::spec::dns::{DnsMode, non_loopback};
+use resolvelab_core::spec::dns::{DnsMode, DnsSetting, non_loopback, parse_aaaa_list};
 
 /// One name the authority answers for.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -67,72 +67,30 @@ pub fn normalize_name(s: &str) -> Result<String, String> {
     Ok(n)
 }
 
-/// Parse a TTL: `1s`, `30s`, `2m` or a bare number of seconds.
-pub fn parse_ttl(s: &str) -> Result<u32, String> {
-    let s = s.trim();
-    if let Ok(n) = s.parse::<u32>() {
-        return Ok(n);
-    }
-    let d = dur::parse(s).map_err(|e| format!("TTL: {e}"))?;
-    if d.subsec_nanos() != 0 {
-        return Err(format!(
-            "TTL `{s}` must be whole seconds (DNS TTLs are in seconds)"
-        ));
-    }
-    u32::try_from(d.as_secs()).map_err(|_| format!("TTL `{s}` is too large"))
-}
-
-fn parse_aaaa_list(s: &str) -> Result<Vec<Ipv6Addr>, String> {
-    s.split(',')
-        .map(str::trim)
-        .filter(|p| !p.is_empty())
-        .map(|p| match p.parse::<IpAddr>() {
-            Ok(IpAddr::V6(v6)) => Ok(v6),
-            Ok(IpAddr::V4(_)) => Err(format!("aaaa: `{p}` is IPv4; AAAA records need IPv6")),
-            Err(_) => Err(format!("aaaa: `{p}` is not an IPv6 address")),
-        })
-        .collect()
-}
+pub use resolvelab_core::spec::dns::parse_ttl;
 
 impl NameConfig {
     /// Parse `NAME=MODE[;ttl=DUR][;aaaa=IP,…]`, the value of `--name`.
     pub fn parse_cli(s: &str) -> Result<NameConfig, String> {
-        let mut parts = s.split(';');
-        let head = parts.next().unwrap_or_default();
-        let (name, mode) = head.split_once('=').ok_or_else(|| {
+        let (name, setting) = s.split_once('=').ok_or_else(|| {
             format!(
                 "--name `{s}`: expected NAME=MODE, e.g. `app.test.local=alternate:127.0.0.20,127.0.0.30`"
             )
         })?;
         let name = normalize_name(name).map_err(|e| format!("--name `{s}`: {e}"))?;
-        let mode: DnsMode = mode.parse().map_err(|e| format!("--name `{s}`: {e}"))?;
-        let mut cfg = NameConfig {
-            name,
-            mode,
-            ttl: None,
-            aaaa: Vec::new(),
-        };
-        for opt in parts.map(str::trim).filter(|p| !p.is_empty()) {
-            match opt.split_once('=') {
-                Some(("ttl", v)) => {
-                    cfg.ttl = Some(parse_ttl(v).map_err(|e| format!("--name `{s}`: {e}"))?)
-                }
-                Some(("aaaa", v)) => {
-                    cfg.aaaa = parse_aaaa_list(v).map_err(|e| format!("--name `{s}`: {e}"))?
-                }
-                _ => {
-                    return Err(format!(
-                        "--name `{s}`: unknown option `{opt}`; options are `;ttl=DUR` and `;aaaa=IP,…`"
-                    ));
-                }
-            }
-        }
-        if cfg.mode.is_partial() {
+        let DnsSetting { mode, ttl, aaaa } =
+            setting.parse().map_err(|e| format!("--name `{s}`: {e}"))?;
+        if mode.is_partial() {
             return Err(format!(
                 "--name `{s}`: a starting mode must be complete, e.g. `delay:200ms+static:127.0.0.20`"
             ));
         }
-        Ok(cfg)
+        Ok(NameConfig {
+            name,
+            mode,
+            ttl,
+            aaaa,
+        })
     }
 
     /// Refuse non-loopback answers unless allowed.

@@ -281,7 +281,7 @@ fn scenario_errors_are_one_line_with_file_and_line() {
     );
     assert_ne!(typo, lib);
     let p = dir.path().join("typo.toml");
-    std::fs::write(&p, typo).unwrap();
+    std::fs::write(&p, &typo).unwrap();
     let runs = dir.path().join("runs");
     let (code, text) = run(&[p.to_str().unwrap(), "--engine", "sim"], &runs);
     assert_eq!(code, 2, "{text}");
@@ -289,5 +289,11 @@ fn scenario_errors_are_one_line_with_file_and_line() {
         text.contains("generation-race-retyr") && text.contains("nothing was run"),
         "{text}"
     );
+    let line = typo
+        .lines()
+        .position(|l| l.contains("generation-race-retyr"))
+        .unwrap()
+        + 1;
+    assert!(text.contains(&format!("typo.toml:{line}:")), "{text}");
     assert!(!runs.exists(), "no run directory was made");
 }

@@ -15,6 +15,7 @@
 #![deny(missing_docs)]
 
 pub mod library;
+pub mod locate;
 pub mod model;
 pub mod netns;
 pub mod probe;

@@ -1,6 +1,8 @@
 //! The scenario file format (`version = 1`), documented in docs/scenarios.md.
 
 use resolvelab_core::spec::dns::Align;
+use resolvelab_core::spec::fault::BackendFault;
+use resolvelab_core::spec::toxic::ToxicSpec;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -66,6 +68,12 @@ pub struct Scenario {
     /// A/B variants: tables deep-merged over this scenario (`[[variant]]`).
     #[serde(default, rename = "variant", skip_serializing_if = "Vec::is_empty")]
     pub variants: Vec<toml::Table>,
+    /// The text this scenario was read from, so later checks can say `file:line`.
+    #[serde(skip)]
+    pub source: Option<std::sync::Arc<crate::locate::Source>>,
+    /// Which `[[variant]]` of the source this is (its values are found there first).
+    #[serde(skip)]
+    variant_index: Option<usize>,
 }
 
 /// The built-in nginx template's variables (or an inline `http {}` body).
@@ -392,9 +400,11 @@ pub fn dur(field: &str, s: &str) -> anyhow::Result<Duration> {
 }
 
 impl Scenario {
-    /// Parse a scenario from TOML text; `origin` names the file in errors.
+    /// Parse a scenario from TOML text; `origin` names the file in errors. Every mistake —
+    /// syntax, a DNS mode, a fault spec, a rate plan, a reference, in the scenario or in any of
+    /// its variants — is reported here as `origin:line`, before anything runs.
     pub fn from_toml(text: &str, origin: &str) -> anyhow::Result<Scenario> {
-        let sc: Scenario = toml::from_str(text).map_err(|e| {
+        let mut sc: Scenario = toml::from_str(text).map_err(|e| {
             let line = e.span().map(|s| {
                 text.as_bytes()[..s.start.min(text.len())]
                     .iter()
@@ -408,130 +418,254 @@ impl Scenario {
                 None => anyhow::anyhow!("{origin}: {msg}"),
             }
         })?;
-        sc.validate(origin)?;
+        sc.source = Some(std::sync::Arc::new(crate::locate::Source {
+            origin: origin.to_string(),
+            text: text.to_string(),
+        }));
+        sc.validate()?;
+        for v in sc.variant_names() {
+            sc.variant(&v)?;
+        }
         Ok(sc)
     }
 
-    /// Check what serde cannot: versions, durations, references between sections.
-    pub fn validate(&self, origin: &str) -> anyhow::Result<()> {
-        let bad = |m: String| anyhow::anyhow!("{origin}: {m}");
+    /// `file:line` of the value at `path` (keys, and array indices as numbers): in this
+    /// variant's own table when it sets the value, else in the scenario.
+    pub fn at(&self, path: &[&str]) -> String {
+        let Some(src) = &self.source else {
+            return self.name.clone();
+        };
+        let located = self.variant_index.and_then(|i| {
+            let idx = i.to_string();
+            let mut vpath = vec!["variant", idx.as_str()];
+            vpath.extend_from_slice(path);
+            crate::locate::line_of(&src.text, &vpath).filter(|(_, exact)| *exact)
+        });
+        match located.or_else(|| crate::locate::line_of(&src.text, path)) {
+            Some((line, _)) => format!("{}:{line}", src.origin),
+            None => src.origin.clone(),
+        }
+    }
+
+    /// An error at the value at `path`.
+    fn err_at(&self, path: &[&str], msg: impl std::fmt::Display) -> anyhow::Error {
+        anyhow::anyhow!("{}: {msg}", self.at(path))
+    }
+
+    /// Check what serde cannot: durations, the lab's specs (DNS modes, faults, latency, rate),
+    /// references between sections.
+    pub fn validate(&self) -> anyhow::Result<()> {
         if self.version != 1 {
-            return Err(bad(format!(
-                "version = {} is not supported (use 1)",
-                self.version
-            )));
+            return Err(self.err_at(
+                &["version"],
+                format!("version = {} is not supported (use 1)", self.version),
+            ));
         }
-        dur("nginx.valid", &self.nginx.valid).map_err(|e| bad(e.to_string()))?;
-        dur("load.duration", &self.load.duration).map_err(|e| bad(e.to_string()))?;
-        dur("dns.ttl", &self.dns.ttl).map_err(|e| bad(e.to_string()))?;
-        self.check_load().map_err(bad)?;
+        for (path, v) in [
+            (["nginx", "valid"], &self.nginx.valid),
+            (["load", "duration"], &self.load.duration),
+            (["dns", "ttl"], &self.dns.ttl),
+        ] {
+            dur(&path.join("."), v).map_err(|e| self.err_at(&path, e))?;
+        }
+        if let Err(e) = resolvelab_load::RatePlan::parse(&self.load.rate) {
+            return Err(self.err_at(&["load", "rate"], e));
+        }
+        self.check_load().map_err(|e| self.err_at(&["load"], e))?;
         if self.nginx.servers.is_empty() && self.nginx.inline.is_none() {
-            return Err(bad(
-                "[nginx] needs at least one [[nginx.server]] or an inline config".into(),
+            return Err(self.err_at(
+                &["nginx"],
+                "[nginx] needs at least one [[nginx.server]] or an inline config",
             ));
         }
-        let mut names = std::collections::BTreeSet::new();
-        for b in &self.backends {
-            if !names.insert(b.name.as_str()) {
-                return Err(bad(format!(
-                    "backend/proxy name `{}` is used twice",
-                    b.name
-                )));
-            }
-        }
-        for p in &self.proxies {
-            if !names.insert(p.name.as_str()) {
-                return Err(bad(format!(
-                    "backend/proxy name `{}` is used twice",
-                    p.name
-                )));
-            }
-            if !self.backends.iter().any(|b| b.name == p.upstream) {
-                return Err(bad(format!(
-                    "proxy `{}`: upstream `{}` is not a [[backend]] name",
-                    p.name, p.upstream
-                )));
-            }
-        }
-        if !self.host.sysctl.is_empty() && !self.host.netns {
-            return Err(bad(
-                "[host] sysctl needs `netns = true`: settings are only changed inside the run's own network namespace, never on the host".into(),
-            ));
-        }
-        for k in self.host.sysctl.keys() {
-            crate::netns::check_sysctl_key(k).map_err(|e| bad(format!("[host] {e}")))?;
-        }
-        for b in &self.backends {
-            if let Some(db) = &b.db {
-                if !names.contains(db.as_str()) || db == &b.name {
-                    return Err(bad(format!(
-                        "backend `{}`: db `{db}` is not another backend or proxy name (point it at an `echo_db = true` backend or a proxy in front of one)",
-                        b.name
-                    )));
-                }
-                if let Some(t) = &b.acquire_timeout {
-                    dur(&format!("backend `{}` acquire_timeout", b.name), t)
-                        .map_err(|e| bad(e.to_string()))?;
-                }
-                if b.pool == Some(0) || b.round_trips == Some(0) {
-                    return Err(bad(format!(
-                        "backend `{}`: pool and round_trips must be at least 1",
-                        b.name
-                    )));
-                }
-            } else if b.round_trips.is_some() || b.pool.is_some() || b.acquire_timeout.is_some() {
-                return Err(bad(format!(
-                    "backend `{}`: round_trips/pool/acquire_timeout need `db = \"NAME\"`",
-                    b.name
-                )));
-            }
-        }
-        for (i, p) in self.probes.iter().enumerate() {
-            let n = i + 1;
-            if !names.contains(p.target.as_str()) {
-                return Err(bad(format!(
-                    "probe {n}: target `{}` is not a backend or proxy name",
-                    p.target
-                )));
-            }
-            for (f, v) in [("interval", &p.interval), ("timeout", &p.timeout)] {
-                let d = dur(&format!("probe {n}: {f}"), v).map_err(|e| bad(e.to_string()))?;
-                if d.is_zero() {
-                    return Err(bad(format!("probe {n}: {f} must be above 0 (e.g. `1s`)")));
-                }
-            }
-            if !p.path.starts_with('/') {
-                return Err(bad(format!(
-                    "probe {n}: path `{}` must start with `/`",
-                    p.path
-                )));
-            }
-        }
+        let names = self.check_hosts()?;
+        self.check_specs()?;
+        self.check_probes(&names)?;
         if let Some(f) = &self.nginx.zone_filler
             && !self.dns.names.contains_key(f)
         {
-            return Err(bad(format!(
-                "[nginx] zone_filler `{f}` is not a [dns.names] entry"
-            )));
+            return Err(self.err_at(
+                &["nginx", "zone_filler"],
+                format!("[nginx] zone_filler `{f}` is not a [dns.names] entry"),
+            ));
         }
-        for s in &self.nginx.servers {
+        for (i, s) in self.nginx.servers.iter().enumerate() {
+            let at = || self.at(&["nginx", "server", &i.to_string(), "host"]);
             if let Some(b) = s.host.strip_prefix('@') {
                 if !names.contains(b) {
-                    return Err(bad(format!("server host `@{b}` names no backend or proxy")));
+                    anyhow::bail!("{}: server host `@{b}` names no backend or proxy", at());
                 }
             } else if !self.dns.names.contains_key(&s.host) {
-                return Err(bad(format!(
-                    "server host `{}` is not a [dns.names] entry (use `@backend` for a fixed address)",
+                anyhow::bail!(
+                    "{}: server host `{}` is not a [dns.names] entry (use `@backend` for a fixed address)",
+                    at(),
                     s.host
-                )));
+                );
             }
         }
+        self.check_timeline(&names)?;
+        self.check_events_within_load()
+            .map_err(|e| self.err_at(&["timeline"], e))?;
+        Ok(())
+    }
+
+    /// Backend and proxy names, `[host]`, the slow-dependency settings; returns the names.
+    fn check_hosts(&self) -> anyhow::Result<std::collections::BTreeSet<&str>> {
+        let mut names = std::collections::BTreeSet::new();
+        for (i, b) in self.backends.iter().enumerate() {
+            if !names.insert(b.name.as_str()) {
+                return Err(self.err_at(
+                    &["backend", &i.to_string(), "name"],
+                    format!("backend/proxy name `{}` is used twice", b.name),
+                ));
+            }
+        }
+        for (i, p) in self.proxies.iter().enumerate() {
+            let at = |k: &str| self.at(&["proxy", &i.to_string(), k]);
+            if !names.insert(p.name.as_str()) {
+                anyhow::bail!(
+                    "{}: backend/proxy name `{}` is used twice",
+                    at("name"),
+                    p.name
+                );
+            }
+            if !self.backends.iter().any(|b| b.name == p.upstream) {
+                anyhow::bail!(
+                    "{}: proxy `{}`: upstream `{}` is not a [[backend]] name",
+                    at("upstream"),
+                    p.name,
+                    p.upstream
+                );
+            }
+        }
+        if !self.host.sysctl.is_empty() && !self.host.netns {
+            return Err(self.err_at(
+                &["host", "sysctl"],
+                "[host] sysctl needs `netns = true`: settings are only changed inside the run's own network namespace, never on the host",
+            ));
+        }
+        for k in self.host.sysctl.keys() {
+            crate::netns::check_sysctl_key(k)
+                .map_err(|e| self.err_at(&["host", "sysctl", k], format!("[host] {e}")))?;
+        }
+        for (i, b) in self.backends.iter().enumerate() {
+            let at = |k: &str| self.at(&["backend", &i.to_string(), k]);
+            if let Some(db) = &b.db {
+                if !names.contains(db.as_str()) || db == &b.name {
+                    anyhow::bail!(
+                        "{}: backend `{}`: db `{db}` is not another backend or proxy name (point it at an `echo_db = true` backend or a proxy in front of one)",
+                        at("db"),
+                        b.name
+                    );
+                }
+                if let Some(t) = &b.acquire_timeout {
+                    dur(&format!("backend `{}` acquire_timeout", b.name), t)
+                        .map_err(|e| anyhow::anyhow!("{}: {e}", at("acquire_timeout")))?;
+                }
+                if b.pool == Some(0) || b.round_trips == Some(0) {
+                    anyhow::bail!(
+                        "{}: backend `{}`: pool and round_trips must be at least 1",
+                        at(if b.pool == Some(0) {
+                            "pool"
+                        } else {
+                            "round_trips"
+                        }),
+                        b.name
+                    );
+                }
+            } else if b.round_trips.is_some() || b.pool.is_some() || b.acquire_timeout.is_some() {
+                anyhow::bail!(
+                    "{}: backend `{}`: round_trips/pool/acquire_timeout need `db = \"NAME\"`",
+                    at("name"),
+                    b.name
+                );
+            }
+        }
+        // The run's addresses (a /24 of its own): a host collision is a mistake of the file.
+        crate::render::Net::assign(self, 255, 255).map_err(|e| self.err_at(&["backend"], e))?;
+        Ok(names)
+    }
+
+    /// Every spec written in the lab's vocabulary parses: DNS modes (with `@name` references
+    /// resolved), backend and proxy faults, backend latency.
+    fn check_specs(&self) -> anyhow::Result<()> {
+        let net = crate::render::Net::assign(self, 255, 255)?;
+        for (name, mode) in &self.dns.names {
+            let at = || self.at(&["dns", "names", name]);
+            let text = net
+                .expand(mode)
+                .map_err(|e| anyhow::anyhow!("{}: {e}", at()))?;
+            let setting: resolvelab_core::spec::dns::DnsSetting = text
+                .parse()
+                .map_err(|e| anyhow::anyhow!("{}: [dns.names] {name}: {e}", at()))?;
+            if setting.mode.is_partial() {
+                anyhow::bail!(
+                    "{}: [dns.names] {name}: a starting mode must be complete, e.g. `delay:200ms+static:@b1`",
+                    at()
+                );
+            }
+        }
+        for (i, b) in self.backends.iter().enumerate() {
+            let n = i.to_string();
+            for (j, f) in b.faults.iter().enumerate() {
+                f.parse::<BackendFault>()
+                    .map_err(|e| self.err_at(&["backend", &n, "faults", &j.to_string()], e))?;
+            }
+            if let Some(l) = &b.latency {
+                l.parse::<resolvelab_core::spec::latency::Latency>()
+                    .map_err(|e| self.err_at(&["backend", &n, "latency"], e))?;
+            }
+        }
+        for (i, p) in self.proxies.iter().enumerate() {
+            for (j, f) in p.faults.iter().enumerate() {
+                f.parse::<ToxicSpec>().map_err(|e| {
+                    self.err_at(&["proxy", &i.to_string(), "faults", &j.to_string()], e)
+                })?;
+            }
+        }
+        Ok(())
+    }
+
+    /// `[[probe]]`: targets, intervals, paths.
+    fn check_probes(&self, names: &std::collections::BTreeSet<&str>) -> anyhow::Result<()> {
+        for (i, p) in self.probes.iter().enumerate() {
+            let n = i + 1;
+            let at = |k: &str| self.at(&["probe", &i.to_string(), k]);
+            if !names.contains(p.target.as_str()) {
+                anyhow::bail!(
+                    "{}: probe {n}: target `{}` is not a backend or proxy name",
+                    at("target"),
+                    p.target
+                );
+            }
+            for (f, v) in [("interval", &p.interval), ("timeout", &p.timeout)] {
+                let d = dur(&format!("probe {n}: {f}"), v)
+                    .map_err(|e| anyhow::anyhow!("{}: {e}", at(f)))?;
+                if d.is_zero() {
+                    anyhow::bail!("{}: probe {n}: {f} must be above 0 (e.g. `1s`)", at(f));
+                }
+            }
+            if !p.path.starts_with('/') {
+                anyhow::bail!(
+                    "{}: probe {n}: path `{}` must start with `/`",
+                    at("path"),
+                    p.path
+                );
+            }
+        }
+        Ok(())
+    }
+
+    /// `[[timeline]]`: one action per event, its references, its specs and its alignment.
+    fn check_timeline(&self, names: &std::collections::BTreeSet<&str>) -> anyhow::Result<()> {
+        let net = crate::render::Net::assign(self, 255, 255)?;
         for (i, ev) in self.timeline.iter().enumerate() {
             let n = i + 1;
+            let idx = i.to_string();
+            let at = |k: &str| self.at(&["timeline", &idx, k]);
+            let bad = |k: &str, m: String| anyhow::anyhow!("{}: timeline event {n}: {m}", at(k));
             if ev.at.is_some() && ev.after.is_some() {
-                return Err(bad(format!(
-                    "timeline event {n}: give `at` or `after`, not both"
-                )));
+                return Err(bad("after", "give `at` or `after`, not both".into()));
             }
             for (f, v) in [
                 ("at", &ev.at),
@@ -540,53 +674,60 @@ impl Scenario {
                 ("jitter", &ev.jitter),
             ] {
                 if let Some(v) = v {
-                    dur(&format!("timeline event {n}: {f}"), v).map_err(|e| bad(e.to_string()))?;
+                    dur(f, v).map_err(|e| bad(f, e.to_string()))?;
                 }
             }
             let actions = [ev.dns.is_some(), ev.fault.is_some(), ev.clear.is_some()];
             if actions.iter().filter(|a| **a).count() != 1 {
-                return Err(bad(format!(
-                    "timeline event {n}: exactly one of `dns`, `fault`, `clear` is needed"
-                )));
+                return Err(bad(
+                    "",
+                    "exactly one of `dns`, `fault`, `clear` is needed".into(),
+                ));
             }
             if let Some(d) = &ev.dns {
                 if !self.dns.names.contains_key(d) {
-                    return Err(bad(format!(
-                        "timeline event {n}: dns name `{d}` is not in [dns.names]"
-                    )));
+                    return Err(bad("dns", format!("dns name `{d}` is not in [dns.names]")));
                 }
-                if ev.mode.is_none() {
-                    return Err(bad(format!("timeline event {n}: `dns` needs a `mode`")));
-                }
+                let Some(mode) = &ev.mode else {
+                    return Err(bad("dns", "`dns` needs a `mode`".into()));
+                };
+                let text = net.expand(mode).map_err(|e| bad("mode", e.to_string()))?;
+                text.parse::<resolvelab_core::spec::dns::DnsSetting>()
+                    .map_err(|e| bad("mode", e))?;
             }
             if let Some(t) = ev.fault.as_ref().or(ev.clear.as_ref()) {
                 if !names.contains(t.as_str()) {
-                    return Err(bad(format!(
-                        "timeline event {n}: `{t}` is not a backend or proxy"
-                    )));
+                    let k = if ev.fault.is_some() { "fault" } else { "clear" };
+                    return Err(bad(k, format!("`{t}` is not a backend or proxy")));
                 }
-                if ev.fault.is_some() && ev.spec.is_none() {
-                    return Err(bad(format!("timeline event {n}: `fault` needs a `spec`")));
+                if ev.fault.is_some() {
+                    let Some(spec) = &ev.spec else {
+                        return Err(bad("fault", "`fault` needs a `spec`".into()));
+                    };
+                    let parsed = if self.proxies.iter().any(|p| &p.name == t) {
+                        spec.parse::<ToxicSpec>().map(drop)
+                    } else {
+                        spec.parse::<BackendFault>().map(drop)
+                    };
+                    parsed.map_err(|e| bad("spec", e))?;
                 }
             }
             if let Some(a) = ev.align {
                 if a == Align::Now {
-                    return Err(bad(format!(
-                        "timeline event {n}: align = `now` is what an event without `align` does; use `next-requery` or `between-requeries`"
-                    )));
+                    return Err(bad(
+                        "align",
+                        "align = `now` is what an event without `align` does; use `next-requery` or `between-requeries`".into(),
+                    ));
                 }
                 if ev.dns.is_none() {
-                    return Err(bad(format!(
-                        "timeline event {n}: `align` needs a `dns` name"
-                    )));
+                    return Err(bad("align", "`align` needs a `dns` name".into()));
                 }
                 if a == Align::NextQuery {
                     self.check_window_fits_period(n, ev.for_.as_deref())
-                        .map_err(bad)?;
+                        .map_err(|e| anyhow::anyhow!("{}: {e}", at("for")))?;
                 }
             }
         }
-        self.check_events_within_load().map_err(bad)?;
         Ok(())
     }
 
@@ -679,10 +820,11 @@ impl Scenario {
 
     /// The scenario with variant `name` merged in (deep merge of tables, arrays replaced).
     pub fn variant(&self, name: &str) -> anyhow::Result<Scenario> {
-        let patch = self
+        let (index, patch) = self
             .variants
             .iter()
-            .find(|v| v.get("name").and_then(|n| n.as_str()) == Some(name))
+            .enumerate()
+            .find(|(_, v)| v.get("name").and_then(|n| n.as_str()) == Some(name))
             .ok_or_else(|| {
                 anyhow::anyhow!(
                     "scenario `{}` has no variant `{name}` (it has: {})",
@@ -695,9 +837,17 @@ impl Scenario {
         let mut patch = patch.clone();
         patch.remove("name");
         merge(&mut base, patch);
-        let text = toml::to_string(&base)?;
-        let mut v = Scenario::from_toml(&text, &format!("{} variant {name}", self.name))?;
+        let mut v: Scenario = toml::Value::Table(base).try_into().map_err(|e| {
+            self.err_at(
+                &["variant", &index.to_string()],
+                format!("variant `{name}`: {}", e.message().trim()),
+            )
+        })?;
+        v.source = self.source.clone();
+        v.variant_index = Some(index);
         v.variant_of = Some(name.to_string());
+        v.validate()
+            .map_err(|e| anyhow::anyhow!("{e} (variant `{name}`)"))?;
         Ok(v)
     }
 
@@ -842,6 +992,52 @@ expect = { checks = ["nlu = 0"] }
                 .to_string()
                 .contains("[dns.names]")
         );
+    }
+
+    #[test]
+    fn every_spec_is_checked_at_load_with_its_line() {
+        let err = |from: &str, to: &str| {
+            let text = MIN.replacen(from, to, 1);
+            assert_ne!(text, MIN, "{from}");
+            Scenario::from_toml(&text, "t.toml")
+                .unwrap_err()
+                .to_string()
+        };
+        let e = err("mode = \"nxdomain\"", "mode = \"nxdomian\"");
+        assert!(
+            e.starts_with("t.toml:22:") && e.contains("unknown mode"),
+            "{e}"
+        );
+        let e = err("alternate:@b1,@b2", "alternate:@b1,@b3");
+        assert!(e.starts_with("t.toml:11:") && e.contains("@b3"), "{e}");
+        let e = err("rate = \"300\"", "rate = \"0..300\"");
+        assert!(e.starts_with("t.toml:17:") && e.contains("ramp"), "{e}");
+        let e = err(
+            "name = \"b1\"",
+            "name = \"b1\"\nfaults = [\"rst\", \"reclam\"]",
+        );
+        assert!(e.starts_with("t.toml:14:") && e.contains("reclam"), "{e}");
+        let e = err(
+            "name = \"b1\"",
+            "name = \"b1\"\nlatency = \"lognormal:p50=2ms\"",
+        );
+        assert!(e.starts_with("t.toml:14:") && e.contains("p99"), "{e}");
+        let e = err("align = \"next-requery\"", "align = \"next\"");
+        assert!(
+            e.starts_with("t.toml:24:") && e.contains("next-requery"),
+            "{e}"
+        );
+        // A variant's mistake is found when the scenario loads, at the variant's line.
+        let e = err(
+            "nginx = { max_fails = 0 }",
+            "timeline = [{ at = \"10s\", dns = \"app.test.local\", mode = \"bogus\" }]",
+        );
+        assert!(
+            e.starts_with("t.toml:29:") && e.contains("variant `mf0`"),
+            "{e}"
+        );
+        let e = err("nginx = { max_fails = 0 }", "nginx = { max_fail = 0 }");
+        assert!(e.starts_with("t.toml:27:") && e.contains("max_fail"), "{e}");
     }
 
     #[test]

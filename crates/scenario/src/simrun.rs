@@ -1199,7 +1199,7 @@ mod tests {
         assert_eq!(c.names.len(), 3);
         // A fault the link cannot stand for is refused on one line.
         let mut sc = library::get("slow-dependency").unwrap();
-        sc.proxies[0].faults = vec!["rst".into()];
+        sc.proxies[0].faults = vec!["reset_peer:timeout=0".into()];
         let e = sim_config(&sc, 1, (0, 0)).unwrap_err().to_string();
         assert!(
             e.contains("db-link") && e.contains("only models latency"),

@@ -6,7 +6,7 @@
 //! wrapper applies to the mode the name is in at that moment (see [`DnsMode::wrap_onto`]).
 
 use std::fmt;
-use std::net::{IpAddr, Ipv4Addr};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::str::FromStr;
 use std::time::Duration;
 
@@ -349,6 +349,71 @@ impl fmt::Display for DnsMode {
                 }
             }
         }
+    }
+}
+
+/// A name's answer setting: `MODE[;ttl=DUR][;aaaa=IP,…]` — the value of `resolvelab dns --name
+/// NAME=…`, of a scenario's `[dns.names]` and of a timeline event's `mode`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DnsSetting {
+    /// The mode (may be partial, like `delay:200ms`, where a change is meant).
+    pub mode: DnsMode,
+    /// TTL of the records (seconds); `None` = the server's default TTL.
+    pub ttl: Option<u32>,
+    /// AAAA records (AAAA queries get NODATA when empty).
+    pub aaaa: Vec<Ipv6Addr>,
+}
+
+/// Parse a TTL: `1s`, `30s`, `2m` or a bare number of seconds.
+pub fn parse_ttl(s: &str) -> Result<u32, String> {
+    let s = s.trim();
+    if let Ok(n) = s.parse::<u32>() {
+        return Ok(n);
+    }
+    let d = dur::parse(s).map_err(|e| format!("TTL: {e}"))?;
+    if d.subsec_nanos() != 0 {
+        return Err(format!(
+            "TTL `{s}` must be whole seconds (DNS TTLs are in seconds)"
+        ));
+    }
+    u32::try_from(d.as_secs()).map_err(|_| format!("TTL `{s}` is too large"))
+}
+
+/// Parse `IPv6[,IPv6…]`, the value of `aaaa=`.
+pub fn parse_aaaa_list(s: &str) -> Result<Vec<Ipv6Addr>, String> {
+    s.split(',')
+        .map(str::trim)
+        .filter(|p| !p.is_empty())
+        .map(|p| match p.parse::<IpAddr>() {
+            Ok(IpAddr::V6(v6)) => Ok(v6),
+            Ok(IpAddr::V4(_)) => Err(format!("aaaa: `{p}` is IPv4; AAAA records need IPv6")),
+            Err(_) => Err(format!("aaaa: `{p}` is not an IPv6 address")),
+        })
+        .collect()
+}
+
+impl FromStr for DnsSetting {
+    type Err = String;
+    fn from_str(s: &str) -> Result<DnsSetting, String> {
+        let mut parts = s.split(';');
+        let mode: DnsMode = parts.next().unwrap_or_default().parse()?;
+        let mut out = DnsSetting {
+            mode,
+            ttl: None,
+            aaaa: Vec::new(),
+        };
+        for opt in parts.map(str::trim).filter(|p| !p.is_empty()) {
+            match opt.split_once('=') {
+                Some(("ttl", v)) => out.ttl = Some(parse_ttl(v)?),
+                Some(("aaaa", v)) => out.aaaa = parse_aaaa_list(v)?,
+                _ => {
+                    return Err(format!(
+                        "unknown option `{opt}`; options are `;ttl=DUR` and `;aaaa=IP,…`"
+                    ));
+                }
+            }
+        }
+        Ok(out)
     }
 }
 

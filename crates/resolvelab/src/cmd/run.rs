@@ -119,18 +119,24 @@ pub struct Judged {
     pub verdict: Verdict,
 }
 
-/// Run one (already variant-merged) scenario, analyze it and write the verdict files.
-pub fn run_and_judge(sc: &Scenario, opts: &RunOptions, engine: &str) -> Result<Judged> {
-    // Expectations are checked before anything starts: a typo costs no run.
+/// A scenario's `[expect] checks`, parsed and their ids checked, at their `file:line`.
+fn check_expectations(sc: &Scenario) -> Result<()> {
     for (i, text) in sc.expect.checks.iter().enumerate() {
         resolvelab_diagnose::expect::parse_checked(text).map_err(|e| {
             anyhow::anyhow!(
-                "scenario `{}`: [expect] check {} `{text}`: {e}; nothing was run",
+                "{}: scenario `{}`: [expect] check {} `{text}`: {e}; nothing was run",
+                sc.at(&["expect", "checks", &i.to_string()]),
                 sc.name,
                 i + 1
             )
         })?;
     }
+    Ok(())
+}
+
+/// Run one (already variant-merged) scenario, analyze it and write the verdict files.
+pub fn run_and_judge(sc: &Scenario, opts: &RunOptions, engine: &str) -> Result<Judged> {
+    check_expectations(sc)?;
     let record = match engine {
         "sim" => resolvelab_scenario::simrun::run(sc, opts)?,
         _ => runner::run(sc, opts)?,
@@ -214,51 +220,57 @@ pub fn run(args: Args, ctx: &Ctx) -> Result<ExitCode> {
         };
         vec![load_scenario(name)?]
     };
+    // Every run's expectations are checked before the first one starts: a typo costs no run.
+    let mut planned = Vec::new();
+    for sc in &scenarios {
+        for v in expand_variants(sc, args.variant.as_deref())? {
+            check_expectations(&v)?;
+            planned.push(v);
+        }
+    }
     let mut judged = Vec::new();
     let mut distributions = Vec::new();
     let mut all_held = true;
-    for sc in &scenarios {
-        for v in expand_variants(sc, args.variant.as_deref())? {
-            // `repeat = N`: the same scenario N times with seeds seed, seed+1, … for a distribution.
-            let reps = v.repeat.unwrap_or(1).max(1);
-            let base_seed = opts.seed.or(v.seed).unwrap_or(1);
-            let mut durations = Vec::new();
-            for r in 0..reps {
-                if INTERRUPTED.load(Ordering::SeqCst) {
-                    break;
-                }
-                let o = RunOptions {
-                    seed: Some(base_seed + u64::from(r)),
-                    ..opts.clone()
-                };
-                match run_and_judge(&v, &o, &args.engine) {
-                    Ok(j) => {
-                        print_verdict(&j);
-                        all_held &= j.verdict.passed();
-                        if let Some(d) = j
-                            .verdict
-                            .diagnosis
-                            .incidents
-                            .iter()
-                            .map(|i| i.duration_ms)
-                            .max()
-                        {
-                            durations.push(d);
-                        }
-                        judged.push((v.clone(), j));
-                    }
-                    Err(e) if args.all => {
-                        eprintln!("error: {}: {e:#}", v.name);
-                        all_held = false;
-                    }
-                    Err(e) => return Err(e),
-                }
+    for v in planned {
+        // `repeat = N`: the same scenario N times with seeds seed, seed+1, … for a distribution.
+        let reps = v.repeat.unwrap_or(1).max(1);
+        let base_seed = opts.seed.or(v.seed).unwrap_or(1);
+        let mut durations = Vec::new();
+        for r in 0..reps {
+            if INTERRUPTED.load(Ordering::SeqCst) {
+                break;
             }
-            if reps > 1 {
-                let line = distribution_line(&v, &durations);
-                println!("{line}");
-                distributions.push(line);
+            let o = RunOptions {
+                seed: Some(base_seed + u64::from(r)),
+                ..opts.clone()
+            };
+            match run_and_judge(&v, &o, &args.engine) {
+                Ok(j) => {
+                    print_verdict(&j);
+                    all_held &= j.verdict.passed();
+                    if let Some(d) = j
+                        .verdict
+                        .diagnosis
+                        .incidents
+                        .iter()
+                        .map(|i| i.duration_ms)
+                        .max()
+                    {
+                        durations.push(d);
+                    }
+                    judged.push((v.clone(), j));
+                }
+                Err(e) if args.all => {
+                    eprintln!("error: {}: {e:#}", v.name);
+                    all_held = false;
+                }
+                Err(e) => return Err(e),
             }
+        }
+        if reps > 1 {
+            let line = distribution_line(&v, &durations);
+            println!("{line}");
+            distributions.push(line);
         }
     }
     if args.all {

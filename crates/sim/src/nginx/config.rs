@@ -142,29 +142,14 @@ impl DnsPhase {
     /// A phase from the lab DNS's spec syntax: `static:127.0.0.20`, `alternate:…`, or with
     /// AAAA records `static:127.0.0.20;aaaa=::1[,::2]`.
     pub fn lab(at: Us, name: &str, spec: &str) -> Result<DnsPhase> {
-        let (mode, aaaa) = match spec.split_once(';') {
-            Some((m, rest)) => {
-                let list = rest.trim().strip_prefix("aaaa=").ok_or_else(|| {
-                    anyhow::anyhow!(
-                        "DNS mode {spec:?}: after ';' only `aaaa=IPv6[,IPv6]` is understood"
-                    )
-                })?;
-                let v: std::result::Result<Vec<Ipv6Addr>, _> =
-                    list.split(',').map(|a| a.trim().parse()).collect();
-                (
-                    m,
-                    v.map_err(|_| anyhow::anyhow!("DNS mode {spec:?}: bad IPv6 address in aaaa="))?,
-                )
-            }
-            None => (spec, Vec::new()),
-        };
+        let setting: resolvelab_core::spec::dns::DnsSetting = spec
+            .parse()
+            .map_err(|e| anyhow::anyhow!("DNS mode {spec:?}: {e}"))?;
         Ok(DnsPhase {
             at,
             name: name.into(),
-            mode: mode
-                .parse::<DnsMode>()
-                .map_err(|e| anyhow::anyhow!("DNS mode {mode:?}: {e}"))?,
-            aaaa,
+            mode: setting.mode,
+            aaaa: setting.aaaa,
         })
     }
 
