@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::sync::mpsc;
 
 /// Schema of the backend request log (first line of the file).
-pub const LOG_SCHEMA: &str = "resolvelab.backend/v1";
+pub const LOG_SCHEMA: &str = resolvelab_core::evidence::schema::BACKEND;
 
 /// One log record. `event` is `request`, `conn_open`, `conn_close` or `fault`.
 #[derive(Debug, Serialize)]

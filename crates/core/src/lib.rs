@@ -6,6 +6,7 @@
 //! * [`dur`] — human durations (`200ms`, `2s`) and ranges (`0ms..50ms`).
 //! * [`spec`] — the lab's vocabulary: DNS modes, faults, latency, rate plans, alignment — parsed
 //!   and displayed once, used by every component and the model.
+//! * [`evidence`] — what a run leaves: its files, their schema ids, the lab's log format.
 //! * [`rundir`] — run directories and `fingerprint.json`.
 //! * [`version`] — nginx versions (`1.28.3`, from `nginx -V`) and the first one with `resolve`.
 //! * [`supervise`] — child processes that never outlive the tool (process groups + `PR_SET_PDEATHSIG`).
@@ -20,6 +21,7 @@
 #![deny(missing_docs)]
 
 pub mod dur;
+pub mod evidence;
 pub mod jsonl;
 pub mod policy;
 pub mod rundir;

@@ -67,13 +67,16 @@ impl RunDir {
         nginx_v: &str,
     ) -> Fingerprint {
         let mut configs = std::collections::BTreeMap::new();
-        for f in ["scenario.toml", "nginx.conf"] {
+        for f in [
+            crate::evidence::file::SCENARIO,
+            crate::evidence::file::NGINX_CONF,
+        ] {
             if let Ok(h) = sha256_file(&self.file(f)) {
                 configs.insert(f.to_string(), h);
             }
         }
         Fingerprint {
-            schema: "resolvelab.fingerprint/v1",
+            schema: crate::evidence::schema::FINGERPRINT,
             tool_version: env!("CARGO_PKG_VERSION").into(),
             started_us,
             seed,

@@ -15,7 +15,7 @@ use std::path::Path;
 const T0_MS: i64 = 1_796_018_400_000;
 const A: &str = "127.0.0.20:8080";
 const B: &str = "127.0.0.30:8080";
-const LAB_FORMAT: &str = r#"$msec $status "$upstream_addr" "$upstream_status" $request_time $request_method $connection $connection_requests "$upstream_response_time" "$upstream_connect_time" "$request" $remote_addr"#;
+const LAB_FORMAT: &str = resolvelab_core::evidence::LAB_LOG_FORMAT;
 
 struct Run {
     access: String,

@@ -7,8 +7,8 @@
 //! use resolvelab_diagnose::{diagnose, Options};
 //! use resolvelab_history::logformat::LogFormat;
 //! let dir = tempfile::tempdir().unwrap();
-//! let a = dir.path().join("access.log");
-//! let e = dir.path().join("error.log");
+//! let a = dir.path().join(resolvelab_core::evidence::file::ACCESS_LOG);
+//! let e = dir.path().join(resolvelab_core::evidence::file::ERROR_LOG);
 //! // Three isolated 2-hop NLUs would need a swap; here: one plain upstream failure.
 //! std::fs::write(&a, "1796018401.100 200 \"127.0.0.20:8080\" \"200\" 0.001 GET 1 1 \"0.001\" \"0.000\" \"GET / HTTP/1.1\" 127.0.0.1\n\
 //! 1796018401.200 502 \"127.0.0.20:8080\" \"502\" 0.001 GET 2 1 \"0.001\" \"0.000\" \"GET / HTTP/1.1\" 127.0.0.1\n").unwrap();

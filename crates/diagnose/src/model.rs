@@ -6,9 +6,9 @@ use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
 /// Schema id of [`Diagnosis`].
-pub const SCHEMA: &str = "resolvelab.diagnosis/v1";
+pub const SCHEMA: &str = resolvelab_core::evidence::schema::DIAGNOSIS;
 /// Schema id of [`Verdict`].
-pub const VERDICT_SCHEMA: &str = "resolvelab.verdict/v1";
+pub const VERDICT_SCHEMA: &str = resolvelab_core::evidence::schema::VERDICT;
 
 /// What the checker read.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]

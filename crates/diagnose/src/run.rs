@@ -33,7 +33,7 @@ fn with_rotations(dir: &Path, name: &str) -> Vec<PathBuf> {
 /// The access-log format of a run: `log_format lab` from its nginx.conf (else the format its
 /// `access_log` names, else the lab format).
 pub fn run_log_format(dir: &Path) -> anyhow::Result<LogFormat> {
-    let conf = dir.join("nginx.conf");
+    let conf = dir.join(resolvelab_core::evidence::file::NGINX_CONF);
     let Ok(text) = std::fs::read_to_string(&conf) else {
         return Ok(LogFormat::lab());
     };
@@ -59,13 +59,13 @@ pub fn analyze_run(dir: &Path) -> anyhow::Result<Verdict> {
     }
     let (scenario, checks) = read_scenario(dir)?;
     let meant_to_miss = scenario_misses(dir);
-    let access = with_rotations(dir, "access.log");
+    let access = with_rotations(dir, resolvelab_core::evidence::file::ACCESS_LOG);
     let opts = Options {
         access: access.clone(),
-        error: with_rotations(dir, "error.log"),
+        error: with_rotations(dir, resolvelab_core::evidence::file::ERROR_LOG),
         mixed: Vec::new(),
-        dns: with_rotations(dir, "dns.jsonl"),
-        events: with_rotations(dir, "events.jsonl"),
+        dns: with_rotations(dir, resolvelab_core::evidence::file::DNS),
+        events: with_rotations(dir, resolvelab_core::evidence::file::EVENTS),
         log_format: run_log_format(dir)?,
         upstream: None,
         tz_offset_s: fingerprint_offset(dir),
@@ -115,7 +115,8 @@ pub fn analyze_run(dir: &Path) -> anyhow::Result<Verdict> {
             });
         }
     }
-    if let Ok(prev) = std::fs::read_to_string(dir.join("verdict.json"))
+    if let Ok(prev) =
+        std::fs::read_to_string(dir.join(resolvelab_core::evidence::file::VERDICT_JSON))
         && let Ok(v) = serde_json::from_str::<serde_json::Value>(&prev)
     {
         aborted |= v.get("status").and_then(|s| s.as_str()) == Some("aborted");
@@ -250,7 +251,7 @@ pub fn analyze_run(dir: &Path) -> anyhow::Result<Verdict> {
 /// The run's own record, `run.json` (written by the runner at start, after setup, and at the
 /// end): its status and reason. None for directories without one (older fixtures, production).
 fn run_record(dir: &Path) -> Option<(String, Option<String>)> {
-    let text = std::fs::read_to_string(dir.join("run.json")).ok()?;
+    let text = std::fs::read_to_string(dir.join(resolvelab_core::evidence::file::RUN)).ok()?;
     let Some(status) = serde_json::from_str::<serde_json::Value>(&text)
         .ok()
         .and_then(|v| Some(v.get("status")?.as_str()?.to_string()))
@@ -264,14 +265,15 @@ fn run_record(dir: &Path) -> Option<(String, Option<String>)> {
 
 /// The nginx version the run used (`nginx_v` of fingerprint.json; none for the simulator).
 fn fingerprint_version(dir: &Path) -> Option<resolvelab_core::version::Version> {
-    let text = std::fs::read_to_string(dir.join("fingerprint.json")).ok()?;
+    let text =
+        std::fs::read_to_string(dir.join(resolvelab_core::evidence::file::FINGERPRINT)).ok()?;
     let v: serde_json::Value = serde_json::from_str(&text).ok()?;
     resolvelab_core::version::Version::from_nginx_v(v.get("nginx_v")?.as_str()?)
 }
 
 /// What the run's nginx.conf resolves at run time (none when it has no readable config).
 fn run_config_facts(dir: &Path) -> Option<crate::evidence::RuntimeFacts> {
-    let conf = dir.join("nginx.conf");
+    let conf = dir.join(resolvelab_core::evidence::file::NGINX_CONF);
     let cfg = resolvelab_lint::load::load_path(&conf, Some(dir)).ok()?;
     Some(resolvelab_lint::runtime_facts(
         &cfg,
@@ -280,7 +282,8 @@ fn run_config_facts(dir: &Path) -> Option<crate::evidence::RuntimeFacts> {
 }
 
 fn fingerprint_offset(dir: &Path) -> Option<i32> {
-    let text = std::fs::read_to_string(dir.join("fingerprint.json")).ok()?;
+    let text =
+        std::fs::read_to_string(dir.join(resolvelab_core::evidence::file::FINGERPRINT)).ok()?;
     let v: serde_json::Value = serde_json::from_str(&text).ok()?;
     for o in [Some(&v), v.get("host")].into_iter().flatten() {
         if let Some(s) = o.get("utc_offset").and_then(|x| x.as_str())
@@ -296,7 +299,7 @@ fn fingerprint_offset(dir: &Path) -> Option<i32> {
 }
 
 fn read_scenario(dir: &Path) -> anyhow::Result<(Option<String>, Vec<String>)> {
-    let p = dir.join("scenario.toml");
+    let p = dir.join(resolvelab_core::evidence::file::SCENARIO);
     let Ok(text) = std::fs::read_to_string(&p) else {
         return Ok((None, Vec::new()));
     };
@@ -325,7 +328,8 @@ fn read_scenario(dir: &Path) -> anyhow::Result<(Option<String>, Vec<String>)> {
 /// `expect_miss = true` or `align = "between-requeries"` (runs written before events.jsonl
 /// carried `expect_miss`).
 fn scenario_misses(dir: &Path) -> Vec<(String, Option<String>)> {
-    let Ok(text) = std::fs::read_to_string(dir.join("scenario.toml")) else {
+    let Ok(text) = std::fs::read_to_string(dir.join(resolvelab_core::evidence::file::SCENARIO))
+    else {
         return Vec::new();
     };
     let Ok(v) = toml::from_str::<toml::Value>(&text) else {
@@ -364,7 +368,7 @@ fn add_to_bin(bins: &mut Bins, t_ms: i64, requests: u64, max_ms: f64) {
 }
 
 fn read_client(dir: &Path) -> anyhow::Result<Option<ClientStats>> {
-    let files = with_rotations(dir, "load.jsonl");
+    let files = with_rotations(dir, resolvelab_core::evidence::file::LOAD);
     if files.is_empty() {
         return Ok(None);
     }
@@ -434,9 +438,14 @@ fn read_client(dir: &Path) -> anyhow::Result<Option<ClientStats>> {
         b.p99_ms = ms(h.value_at_quantile(0.99));
         b.max_ms = ms(h.max());
     }
-    if let Ok(text) = std::fs::read_to_string(dir.join("backends.json")) {
-        let v: serde_json::Value = serde_json::from_str(&text)
-            .map_err(|e| anyhow::anyhow!("{}: {e}", dir.join("backends.json").display()))?;
+    if let Ok(text) = std::fs::read_to_string(dir.join(resolvelab_core::evidence::file::BACKENDS)) {
+        let v: serde_json::Value = serde_json::from_str(&text).map_err(|e| {
+            anyhow::anyhow!(
+                "{}: {e}",
+                dir.join(resolvelab_core::evidence::file::BACKENDS)
+                    .display()
+            )
+        })?;
         for (name, st) in v.as_object().into_iter().flatten() {
             let pool = &st["pool"];
             if pool.is_object() {
@@ -448,7 +457,7 @@ fn read_client(dir: &Path) -> anyhow::Result<Option<ClientStats>> {
             }
         }
     }
-    for p in with_rotations(dir, "probes.jsonl") {
+    for p in with_rotations(dir, resolvelab_core::evidence::file::PROBES) {
         ours::for_each_line(&p, "probes", |_, v| {
             let target = v["target"].as_str().ok_or("no `target`")?;
             let s = c.probes.entry(target.to_string()).or_default();

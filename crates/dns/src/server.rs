@@ -24,7 +24,7 @@ use crate::zone::{Align, ModeSpec, NameConfig, Timeline, Unknown};
 use resolvelab_core::spec::dns::DnsMode;
 
 /// The schema of the query log's first line.
-pub const LOG_SCHEMA: &str = "resolvelab.dns/v1";
+pub const LOG_SCHEMA: &str = resolvelab_core::evidence::schema::DNS;
 
 /// A TCP client that sends nothing for this long is disconnected.
 const TCP_IDLE: Duration = Duration::from_secs(10);

@@ -23,7 +23,7 @@ use tokio::task::JoinHandle;
 const MAX_CHUNK: usize = 256 * 1024;
 
 /// Schema of the proxy connection log (first line of the file).
-pub const LOG_SCHEMA: &str = "resolvelab.proxy/v1";
+pub const LOG_SCHEMA: &str = resolvelab_core::evidence::schema::PROXY;
 
 /// How to start one proxy.
 #[derive(Clone)]

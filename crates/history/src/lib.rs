@@ -15,9 +15,9 @@
 //! ```
 //! use resolvelab_history::{History, Sources, Record, logformat::{Field, LogFormat}};
 //! let dir = tempfile::tempdir().unwrap();
-//! let access = dir.path().join("access.log");
+//! let access = dir.path().join(resolvelab_core::evidence::file::ACCESS_LOG);
 //! std::fs::write(&access, "1796018401.123 200 \"127.0.0.20:8080\" \"200\" 0.001 GET 1 1 \"0.001\" \"0.000\" \"GET / HTTP/1.1\" 127.0.0.1\nnot a log line\n").unwrap();
-//! let error = dir.path().join("error.log");
+//! let error = dir.path().join(resolvelab_core::evidence::file::ERROR_LOG);
 //! std::fs::write(&error, "2026/11/30 06:00:01 [error] 1#0: *5 no live upstreams while connecting to upstream, client: 127.0.0.1, server: , request: \"GET / HTTP/1.1\", upstream: \"http://be/\", host: \"x\"\n").unwrap();
 //! let h = History::load(&Sources { access: vec![access], error: vec![error], ..Default::default() }).unwrap();
 //! let mut stream = h.access_stream(&LogFormat::lab()).unwrap();

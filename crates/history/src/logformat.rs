@@ -160,7 +160,7 @@ const SKIP: u8 = u8::MAX;
 pub const COMBINED: &str = r#"$remote_addr - $remote_user [$time_local] "$request" $status $body_bytes_sent "$http_referer" "$http_user_agent""#;
 
 /// The resolvelab lab format (what every lab run's nginx.conf declares as `log_format lab`).
-pub const LAB: &str = r#"$msec $status "$upstream_addr" "$upstream_status" $request_time $request_method $connection $connection_requests "$upstream_response_time" "$upstream_connect_time" "$request" $remote_addr"#;
+pub const LAB: &str = resolvelab_core::evidence::LAB_LOG_FORMAT;
 
 /// `log_format main` of nginx's own default nginx.conf (and of the official Docker image).
 pub const MAIN: &str = r#"$remote_addr - $remote_user [$time_local] "$request" $status $body_bytes_sent "$http_referer" "$http_user_agent" "$http_x_forwarded_for""#;

@@ -12,7 +12,7 @@
 //! ```
 //! use resolvelab_lint::{lint_text, render_text, LintOptions};
 //! let conf = "http {\n  resolver 10.0.0.53 valid=5s;\n  upstream be {\n    zone be 128k;\n    server api.example.com:443 resolve;\n  }\n}\n";
-//! let report = lint_text("nginx.conf", conf.to_string(), &LintOptions::default()).unwrap();
+//! let report = lint_text(resolvelab_core::evidence::file::NGINX_CONF, conf.to_string(), &LintOptions::default()).unwrap();
 //! let ids: Vec<&str> = report.findings.iter().map(|f| f.rule.as_str()).collect();
 //! assert!(ids.contains(&"resolve-single-name"));
 //! assert!(ids.contains(&"resolver-ipv6"));
@@ -40,7 +40,7 @@ use serde::Serialize;
 use std::path::{Path, PathBuf};
 
 /// The JSON output's schema id.
-pub const SCHEMA: &str = "resolvelab.lint/v1";
+pub const SCHEMA: &str = resolvelab_core::evidence::schema::LINT;
 
 /// How bad a finding is. Ordered: `Info < Warning < Error`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]

@@ -103,7 +103,7 @@ struct JsonReport<'a> {
     notes: &'a [String],
 }
 
-/// The JSON report (pretty-printed): `{schema: "resolvelab.lint/v1", tool, nginx_version,
+/// The JSON report (pretty-printed): `{schema: resolvelab_core::evidence::schema::LINT, tool, nginx_version,
 /// summary, findings: [{rule, severity, file, line, column, message, fix, reproduce,
 /// nginx_versions}], suppressed: [… + reason], notes}`.
 pub fn render_json(report: &Report) -> String {

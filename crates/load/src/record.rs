@@ -7,7 +7,7 @@ use std::io::{self, BufRead, BufWriter, Write};
 use std::path::Path;
 
 /// The `schema` of a load result file (first line).
-pub const SCHEMA: &str = "resolvelab.load/v1";
+pub const SCHEMA: &str = resolvelab_core::evidence::schema::LOAD;
 
 /// Why a request has no (complete) response.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]

@@ -3,7 +3,7 @@
 use std::path::Path;
 
 /// The access-log format every lab run uses (the contract between the runner and the checker).
-pub const LAB_LOG_FORMAT: &str = "$msec $status \"$upstream_addr\" \"$upstream_status\" $request_time $request_method $connection $connection_requests \"$upstream_response_time\" \"$upstream_connect_time\" \"$request\" $remote_addr";
+pub use resolvelab_core::evidence::LAB_LOG_FORMAT;
 
 /// Is this process running as root (then nginx must be told `user root;` so that its workers
 /// can write the logs inside the run directory)?

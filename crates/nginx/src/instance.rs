@@ -24,7 +24,7 @@ pub fn write_conf(run_dir: &Path, conf_text: &str) -> Result<PathBuf> {
         let d = run_dir.join("temp").join(t);
         std::fs::create_dir_all(&d).with_context(|| format!("cannot create {}", d.display()))?;
     }
-    let conf = run_dir.join("nginx.conf");
+    let conf = run_dir.join(resolvelab_core::evidence::file::NGINX_CONF);
     std::fs::write(&conf, conf_text).with_context(|| format!("cannot write {}", conf.display()))?;
     Ok(conf)
 }
@@ -36,7 +36,7 @@ fn base_command(nginx: &Nginx, run_dir: &Path, conf: &Path) -> Command {
     c.arg("-p")
         .arg(run_dir)
         .arg("-e")
-        .arg(run_dir.join("error.log"))
+        .arg(run_dir.join(resolvelab_core::evidence::file::ERROR_LOG))
         .arg("-c")
         .arg(conf);
     c
@@ -133,7 +133,13 @@ impl Instance {
     fn last_error_lines(&self, n: usize) -> String {
         let mut text =
             std::fs::read_to_string(self.run_dir.join("nginx.stderr")).unwrap_or_default();
-        text.push_str(&std::fs::read_to_string(self.run_dir.join("error.log")).unwrap_or_default());
+        text.push_str(
+            &std::fs::read_to_string(
+                self.run_dir
+                    .join(resolvelab_core::evidence::file::ERROR_LOG),
+            )
+            .unwrap_or_default(),
+        );
         let lines: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
         lines[lines.len().saturating_sub(n)..].join(" | ")
     }

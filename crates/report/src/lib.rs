@@ -4,7 +4,7 @@
 //! ```
 //! use resolvelab_report::{render_diagnosis, Format};
 //! let dir = tempfile::tempdir().unwrap();
-//! let a = dir.path().join("access.log");
+//! let a = dir.path().join(resolvelab_core::evidence::file::ACCESS_LOG);
 //! std::fs::write(&a, "1796018401.100 502 \"be\" \"502\" 0.000 GET 1 1 \"-\" \"-\" \"GET / HTTP/1.1\" 127.0.0.1\n").unwrap();
 //! let mut o = resolvelab_diagnose::Options::new(vec![a], vec![]);
 //! o.log_format = resolvelab_history::logformat::LogFormat::lab();
@@ -183,9 +183,9 @@ pub fn render_verdict(v: &Verdict, f: Format) -> anyhow::Result<String> {
 /// Write `verdict.md`, `verdict.json` and `verdict.html` into a run directory.
 pub fn write_verdict_files(dir: &Path, v: &Verdict) -> anyhow::Result<()> {
     for (name, f) in [
-        ("verdict.json", Format::Json),
-        ("verdict.md", Format::Md),
-        ("verdict.html", Format::Html),
+        (resolvelab_core::evidence::file::VERDICT_JSON, Format::Json),
+        (resolvelab_core::evidence::file::VERDICT_MD, Format::Md),
+        (resolvelab_core::evidence::file::VERDICT_HTML, Format::Html),
     ] {
         // Atomically: a kill mid-write never leaves a 0-byte verdict that `analyze` refuses.
         resolvelab_core::rundir::write_atomic(&dir.join(name), render_verdict(v, f)?.as_bytes())?;

@@ -20,7 +20,7 @@ use std::sync::Arc;
 use tokio::time::Instant;
 
 /// The `schema` of `probes.jsonl`.
-pub const SCHEMA: &str = "resolvelab.probes/v1";
+pub const SCHEMA: &str = resolvelab_core::evidence::schema::PROBES;
 
 /// One probe's outcome, one line of `probes.jsonl`.
 #[derive(Debug, Clone, Serialize)]

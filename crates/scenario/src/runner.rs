@@ -87,7 +87,7 @@ pub struct RunRecord {
 impl RunRecord {
     /// Read `run.json` of a run directory.
     pub fn read(dir: &Path) -> Result<RunRecord> {
-        let p = dir.join("run.json");
+        let p = dir.join(resolvelab_core::evidence::file::RUN);
         let text =
             std::fs::read_to_string(&p).with_context(|| format!("cannot read {}", p.display()))?;
         let mut r: RunRecord = serde_json::from_str(&text)
@@ -124,7 +124,7 @@ pub fn run(sc: &Scenario, opts: &RunOptions) -> Result<RunRecord> {
     let dir = RunDir::create(&opts.out, &id)?;
     let started_us = now_us();
     let mut record = RunRecord {
-        schema: "resolvelab.run/v1".into(),
+        schema: resolvelab_core::evidence::schema::RUN.into(),
         scenario: sc.name.clone(),
         variant: sc.variant_of.clone(),
         status: "running".into(),
@@ -139,16 +139,16 @@ pub fn run(sc: &Scenario, opts: &RunOptions) -> Result<RunRecord> {
         requests: 0,
         hits: BTreeMap::new(),
     };
-    dir.write_json("run.json", &record)?;
+    dir.write_json(resolvelab_core::evidence::file::RUN, &record)?;
     if let Err(e) = check_free_space(&sc, &dir.path) {
         record.status = "failed".into();
         record.reason = Some(e.to_string());
         record.ended_us = now_us();
-        dir.write_json("run.json", &record)?;
+        dir.write_json(resolvelab_core::evidence::file::RUN, &record)?;
         return Err(e);
     }
     resolvelab_core::rundir::write_atomic(
-        &dir.file("scenario.toml"),
+        &dir.file(resolvelab_core::evidence::file::SCENARIO),
         toml::to_string(&sc)?.as_bytes(),
     )?;
     // Before the runtime: its threads and nginx inherit this thread's namespace.
@@ -159,7 +159,7 @@ pub fn run(sc: &Scenario, opts: &RunOptions) -> Result<RunRecord> {
                 record.status = "failed".into();
                 record.reason = Some(format!("{e:#}"));
                 record.ended_us = now_us();
-                dir.write_json("run.json", &record)?;
+                dir.write_json(resolvelab_core::evidence::file::RUN, &record)?;
                 return Err(e);
             }
         };
@@ -171,7 +171,7 @@ pub fn run(sc: &Scenario, opts: &RunOptions) -> Result<RunRecord> {
     } else {
         None
     };
-    dir.write_json("run.json", &record)?;
+    dir.write_json(resolvelab_core::evidence::file::RUN, &record)?;
 
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -193,10 +193,10 @@ pub fn run(sc: &Scenario, opts: &RunOptions) -> Result<RunRecord> {
         }
     }
     dir.write_json(
-        "fingerprint.json",
+        resolvelab_core::evidence::file::FINGERPRINT,
         &dir.fingerprint(seed, started_us, "nginx", &nginx.info.raw),
     )?;
-    dir.write_json("run.json", &record)?;
+    dir.write_json(resolvelab_core::evidence::file::RUN, &record)?;
     result.map(|()| record)
 }
 
@@ -297,8 +297,8 @@ async fn play(
     record: &mut RunRecord,
 ) -> Result<()> {
     let events = Arc::new(JsonlWriter::create(
-        &dir.file("events.jsonl"),
-        "resolvelab.events/v1",
+        &dir.file(resolvelab_core::evidence::file::EVENTS),
+        resolvelab_core::evidence::schema::EVENTS,
     )?);
     let say = |msg: &str| {
         if opts.progress {
@@ -318,7 +318,7 @@ async fn play(
         names,
         ttl,
         seed,
-        log: Some(dir.file("dns.jsonl")),
+        log: Some(dir.file(resolvelab_core::evidence::file::DNS)),
         ..DnsConfig::default()
     })
     .await
@@ -418,7 +418,8 @@ async fn play(
             Err(_) => bail!(
                 "nginx never queried the DNS authority for {:?} within 15 s (see {})",
                 resolve_names,
-                dir.file("error.log").display()
+                dir.file(resolvelab_core::evidence::file::ERROR_LOG)
+                    .display()
             ),
         }
     }
@@ -493,7 +494,7 @@ async fn play(
     let mut probers = Vec::new();
     if !sc.probes.is_empty() {
         let out = Arc::new(JsonlWriter::create(
-            &dir.file("probes.jsonl"),
+            &dir.file(resolvelab_core::evidence::file::PROBES),
             crate::probe::SCHEMA,
         )?);
         for p in &sc.probes {
@@ -524,7 +525,7 @@ async fn play(
     ));
     let summary = run_load(
         &cfg,
-        Output::File(dir.file("load.jsonl")),
+        Output::File(dir.file(resolvelab_core::evidence::file::LOAD)),
         live.clone(),
         cancel.clone(),
     )
@@ -576,7 +577,7 @@ async fn play(
             FaultTarget::Proxy(_) => None,
         })
         .collect();
-    dir.write_json("backends.json", &stats)?;
+    dir.write_json(resolvelab_core::evidence::file::BACKENDS, &stats)?;
 
     // Stop nginx first (it owns connections to the backends), then the rest.
     tokio::task::block_in_place(|| nx.stop(Duration::from_secs(5)))?;

@@ -84,10 +84,16 @@ pub fn run(sc: &Scenario, opts: &RunOptions) -> Result<RunRecord> {
     let dir = RunDir::create(&opts.out, &id)?;
     let started_us = now_us();
     resolvelab_core::rundir::write_atomic(
-        &dir.file("scenario.toml"),
+        &dir.file(resolvelab_core::evidence::file::SCENARIO),
         toml::to_string(&sc)?.as_bytes(),
     )
-    .with_context(|| format!("cannot write {}", dir.file("scenario.toml").display()))?;
+    .with_context(|| {
+        format!(
+            "cannot write {}",
+            dir.file(resolvelab_core::evidence::file::SCENARIO)
+                .display()
+        )
+    })?;
     // For reference only: the configuration the real engine would run.
     let body = http_body(&sc, &plan.net)?;
     let conf_text = resolvelab_nginx::conf::lab_conf_with(
@@ -98,7 +104,10 @@ pub fn run(sc: &Scenario, opts: &RunOptions) -> Result<RunRecord> {
             ..Default::default()
         },
     );
-    std::fs::write(dir.file("nginx.conf"), conf_text)?;
+    std::fs::write(
+        dir.file(resolvelab_core::evidence::file::NGINX_CONF),
+        conf_text,
+    )?;
     if opts.progress {
         eprintln!(
             "[{}] simulating {} rps for {} (seed {seed}); run directory {}",
@@ -109,7 +118,7 @@ pub fn run(sc: &Scenario, opts: &RunOptions) -> Result<RunRecord> {
         );
     }
     let mut record = RunRecord {
-        schema: "resolvelab.run/v1".into(),
+        schema: resolvelab_core::evidence::schema::RUN.into(),
         scenario: sc.name.clone(),
         variant: sc.variant_of.clone(),
         status: "running".into(),
@@ -142,15 +151,15 @@ pub fn run(sc: &Scenario, opts: &RunOptions) -> Result<RunRecord> {
             // Like the real runner: the directory still says what happened.
             record.status = "failed".into();
             record.reason = Some(format!("{e:#}"));
-            dir.write_json("run.json", &record)?;
+            dir.write_json(resolvelab_core::evidence::file::RUN, &record)?;
             return Err(e);
         }
     };
     write_fingerprint(&dir, seed, started_us, plan.cfg.tz_offset_s)?;
-    dir.write_json("run.json", &record)?;
+    dir.write_json(resolvelab_core::evidence::file::RUN, &record)?;
     // The model's own counts (ground truth for its logs, and the first-pick expectation that
     // scripts/fidelity.sh pools over every row).
-    dir.write_json("sim.json", &summary)?;
+    dir.write_json(resolvelab_core::evidence::file::SIM, &summary)?;
     if opts.progress {
         eprintln!(
             "[{}] done: {} requests simulated, {} NLU; evidence in {}",
@@ -849,13 +858,16 @@ fn query_times(
     let dir = tempfile::tempdir().context("creating a temporary directory for the trial run")?;
     simulate(&trial, dir.path()).context("trial run for the timeline alignment")?;
     let mut out = Vec::new();
-    for_each_json(&dir.path().join("dns.jsonl"), |v| {
-        if v.get("qname").and_then(Value::as_str) == Some(name)
-            && let Some(t) = v.get("t_us").and_then(Value::as_i64)
-        {
-            out.push(t - trial.epoch_us);
-        }
-    })?;
+    for_each_json(
+        &dir.path().join(resolvelab_core::evidence::file::DNS),
+        |v| {
+            if v.get("qname").and_then(Value::as_str) == Some(name)
+                && let Some(t) = v.get("t_us").and_then(Value::as_i64)
+            {
+                out.push(t - trial.epoch_us);
+            }
+        },
+    )?;
     out.dedup();
     Ok(out)
 }
@@ -982,7 +994,7 @@ fn fault_name(spec: &str) -> String {
 /// `dns-mode-end` with the injection's hits; returns run.json's hit counters.
 fn finish_events(dir: &Path, plan: &Plan, summary: &SimSummary) -> Result<BTreeMap<String, u64>> {
     let epoch = plan.cfg.epoch_us;
-    let path = dir.join("events.jsonl");
+    let path = dir.join(resolvelab_core::evidence::file::EVENTS);
     let text = std::fs::read_to_string(&path)
         .with_context(|| format!("cannot read {}", path.display()))?;
     let mut lines = text.lines();
@@ -1042,7 +1054,7 @@ fn finish_events(dir: &Path, plan: &Plan, summary: &SimSummary) -> Result<BTreeM
 
     // DNS hits: queries answered under an injected mode, like the lab DNS counts them.
     let mut injected: Vec<(String, i64)> = Vec::new();
-    for_each_json(&dir.join("dns.jsonl"), |v| {
+    for_each_json(&dir.join(resolvelab_core::evidence::file::DNS), |v| {
         if v.get("injected").and_then(Value::as_bool) == Some(true)
             && let (Some(n), Some(t)) = (
                 v.get("qname").and_then(Value::as_str),
@@ -1097,7 +1109,7 @@ fn write_fingerprint(dir: &RunDir, seed: u64, started_us: i64, tz_offset_s: i32)
     // The simulated error log is written in this offset's local time; the checker joins the
     // logs with it.
     v["utc_offset_s"] = Value::from(tz_offset_s);
-    Ok(dir.write_json("fingerprint.json", &v)?)
+    Ok(dir.write_json(resolvelab_core::evidence::file::FINGERPRINT, &v)?)
 }
 
 #[cfg(test)]

@@ -61,7 +61,10 @@ pub fn run(args: Args, ctx: &Ctx) -> anyhow::Result<ExitCode> {
     println!("\nrun directory: {}", j.record.dir.display());
     println!(
         "report:        {}",
-        j.record.dir.join("verdict.html").display()
+        j.record
+            .dir
+            .join(resolvelab_core::evidence::file::VERDICT_HTML)
+            .display()
     );
     println!(
         "re-check with: resolvelab analyze {}",

@@ -12,7 +12,7 @@ use std::process::ExitCode;
 pub enum Format {
     /// Compiler-style text with carets.
     Text,
-    /// JSON, `schema: "resolvelab.lint/v1"`.
+    /// JSON, `schema: resolvelab_core::evidence::schema::LINT`.
     Json,
     /// SARIF 2.1.0 (code-scanning tools).
     Sarif,

@@ -168,7 +168,13 @@ fn print_verdict(j: &Judged) {
             e.measured
         );
     }
-    println!("  report: {}", j.record.dir.join("verdict.html").display());
+    println!(
+        "  report: {}",
+        j.record
+            .dir
+            .join(resolvelab_core::evidence::file::VERDICT_HTML)
+            .display()
+    );
 }
 
 /// Run `resolvelab run`.
@@ -341,15 +347,20 @@ fn rejudge(dir: &Path, args: &Args) -> Result<ExitCode> {
         .with_context(|| format!("cannot read {}", dir.display()))?
         .flatten()
         .map(|e| e.path())
-        .filter(|p| p.join("run.json").is_file())
+        .filter(|p| p.join(resolvelab_core::evidence::file::RUN).is_file())
         .collect();
     dirs.sort();
     let order: Vec<String> = library::names().into_iter().map(String::from).collect();
     let mut judged = Vec::new();
     for d in dirs {
         let record = RunRecord::read(&d)?;
-        let text = std::fs::read_to_string(d.join("scenario.toml"))?;
-        let sc = Scenario::from_toml(&text, &d.join("scenario.toml").display().to_string())?;
+        let text = std::fs::read_to_string(d.join(resolvelab_core::evidence::file::SCENARIO))?;
+        let sc = Scenario::from_toml(
+            &text,
+            &d.join(resolvelab_core::evidence::file::SCENARIO)
+                .display()
+                .to_string(),
+        )?;
         let mut verdict = resolvelab_diagnose::analyze_run(&d)?;
         if record.status == "aborted" {
             verdict.status = "aborted".into();

@@ -455,17 +455,23 @@ fn predict_table(input: &PredictInput, rows: &[Prediction]) -> String {
 
 /// Diagnose one run directory with the checker (its own log_format, DNS log when present).
 fn diagnose_dir(dir: &std::path::Path) -> anyhow::Result<resolvelab_diagnose::Diagnosis> {
-    let access = dir.join("access.log");
+    let access = dir.join(resolvelab_core::evidence::file::ACCESS_LOG);
     if !access.is_file() {
         anyhow::bail!(
             "{} has no access.log: give a run directory (from `resolvelab run` or `sim nginx --out`)",
             dir.display()
         );
     }
-    let mut o = resolvelab_diagnose::Options::new(vec![access], vec![dir.join("error.log")]);
+    let mut o = resolvelab_diagnose::Options::new(
+        vec![access],
+        vec![dir.join(resolvelab_core::evidence::file::ERROR_LOG)],
+    );
     o.log_format = resolvelab_diagnose::run::run_log_format(dir)?;
     o.tz_offset_s = Some(0);
-    for (f, v) in [("dns.jsonl", &mut o.dns), ("events.jsonl", &mut o.events)] {
+    for (f, v) in [
+        (resolvelab_core::evidence::file::DNS, &mut o.dns),
+        (resolvelab_core::evidence::file::EVENTS, &mut o.events),
+    ] {
         if dir.join(f).is_file() {
             v.push(dir.join(f));
         }

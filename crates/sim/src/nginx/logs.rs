@@ -83,13 +83,13 @@ pub(crate) fn error_time(t_us: i64, tz_offset_s: i64) -> String {
 impl Logs {
     pub(crate) fn create(dir: &Path, cfg: &SimConfig) -> io::Result<Logs> {
         let mut l = Logs {
-            access: create(dir, "access.log")?,
-            error: create(dir, "error.log")?,
-            dns: create(dir, "dns.jsonl")?,
-            events: create(dir, "events.jsonl")?,
-            load: create(dir, "load.jsonl")?,
+            access: create(dir, resolvelab_core::evidence::file::ACCESS_LOG)?,
+            error: create(dir, resolvelab_core::evidence::file::ERROR_LOG)?,
+            dns: create(dir, resolvelab_core::evidence::file::DNS)?,
+            events: create(dir, resolvelab_core::evidence::file::EVENTS)?,
+            load: create(dir, resolvelab_core::evidence::file::LOAD)?,
             probes: if cfg.pools.iter().any(|p| p.probe.is_some()) {
-                Some(create(dir, "probes.jsonl")?)
+                Some(create(dir, resolvelab_core::evidence::file::PROBES)?)
             } else {
                 None
             },
@@ -102,13 +102,22 @@ impl Logs {
             stamp_sec: i64::MIN,
             stamp: String::new(),
         };
-        writeln!(l.dns, r#"{{"schema":"resolvelab.dns/v1","engine":"sim"}}"#)?;
+        writeln!(
+            l.dns,
+            r#"{{"schema":"{}","engine":"sim"}}"#,
+            resolvelab_core::evidence::schema::DNS
+        )?;
         writeln!(
             l.events,
-            r#"{{"schema":"resolvelab.events/v1","engine":"sim"}}"#
+            r#"{{"schema":"{}","engine":"sim"}}"#,
+            resolvelab_core::evidence::schema::EVENTS
         )?;
         if let Some(p) = &mut l.probes {
-            writeln!(p, r#"{{"schema":"resolvelab.probes/v1","engine":"sim"}}"#)?;
+            writeln!(
+                p,
+                r#"{{"schema":"{}","engine":"sim"}}"#,
+                resolvelab_core::evidence::schema::PROBES
+            )?;
         }
         let plan = if cfg.arrivals.is_empty() {
             format!("{}", cfg.rps)
@@ -116,7 +125,7 @@ impl Logs {
             format!("{} scheduled requests", cfg.arrivals.len())
         };
         let header = serde_json::json!({
-            "schema": "resolvelab.load/v1",
+            "schema": resolvelab_core::evidence::schema::LOAD,
             "target": format!("http://{}{}", cfg.listen, cfg.uri),
             "plan": plan,
             "start_us": cfg.epoch_us,
@@ -342,7 +351,10 @@ impl Logs {
         }
         let text = serde_json::to_string_pretty(&serde_json::Value::Object(out))
             .map_err(io::Error::other)?;
-        std::fs::write(self.dir.join("backends.json"), text + "\n")
+        std::fs::write(
+            self.dir.join(resolvelab_core::evidence::file::BACKENDS),
+            text + "\n",
+        )
     }
 
     pub(crate) fn flush(&mut self) -> io::Result<()> {
