@@ -47,7 +47,7 @@ async fn faults(State(h): State<BackendHandle>) -> Response {
 }
 
 async fn add(State(h): State<BackendHandle>, body: String) -> Response {
-    resolvelab_faults::control::add_fault(body, |spec| h.add_fault_str(spec))
+    resolvelab_inject::control::add_fault(body, |spec| h.add_fault_str(spec))
 }
 
 async fn clear(State(h): State<BackendHandle>) -> Response {

@@ -2,7 +2,7 @@
 //! `KIND[:key=value,…]` with the common keys `toxicity`, `for`, `seed`, `name`) installed on a
 //! running backend with its gate and counters.
 
-use resolvelab_faults::gate::Gate;
+use resolvelab_inject::gate::Gate;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 /// A backend fault's kind and its parsed spec: the lab's vocabulary
@@ -20,13 +20,13 @@ pub struct Fault {
     pub(crate) caught: AtomicU64,
 }
 
-impl resolvelab_faults::gate::Gated for Fault {
-    fn gate(&self) -> &resolvelab_faults::gate::Gate {
+impl resolvelab_inject::gate::Gated for Fault {
+    fn gate(&self) -> &resolvelab_inject::gate::Gate {
         &self.gate
     }
 }
 
-impl resolvelab_faults::gate::Named for Fault {
+impl resolvelab_inject::gate::Named for Fault {
     fn name(&self) -> &str {
         &self.name
     }

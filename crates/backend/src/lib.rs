@@ -26,7 +26,7 @@
 //! # Ok(()) }
 //! ```
 //!
-//! The slow dependency of the latency-injection experiment (DOMAIN.md §6): start an [`EchoDb`], put a `resolvelab_faults` proxy with
+//! The slow dependency of the latency-injection experiment (DOMAIN.md §6): start an [`EchoDb`], put a `resolvelab_proxy` proxy with
 //! `latency:delay=200ms,direction=downstream` in front of it, and give the backend a
 //! [`DbConfig`] (`round_trips`, `pool`, `acquire_timeout`); each request then waits for a pool
 //! connection and makes K sequential round trips, and [`BackendStats::pool`] exports the pool

@@ -13,8 +13,8 @@ use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 use resolvelab_core::policy;
 use resolvelab_core::time::now_us;
-use resolvelab_faults::gate::FaultList;
-use resolvelab_faults::net::{listen_reuse, set_reset_on_close};
+use resolvelab_inject::gate::FaultList;
+use resolvelab_inject::net::{listen_reuse, set_reset_on_close};
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::convert::Infallible;
@@ -341,7 +341,7 @@ impl BackendHandle {
 }
 
 async fn accept_loop(sh: Arc<Shared>, listener: TcpListener) {
-    use resolvelab_faults::net::{ListenerEvent, refusable_accept_loop};
+    use resolvelab_inject::net::{ListenerEvent, refusable_accept_loop};
     refusable_accept_loop(
         listener,
         sh.listen,

@@ -8,7 +8,7 @@ mod common;
 
 use common::*;
 use resolvelab_backend::{Backend, BackendConfig, DbConfig, EchoDb};
-use resolvelab_faults::{Proxy, ProxyConfig};
+use resolvelab_proxy::{Proxy, ProxyConfig};
 use std::time::{Duration, Instant};
 
 const K: u32 = 3;

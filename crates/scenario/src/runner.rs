@@ -222,7 +222,7 @@ fn pick_net() -> (u8, u8) {
 /// Anything faults can be injected into: a backend or a TCP proxy.
 enum FaultTarget {
     Backend(resolvelab_backend::BackendHandle),
-    Proxy(resolvelab_faults::ProxyHandle),
+    Proxy(resolvelab_proxy::ProxyHandle),
 }
 
 impl FaultTarget {
@@ -339,18 +339,15 @@ async fn play(
         );
     }
     for p in &sc.proxies {
-        let mut cfg = resolvelab_faults::ProxyConfig::new(
-            &p.name,
-            net.hosts[&p.name],
-            net.hosts[&p.upstream],
-        );
+        let mut cfg =
+            resolvelab_proxy::ProxyConfig::new(&p.name, net.hosts[&p.name], net.hosts[&p.upstream]);
         for f in &p.faults {
             cfg.faults.push(
                 f.parse()
                     .map_err(|e| anyhow!("proxy `{}` fault `{f}`: {e}", p.name))?,
             );
         }
-        let h = resolvelab_faults::Proxy::start(cfg).await?;
+        let h = resolvelab_proxy::Proxy::start(cfg).await?;
         targets.insert(p.name.clone(), FaultTarget::Proxy(h));
     }
     for be in sc.backends.iter().filter(|b| !b.echo_db) {

@@ -1,6 +1,6 @@
 //! The proxy's fault kinds ("toxics", Toxiproxy's names and units): their parameters,
 //! spellings and defaults. Each toxic's behaviour is one file of the proxy
-//! (`crates/faults/src/toxics/`); the model maps the same values onto its own.
+//! (`crates/proxy/src/toxics/`); the model maps the same values onto its own.
 //!
 //! Kinds are written as Toxiproxy writes them (`reset_peer`); the kebab-case spelling
 //! (`reset-peer`) is an alias.

@@ -2,8 +2,8 @@
 //! JSON Lines log of every connection.
 
 use crate::Ctx;
-use resolvelab_faults::control::{self, ProxySet};
-use resolvelab_faults::{Proxy, ProxyConfig, ToxicSpec, file};
+use resolvelab_proxy::control::{self, ProxySet};
+use resolvelab_proxy::{Proxy, ProxyConfig, ToxicSpec, file};
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -130,7 +130,7 @@ pub fn run(args: Args, _ctx: &Ctx) -> anyhow::Result<ExitCode> {
     }
     let log = log_path
         .as_deref()
-        .map(|p| resolvelab_core::jsonl::JsonlWriter::create(p, resolvelab_faults::LOG_SCHEMA))
+        .map(|p| resolvelab_core::jsonl::JsonlWriter::create(p, resolvelab_proxy::LOG_SCHEMA))
         .transpose()?
         .map(Arc::new);
     let rt = tokio::runtime::Runtime::new()?;

@@ -1,6 +1,6 @@
 //! Every toxic: its effect on real loopback traffic and its counter.
 
-use resolvelab_faults::{Proxy, ProxyConfig, ProxyHandle};
+use resolvelab_proxy::{Proxy, ProxyConfig, ProxyHandle};
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};

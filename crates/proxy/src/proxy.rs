@@ -1,13 +1,13 @@
 //! The TCP fault proxy: a listener, an upstream, and a live list of toxics.
 
-use crate::gate::{FaultList, Gate, Named, sub_seed};
-use crate::net::{listen_reuse, set_reset_on_close};
 use crate::toxics::{Direction, Step, Toxic, ToxicConn, ToxicSpec};
 use bytes::{Bytes, BytesMut};
 use rand::{RngExt, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use resolvelab_core::jsonl::JsonlWriter;
 use resolvelab_core::{policy, time::now_us};
+use resolvelab_inject::gate::{FaultList, Gate, Named, sub_seed};
+use resolvelab_inject::net::{listen_reuse, set_reset_on_close};
 use serde::Serialize;
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -73,7 +73,7 @@ impl Named for ToxicEntry {
     }
 }
 
-impl crate::gate::Gated for ToxicEntry {
+impl resolvelab_inject::gate::Gated for ToxicEntry {
     fn gate(&self) -> &Gate {
         &self.gate
     }
@@ -351,7 +351,7 @@ impl Inner {
 }
 
 async fn accept_loop(inner: Arc<Inner>, listener: TcpListener) {
-    use crate::net::{ListenerEvent, refusable_accept_loop};
+    use resolvelab_inject::net::{ListenerEvent, refusable_accept_loop};
     refusable_accept_loop(
         listener,
         inner.listen,

@@ -1,5 +1,6 @@
-//! resolvelab-faults — a TCP fault proxy in the manner of Toxiproxy, plus the common fault
-//! machinery (toxicity, window, seed, hit counter) that the backend crate reuses.
+//! resolvelab-proxy — a TCP fault proxy in the manner of Toxiproxy (`resolvelab proxy`). The
+//! fault runtime it shares with the backend (toxicity, window, seed, hit counter) is
+//! `resolvelab-inject`; the toxics' kinds and keys are `resolvelab_core::spec::toxic`.
 //!
 //! Every fault kind ("toxic") is one small file under `toxics/` behind the [`toxics::Toxic`]
 //! trait; the common parts live in a wrapper. Unlike Toxiproxy every toxic counts what it really
@@ -7,7 +8,7 @@
 //! logged (`resolvelab.proxy/v1`), so a verdict can refuse a run whose injection never hit.
 //!
 //! ```no_run
-//! use resolvelab_faults::{Proxy, ProxyConfig};
+//! use resolvelab_proxy::{Proxy, ProxyConfig};
 //! # async fn demo() -> anyhow::Result<()> {
 //! let mut cfg = ProxyConfig::new(
 //!     "db",
@@ -31,8 +32,6 @@
 
 pub mod control;
 pub mod file;
-pub mod gate;
-pub mod net;
 pub mod proxy;
 pub mod toxics;
 
