@@ -37,11 +37,11 @@ mod control;
 pub mod db;
 pub mod fault;
 pub mod log;
-pub mod model;
+pub mod response;
 mod server;
 
 pub use db::{DbConfig, EchoDb, PoolStats};
 pub use fault::{BackendFault, BackendFaultKind, FaultStatus};
 pub use log::LOG_SCHEMA;
-pub use model::{Latency, StatusMix};
+pub use response::{Latency, StatusMix};
 pub use server::{Backend, BackendConfig, BackendHandle, BackendStats};

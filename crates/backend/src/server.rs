@@ -3,7 +3,7 @@
 use crate::db::{DbConfig, DbError, Pool, PoolStats};
 use crate::fault::{BackendFault, BackendFaultKind, Fault, FaultStatus};
 use crate::log::{LogSender, Rec};
-use crate::model::{Latency, Sample, StatusMix};
+use crate::response::{Latency, Sample, StatusMix};
 use bytes::Bytes;
 use http_body_util::{BodyExt, Either, Full};
 use hyper::body::{Body, Frame, Incoming, SizeHint};

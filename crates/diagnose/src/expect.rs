@@ -24,7 +24,7 @@
 //! assert!(parse("nlu >").is_err());
 //! ```
 
-use crate::model::{ClientStats, Diagnosis, Incident, NluEvent};
+use crate::verdict::{ClientStats, Diagnosis, Incident, NluEvent};
 
 /// A parsed expectation.
 #[derive(Debug, Clone, PartialEq)]
@@ -856,7 +856,7 @@ mod tests {
         let mut c = ClientStats::default();
         c.backends.insert(
             "app-slow".into(),
-            crate::model::BackendStats {
+            crate::verdict::BackendStats {
                 requests: 20,
                 min_ms: 1830.0,
                 max_ms: 9400.0,
@@ -865,7 +865,7 @@ mod tests {
         );
         c.probes.insert(
             "app-fast".into(),
-            crate::model::ProbeStats {
+            crate::verdict::ProbeStats {
                 probes: 30,
                 ok: 30,
                 ..Default::default()

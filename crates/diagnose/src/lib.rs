@@ -27,10 +27,10 @@ pub mod classes;
 pub mod classify;
 pub mod evidence;
 pub mod expect;
-pub mod model;
 pub mod run;
 pub mod timeline;
+pub mod verdict;
 
 pub use checker::{Options, StreamStats, diagnose, diagnose_with_history, diagnose_with_stats};
-pub use model::{Diagnosis, Incident, Verdict};
 pub use run::analyze_run;
+pub use verdict::{Diagnosis, Incident, Verdict};

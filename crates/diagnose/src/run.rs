@@ -2,7 +2,7 @@
 
 use crate::checker::{Options, diagnose_with_history};
 use crate::expect;
-use crate::model::*;
+use crate::verdict::*;
 use resolvelab_history::logformat::{self, LogFormat};
 use resolvelab_history::ours;
 use std::path::{Path, PathBuf};

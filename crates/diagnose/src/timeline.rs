@@ -1,7 +1,7 @@
 //! Bounded-memory time series of requests by outcome with latency histograms: bins start at 1 s
 //! and double in width whenever the span would need more than [`MAX_BINS`] bins.
 
-use crate::model::{Point, Series};
+use crate::verdict::{Point, Series};
 use hdrhistogram::Histogram;
 
 /// Most bins kept; beyond that the bin width doubles.

@@ -2,7 +2,7 @@
 //! incident bands, latency percentiles, and a zoom per incident.
 
 use plotters::prelude::*;
-use resolvelab_diagnose::model::Series;
+use resolvelab_diagnose::verdict::Series;
 
 const OK: RGBColor = RGBColor(46, 139, 87);
 const FAIL: RGBColor = RGBColor(230, 140, 0);
@@ -109,7 +109,7 @@ fn draw_rate(
         (
             "ok",
             OK,
-            (|p: &resolvelab_diagnose::model::Point| p.ok) as fn(&_) -> u64,
+            (|p: &resolvelab_diagnose::verdict::Point| p.ok) as fn(&_) -> u64,
         ),
         ("failed (502/504)", FAIL, |p| p.failed),
         ("no live upstreams", NLU, |p| p.nlu),
@@ -257,7 +257,7 @@ fn lines_chart(
 /// The slowest answer per bin for each backend (by `x-backend`), ms: a slow dependency's
 /// queueing staircase next to its control.
 pub fn backend_latency_svg(
-    backends: &[(&str, &[resolvelab_diagnose::model::BackendBin])],
+    backends: &[(&str, &[resolvelab_diagnose::verdict::BackendBin])],
     t0_ms: i64,
     title: &str,
     (w, h): (u32, u32),
@@ -269,7 +269,7 @@ pub fn backend_latency_svg(
 
 fn draw_backend_latency(
     out: &mut String,
-    backends: &[(&str, &[resolvelab_diagnose::model::BackendBin])],
+    backends: &[(&str, &[resolvelab_diagnose::verdict::BackendBin])],
     t0: i64,
     title: &str,
     size: (u32, u32),

@@ -106,7 +106,7 @@ pub(crate) fn page(d: &Diagnosis, v: Option<&Verdict>) -> String {
             );
             // Worth a chart only when some backend was slow enough to see (a second or more).
             if c.backends.values().any(|b| b.max_ms >= 1000.0) {
-                let series: Vec<(&str, &[resolvelab_diagnose::model::BackendBin])> = c
+                let series: Vec<(&str, &[resolvelab_diagnose::verdict::BackendBin])> = c
                     .backends
                     .iter()
                     .map(|(n, b)| (n.as_str(), b.bins.as_slice()))

@@ -28,7 +28,7 @@ pub use charts::{backend_latency_svg, incident_svg, latency_svg, rate_svg};
 /// The per-backend table of a lab verdict (client view from `x-backend`, pool counters from
 /// `backends.json`) and the readiness-probe table, as header + rows of plain text, so Markdown and
 /// HTML show the same numbers.
-pub(crate) fn backend_tables(c: &resolvelab_diagnose::model::ClientStats) -> (Table, Table) {
+pub(crate) fn backend_tables(c: &resolvelab_diagnose::verdict::ClientStats) -> (Table, Table) {
     let ms = |v: f64| format!("{v:.1}");
     let opt = |v: Option<f64>| v.map(ms).unwrap_or_else(|| "–".into());
     let bh = vec![

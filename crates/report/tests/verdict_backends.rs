@@ -1,7 +1,7 @@
 //! A lab verdict with a slow dependency shows what the client saw of each backend (table and
 //! chart) and the readiness probes, in Markdown and HTML alike.
 
-use resolvelab_diagnose::model::{BackendBin, BackendStats, ClientStats, ProbeStats};
+use resolvelab_diagnose::verdict::{BackendBin, BackendStats, ClientStats, ProbeStats};
 use resolvelab_diagnose::{Options, Verdict, diagnose};
 use resolvelab_history::logformat::LogFormat;
 use resolvelab_report::{Format, render_verdict};

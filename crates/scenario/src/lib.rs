@@ -14,13 +14,13 @@
 //! ```
 #![deny(missing_docs)]
 
+pub mod format;
 pub mod library;
 pub mod locate;
-pub mod model;
 pub mod netns;
 pub mod probe;
 pub mod render;
 pub mod runner;
 pub mod simrun;
 
-pub use model::Scenario;
+pub use format::Scenario;

@@ -1,6 +1,6 @@
 //! The built-in scenario library (`scenarios/*.toml`, embedded at compile time).
 
-use crate::model::Scenario;
+use crate::format::Scenario;
 
 /// `(file name, text)` of every built-in scenario.
 pub const FILES: &[(&str, &str)] = &[

@@ -6,7 +6,7 @@
 //! drifting behind a slow answer), on a fresh connection like a kubelet, and writes one line per
 //! probe to `probes.jsonl` (`schema: resolvelab.probes/v1`).
 
-use crate::model::{ProbeSpec, dur};
+use crate::format::{ProbeSpec, dur};
 use anyhow::Result;
 use bytes::Bytes;
 use http_body_util::{BodyExt, Empty};

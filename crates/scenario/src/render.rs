@@ -4,7 +4,7 @@
 //! once without port collisions: nginx listens on `.1`, the DNS authority on `.53`, backends on
 //! `.20`, `.30`, … (or the `host` the scenario gives).
 
-use crate::model::{Scenario, dur};
+use crate::format::{Scenario, dur};
 use anyhow::{Result, bail};
 use std::collections::BTreeMap;
 use std::fmt::Write as _;

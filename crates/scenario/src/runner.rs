@@ -3,7 +3,7 @@
 //! dns.jsonl, events.jsonl, load.jsonl, run.json). Judging the evidence is the checker's job
 //! (`resolvelab-diagnose`); the binary calls it after [`run`].
 
-use crate::model::{Event, Scenario, dur};
+use crate::format::{Event, Scenario, dur};
 use crate::render::{Net, http_body};
 use anyhow::{Context, Result, anyhow, bail};
 use resolvelab_core::jsonl::JsonlWriter;
@@ -629,7 +629,7 @@ fn dns_hits(dns: &DnsHandle, sc: &Scenario) -> Option<Vec<(String, u64)>> {
 }
 
 async fn start_backend(
-    be: &crate::model::BackendSpec,
+    be: &crate::format::BackendSpec,
     net: &Net,
     seed: u64,
     dir: &RunDir,

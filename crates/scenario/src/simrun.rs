@@ -16,7 +16,7 @@
 //! ```
 
 use crate::Scenario;
-use crate::model::dur;
+use crate::format::dur;
 use crate::render::{Net, http_body};
 use crate::runner::{RunOptions, RunRecord};
 use anyhow::{Context, Result, anyhow, bail};

@@ -5,7 +5,7 @@
 
 use super::failure::{Failure, Store, is_addr, trunc};
 use crate::classes::{self, Sig};
-use crate::model::{Evidence, Incident, Signature};
+use crate::verdict::{Evidence, Incident, Signature};
 use resolvelab_history::logformat::LogFormat;
 use resolvelab_history::{ErrorRecord, ErrorStream, History};
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};

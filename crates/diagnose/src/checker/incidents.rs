@@ -11,7 +11,7 @@ use super::traj_label;
 use crate::classes::{self, Class, Sig};
 use crate::classify::{Facts, classify};
 use crate::evidence::{Race, SwapSource};
-use crate::model::{Evidence, Incident, NluCounts, Point, Series};
+use crate::verdict::{Evidence, Incident, NluCounts, Point, Series};
 use resolvelab_history::History;
 use std::collections::BTreeMap;
 

@@ -24,7 +24,7 @@ mod totals;
 pub use errors::MAX_BUFFERED;
 
 use crate::evidence::{self, Observability, Present, Race, RuntimeFacts};
-use crate::model::*;
+use crate::verdict::*;
 use resolvelab_history::logformat::{Field, LogFormat};
 use resolvelab_history::{History, Sources, time};
 use std::collections::BTreeMap;

@@ -4,7 +4,7 @@
 use super::errors::SigIndex;
 use super::failure::{Keys, host_of, is_addr};
 use crate::evidence::SwapSource;
-use crate::model::Swap;
+use crate::verdict::Swap;
 use resolvelab_history::History;
 use std::collections::HashMap;
 

@@ -6,7 +6,7 @@ use super::failure::Store;
 use super::swaps::PeerChanges;
 use super::traj_label;
 use crate::classes::{self, Sig};
-use crate::model::{ClassSummary, Incident, NluCounts, NluEvent, PassCounts, Signature};
+use crate::verdict::{ClassSummary, Incident, NluCounts, NluEvent, PassCounts, Signature};
 use resolvelab_history::History;
 use std::collections::{BTreeMap, HashMap};
 

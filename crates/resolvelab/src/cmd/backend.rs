@@ -3,7 +3,7 @@
 
 use crate::Ctx;
 use resolvelab_backend::{
-    Backend, BackendConfig, BackendFault, DbConfig, EchoDb, Latency, StatusMix, fault, model,
+    Backend, BackendConfig, BackendFault, DbConfig, EchoDb, Latency, StatusMix, fault, response,
 };
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -70,7 +70,7 @@ pub struct Args {
     #[arg(long, default_value = "0", value_name = "MODEL", value_parser = parse_latency)]
     latency: Latency,
     /// Pad every body to this size (512, 4k, 1m).
-    #[arg(long, value_name = "SIZE", value_parser = model::parse_size)]
+    #[arg(long, value_name = "SIZE", value_parser = response::parse_size)]
     body_size: Option<usize>,
     /// Status mix: 200, or 200=0.9,503=0.1.
     #[arg(long, default_value = "200", value_name = "MIX", value_parser = parse_status)]
