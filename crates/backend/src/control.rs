@@ -15,7 +15,7 @@ use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{delete, get};
-use std::fmt::Write as _;
+use resolvelab_core::text::Exposition;
 
 pub(crate) fn router(h: BackendHandle) -> Router {
     Router::new()
@@ -65,94 +65,86 @@ async fn remove(State(h): State<BackendHandle>, Path(name): Path<String>) -> Res
 
 /// Render stats in the Prometheus text format.
 pub(crate) fn prometheus(s: &BackendStats) -> String {
-    let b = &s.name;
-    let mut o = String::new();
-    let _ = writeln!(o, "# TYPE resolvelab_backend_requests_total counter");
+    let b = s.name.as_str();
+    let mut m = Exposition::default();
+    let one = |m: &mut Exposition, name: &str, kind: &str, v: &dyn std::fmt::Display| {
+        m.family(name, kind, None);
+        m.sample(name, &[("backend", b)], v);
+    };
+    m.family("resolvelab_backend_requests_total", "counter", None);
     for (code, n) in &s.statuses {
-        let _ = writeln!(
-            o,
-            "resolvelab_backend_requests_total{{backend=\"{b}\",status=\"{code}\"}} {n}"
+        let code = code.to_string();
+        m.sample(
+            "resolvelab_backend_requests_total",
+            &[("backend", b), ("status", &code)],
+            n,
         );
     }
-    let _ = writeln!(o, "# TYPE resolvelab_backend_connections_total counter");
-    let _ = writeln!(
-        o,
-        "resolvelab_backend_connections_total{{backend=\"{b}\"}} {}",
-        s.connections
+    one(
+        &mut m,
+        "resolvelab_backend_connections_total",
+        "counter",
+        &s.connections,
     );
-    let _ = writeln!(o, "# TYPE resolvelab_backend_connections_open gauge");
-    let _ = writeln!(
-        o,
-        "resolvelab_backend_connections_open{{backend=\"{b}\"}} {}",
-        s.open
+    one(
+        &mut m,
+        "resolvelab_backend_connections_open",
+        "gauge",
+        &s.open,
     );
-    let _ = writeln!(o, "# TYPE resolvelab_backend_fault_hits_total counter");
+    m.family("resolvelab_backend_fault_hits_total", "counter", None);
     for f in &s.faults {
-        let _ = writeln!(
-            o,
-            "resolvelab_backend_fault_hits_total{{backend=\"{b}\",fault=\"{}\",kind=\"{}\"}} {}",
-            f.name, f.kind, f.hits
-        );
-        if f.kind == "reclaim" {
-            let _ = writeln!(
-                o,
-                "resolvelab_backend_reclaim_caught_total{{backend=\"{b}\",fault=\"{}\"}} {}",
-                f.name, f.caught
-            );
+        let l = [
+            ("backend", b),
+            ("fault", f.name.as_str()),
+            ("kind", f.kind.as_str()),
+        ];
+        m.sample("resolvelab_backend_fault_hits_total", &l, f.hits);
+    }
+    let reclaims: Vec<_> = s.faults.iter().filter(|f| f.kind == "reclaim").collect();
+    if !reclaims.is_empty() {
+        m.family("resolvelab_backend_reclaim_caught_total", "counter", None);
+        for f in reclaims {
+            let l = [("backend", b), ("fault", f.name.as_str())];
+            m.sample("resolvelab_backend_reclaim_caught_total", &l, f.caught);
         }
     }
     if let Some(p) = &s.pool {
-        let _ = writeln!(o, "# TYPE resolvelab_backend_pool_size gauge");
-        let _ = writeln!(
-            o,
-            "resolvelab_backend_pool_size{{backend=\"{b}\"}} {}",
-            p.size
+        one(&mut m, "resolvelab_backend_pool_size", "gauge", &p.size);
+        one(&mut m, "resolvelab_backend_pool_in_use", "gauge", &p.in_use);
+        one(
+            &mut m,
+            "resolvelab_backend_pool_waiters",
+            "gauge",
+            &p.waiters,
         );
-        let _ = writeln!(o, "# TYPE resolvelab_backend_pool_in_use gauge");
-        let _ = writeln!(
-            o,
-            "resolvelab_backend_pool_in_use{{backend=\"{b}\"}} {}",
-            p.in_use
+        one(
+            &mut m,
+            "resolvelab_backend_pool_timeouts_total",
+            "counter",
+            &p.timeouts,
         );
-        let _ = writeln!(o, "# TYPE resolvelab_backend_pool_waiters gauge");
-        let _ = writeln!(
-            o,
-            "resolvelab_backend_pool_waiters{{backend=\"{b}\"}} {}",
-            p.waiters
-        );
-        let _ = writeln!(o, "# TYPE resolvelab_backend_pool_timeouts_total counter");
-        let _ = writeln!(
-            o,
-            "resolvelab_backend_pool_timeouts_total{{backend=\"{b}\"}} {}",
-            p.timeouts
-        );
-        let _ = writeln!(o, "# TYPE resolvelab_backend_pool_wait_seconds histogram");
+        let h = "resolvelab_backend_pool_wait_seconds";
+        m.family(h, "histogram", None);
         let count = p.acquired + p.timeouts;
         for (le, n) in &p.wait_buckets {
-            let _ = writeln!(
-                o,
-                "resolvelab_backend_pool_wait_seconds_bucket{{backend=\"{b}\",le=\"{le}\"}} {n}"
-            );
+            let le = le.to_string();
+            m.sample(&format!("{h}_bucket"), &[("backend", b), ("le", &le)], n);
         }
-        let _ = writeln!(
-            o,
-            "resolvelab_backend_pool_wait_seconds_bucket{{backend=\"{b}\",le=\"+Inf\"}} {count}"
+        m.sample(
+            &format!("{h}_bucket"),
+            &[("backend", b), ("le", "+Inf")],
+            count,
         );
-        let _ = writeln!(
-            o,
-            "resolvelab_backend_pool_wait_seconds_sum{{backend=\"{b}\"}} {}",
-            p.wait_sum_s
-        );
-        let _ = writeln!(
-            o,
-            "resolvelab_backend_pool_wait_seconds_count{{backend=\"{b}\"}} {count}"
-        );
-        let _ = writeln!(o, "# TYPE resolvelab_backend_pool_wait_max_seconds gauge");
-        let _ = writeln!(
-            o,
-            "resolvelab_backend_pool_wait_max_seconds{{backend=\"{b}\"}} {}",
-            p.wait_us_max as f64 / 1e6
+        m.sample(&format!("{h}_sum"), &[("backend", b)], p.wait_sum_s);
+        m.sample(&format!("{h}_count"), &[("backend", b)], count);
+        let wait_max = p.wait_us_max as f64 / 1e6;
+        one(
+            &mut m,
+            "resolvelab_backend_pool_wait_max_seconds",
+            "gauge",
+            &wait_max,
         );
     }
-    o
+    m.finish()
 }

@@ -9,6 +9,7 @@
 //! * [`evidence`] — what a run leaves: its files, their schema ids, the lab's log format.
 //! * [`rundir`] — run directories and `fingerprint.json`.
 //! * [`version`] — nginx versions (`1.28.3`, from `nginx -V`) and the first one with `resolve`.
+//! * [`text`] — HTML escaping and the Prometheus text exposition.
 //! * [`supervise`] — child processes that never outlive the tool (process groups + `PR_SET_PDEATHSIG`).
 //!
 //! ```
@@ -27,5 +28,6 @@ pub mod policy;
 pub mod rundir;
 pub mod spec;
 pub mod supervise;
+pub mod text;
 pub mod time;
 pub mod version;

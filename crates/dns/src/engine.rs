@@ -23,6 +23,7 @@ use tokio::sync::broadcast;
 
 use crate::zone::{Align, ModeSpec, NameConfig, Unknown};
 use resolvelab_core::spec::dns::DnsMode;
+use resolvelab_core::text::Exposition;
 
 /// UDP answers larger than the client's limit (512 bytes, or its EDNS size) are truncated.
 const UDP_PLAIN_LIMIT: usize = 512;
@@ -912,11 +913,12 @@ impl Engine {
 
     /// Prometheus text exposition of the counters.
     pub fn metrics(&self) -> String {
-        use std::fmt::Write;
-        let mut out = String::new();
-        out.push_str(
-            "# HELP resolvelab_dns_queries_total DNS queries by name, qtype, rcode, mode and transport.\n\
-             # TYPE resolvelab_dns_queries_total counter\n",
+        let mut m = Exposition::default();
+        let q = "resolvelab_dns_queries_total";
+        m.family(
+            q,
+            "counter",
+            Some("DNS queries by name, qtype, rcode, mode and transport."),
         );
         let entries: Vec<_> = {
             let n = self.names.read().unwrap_or_else(|p| p.into_inner());
@@ -932,13 +934,15 @@ impl Engine {
             rows.sort_by(|a, b| a.0.cmp(b.0));
             for ((qt, rc, mode, tr), n) in rows {
                 let mode = st.modes_seen.get(*mode as usize).map_or("", |m| &**m);
-                let _ = writeln!(
-                    out,
-                    "resolvelab_dns_queries_total{{name=\"{}\",qtype=\"{qt}\",rcode=\"{rc}\",mode=\"{}\",transport=\"{}\"}} {n}",
-                    esc(name),
-                    esc(mode),
-                    tr.as_str()
-                );
+                let (qt, rc) = (qt.to_string(), rc.to_string());
+                let l = [
+                    ("name", name.as_str()),
+                    ("qtype", &qt),
+                    ("rcode", &rc),
+                    ("mode", mode),
+                    ("transport", tr.as_str()),
+                ];
+                m.sample(q, &l, n);
             }
             hits.push((name.clone(), st.hits));
             injected.push((name.clone(), st.injected(), st.mode_str.clone()));
@@ -948,72 +952,63 @@ impl Engine {
             let mut rows: Vec<_> = u.iter().collect();
             rows.sort_by(|a, b| a.0.cmp(b.0));
             for ((qt, rc, tr), n) in rows {
-                let _ = writeln!(
-                    out,
-                    "resolvelab_dns_queries_total{{name=\"\",qtype=\"{qt}\",rcode=\"{rc}\",mode=\"unknown\",transport=\"{}\"}} {n}",
-                    tr.as_str()
-                );
+                let (qt, rc) = (qt.to_string(), rc.to_string());
+                let l = [
+                    ("name", ""),
+                    ("qtype", qt.as_str()),
+                    ("rcode", &rc),
+                    ("mode", "unknown"),
+                    ("transport", tr.as_str()),
+                ];
+                m.sample(q, &l, n);
             }
         }
-        out.push_str(
-            "# HELP resolvelab_dns_injection_hits_total Queries answered under a non-default (injected) mode.\n\
-             # TYPE resolvelab_dns_injection_hits_total counter\n",
+        let h = "resolvelab_dns_injection_hits_total";
+        m.family(
+            h,
+            "counter",
+            Some("Queries answered under a non-default (injected) mode."),
         );
         for (name, n) in &hits {
-            let _ = writeln!(
-                out,
-                "resolvelab_dns_injection_hits_total{{name=\"{}\"}} {n}",
-                esc(name)
-            );
+            m.sample(h, &[("name", name)], n);
         }
-        out.push_str(
-            "# HELP resolvelab_dns_injected 1 while the name is in a non-default mode.\n\
-             # TYPE resolvelab_dns_injected gauge\n",
+        let i = "resolvelab_dns_injected";
+        m.family(
+            i,
+            "gauge",
+            Some("1 while the name is in a non-default mode."),
         );
         for (name, inj, mode) in &injected {
-            let _ = writeln!(
-                out,
-                "resolvelab_dns_injected{{name=\"{}\",mode=\"{}\"}} {}",
-                esc(name),
-                esc(mode),
-                u8::from(*inj)
-            );
+            m.sample(i, &[("name", name), ("mode", mode)], u8::from(*inj));
         }
         let (dropped, formerr) = self.malformed();
-        let _ = write!(
-            out,
-            "# HELP resolvelab_dns_malformed_total Malformed packets, by what was done with them.\n\
-             # TYPE resolvelab_dns_malformed_total counter\n\
-             resolvelab_dns_malformed_total{{action=\"dropped\"}} {dropped}\n\
-             resolvelab_dns_malformed_total{{action=\"formerr\"}} {formerr}\n"
+        let mal = "resolvelab_dns_malformed_total";
+        m.family(
+            mal,
+            "counter",
+            Some("Malformed packets, by what was done with them."),
         );
+        m.sample(mal, &[("action", "dropped")], dropped);
+        m.sample(mal, &[("action", "formerr")], formerr);
         {
             let o = self.stats.other.lock().unwrap_or_else(|p| p.into_inner());
             if !o.is_empty() {
-                out.push_str(
-                    "# HELP resolvelab_dns_unsupported_total Messages with an opcode other than QUERY.\n\
-                     # TYPE resolvelab_dns_unsupported_total counter\n",
+                let un = "resolvelab_dns_unsupported_total";
+                m.family(
+                    un,
+                    "counter",
+                    Some("Messages with an opcode other than QUERY."),
                 );
                 let mut rows: Vec<_> = o.iter().collect();
                 rows.sort_by(|a, b| a.0.cmp(b.0));
                 for ((rc, tr), n) in rows {
-                    let _ = writeln!(
-                        out,
-                        "resolvelab_dns_unsupported_total{{rcode=\"{rc}\",transport=\"{}\"}} {n}",
-                        tr.as_str()
-                    );
+                    let rc = rc.to_string();
+                    m.sample(un, &[("rcode", rc.as_str()), ("transport", tr.as_str())], n);
                 }
             }
         }
-        out
+        m.finish()
     }
-}
-
-/// Escape a Prometheus label value.
-fn esc(s: &str) -> String {
-    s.replace('\\', "\\\\")
-        .replace('"', "\\\"")
-        .replace('\n', "\\n")
 }
 
 fn response_shell(req: &Message, rcode: ResponseCode, truncated: bool) -> Message {

@@ -149,12 +149,7 @@ pub fn to_csv(m: &Merged) -> String {
     s
 }
 
-fn esc(s: &str) -> String {
-    s.replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
-        .replace('"', "&quot;")
-}
+use resolvelab_core::text::html_escape as esc;
 
 type Series<'a> = (&'a str, RGBColor, Vec<(f64, f64)>);
 

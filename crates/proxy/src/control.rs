@@ -17,8 +17,8 @@ use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{delete, get, post};
+use resolvelab_core::text::Exposition;
 use std::collections::BTreeMap;
-use std::fmt::Write as _;
 use std::sync::Arc;
 use tokio::net::TcpListener;
 
@@ -68,59 +68,57 @@ impl ProxySet {
         }
     }
 
-    /// Prometheus text exposition of every proxy and fault counter.
+    /// Prometheus text exposition of every proxy and fault counter, one family at a time.
     pub fn metrics(&self) -> String {
-        let mut out = String::new();
-        out.push_str("# TYPE resolvelab_proxy_connections_total counter\n");
-        out.push_str("# TYPE resolvelab_proxy_connections_open gauge\n");
-        out.push_str("# TYPE resolvelab_proxy_connect_errors_total counter\n");
-        out.push_str("# TYPE resolvelab_proxy_bytes_total counter\n");
-        out.push_str("# TYPE resolvelab_proxy_fault_hits_total counter\n");
-        out.push_str("# TYPE resolvelab_proxy_fault_bytes_total counter\n");
-        out.push_str("# TYPE resolvelab_proxy_fault_chunks_total counter\n");
-        for p in self.all() {
-            let s = p.stats();
-            let n = &s.name;
-            let _ = writeln!(
-                out,
-                "resolvelab_proxy_connections_total{{proxy=\"{n}\"}} {}",
+        let stats: Vec<_> = self.all().iter().map(|p| p.stats()).collect();
+        let mut m = Exposition::default();
+        type Of = fn(&crate::ProxyStats) -> u64;
+        let per_proxy: [(&str, &str, Of); 3] = [
+            ("resolvelab_proxy_connections_total", "counter", |s| {
                 s.connections
-            );
-            let _ = writeln!(
-                out,
-                "resolvelab_proxy_connections_open{{proxy=\"{n}\"}} {}",
-                s.open
-            );
-            let _ = writeln!(
-                out,
-                "resolvelab_proxy_connect_errors_total{{proxy=\"{n}\"}} {}",
+            }),
+            ("resolvelab_proxy_connections_open", "gauge", |s| s.open),
+            ("resolvelab_proxy_connect_errors_total", "counter", |s| {
                 s.connect_errors
-            );
-            let _ = writeln!(
-                out,
-                "resolvelab_proxy_bytes_total{{proxy=\"{n}\",direction=\"upstream\"}} {}",
-                s.bytes_upstream
-            );
-            let _ = writeln!(
-                out,
-                "resolvelab_proxy_bytes_total{{proxy=\"{n}\",direction=\"downstream\"}} {}",
-                s.bytes_downstream
-            );
-            for f in &s.faults {
-                let l = format!(
-                    "proxy=\"{n}\",fault=\"{}\",kind=\"{}\",direction=\"{}\"",
-                    f.name, f.kind, f.direction
-                );
-                let _ = writeln!(out, "resolvelab_proxy_fault_hits_total{{{l}}} {}", f.hits);
-                let _ = writeln!(out, "resolvelab_proxy_fault_bytes_total{{{l}}} {}", f.bytes);
-                let _ = writeln!(
-                    out,
-                    "resolvelab_proxy_fault_chunks_total{{{l}}} {}",
-                    f.chunks
-                );
+            }),
+        ];
+        for (name, kind, of) in per_proxy {
+            m.family(name, kind, None);
+            for s in &stats {
+                m.sample(name, &[("proxy", &s.name)], of(s));
             }
         }
-        out
+        let bytes = "resolvelab_proxy_bytes_total";
+        m.family(bytes, "counter", None);
+        for s in &stats {
+            for (dir, v) in [
+                ("upstream", s.bytes_upstream),
+                ("downstream", s.bytes_downstream),
+            ] {
+                m.sample(bytes, &[("proxy", &s.name), ("direction", dir)], v);
+            }
+        }
+        type FaultOf = fn(&crate::ToxicStats) -> u64;
+        let per_fault: [(&str, FaultOf); 3] = [
+            ("resolvelab_proxy_fault_hits_total", |f| f.hits),
+            ("resolvelab_proxy_fault_bytes_total", |f| f.bytes),
+            ("resolvelab_proxy_fault_chunks_total", |f| f.chunks),
+        ];
+        for (name, of) in per_fault {
+            m.family(name, "counter", None);
+            for s in &stats {
+                for f in &s.faults {
+                    let l = [
+                        ("proxy", s.name.as_str()),
+                        ("fault", f.name.as_str()),
+                        ("kind", f.kind.as_str()),
+                        ("direction", f.direction.as_str()),
+                    ];
+                    m.sample(name, &l, of(f));
+                }
+            }
+        }
+        m.finish()
     }
 }
 

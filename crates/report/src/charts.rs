@@ -13,7 +13,7 @@ const MAX_MARKERS: usize = 500;
 fn failed_svg(msg: &str, w: u32, h: u32) -> String {
     format!(
         "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{w}\" height=\"{h}\"><text x=\"10\" y=\"20\">chart unavailable: {}</text></svg>",
-        msg.replace('<', "&lt;")
+        resolvelab_core::text::html_escape(msg)
     )
 }
 

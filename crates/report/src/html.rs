@@ -5,12 +5,7 @@ use crate::ts;
 use resolvelab_diagnose::{Diagnosis, Verdict};
 use std::fmt::Write;
 
-fn h(s: &str) -> String {
-    s.replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
-        .replace('"', "&quot;")
-}
+use resolvelab_core::text::html_escape as h;
 
 /// Escaped text whose `backtick` spans become `<code>` (explanations and fixes are written once,
 /// in Markdown's inline-code style, for both renderers).
