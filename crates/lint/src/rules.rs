@@ -185,6 +185,24 @@ pub static RULES: &[Rule] = &[
         scenario: Some("swap-only"),
     },
     Rule {
+        id: "resolve-once",
+        severity: Severity::Warning,
+        title: "a backend hostname resolved once, at start: a pin until the next reload (stale address)",
+        explain: "A name in an upstream `server` line without `resolve`, or in a `proxy_pass` without variables, is resolved when nginx starts or reloads and never again: when the backend moves (a container or pod restart, a VIP change) nginx keeps sending to the old address — connection refused or timed out, 502/504 for every request — until someone reloads it. This is the most common DNS failure reported around nginx.",
+        fix: "make nginx follow the name: `server NAME:PORT resolve;` with a `zone` and a `resolver … valid=5s` (nginx >= 1.27.3), or resolve per request with a variable (`set $backend NAME; proxy_pass http://$backend:PORT;`) and a `resolver`; otherwise reload nginx whenever the backend moves",
+        versions: ALL,
+        scenario: None,
+    },
+    Rule {
+        id: "variable-proxy-pass-no-resolver",
+        severity: Severity::Error,
+        title: "a `*_pass` resolved per request (a variable in its URL) with no `resolver` in scope",
+        explain: "When the URL of `proxy_pass` (or fastcgi/grpc/uwsgi/scgi/memcached_pass) has a variable and its host is neither an IP address nor an upstream block, nginx resolves the host for every request through `resolver` — and with no resolver in the enclosing location, server or http block every such request fails with 502 and `no resolver defined to resolve NAME` in the error log.",
+        fix: "add `resolver ADDRESS valid=5s ipv6=off;` (Docker: `resolver 127.0.0.11 valid=5s;`; Kubernetes: the cluster DNS service) in the http, server or location block, or point the URL at an upstream block",
+        versions: ALL,
+        scenario: None,
+    },
+    Rule {
         id: "suppression-invalid",
         severity: Severity::Error,
         title: "malformed `# resolvelab: ignore` comment",
@@ -640,6 +658,7 @@ pub(crate) fn check(cfg: &Config, opts: &LintOptions) -> Vec<Hit> {
     }
 
     check_locations(&m, &mut hits);
+    check_name_resolution(cfg, &m, &mut hits);
     // Only where a name is resolved at run time is there a resolver line to lose.
     let facts = crate::facts::runtime_facts(cfg, "");
     if facts.variable_pass {
@@ -676,6 +695,157 @@ pub(crate) fn check(cfg: &Config, opts: &LintOptions) -> Vec<Hit> {
     }
     hits.retain(|h| h.rule.versions.contains(version));
     hits
+}
+
+/// Rules proven on real configurations (`tests/lint-corpus/real/`) whose lab scenario does not
+/// exist yet: reproducing a stale address needs nginx's start-time resolution (the system
+/// resolver, not the lab's authority) pointed at the lab, which the stale-address work adds.
+pub const NO_SCENARIO_YET: &[&str] = &["resolve-once", "variable-proxy-pass-no-resolver"];
+
+/// The directives that send a request to an address given by name.
+const PASSES: &[&str] = &[
+    "proxy_pass",
+    "fastcgi_pass",
+    "grpc_pass",
+    "uwsgi_pass",
+    "scgi_pass",
+    "memcached_pass",
+];
+
+/// When nginx resolves the names it sends to: once at start (static `server` lines and static
+/// `*_pass` URLs: `resolve-once`), or per request through a `resolver` (a variable in the URL:
+/// `variable-proxy-pass-no-resolver` when none is in scope). `localhost` comes from
+/// /etc/hosts and cannot move; IP addresses, `unix:` sockets and upstream names are not
+/// resolved at all.
+fn check_name_resolution(cfg: &Config, m: &Model, hits: &mut Vec<Hit>) {
+    let upstreams: HashSet<String> = m
+        .upstreams
+        .iter()
+        .filter_map(|(u, _)| u.arg(0).map(str::to_ascii_lowercase))
+        .collect();
+    for &(up, _) in &m.upstreams {
+        let uname = up.arg(0).unwrap_or("?");
+        for s in up
+            .children()
+            .iter()
+            .filter_map(|d| (d.name.value == "server").then(|| server_line(d)).flatten())
+        {
+            if let Some(name) = s
+                .name
+                .as_deref()
+                .filter(|n| !s.resolve && *n != "localhost")
+            {
+                hits.push(hit(
+                    "resolve-once",
+                    s.addr,
+                    s.d.file,
+                    format!(
+                        "`server {}` in upstream `{uname}` is resolved once, when nginx starts or reloads: if `{name}` moves, nginx keeps sending to the old address until the next reload",
+                        s.addr.value
+                    ),
+                ));
+            }
+        }
+    }
+    // Only where nginx reads them: inside http{} and stream{} (a conf.d fragment is wrapped
+    // first), and in the locations of a server-body snippet (an include inside server{}).
+    let root_resolver = cfg.root.iter().any(|d| d.name.value == "resolver");
+    for block in &cfg.root {
+        match block.name.value.as_str() {
+            "http" | "stream" => walk_passes(block.children(), false, &upstreams, hits),
+            "location" => walk_passes(block.children(), root_resolver, &upstreams, hits),
+            _ => {}
+        }
+    }
+}
+
+fn walk_passes(dirs: &[Directive], scoped: bool, upstreams: &HashSet<String>, hits: &mut Vec<Hit>) {
+    let scoped = scoped || dirs.iter().any(|d| d.name.value == "resolver");
+    for d in dirs {
+        if d.name.value == "upstream" {
+            continue;
+        }
+        if PASSES.contains(&d.name.value.as_str()) {
+            check_pass(d, scoped, upstreams, hits);
+        }
+        if d.block.is_some() {
+            walk_passes(d.children(), scoped, upstreams, hits);
+        }
+    }
+}
+
+fn check_pass(d: &Directive, scoped: bool, upstreams: &HashSet<String>, hits: &mut Vec<Hit>) {
+    let Some(url) = d.args.first() else { return };
+    let Some(host) = pass_host(&url.value) else {
+        return;
+    };
+    let dir = &d.name.value;
+    if host.starts_with('$') || url.value.contains('$') {
+        let literal = !host.starts_with('$');
+        if scoped
+            || literal
+                && (host.parse::<std::net::IpAddr>().is_ok()
+                    || upstreams.contains(&host.to_ascii_lowercase()))
+        {
+            return;
+        }
+        let what = if literal {
+            format!("the host `{host}`")
+        } else {
+            format!("the host in `{host}`")
+        };
+        hits.push(hit(
+            "variable-proxy-pass-no-resolver",
+            url,
+            d.file,
+            format!(
+                "`{dir} {}` has a variable, so nginx resolves {what} for every request — and no `resolver` is in scope: every request here fails with 502 (`no resolver defined to resolve …`)",
+                url.value
+            ),
+        ));
+        return;
+    }
+    let name = host.to_ascii_lowercase();
+    if name == "localhost" || name.parse::<std::net::IpAddr>().is_ok() || upstreams.contains(&name)
+    {
+        return;
+    }
+    hits.push(hit(
+        "resolve-once",
+        url,
+        d.file,
+        format!(
+            "`{dir} {}` names `{host}`, which nginx resolves once, when it starts or reloads: if it moves, nginx keeps sending to the old address until the next reload",
+            url.value
+        ),
+    ));
+}
+
+/// The host a `*_pass` URL names (`http://app:8080/x` → `app`, `app:9000` → `app`,
+/// `http://$backend` → `$backend`); `None` for a unix socket.
+fn pass_host(url: &str) -> Option<&str> {
+    let rest = url.split_once("://").map_or(url, |(_, r)| r);
+    if rest.starts_with("unix:") || url.starts_with("unix:") {
+        return None;
+    }
+    let authority = rest.split(['/', '?']).next().unwrap_or(rest);
+    if let Some(v) = authority.strip_prefix('$') {
+        // `http://$host$request_uri`: the host is the first variable.
+        let end = v
+            .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+            .map_or(authority.len(), |i| i + 1);
+        return Some(&authority[..end]);
+    }
+    // A literal host, maybe followed by variables (`127.0.0.1:11000$request_uri`).
+    let authority = authority.split('$').next().unwrap_or(authority);
+    if let Some(v6) = authority.strip_prefix('[') {
+        return v6.split(']').next();
+    }
+    let host = match authority.rsplit_once(':') {
+        Some((h, p)) if p.chars().all(|c| c.is_ascii_digit()) => h,
+        _ => authority,
+    };
+    (!host.is_empty()).then_some(host)
 }
 
 fn walk_all(dirs: &[Directive]) -> Vec<&Directive> {
@@ -1291,7 +1461,11 @@ mod tests {
             assert!(ids.insert(r.id), "{} twice", r.id);
             match r.scenario {
                 Some(s) => assert!(scenarios.contains(&s), "{}: unknown scenario {s}", r.id),
-                None => assert!(r.id.starts_with("suppression-"), "{} has no scenario", r.id),
+                None => assert!(
+                    r.id.starts_with("suppression-") || NO_SCENARIO_YET.contains(&r.id),
+                    "{} has no scenario",
+                    r.id
+                ),
             }
         }
     }

@@ -118,10 +118,11 @@ fn detect_version(args: &Args, ctx: &Ctx) -> anyhow::Result<(Option<Version>, Op
 }
 
 fn list_rules() -> String {
-    let mut out = String::from("RULE                         SEVERITY  NGINX       REPRODUCE\n");
+    let w = RULES.iter().map(|r| r.id.len()).max().unwrap_or(4);
+    let mut out = format!("{:<w$} SEVERITY  NGINX       REPRODUCE\n", "RULE");
     for r in RULES {
         out.push_str(&format!(
-            "{:<28} {:<9} {:<11} {}\n    {}\n",
+            "{:<w$} {:<9} {:<11} {}\n    {}\n",
             r.id,
             r.severity.as_str(),
             r.versions.to_string(),
