@@ -582,10 +582,33 @@ struct Parsed {
     spans: Spans,
 }
 
-const BATCH_LINES: usize = 1024;
-const BATCH_BYTES: usize = 1 << 18;
-/// Batches a reader may be ahead of the stream: bounds memory, keeps both sides busy.
-const BATCHES_AHEAD: usize = 4;
+/// How much a file's reader thread may read ahead of the stream. One file (the common case)
+/// gets large batches and four of them in flight, which keeps both cores busy; many files
+/// (a year of daily rotations) get small ones, so that memory stays bounded by the batches in
+/// flight (about 0.4 MB a file then), not by the number of files times 2 MB.
+#[derive(Clone, Copy)]
+struct Batching {
+    lines: usize,
+    bytes: usize,
+    ahead: usize,
+}
+
+impl Batching {
+    fn for_files(n: usize) -> Batching {
+        match n {
+            0..=4 => Batching {
+                lines: 1024,
+                bytes: 1 << 18,
+                ahead: 4,
+            },
+            _ => Batching {
+                lines: 256,
+                bytes: 1 << 16,
+                ahead: 1,
+            },
+        }
+    }
+}
 
 /// One file of the stream. It is read and matched on its own thread, so that on a machine
 /// with two cores matching the lines and checking them run side by side.
@@ -599,12 +622,12 @@ struct Source {
 }
 
 impl Source {
-    fn spawn(r: AccessReader, path: &Path) -> anyhow::Result<Source> {
-        let (tx, rx) = std::sync::mpsc::sync_channel(BATCHES_AHEAD);
-        let (back, back_rx) = std::sync::mpsc::sync_channel(BATCHES_AHEAD + 1);
+    fn spawn(r: AccessReader, path: &Path, plan: Batching) -> anyhow::Result<Source> {
+        let (tx, rx) = std::sync::mpsc::sync_channel(plan.ahead);
+        let (back, back_rx) = std::sync::mpsc::sync_channel(plan.ahead + 1);
         let handle = std::thread::Builder::new()
             .name("access-reader".into())
-            .spawn(move || produce(r, tx, back_rx))?;
+            .spawn(move || produce(r, tx, back_rx, plan))?;
         let mut s = Source {
             rx: Some(rx),
             back,
@@ -656,13 +679,14 @@ fn produce(
     mut r: AccessReader,
     tx: std::sync::mpsc::SyncSender<Batch>,
     back: std::sync::mpsc::Receiver<Batch>,
+    plan: Batching,
 ) -> FileStats {
     loop {
         let mut b = back.try_recv().unwrap_or_default();
         b.buf.clear();
         b.lines.clear();
         let mut more = true;
-        while b.lines.len() < BATCH_LINES && b.buf.len() < BATCH_BYTES {
+        while b.lines.len() < plan.lines && b.buf.len() < plan.bytes {
             if !r.advance() {
                 more = false;
                 break;
@@ -714,9 +738,10 @@ impl AccessStream {
             let r = AccessReader::open(p, first_file + i as u32, fmt.clone())?;
             readers.push(if i >= plain { r.mixed() } else { r });
         }
+        let plan = Batching::for_files(paths.len());
         let mut sources = Vec::new();
         for (r, p) in readers.into_iter().zip(paths) {
-            sources.push(Source::spawn(r, p)?);
+            sources.push(Source::spawn(r, p, plan)?);
         }
         Ok(AccessStream {
             sources,

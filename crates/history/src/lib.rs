@@ -450,6 +450,51 @@ mod tests {
     }
 
     #[test]
+    fn many_rotations_merge_in_time_order_through_small_batches() {
+        let dir = tempfile::tempdir().unwrap();
+        let files = 7;
+        let per_file = 700;
+        let mut paths = Vec::new();
+        for f in 0..files {
+            let mut text = String::new();
+            for i in 0..per_file {
+                // File f holds every files-th millisecond, offset by f: a strict interleave.
+                let ms = 1_796_018_401_000i64 + (i * files + f) as i64;
+                text += &format!(
+                    "{}.{:03} 200 \"127.0.0.20:8080\" \"200\" 0.001 GET 1 1 \"0.001\" \"0.000\" \"GET / HTTP/1.1\" 127.0.0.1\n",
+                    ms / 1000,
+                    ms % 1000
+                );
+            }
+            let p = dir.path().join(format!("access.log.{f}"));
+            std::fs::write(&p, text).unwrap();
+            paths.push(p);
+        }
+        let h = History::load(&Sources {
+            access: paths,
+            ..Default::default()
+        })
+        .unwrap();
+        let mut s = h.access_stream(&logformat::LogFormat::lab()).unwrap();
+        let mut seen = Vec::new();
+        while let Some(a) = s.next() {
+            seen.push((a.t_us, a.file));
+        }
+        assert_eq!(seen.len(), files * per_file);
+        assert!(
+            seen.windows(2).all(|w| w[0].0 < w[1].0),
+            "strictly in time order"
+        );
+        assert_eq!(seen[0].1, 0);
+        assert_eq!(seen[1].1, 1);
+        let st = s.finish();
+        assert!(
+            st.iter()
+                .all(|f| f.parsed == per_file as u64 && f.malformed == 0)
+        );
+    }
+
+    #[test]
     fn cited_lines_are_read_again_from_the_checkpoint_before_them() {
         let dir = tempfile::tempdir().unwrap();
         let line = |i: u64| {
