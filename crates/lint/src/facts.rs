@@ -23,7 +23,8 @@ pub struct RuntimeFacts {
     pub version: Option<String>,
 }
 
-const PASSES: &[&str] = &[
+/// The directives that send a request to an address given by name.
+pub(crate) const PASSES: &[&str] = &[
     "proxy_pass",
     "fastcgi_pass",
     "grpc_pass",

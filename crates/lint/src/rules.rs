@@ -702,15 +702,7 @@ pub(crate) fn check(cfg: &Config, opts: &LintOptions) -> Vec<Hit> {
 /// resolver, not the lab's authority) pointed at the lab, which the stale-address work adds.
 pub const NO_SCENARIO_YET: &[&str] = &["resolve-once", "variable-proxy-pass-no-resolver"];
 
-/// The directives that send a request to an address given by name.
-const PASSES: &[&str] = &[
-    "proxy_pass",
-    "fastcgi_pass",
-    "grpc_pass",
-    "uwsgi_pass",
-    "scgi_pass",
-    "memcached_pass",
-];
+use crate::facts::PASSES;
 
 /// When nginx resolves the names it sends to: once at start (static `server` lines and static
 /// `*_pass` URLs: `resolve-once`), or per request through a `resolver` (a variable in the URL:
