@@ -4,6 +4,7 @@
 //! reading 10 M lines allocates nothing per line. Lines that do not match the format are counted
 //! and sampled in [`FileStats`], never fatal.
 
+use crate::jsonline::Template;
 use crate::logformat::{Field, LogFormat, N_FIELDS, Spans};
 use crate::{FileStats, LineIndex, open_maybe_gz, time};
 use std::io::{BufRead, Read};
@@ -164,6 +165,39 @@ pub struct AccessReader {
     done: bool,
     /// A mixed stream (`--logs`): lines that do not match are passed over, not malformed.
     mixed: bool,
+    json: JsonShape,
+}
+
+/// The learned shape of a JSON log's lines ([`Template`]), and when to learn it again.
+#[derive(Default)]
+struct JsonShape {
+    template: Option<Template>,
+    /// Lines tried to learn from since the last template.
+    tries: u32,
+    /// Lines in a row the template did not match.
+    misses: u32,
+}
+
+impl JsonShape {
+    /// Lines that may teach a template before the parser is left to read them all.
+    const TRIES: u32 = 64;
+    /// Misses in a row after which the log is taken to have changed shape.
+    const MISSES: u32 = 64;
+
+    fn learn(&mut self, line: &[u8], keys: &[(String, Field)]) {
+        if self.template.is_none() && self.tries < Self::TRIES {
+            self.tries += 1;
+            self.template = Template::learn(line, keys);
+            self.misses = 0;
+        }
+    }
+
+    fn missed(&mut self) {
+        self.misses += 1;
+        if self.misses >= Self::MISSES {
+            *self = JsonShape::default();
+        }
+    }
 }
 
 impl AccessReader {
@@ -192,6 +226,7 @@ impl AccessReader {
             bad_lines: Vec::new(),
             done: false,
             mixed: false,
+            json: JsonShape::default(),
         })
     }
 
@@ -308,10 +343,21 @@ impl AccessReader {
     }
 
     fn match_at(&mut self, ls: usize, le: usize) -> Result<(), String> {
+        let line = &self.buf[ls..le];
+        if let Some(t) = &self.json.template {
+            if t.matches(line, &mut self.spans) {
+                self.json.misses = 0;
+                return self.time_of(ls, le);
+            }
+            self.json.missed();
+        }
         self.fmt
-            .match_line(&self.buf[ls..le], &mut self.spans)
-            .map_err(|m| m.to_string())
-            .and_then(|_| self.time_of(ls, le))
+            .match_line(line, &mut self.spans)
+            .map_err(|m| m.to_string())?;
+        if let Some(keys) = self.fmt.json_keys() {
+            self.json.learn(line, keys);
+        }
+        self.time_of(ls, le)
     }
 
     fn time_of(&mut self, ls: usize, le: usize) -> Result<(), String> {

@@ -384,6 +384,12 @@ impl LogFormat {
         self.json.is_some()
     }
 
+    /// A JSON format's own (key path, field) pairs (empty for the bare `json` preset); `None`
+    /// for a template format.
+    pub fn json_keys(&self) -> Option<&[(String, Field)]> {
+        self.json.as_deref()
+    }
+
     /// Which fields the format holds is known before any line is read (false for the bare
     /// `json` preset: the lines tell).
     pub fn fields_known(&self) -> bool {
@@ -617,15 +623,30 @@ fn is_number(v: &[u8]) -> bool {
     dots <= 1
 }
 
-/// `line[pos..]` starts with `lit`. Literals are a few bytes: a byte loop beats a memcmp call.
+/// `line[pos..]` starts with `lit`. Literals are a few bytes: a byte loop beats a memcmp call,
+/// and from eight bytes on (JSON keys) eight at a time, the last eight overlapping.
 #[inline(always)]
-fn has_at(line: &[u8], pos: usize, lit: &[u8]) -> bool {
-    if pos + lit.len() > line.len() {
+pub(crate) fn has_at(line: &[u8], pos: usize, lit: &[u8]) -> bool {
+    let n = lit.len();
+    if pos + n > line.len() {
         return false;
     }
+    let hay = &line[pos..pos + n];
+    if n >= 8 {
+        let word =
+            |s: &[u8], k: usize| u64::from_le_bytes(s[k..k + 8].try_into().expect("8 bytes"));
+        let mut k = 0;
+        while k + 8 <= n {
+            if word(hay, k) != word(lit, k) {
+                return false;
+            }
+            k += 8;
+        }
+        return word(hay, n - 8) == word(lit, n - 8);
+    }
     let mut k = 0;
-    while k < lit.len() {
-        if line[pos + k] != lit[k] {
+    while k < n {
+        if hay[k] != lit[k] {
             return false;
         }
         k += 1;
@@ -636,7 +657,7 @@ fn has_at(line: &[u8], pos: usize, lit: &[u8]) -> bool {
 /// Position of `b` in `line[from..]` (absolute). Field values are short, so eight bytes at a
 /// time in a register (the classic "has zero byte" test) beats a SIMD search's setup cost.
 #[inline(always)]
-fn find_byte(line: &[u8], from: usize, b: u8) -> Option<usize> {
+pub(crate) fn find_byte(line: &[u8], from: usize, b: u8) -> Option<usize> {
     const LO: u64 = 0x0101_0101_0101_0101;
     const HI: u64 = 0x8080_8080_8080_8080;
     let pat = LO.wrapping_mul(b as u64);
