@@ -23,10 +23,14 @@ const TRICKLE_SPAN_MS: i64 = 10_000;
 /// Incidents that get a zoomed chart series.
 const MAX_ZOOMS: usize = 20;
 
-/// A cluster `span_ms` long whose last [`TRICKLE_SPAN_MS`] had `(requests, failed)`: a trickle
-/// when under half failed (or, without an access log, when nothing says it was a burst).
-fn trickle(span_ms: i64, (requests, failed): (u64, u64)) -> bool {
-    span_ms > TRICKLE_SPAN_MS && failed * 2 < requests.max(1)
+/// A cluster `span_ms` long whose last [`TRICKLE_SPAN_MS`] had `(requests, failed)` (asked only
+/// of a long cluster): a trickle when under half failed (or, without an access log, when
+/// nothing says it was a burst).
+fn trickle(span_ms: i64, last_stretch: impl FnOnce() -> (u64, u64)) -> bool {
+    span_ms > TRICKLE_SPAN_MS && {
+        let (requests, failed) = last_stretch();
+        failed * 2 < requests.max(1)
+    }
 }
 
 /// What classification reads besides the failures.
@@ -126,10 +130,9 @@ fn clusters(store: &Store, groups: &Groups, g: &str, idxs: &[usize]) -> Vec<Vec<
         match clusters.last_mut() {
             Some(c)
                 if t - recs[*c.last().unwrap()].last_ms() <= CLUSTER_GAP_MS
-                    && !trickle(
-                        t - recs[c[0]].t_ms,
-                        groups.window(g, t - TRICKLE_SPAN_MS, t),
-                    ) =>
+                    && !trickle(t - recs[c[0]].t_ms, || {
+                        groups.window(g, t - TRICKLE_SPAN_MS, t)
+                    }) =>
             {
                 c.push(i)
             }
