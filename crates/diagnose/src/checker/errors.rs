@@ -46,27 +46,7 @@ pub(super) enum Index {
     Text,
 }
 
-/// A multiplicative mix for keys that are already numbers or hashes.
-#[derive(Default)]
-pub(super) struct Mix(u64);
-
-impl std::hash::Hasher for Mix {
-    fn write(&mut self, bytes: &[u8]) {
-        for &b in bytes {
-            self.0 = (self.0 ^ b as u64).wrapping_mul(0x0100_0000_01b3);
-        }
-    }
-
-    fn write_u64(&mut self, x: u64) {
-        self.0 = (self.0 ^ x).wrapping_mul(0x9e37_79b9_7f4a_7c15);
-    }
-
-    fn finish(&self) -> u64 {
-        self.0 ^ (self.0 >> 29)
-    }
-}
-
-type Keyed = HashMap<u64, VecDeque<ERef>, std::hash::BuildHasherDefault<Mix>>;
+type Keyed = rustc_hash::FxHashMap<u64, VecDeque<ERef>>;
 
 /// The error lines that may still pair with a pending failure, in merged order, with one
 /// short list per key ([`Index`]) so that a long window is never scanned whole. Lines come

@@ -254,15 +254,15 @@ impl Rec {
 pub(super) struct Store {
     pub recs: Vec<Rec>,
     pub kinds: Vec<Kind>,
-    kind_ids: HashMap<Kind, u32, std::hash::BuildHasherDefault<super::errors::Mix>>,
+    kind_ids: rustc_hash::FxHashMap<Kind, u32>,
     /// The last kind interned (failures of a burst repeat it).
     last_kind: Option<(Kind, u32)>,
     pub groups: Vec<String>,
-    group_ids: HashMap<String, u32>,
+    group_ids: rustc_hash::FxHashMap<String, u32>,
     pub methods: Vec<Option<String>>,
     /// The second being kept, and per kind its failures so far and its last record.
     sec: i64,
-    per_kind: HashMap<u32, (u16, usize)>,
+    per_kind: rustc_hash::FxHashMap<u32, (u16, usize)>,
     /// Failures counted into an earlier record rather than kept.
     pub collapsed: u64,
 }
@@ -273,7 +273,11 @@ impl Store {
         let kind = Kind {
             status: f.status,
             traj: f.traj,
-            group: intern(&mut self.groups, &mut self.group_ids, &f.group),
+            group: match &self.last_kind {
+                // Failures come in runs of one group: skip hashing its name.
+                Some((k, _)) if self.groups[k.group as usize] == f.group => k.group,
+                _ => intern(&mut self.groups, &mut self.group_ids, &f.group),
+            },
             method: f.method,
             nlu: f.nlu,
             hops: f.hops,
@@ -374,7 +378,7 @@ impl Store {
     /// Name the groups left open while pairing (see [`UNRESOLVED`]): an address's group is
     /// the one an NLU trajectory named for it, else `default`, as is a failure nothing names.
     pub fn resolve_groups(&mut self, default: &str, addr_group: &HashMap<String, String>) {
-        let (mut names, mut ids) = (Vec::new(), HashMap::new());
+        let (mut names, mut ids) = (Vec::new(), rustc_hash::FxHashMap::default());
         let remap: Vec<u32> = self
             .groups
             .iter()
