@@ -54,6 +54,9 @@ impl Supervisor {
         if pid == 0 {
             unsafe {
                 libc::close(wr);
+                // Keep only the lifeline: a copy of a listening socket here would keep it
+                // accepting after the lab closes it (a backend's `refuse` fault).
+                close_all_but(rd);
                 libc::setpgid(0, 0);
                 let mut buf = [0u8; 16];
                 loop {
@@ -137,6 +140,31 @@ impl Supervisor {
     }
 }
 
+/// Close every descriptor of this (forked) process but `keep`, with async-signal-safe calls.
+unsafe fn close_all_but(keep: libc::c_int) {
+    let keep = keep as libc::c_uint;
+    // SAFETY: close_range and close only close descriptors of this process.
+    unsafe {
+        let below = keep == 0 || libc::syscall(libc::SYS_close_range, 0, keep - 1, 0) == 0;
+        let above = libc::syscall(libc::SYS_close_range, keep + 1, libc::c_uint::MAX, 0) == 0;
+        if !(below && above) {
+            // Kernels before 5.9: close one by one up to the descriptor limit.
+            let mut lim = libc::rlimit {
+                rlim_cur: 0,
+                rlim_max: 0,
+            };
+            let max = if libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) == 0 {
+                lim.rlim_cur.min(1 << 20) as libc::c_int
+            } else {
+                1024
+            };
+            for fd in (0..max).filter(|&fd| fd != keep as libc::c_int) {
+                libc::close(fd);
+            }
+        }
+    }
+}
+
 impl Drop for Supervisor {
     fn drop(&mut self) {
         if self.lifeline.is_some() {
@@ -184,6 +212,24 @@ pub fn group_members(pgid: libc::pid_t) -> Vec<libc::pid_t> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_watchdog_keeps_no_socket_of_the_tool() {
+        // A listener open when the watchdog is forked must close when the tool closes it: a
+        // copy in the watchdog would keep completing handshakes (a `refuse` fault that hangs).
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = l.local_addr().unwrap();
+        let sup = Supervisor::new().unwrap();
+        drop(l);
+        let fds = || std::fs::read_dir(format!("/proc/{}/fd", sup.pgid())).map(|d| d.count());
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while fds().unwrap_or(0) != 1 && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        assert_eq!(fds().unwrap(), 1, "the watchdog holds only its lifeline");
+        let e = std::net::TcpStream::connect(addr).unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::ConnectionRefused);
+    }
 
     #[test]
     fn children_die_with_the_supervisor() {

@@ -14,6 +14,8 @@ pub enum Class {
     DnsNxdomain,
     /// A request's own (per-request, variable `proxy_pass`) resolution failed.
     DnsRequestFailure,
+    /// A try went to an address the name's DNS answers no longer held: the backend moved.
+    StaleAddress,
     /// The zone's slab ran out while adding peers (F3).
     ZoneMemoryExhausted,
     /// Ephemeral ports exhausted (`connect() failed (99…)`).
@@ -33,6 +35,7 @@ pub const CLASSES: &[&str] = &[
     "maxfails-wipeout",
     "dns-nxdomain",
     "dns-request-failure",
+    "stale-address",
     "zone-memory-exhausted",
     "port-exhaustion",
     "tries-exhausted",
@@ -42,12 +45,13 @@ pub const CLASSES: &[&str] = &[
 
 impl Class {
     /// Every class, in report order (the order of [`CLASSES`]).
-    pub const ALL: [Class; 10] = [
+    pub const ALL: [Class; 11] = [
         Class::GenerationRaceRetry,
         Class::GenerationRaceFirstPick,
         Class::MaxfailsWipeout,
         Class::DnsNxdomain,
         Class::DnsRequestFailure,
+        Class::StaleAddress,
         Class::ZoneMemoryExhausted,
         Class::PortExhaustion,
         Class::TriesExhausted,
@@ -92,6 +96,9 @@ pub fn explanation(class: &str) -> &'static str {
         Some(Class::DnsRequestFailure) => {
             "The request's own DNS resolution failed (a variable `proxy_pass` with a `resolver` resolves per request): nginx logged `could not be resolved` with this request's *cid and answered 502 without trying any upstream."
         }
+        Some(Class::StaleAddress) => {
+            "The request went to an address its name's DNS answers no longer held: the backend moved (a container or pod restarted, a VIP changed) and nginx still sent to where it was — it resolved the name once, when it started or last reloaded (a `server` line without `resolve`, or `proxy_pass http://name`), or its resolver cache or re-query had not caught up yet. The old address refuses or times out until nginx resolves the name again."
+        }
         Some(Class::ZoneMemoryExhausted) => {
             "The upstream zone ran out of slab memory while adding the peers of a new answer, after the old peers were already removed: part or all of the peer list was lost."
         }
@@ -124,6 +131,9 @@ pub fn fix(class: &str) -> &'static str {
         }
         Some(Class::DnsRequestFailure) => {
             "Fix the resolver or the records it serves (the error line names the rcode); a `valid=` on the `resolver` caches good answers longer; or resolve once at start (`server name:port` in an upstream) or with `server … resolve`, which keep the last good peers on SERVFAIL/timeouts."
+        }
+        Some(Class::StaleAddress) => {
+            "Make nginx follow the name: `server NAME:PORT resolve;` with a `zone` and `resolver … valid=5s` (nginx >= 1.27.3; it follows within valid + 1 s), or a variable `proxy_pass` with a `resolver` (per request, within `valid`); until then, reload nginx whenever the backend moves (`nginx -s reload`). `resolvelab lint` lists every name resolved only at start."
         }
         Some(Class::ZoneMemoryExhausted) => {
             "Make the upstream `zone` bigger (it must hold every peer of every answer)."

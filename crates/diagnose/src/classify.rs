@@ -43,6 +43,22 @@ pub struct Facts {
     pub through_old: bool,
     /// The NLU was paired with its own error line.
     pub paired: bool,
+    /// Whether the address it tried was one its name no longer returned.
+    pub stale: Stale,
+}
+
+/// Was the failed try's address stale (see `checker::stale`)?
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Stale {
+    /// Not seen to be: the answers still held it, or nothing shows either way.
+    #[default]
+    No,
+    /// A DNS answer history shows the name no longer returned it.
+    Seen,
+    /// No answer history, but the evidence supports it: every failure of the incident went to
+    /// one address that served before, refused or timed out while connecting, and the
+    /// configuration (when given) resolves a name only at start.
+    Probable,
 }
 
 /// The class, how sure, and why (one clause, for the evidence list).
@@ -79,6 +95,23 @@ pub fn classify(f: &Facts, swaps: SwapSource, race: Race) -> Decision {
         return d(Class::PortExhaustion, 0.8, "connect() failed (99)");
     }
     if !f.nlu {
+        match f.stale {
+            Stale::Seen => {
+                return d(
+                    Class::StaleAddress,
+                    0.9,
+                    "it tried an address its name's DNS answers no longer held",
+                );
+            }
+            Stale::Probable => {
+                return d(
+                    Class::StaleAddress,
+                    0.5,
+                    "probable: every failure went to one address that served before (no DNS answer history to decide it)",
+                );
+            }
+            Stale::No => {}
+        }
         if f.paired || f.first_try > 0 {
             return d(Class::UpstreamFailure, 0.85, "a real try failed, no NLU");
         }
@@ -265,6 +298,36 @@ mod tests {
                 NoSwaps,
                 Unknown,
                 UpstreamFailure,
+            ),
+            (
+                "502 to an address the answers dropped",
+                with(Facts::default(), |f| {
+                    f.first_try = 1;
+                    f.stale = Stale::Seen
+                }),
+                Dns,
+                RuledOut,
+                StaleAddress,
+            ),
+            (
+                "502s all to one address that served, no history",
+                with(Facts::default(), |f| {
+                    f.first_try = 1;
+                    f.stale = Stale::Probable
+                }),
+                NoSwaps,
+                Unknown,
+                StaleAddress,
+            ),
+            (
+                "a stale address is still its own resolution's failure first",
+                with(Facts::default(), |f| {
+                    f.own_resolution = Some(Sig::ResolveServfail);
+                    f.stale = Stale::Seen
+                }),
+                Dns,
+                Possible,
+                DnsRequestFailure,
             ),
             (
                 "502, nothing logged",

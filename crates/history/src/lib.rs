@@ -206,7 +206,7 @@ pub struct Sources {
 /// The DNS and event logs, loaded; access logs and error logs are streamed
 /// ([`History::access_stream`], [`History::error_stream`]) so that memory does not grow with
 /// their size.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Default)]
 pub struct History {
     /// Every file by index (the `file` of each record): access logs, error logs, DNS logs,
     /// event logs, in that order.

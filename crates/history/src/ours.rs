@@ -7,7 +7,7 @@ use std::io::BufRead;
 use std::path::Path;
 
 /// One DNS query and its answer (`dns.jsonl`).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct DnsRecord {
     /// Index of the file in the history's file list.
     #[serde(default)]
@@ -50,7 +50,7 @@ pub struct DnsRecord {
 }
 
 /// One lab event (`events.jsonl`): mode changes, injections and their hit counters, phases.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct EventRecord {
     /// Index of the file in the history's file list.
     #[serde(default)]

@@ -19,6 +19,9 @@ pub struct RuntimeFacts {
     pub variable_pass: bool,
     /// A `balancer_by_lua*` picks the peers (ingress-nginx): nginx's round-robin does not.
     pub lua_balancer: bool,
+    /// Some backend name is resolved only at start and at reloads (a `server` line without
+    /// `resolve`, a `*_pass` URL naming a host: the `resolve-once` rule): a pin until reload.
+    pub resolved_once: bool,
     /// The nginx version, when the input names it (`nginx -V` output pasted with `nginx -T`).
     pub version: Option<String>,
 }
@@ -54,6 +57,7 @@ pub fn runtime_facts(cfg: &Config, source: &str) -> RuntimeFacts {
         let up = in_upstream || name == "upstream";
         stack.extend(d.children().iter().map(|c| (c, up)));
     }
+    f.resolved_once = crate::rules::resolves_once(cfg);
     f.version = cfg
         .files
         .iter()

@@ -191,7 +191,7 @@ pub static RULES: &[Rule] = &[
         explain: "A name in an upstream `server` line without `resolve`, or in a `proxy_pass` without variables, is resolved when nginx starts or reloads and never again: when the backend moves (a container or pod restart, a VIP change) nginx keeps sending to the old address — connection refused or timed out, 502/504 for every request — until someone reloads it. This is the most common DNS failure reported around nginx.",
         fix: "make nginx follow the name: `server NAME:PORT resolve;` with a `zone` and a `resolver … valid=5s` (nginx >= 1.27.3), or resolve per request with a variable (`set $backend NAME; proxy_pass http://$backend:PORT;`) and a `resolver`; otherwise reload nginx whenever the backend moves",
         versions: ALL,
-        scenario: None,
+        scenario: Some("stale-address"),
     },
     Rule {
         id: "variable-proxy-pass-no-resolver",
@@ -698,9 +698,9 @@ pub(crate) fn check(cfg: &Config, opts: &LintOptions) -> Vec<Hit> {
 }
 
 /// Rules proven on real configurations (`tests/lint-corpus/real/`) whose lab scenario does not
-/// exist yet: reproducing a stale address needs nginx's start-time resolution (the system
-/// resolver, not the lab's authority) pointed at the lab, which the stale-address work adds.
-pub const NO_SCENARIO_YET: &[&str] = &["resolve-once", "variable-proxy-pass-no-resolver"];
+/// exist yet (a variable `proxy_pass` without a resolver fails every request: the lab's template
+/// always renders one).
+pub const NO_SCENARIO_YET: &[&str] = &["variable-proxy-pass-no-resolver"];
 
 use crate::facts::PASSES;
 
@@ -749,6 +749,13 @@ fn check_name_resolution(cfg: &Config, m: &Model, hits: &mut Vec<Hit>) {
             _ => {}
         }
     }
+}
+
+/// Does the configuration resolve some backend name only at start (a `resolve-once` finding)?
+pub(crate) fn resolves_once(cfg: &Config) -> bool {
+    let mut hits = Vec::new();
+    check_name_resolution(cfg, &model(cfg), &mut hits);
+    hits.iter().any(|h| h.rule.id == "resolve-once")
 }
 
 fn walk_passes(dirs: &[Directive], scoped: bool, upstreams: &HashSet<String>, hits: &mut Vec<Hit>) {
@@ -1447,6 +1454,7 @@ mod tests {
             "aaaa-pollution",
             "slow-dependency",
             "port-exhaustion",
+            "stale-address",
         ];
         let mut ids = HashSet::new();
         for r in RULES {

@@ -2,11 +2,14 @@
 //! graceful stop.
 
 use crate::Nginx;
+use crate::sysdns::SystemDns;
 use anyhow::{Context, Result, bail};
 use resolvelab_core::supervise::Supervisor;
 use std::net::{SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
 /// A running nginx master process (its workers are in the same supervised process group).
@@ -16,6 +19,8 @@ pub struct Instance {
     pub run_dir: PathBuf,
     /// The configuration file.
     pub conf: PathBuf,
+    /// Reloads asked for so far (see [`Reloader`]).
+    reloads: Arc<AtomicU32>,
 }
 
 /// Write `conf_text` to `<run_dir>/nginx.conf` and create the temp directories it uses.
@@ -29,8 +34,11 @@ pub fn write_conf(run_dir: &Path, conf_text: &str) -> Result<PathBuf> {
     Ok(conf)
 }
 
-fn base_command(nginx: &Nginx, run_dir: &Path, conf: &Path) -> Command {
+fn base_command(nginx: &Nginx, run_dir: &Path, conf: &Path, dns: Option<&SystemDns>) -> Command {
     let mut c = Command::new(&nginx.path);
+    if let Some(d) = dns {
+        d.apply(&mut c);
+    }
     // -e: the startup error log before the config is read, so nothing is written outside the
     // run directory (the compiled-in default is <prefix>/logs/error.log).
     c.arg("-p")
@@ -44,7 +52,18 @@ fn base_command(nginx: &Nginx, run_dir: &Path, conf: &Path) -> Command {
 
 /// Run `nginx -t` on a configuration; on failure the error carries nginx's own message verbatim.
 pub fn test_conf(nginx: &Nginx, run_dir: &Path, conf: &Path) -> Result<()> {
-    let out = base_command(nginx, run_dir, conf)
+    test_conf_with(nginx, run_dir, conf, None)
+}
+
+/// [`test_conf`] with the system resolver nginx will start with (names resolved at start are
+/// resolved by the test too).
+pub fn test_conf_with(
+    nginx: &Nginx,
+    run_dir: &Path,
+    conf: &Path,
+    dns: Option<&SystemDns>,
+) -> Result<()> {
+    let out = base_command(nginx, run_dir, conf, dns)
         .arg("-t")
         .stdin(Stdio::null())
         .output()
@@ -72,6 +91,17 @@ impl Instance {
         conf_text: &str,
         sup: &Supervisor,
     ) -> Result<Instance> {
+        Instance::start_with(nginx, run_dir, conf_text, sup, None)
+    }
+
+    /// [`Instance::start`] with nginx's system resolver pointed at the lab (see [`SystemDns`]).
+    pub fn start_with(
+        nginx: &Nginx,
+        run_dir: &Path,
+        conf_text: &str,
+        sup: &Supervisor,
+        dns: Option<&SystemDns>,
+    ) -> Result<Instance> {
         if conf_text.contains(" resolve") {
             nginx.info.require_resolve()?;
         }
@@ -79,11 +109,11 @@ impl Instance {
         let run_dir = &std::path::absolute(run_dir)
             .with_context(|| format!("cannot make {} absolute", run_dir.display()))?;
         let conf = write_conf(run_dir, conf_text)?;
-        test_conf(nginx, run_dir, &conf)?;
+        test_conf_with(nginx, run_dir, &conf, dns)?;
         let stderr_path = run_dir.join("nginx.stderr");
         let stderr = std::fs::File::create(&stderr_path)
             .with_context(|| format!("cannot create {}", stderr_path.display()))?;
-        let mut cmd = base_command(nginx, run_dir, &conf);
+        let mut cmd = base_command(nginx, run_dir, &conf, dns);
         cmd.stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(stderr);
@@ -94,6 +124,7 @@ impl Instance {
             child: Some(child),
             run_dir: run_dir.to_path_buf(),
             conf,
+            reloads: Arc::default(),
         })
     }
 
@@ -146,21 +177,16 @@ impl Instance {
 
     /// Reload the configuration (SIGHUP to the master).
     pub fn reload(&self) -> Result<()> {
-        self.signal(libc::SIGHUP)
+        self.reloader().reload()
     }
 
-    fn signal(&self, sig: libc::c_int) -> Result<()> {
-        let Some(pid) = self.pid() else {
-            bail!("nginx is not running")
-        };
-        // SAFETY: kill with a pid we spawned.
-        if unsafe { libc::kill(pid as libc::pid_t, sig) } != 0 {
-            bail!(
-                "cannot signal nginx {pid}: {}",
-                std::io::Error::last_os_error()
-            );
+    /// A handle that reloads this nginx from another task (the run's timeline) and tells a
+    /// watcher how many reloads were asked for (a reload replaces the workers).
+    pub fn reloader(&self) -> Reloader {
+        Reloader {
+            pid: self.pid(),
+            reloads: self.reloads.clone(),
         }
-        Ok(())
     }
 
     /// Graceful stop: SIGQUIT (finish requests), then SIGTERM, then SIGKILL if it takes longer than
@@ -193,6 +219,37 @@ impl Instance {
             }
         }
         bail!("nginx {pid} did not exit after SIGKILL")
+    }
+}
+
+/// Reloads one nginx master: the pid of a child we spawned, and nothing else.
+#[derive(Debug, Clone)]
+pub struct Reloader {
+    pid: Option<u32>,
+    reloads: Arc<AtomicU32>,
+}
+
+impl Reloader {
+    /// Reloads asked for so far, counted before each signal is sent.
+    pub fn count(&self) -> u32 {
+        self.reloads.load(Ordering::SeqCst)
+    }
+
+    /// SIGHUP to the master: it reads its configuration again (and resolves its names again),
+    /// starts new workers and lets the old ones finish their requests.
+    pub fn reload(&self) -> Result<()> {
+        let Some(pid) = self.pid else {
+            bail!("nginx is not running")
+        };
+        self.reloads.fetch_add(1, Ordering::SeqCst);
+        // SAFETY: kill with the pid of a child we spawned.
+        if unsafe { libc::kill(pid as libc::pid_t, libc::SIGHUP) } != 0 {
+            bail!(
+                "cannot reload nginx {pid}: {}",
+                std::io::Error::last_os_error()
+            );
+        }
+        Ok(())
     }
 }
 

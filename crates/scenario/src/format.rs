@@ -142,6 +142,40 @@ pub struct NginxSpec {
     /// `{zone}` and `{backend:NAME}` are substituted.
     #[serde(default)]
     pub inline: Option<String>,
+    /// How `location /` reaches the backend (see [`Route`]).
+    #[serde(default, skip_serializing_if = "Route::is_upstream")]
+    pub route: Route,
+}
+
+/// How the template's `location /` reaches the backend: the three ways nginx can use a name.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Route {
+    /// `proxy_pass http://be;`: the `[[nginx.server]]` lines of upstream `be`, each name
+    /// resolved at run time (`resolve`) or once, at start and at each reload (`resolve = false`).
+    #[default]
+    Upstream,
+    /// `proxy_pass http://NAME:PORT;`: the one server's name, resolved once (at start and at
+    /// each reload) by the system resolver, as an implicit upstream with nginx's defaults.
+    Direct,
+    /// `set $backend NAME; proxy_pass http://$backend:PORT;` with a `resolver`: the name is
+    /// resolved per request, through the resolver's cache (`valid=`).
+    Variable,
+}
+
+impl Route {
+    fn is_upstream(&self) -> bool {
+        *self == Route::Upstream
+    }
+}
+
+/// What a timeline event does to nginx itself.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum NginxAction {
+    /// `nginx -s reload` (SIGHUP to the master): the configuration is read again, and every
+    /// name it resolves at start is resolved again.
+    Reload,
 }
 
 /// One `server` line of the upstream.
@@ -336,6 +370,9 @@ pub struct Event {
     /// Remove all faults of this backend or proxy.
     #[serde(default)]
     pub clear: Option<String>,
+    /// Act on nginx itself (`"reload"`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nginx: Option<NginxAction>,
     /// How long the change lasts (then it reverts).
     #[serde(default, rename = "for")]
     pub for_: Option<String>,
@@ -479,6 +516,7 @@ impl Scenario {
             ));
         }
         let names = self.check_hosts()?;
+        self.check_route()?;
         self.check_specs()?;
         self.check_probes(&names)?;
         if let Some(f) = &self.nginx.zone_filler
@@ -507,6 +545,65 @@ impl Scenario {
         self.check_events_within_load()
             .map_err(|e| self.err_at(&["timeline"], e))?;
         Ok(())
+    }
+
+    /// `route = "direct" | "variable"`: one server, a DNS name, none of the upstream block's
+    /// settings (the upstream is nginx's implicit one).
+    fn check_route(&self) -> anyhow::Result<()> {
+        let n = &self.nginx;
+        if n.route == Route::Upstream {
+            return Ok(());
+        }
+        let route = if n.route == Route::Direct {
+            "direct"
+        } else {
+            "variable"
+        };
+        let bad = |path: &[&str], why: &str| {
+            self.err_at(path, format!("[nginx] route = \"{route}\": {why}"))
+        };
+        if n.inline.is_some() {
+            return Err(bad(
+                &["nginx", "inline"],
+                "an inline config writes its own proxy_pass",
+            ));
+        }
+        if n.servers.len() != 1 || n.servers[0].host.starts_with('@') {
+            return Err(bad(
+                &["nginx", "server"],
+                "needs exactly one [[nginx.server]] whose host is a [dns.names] entry (the name proxy_pass uses)",
+            ));
+        }
+        let s = &n.servers[0];
+        if s.backup || s.max_fails.is_some() || s.fail_timeout.is_some() {
+            return Err(bad(
+                &["nginx", "server", "0"],
+                "backup, max_fails and fail_timeout belong to an upstream block; proxy_pass to a name uses nginx's defaults",
+            ));
+        }
+        if n.max_fails.is_some() || n.fail_timeout.is_some() || n.zone_filler.is_some() {
+            return Err(bad(
+                &["nginx"],
+                "max_fails, fail_timeout and zone_filler belong to an upstream block",
+            ));
+        }
+        Ok(())
+    }
+
+    /// True when nginx resolves a name at start (and at each reload) with the system
+    /// resolver: a server line without `resolve`, or `route = "direct"`. The lab then points
+    /// nginx's `/etc/resolv.conf` at its authority.
+    pub fn resolves_at_start(&self) -> bool {
+        let n = &self.nginx;
+        n.inline.is_none()
+            && match n.route {
+                Route::Direct => true,
+                Route::Variable => false,
+                Route::Upstream => n
+                    .servers
+                    .iter()
+                    .any(|s| !s.resolve && !s.host.starts_with('@')),
+            }
     }
 
     /// Backend and proxy names, `[host]`, the slow-dependency settings; returns the names.
@@ -677,11 +774,22 @@ impl Scenario {
                     dur(f, v).map_err(|e| bad(f, e.to_string()))?;
                 }
             }
-            let actions = [ev.dns.is_some(), ev.fault.is_some(), ev.clear.is_some()];
+            let actions = [
+                ev.dns.is_some(),
+                ev.fault.is_some(),
+                ev.clear.is_some(),
+                ev.nginx.is_some(),
+            ];
             if actions.iter().filter(|a| **a).count() != 1 {
                 return Err(bad(
                     "",
-                    "exactly one of `dns`, `fault`, `clear` is needed".into(),
+                    "exactly one of `dns`, `fault`, `clear`, `nginx` is needed".into(),
+                ));
+            }
+            if ev.nginx.is_some() && (ev.for_.is_some() || ev.align.is_some()) {
+                return Err(bad(
+                    "nginx",
+                    "`nginx = \"reload\"` happens once: it takes no `for` or `align`".into(),
                 ));
             }
             if let Some(d) = &ev.dns {

@@ -56,6 +56,10 @@ pub const FILES: &[(&str, &str)] = &[
         "slow-dependency",
         include_str!("../../../scenarios/slow-dependency.toml"),
     ),
+    (
+        "stale-address",
+        include_str!("../../../scenarios/stale-address.toml"),
+    ),
     ("demo", include_str!("../../../scenarios/demo.toml")),
 ];
 

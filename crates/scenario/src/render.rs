@@ -4,7 +4,7 @@
 //! once without port collisions: nginx listens on `.1`, the DNS authority on `.53`, backends on
 //! `.20`, `.30`, … (or the `host` the scenario gives).
 
-use crate::format::{Scenario, dur};
+use crate::format::{Route, Scenario, dur};
 use anyhow::{Result, bail};
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -59,7 +59,9 @@ impl Net {
         Ok(Net {
             prefix: [127, a, b],
             nginx: SocketAddr::from((ip(1), 8080)),
-            dns: SocketAddr::from((ip(53), 5353)),
+            // The system resolver (getaddrinfo) knows no port: where nginx resolves names at
+            // start, the authority answers on 53.
+            dns: SocketAddr::from((ip(53), if sc.resolves_at_start() { 53 } else { 5353 })),
             hosts,
         })
     }
@@ -116,6 +118,16 @@ pub fn http_body(sc: &Scenario, net: &Net) -> Result<String> {
     dur("nginx.valid", &n.valid)?;
     let mut b = String::new();
     let w = &mut b;
+    if n.route == Route::Upstream {
+        upstream_block(w, sc, net, &resolver)?;
+    }
+    server_block(w, sc, net, &resolver)?;
+    Ok(b)
+}
+
+/// `upstream be {…}` (and the zone filler's).
+fn upstream_block(w: &mut String, sc: &Scenario, net: &Net, resolver: &str) -> Result<()> {
+    let n = &sc.nginx;
     writeln!(w, "upstream be {{")?;
     writeln!(w, "    zone be {};", n.zone)?;
     writeln!(w, "    {resolver}")?;
@@ -158,13 +170,27 @@ pub fn http_body(sc: &Scenario, net: &Net) -> Result<String> {
             n.port
         )?;
     }
+    Ok(())
+}
+
+/// The method map and `server {…}`: `location /` reaches the backend by the scenario's route.
+fn server_block(w: &mut String, sc: &Scenario, net: &Net, resolver: &str) -> Result<()> {
+    let n = &sc.nginx;
     writeln!(
         w,
         "# Only idempotent methods may be retried by the shim.\n\
          map $request_method $retry_allowed {{\n    default 0;\n    GET 1;\n    HEAD 1;\n    OPTIONS 1;\n}}\n"
     )?;
+    let host = n.servers.first().map_or("", |s| s.host.as_str());
     let proxy_common = {
-        let mut p = String::from("proxy_pass http://be;\n");
+        let mut p = match n.route {
+            Route::Upstream => "proxy_pass http://be;\n".to_string(),
+            Route::Direct => format!("proxy_pass http://{host}:{};\n", n.port),
+            Route::Variable => format!(
+                "set $backend {host};\nproxy_pass http://$backend:{};\n",
+                n.port
+            ),
+        };
         p.push_str("proxy_http_version 1.1;\n");
         p.push_str("proxy_set_header Connection \"\";\n");
         writeln!(p, "proxy_next_upstream {};", n.proxy_next_upstream)?;
@@ -188,6 +214,12 @@ pub fn http_body(sc: &Scenario, net: &Net) -> Result<String> {
     writeln!(w, "server {{")?;
     writeln!(w, "    listen {};", net.nginx)?;
     writeln!(w, "    keepalive_requests 100000;")?;
+    if n.route == Route::Variable {
+        writeln!(w, "    {resolver}")?;
+        if let Some(t) = &n.resolver_timeout {
+            writeln!(w, "    resolver_timeout {t};")?;
+        }
+    }
     if n.recursive_error_pages {
         writeln!(w, "    recursive_error_pages on;")?;
     }
@@ -209,7 +241,7 @@ pub fn http_body(sc: &Scenario, net: &Net) -> Result<String> {
         writeln!(w, "    }}")?;
     }
     writeln!(w, "}}")?;
-    Ok(b)
+    Ok(())
 }
 
 #[cfg(test)]

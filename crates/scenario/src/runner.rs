@@ -3,7 +3,7 @@
 //! dns.jsonl, events.jsonl, load.jsonl, run.json). Judging the evidence is the checker's job
 //! (`resolvelab-diagnose`); the binary calls it after [`run`].
 
-use crate::format::{Event, Scenario, dur};
+use crate::format::{Event, NginxAction, Route, Scenario, dur};
 use crate::render::{Net, http_body};
 use anyhow::{Context, Result, anyhow, bail};
 use resolvelab_core::jsonl::JsonlWriter;
@@ -366,7 +366,13 @@ async fn play(
         },
     );
     let sup = Supervisor::new()?;
-    let mut nx = Instance::start(nginx, &dir.path, &conf_text, &sup)?;
+    let system_dns = match net.dns.ip() {
+        std::net::IpAddr::V4(ip) if sc.resolves_at_start() => {
+            Some(resolvelab_nginx::sysdns::SystemDns::prepare(&dir.path, ip)?)
+        }
+        _ => None,
+    };
+    let mut nx = Instance::start_with(nginx, &dir.path, &conf_text, &sup, system_dns.as_ref())?;
     let listen = net.nginx;
     tokio::task::block_in_place(|| nx.wait_listening(listen, Duration::from_secs(10)))?;
     ev(&events, "phase", "nginx", None, None, Some("listening"));
@@ -387,6 +393,8 @@ async fn play(
             .filter(|n| text.contains(n.as_str()))
             .map(|n| n.to_lowercase())
             .collect(),
+        // A name in proxy_pass is resolved at start or per request: no run-time query to wait for.
+        None if sc.nginx.route != Route::Upstream => Vec::new(),
         None => sc
             .nginx
             .servers
@@ -487,6 +495,7 @@ async fn play(
         t0,
         cancel.clone(),
         next.clone(),
+        nx.reloader(),
     ));
     let mut probers = Vec::new();
     if !sc.probes.is_empty() {
@@ -506,6 +515,7 @@ async fn play(
     }
     let engine_watch = tokio::spawn(watch_run(
         nx.pid().unwrap_or(0),
+        nx.reloader(),
         dir.path.clone(),
         events.clone(),
         t0,
@@ -714,17 +724,21 @@ fn check_free_space(sc: &Scenario, dir: &Path) -> Result<()> {
 const MIN_FREE: u64 = 1 << 20;
 
 /// Watch the run while the load plays. The nginx master exiting, its worker set changing (a
-/// worker died and was respawned), or the run directory's disk filling up is recorded in
+/// worker died and was respawned; the workers a timeline reload replaces excepted), or the run directory's disk filling up is recorded in
 /// events.jsonl with its time, stops the load, and makes the run `failed` — its evidence no
 /// longer shows the run the scenario describes.
 async fn watch_run(
     master: u32,
+    reloads: resolvelab_nginx::instance::Reloader,
     dir: PathBuf,
     events: Arc<JsonlWriter>,
     t0: Instant,
     cancel: CancellationToken,
 ) -> Option<String> {
     let mut workers = children(master);
+    // Workers a reload replaces: their going is the reload, not a crash.
+    let mut retiring: Vec<u32> = Vec::new();
+    let mut seen_reloads = 0;
     let mut fault = None;
     let stop = |what: String, kind: &str| {
         ev(&events, kind, "run", None, None, Some(&what));
@@ -763,7 +777,15 @@ async fn watch_run(
             // Unreadable (no CONFIG_PROC_CHILDREN): only the master is watched.
             continue;
         }
-        if fault.is_none() && workers.iter().any(|w| !now.contains(w)) {
+        if reloads.count() != seen_reloads {
+            seen_reloads = reloads.count();
+            retiring.extend(&workers);
+        }
+        if fault.is_none()
+            && workers
+                .iter()
+                .any(|w| !now.contains(w) && !retiring.contains(w))
+        {
             let what = format!(
                 "nginx's workers changed mid-run at +{at:.1} s ({workers:?} → {now:?}): a worker died and was respawned"
             );
@@ -827,6 +849,7 @@ async fn run_timeline(
     t0: Instant,
     cancel: CancellationToken,
     next: Arc<std::sync::Mutex<String>>,
+    nginx: resolvelab_nginx::instance::Reloader,
 ) -> Result<()> {
     let set_next = |text: String| *next.lock().unwrap_or_else(|p| p.into_inner()) = text;
     let period = dur("nginx.valid", &valid)? + Duration::from_secs(1);
@@ -865,6 +888,7 @@ async fn run_timeline(
             (Some(d), Some(m), ..) => format!("dns {d} → {m}"),
             (_, _, Some(t), Some(sp), _) => format!("fault {t} {sp}"),
             (.., Some(t)) => format!("clear {t}"),
+            _ if e.nginx.is_some() => "nginx reload".into(),
             _ => "event".into(),
         };
         let aligned = if e.align.is_some() { " (aligned)" } else { "" };
@@ -963,6 +987,18 @@ async fn run_timeline(
                 "fault-on",
                 t,
                 Some(&fname),
+                None,
+                e.note.as_deref(),
+            );
+        } else if let Some(NginxAction::Reload) = e.nginx {
+            nginx
+                .reload()
+                .map_err(|err| anyhow!("timeline event {n}: {err:#}"))?;
+            ev(
+                &events,
+                "nginx-reload",
+                "nginx",
+                None,
                 None,
                 e.note.as_deref(),
             );

@@ -16,7 +16,7 @@
 //! ```
 
 use crate::Scenario;
-use crate::format::dur;
+use crate::format::{NginxAction, Route, dur};
 use crate::render::{Net, http_body};
 use crate::runner::{RunOptions, RunRecord};
 use anyhow::{Context, Result, anyhow, bail};
@@ -362,7 +362,8 @@ fn plan(sc: &Scenario, seed: u64, (a, b): (u8, u8), epoch_us: i64) -> Result<Pla
     }
     let net = Net::assign(sc, a, b)?;
 
-    // Server lines.
+    // Server lines: a name without `resolve` (or in a direct proxy_pass) is resolved at start
+    // and at reloads; a variable proxy_pass per request.
     let mut servers = Vec::new();
     for (i, s) in n.servers.iter().enumerate() {
         let mut line = match s.host.strip_prefix('@') {
@@ -370,13 +371,12 @@ fn plan(sc: &Scenario, seed: u64, (a, b): (u8, u8), epoch_us: i64) -> Result<Pla
                 let addr = net.hosts[name];
                 ServerLine::fixed(&addr.ip().to_string(), addr.port())
             }
-            None if s.resolve => ServerLine::resolve(&s.host, n.port),
-            None => {
-                return Err(unsupported(
-                    &format!("nginx.server[{i}] host {:?} without resolve", s.host),
-                    "a name resolved once at startup is not modelled; use resolve or @backend",
-                ));
-            }
+            None if n.route == Route::Variable => ServerLine {
+                per_request: true,
+                ..ServerLine::fixed(&s.host, n.port)
+            },
+            None if s.resolve && n.route == Route::Upstream => ServerLine::resolve(&s.host, n.port),
+            None => ServerLine::fixed(&s.host, n.port),
         };
         if let Some(m) = s.max_fails.or(n.max_fails) {
             line.max_fails = m;
@@ -406,7 +406,12 @@ fn plan(sc: &Scenario, seed: u64, (a, b): (u8, u8), epoch_us: i64) -> Result<Pla
         upstream: "filler".into(),
         port: n.port,
     });
-    cfg.keepalive = n.keepalive;
+    // proxy_pass to a name (no upstream block) keeps no upstream connections.
+    cfg.keepalive = if n.route == Route::Upstream {
+        n.keepalive
+    } else {
+        0
+    };
     cfg.ephemeral_ports = ephemeral_ports(sc, &unsupported)?;
     // Each nginx worker keeps its own keep-alive cache: how soon a connection is reused (and
     // so how often a backend's reclaim catches a request) depends on it.
@@ -483,11 +488,11 @@ fn plan(sc: &Scenario, seed: u64, (a, b): (u8, u8), epoch_us: i64) -> Result<Pla
         cfg.latency = backend_latency(sc)?.unwrap_or(LOOPBACK_LATENCY);
     }
 
-    // DNS: the initial mode of every name a resolve line uses, from nginx's start.
+    // DNS: the initial mode of every name a server line uses, from nginx's start.
     let resolved: std::collections::BTreeSet<String> = cfg
         .servers
         .iter()
-        .filter(|s| s.resolve)
+        .filter(|s| s.host.parse::<std::net::IpAddr>().is_err())
         .map(|s| s.host.clone())
         .chain(cfg.zone_filler.iter().map(|f| f.name.clone()))
         .collect();
@@ -749,8 +754,10 @@ fn plan(sc: &Scenario, seed: u64, (a, b): (u8, u8), epoch_us: i64) -> Result<Pla
                     f.end = Us(at);
                 }
             }
+        } else if e.nginx == Some(NginxAction::Reload) {
+            cfg.reloads.push(Us(at));
         } else {
-            bail!("{field}: exactly one of `dns`, `fault`, `clear` is needed");
+            bail!("{field}: exactly one of `dns`, `fault`, `clear`, `nginx` is needed");
         }
     }
     let names: Vec<String> = reverts.keys().cloned().collect();

@@ -6,14 +6,15 @@ use super::access::BUCKET_MS;
 use super::errors::{Cites, ERef, SigIndex};
 use super::failure::{Store, Traj, host_of};
 use super::groups::{Buckets, Groups};
+use super::stale::Answers;
 use super::swaps::PeerChanges;
 use super::traj_label;
 use crate::classes::{self, Class, Sig};
-use crate::classify::{Facts, classify};
+use crate::classify::{Facts, Stale, classify};
 use crate::evidence::{Race, SwapSource};
 use crate::verdict::{Evidence, Incident, NluCounts, Point, Series};
 use resolvelab_history::History;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 
 /// Failures within this gap (ms) belong to one cluster.
 const CLUSTER_GAP_MS: i64 = 1000;
@@ -46,6 +47,12 @@ pub(super) struct Ctx<'a> {
     pub by_cid: bool,
     /// The DNS log's NXDOMAIN answers (indexes into `hist.dns`).
     pub dns_nx: Vec<usize>,
+    /// Each name's answers over time (stale addresses).
+    pub answers: Answers,
+    /// Each address's first success in the access log (ms).
+    pub first_ok: HashMap<String, i64>,
+    /// The configuration resolves some name only at start (`None`: no configuration given).
+    pub resolved_once: Option<bool>,
 }
 
 /// The lines around a cluster that its classes look for.
@@ -165,6 +172,7 @@ fn classify_cluster(
         .sum();
     let burst = req > 0 && share >= 0.8 && client >= 3;
     let changes = &cx.peers.changes;
+    let probable = probable_stale(store, c, cx, cs);
     for &i in c {
         let (t_ms, f) = (store.recs[i].t_ms, store.kind(i));
         let addrs = store.addrs(i, cx.trajs);
@@ -191,12 +199,80 @@ fn classify_cluster(
             after_change_ms: pc.map(|s| t_ms - changes[s].t_ms),
             through_old,
             paired: f.paired.is_some(),
+            stale: match addrs.last() {
+                Some(a) if !f.nlu && cx.answers.stale(a, t_ms).is_some() => Stale::Seen,
+                Some(a) if !f.nlu && probable.as_deref() == Some(a.as_str()) => Stale::Probable,
+                _ => Stale::No,
+            },
         };
         let decision = classify(&facts, cx.swaps, cx.race);
         let r = &mut store.recs[i];
         r.class = decision.class;
         r.conf = (decision.confidence * 10_000.0).round() as u16;
     }
+}
+
+/// Without an answer history that covers it, the address of a cluster whose failures are a
+/// probable stale address: at least three, every one a try of that one address (and no `no live upstreams`)
+/// that refused, found no route or timed out, an address that served before the cluster, and a
+/// configuration (when given) that resolves some name only at start.
+fn probable_stale(store: &Store, c: &[usize], cx: &Ctx<'_>, start_ms: i64) -> Option<String> {
+    if cx.resolved_once == Some(false) {
+        return None;
+    }
+    let mut addr: Option<&String> = None;
+    let mut n = 0u64;
+    for &i in c {
+        let f = store.kind(i);
+        if f.internal {
+            continue;
+        }
+        let connect_failed = matches!(
+            f.paired,
+            Some(
+                Sig::ConnectRefused
+                    | Sig::ConnectNoRoute
+                    | Sig::ConnectUnreachable
+                    | Sig::UpstreamTimeout
+            )
+        );
+        let last = store.addrs(i, cx.trajs).last();
+        if f.nlu || !connect_failed || last.is_none() || (addr.is_some() && addr != last) {
+            return None;
+        }
+        addr = last;
+        n += store.recs[i].weight();
+    }
+    let a = addr?;
+    // An answer history that saw the name during the failures decides instead (stale or not).
+    let served_before = cx.first_ok.get(a).is_some_and(|&t| t < start_ms);
+    (n >= 3 && served_before && !cx.answers.covers(a, start_ms)).then(|| a.clone())
+}
+
+/// What a stale-address incident rests on: the answer that dropped the address, or — without
+/// an answer history — what was seen, what was not, and the command that would decide it.
+fn stale_detail(store: &Store, members: &[usize], cx: &Ctx<'_>) -> String {
+    let i = members[0];
+    let Some(addr) = store.addrs(i, cx.trajs).last() else {
+        return String::new();
+    };
+    let t = store.recs[i].t_ms;
+    if let Some(st) = cx.answers.stale(addr, t) {
+        return format!(
+            "`{addr}` had left `{}`'s DNS answers {} ms before the first failure: nginx was still sending to where the backend used to be.",
+            st.name,
+            t - st.since_ms
+        );
+    }
+    let config = match cx.resolved_once {
+        Some(true) => "the configuration resolves a name only at start (see `resolvelab lint`)",
+        _ => {
+            "the configuration was not given (--nginx-conf would show whether a name is resolved only at start)"
+        }
+    };
+    format!(
+        "Probable, not decided: every failure went to `{addr}`, which served before, and failed to connect; {config}. Not seen: the name's DNS answers. To decide it, compare `dig +short NAME` with `{addr}`, or record the answers (`resolvelab dns watch NAME --server RESOLVER --out dns.jsonl`) and diagnose again with --dns dns.jsonl."
+    )
 }
 
 /// The incident of one class's `members` (indexes in time order) inside a cluster of group `g`.
@@ -269,6 +345,10 @@ fn incident(
         ))
         .unwrap_or_default()
     );
+    let detail = match class {
+        Class::StaleAddress => format!("{detail} {}", stale_detail(store, members, cx)),
+        _ => detail,
+    };
     Incident {
         id: 0,
         class: class.id().to_string(),

@@ -18,6 +18,7 @@ mod failure;
 mod groups;
 mod incidents;
 mod pairing;
+mod stale;
 mod swaps;
 mod totals;
 
@@ -157,6 +158,9 @@ pub fn diagnose_with_stats(opts: &Options) -> anyhow::Result<(Diagnosis, History
         dns_nx: (0..hist.dns.len())
             .filter(|&i| hist.dns[i].rcode.eq_ignore_ascii_case("NXDOMAIN"))
             .collect(),
+        answers: stale::Answers::from_history(&hist),
+        first_ok: first_successes(&acc),
+        resolved_once: opts.config.as_ref().map(|c| c.resolved_once),
     };
     let mut cites = errors::Cites::default();
     let mut incidents = incidents::build(&mut store, &cx, &mut cites);
@@ -265,6 +269,18 @@ struct Read {
     error: bool,
     /// The fields the access lines held (`1 << Field`).
     seen: u32,
+}
+
+/// Each address's first success in the access log (ms), from its success segments.
+fn first_successes(acc: &access::AccessPass) -> std::collections::HashMap<String, i64> {
+    let mut first = std::collections::HashMap::new();
+    for s in &acc.segs {
+        if let Some(name) = acc.keys.names.get(s.key as usize) {
+            let t = first.entry(name.clone()).or_insert(s.start);
+            *t = (*t).min(s.start);
+        }
+    }
+    first
 }
 
 fn observe(opts: &Options, peers: &swaps::PeerChanges, read: Read) -> (Observability, Race, bool) {

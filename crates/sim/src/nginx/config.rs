@@ -61,7 +61,8 @@ impl<'de> Deserialize<'de> for Us {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ServerLine {
-    /// A DNS name (with `resolve`) or an IPv4 literal.
+    /// A DNS name or an IPv4 literal. A name without `resolve` is resolved once, when nginx
+    /// starts and at each reload (`SimConfig::reloads`), like `getaddrinfo` at config time.
     pub host: String,
     /// Port.
     #[serde(default = "d_port")]
@@ -69,6 +70,12 @@ pub struct ServerLine {
     /// `resolve`: re-resolve `host` and swap the peers (needs a zone).
     #[serde(default)]
     pub resolve: bool,
+    /// The line stands for a variable `proxy_pass` (`set $b NAME; proxy_pass http://$b:PORT;`)
+    /// with a `resolver`: `host` is resolved per request through the resolver's cache, which
+    /// keeps an answer (and an NXDOMAIN) until the second after `valid`, and nothing of a
+    /// SERVFAIL, REFUSED or timeout, whose request fails with 502.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub per_request: bool,
     /// `max_fails=` (nginx default 1; 0 disables the accounting).
     #[serde(default = "d_max_fails")]
     pub max_fails: u32,
@@ -103,6 +110,7 @@ impl ServerLine {
             host: host.into(),
             port,
             resolve: true,
+            per_request: false,
             max_fails: 1,
             fail_timeout: Us::s(10),
             backup: false,
@@ -576,6 +584,10 @@ pub struct SimConfig {
     /// DNS mode timeline (a name's first phase is its mode from nginx start).
     #[serde(default)]
     pub dns: Vec<DnsPhase>,
+    /// Times (from the load start) of `nginx -s reload`: names resolved at start are resolved
+    /// again, keep-alive connections and `max_fails` state start afresh.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub reloads: Vec<Us>,
     /// Fault timeline.
     #[serde(default)]
     pub faults: Vec<FaultWindow>,
@@ -725,6 +737,7 @@ impl SimConfig {
             read_timeout: d_read_timeout(),
             retry_shim: None,
             dns: Vec::new(),
+            reloads: Vec::new(),
             faults: Vec::new(),
             rps: 300.0,
             arrivals: Vec::new(),
@@ -805,9 +818,16 @@ impl SimConfig {
             bail!("every server is `backup`: nginx needs at least one primary server");
         }
         for (i, s) in self.servers.iter().enumerate() {
-            if !s.resolve && s.host.parse::<std::net::IpAddr>().is_err() {
+            let named = s.host.parse::<std::net::IpAddr>().is_err();
+            if s.per_request && (!named || s.resolve || self.servers.len() > 1) {
                 bail!(
-                    "servers[{i}].host {:?} is a name without `resolve`: set resolve = true or give an IP address",
+                    "servers[{i}]: per_request stands for a variable proxy_pass: the only server line, a name, without `resolve`"
+                );
+            }
+            if named && !self.dns.iter().any(|p| p.name == s.host) {
+                bail!(
+                    "server {:?} is a name but no DNS phase names it: add a dns entry with name = {:?}",
+                    s.host,
                     s.host
                 );
             }
@@ -835,11 +855,9 @@ impl SimConfig {
                     p.mode
                 );
             }
-            if !self.servers.iter().any(|s| s.resolve && s.host == p.name)
-                && filler != Some(p.name.as_str())
-            {
+            if !self.servers.iter().any(|s| s.host == p.name) && filler != Some(p.name.as_str()) {
                 bail!(
-                    "dns[{i}].name {:?} is not the host of any `resolve` server line",
+                    "dns[{i}].name {:?} is not the host of any server line",
                     p.name
                 );
             }
@@ -850,15 +868,6 @@ impl SimConfig {
                     "dns[{i}] for {:?} at {} µs is before the previous phase: phases must be in time order",
                     p.name,
                     p.at.0
-                );
-            }
-        }
-        for s in self.servers.iter().filter(|s| s.resolve) {
-            if !self.dns.iter().any(|p| p.name == s.host) {
-                bail!(
-                    "server {:?} has `resolve` but no DNS phase names it: add a dns entry with name = {:?}",
-                    s.host,
-                    s.host
                 );
             }
         }

@@ -183,6 +183,8 @@ pub(crate) struct Req {
     /// The try holds one of the host's ephemeral ports.
     port: bool,
     err: TryError,
+    /// Its own (per-request) resolution failed: a 502 without any upstream try.
+    dns_failed: bool,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -194,6 +196,10 @@ enum Ev {
     Complete(u32),
     Fail(u32),
     Probe(u16),
+    /// `nginx -s reload` (index into `SimConfig::reloads`).
+    Reload(u16),
+    /// A request's own resolution got no answer within `resolver_timeout`.
+    ResolveTimeout(u32),
 }
 
 impl Ev {
@@ -206,6 +212,8 @@ impl Ev {
             Ev::Complete(i) => (4, i as u64),
             Ev::Fail(i) => (5, i as u64),
             Ev::Probe(i) => (6, i as u64),
+            Ev::Reload(i) => (7, i as u64),
+            Ev::ResolveTimeout(i) => (8, i as u64),
         };
         (kind << 32) | idx
     }
@@ -218,7 +226,9 @@ impl Ev {
             3 => Ev::Host(idx as u16),
             4 => Ev::Complete(idx),
             5 => Ev::Fail(idx),
-            _ => Ev::Probe(idx as u16),
+            6 => Ev::Probe(idx as u16),
+            7 => Ev::Reload(idx as u16),
+            _ => Ev::ResolveTimeout(idx),
         }
     }
 }
@@ -236,8 +246,24 @@ enum HostStep {
     Tcp { id: u16, port: u16 },
 }
 
+/// When nginx resolves a host's name.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum HostKind {
+    /// `server … resolve`: re-queried every `valid` + 1 s, the peers swapped.
+    Running,
+    /// A name without `resolve`: at start and at each reload only (a pin in between).
+    AtStart,
+    /// A variable `proxy_pass`: on a request that finds the resolver's cache expired.
+    PerRequest,
+}
+
 struct Host {
     name: String,
+    kind: HostKind,
+    /// PerRequest: the cached answer serves requests up to this second (epoch s).
+    valid_until_s: i64,
+    /// PerRequest: the cached answer is an NXDOMAIN.
+    cached_nx: bool,
     port: u16,
     max_fails: u32,
     fail_timeout_s: i64,
@@ -288,6 +314,9 @@ impl Host {
         let first_mode = phases.first().map(|p| p.2.clone()).unwrap_or_default();
         Host {
             name: name.to_string(),
+            kind: HostKind::Running,
+            valid_until_s: i64::MIN,
+            cached_nx: false,
             port,
             max_fails,
             fail_timeout_s,
@@ -351,6 +380,8 @@ pub(crate) struct Engine<'a> {
     /// `peer -> host` for resolved peers (`u16::MAX` for static lines).
     peer_host: Vec<u16>,
     hosts: Vec<Host>,
+    /// The host a variable `proxy_pass` resolves per request.
+    per_request: Option<usize>,
     faults: Vec<Fault>,
     has_zone_resolve: bool,
     generation: u64,
@@ -398,6 +429,7 @@ impl<'a> Engine<'a> {
             backup: Vec::new(),
             peer_host: Vec::new(),
             hosts: Vec::new(),
+            per_request: None,
             faults: Vec::new(),
             has_zone_resolve: cfg.servers.iter().any(|s| s.resolve),
             generation: 0,
@@ -441,21 +473,33 @@ impl<'a> Engine<'a> {
             acc += w / total;
             e.method_cdf.push(acc);
         }
-        // Static server lines become peers now; resolved ones on their first answer.
+        // Static server lines become peers now; named ones on their first answer.
         for s in &cfg.servers {
-            if s.resolve {
+            let kind = match (s.resolve, s.per_request) {
+                (true, _) => Some(HostKind::Running),
+                (false, true) => Some(HostKind::PerRequest),
+                (false, false) => (s.host.parse::<IpAddr>().is_err()).then_some(HostKind::AtStart),
+            };
+            if let Some(kind) = kind {
                 let h = e.hosts.len();
                 // Hosts resolve right after start, a few µs apart.
                 let next_at = start + 100 * h as i64 + dns_rng.random_range(0..1000);
                 let client_port = 32768 + dns_rng.random_range(0..28000u16);
-                e.hosts.push(Host::resolved(
+                let mut host = Host::resolved(
                     cfg,
                     &s.host,
                     s.port,
                     (s.max_fails, s.fail_timeout.0 / 1_000_000, s.weight as i64),
                     (next_at, client_port),
                     false,
-                ));
+                );
+                host.kind = kind;
+                if kind == HostKind::PerRequest {
+                    // Each request's own peer list: nothing is remembered between requests.
+                    host.max_fails = 0;
+                    e.per_request = Some(h);
+                }
+                e.hosts.push(host);
             } else {
                 let ip: IpAddr = s.host.parse().expect("validated");
                 let a = e.addr_of(ip, s.port);
@@ -518,8 +562,14 @@ impl<'a> Engine<'a> {
             }
         }
         for h in 0..e.hosts.len() {
-            let at = e.hosts[h].next_at;
-            e.push(at, Ev::Host(h as u16));
+            // A per-request name is resolved by its first request.
+            if e.hosts[h].kind != HostKind::PerRequest {
+                let at = e.hosts[h].next_at;
+                e.push(at, Ev::Host(h as u16));
+            }
+        }
+        for (i, at) in cfg.reloads.iter().enumerate() {
+            e.push(cfg.epoch_us + at.0, Ev::Reload(i as u16));
         }
         for (i, p) in cfg.dns.iter().enumerate() {
             e.push(
@@ -631,7 +681,7 @@ impl<'a> Engine<'a> {
         // would run forever).
         while let Some(Reverse(key)) = self.heap.pop() {
             let (te, ev) = self.unpack(key);
-            let in_flight = matches!(ev, Ev::Complete(_) | Ev::Fail(_));
+            let in_flight = matches!(ev, Ev::Complete(_) | Ev::Fail(_) | Ev::ResolveTimeout(_));
             if te > end_of_load && !in_flight {
                 continue;
             }
@@ -673,6 +723,8 @@ impl<'a> Engine<'a> {
                 Ok(())
             }
             Ev::Probe(i) => self.probe(i as usize, t),
+            Ev::Reload(_) => self.reload(t),
+            Ev::ResolveTimeout(r) => self.resolution_failed(r, t, 110),
             Ev::DnsPhase(i) => {
                 let p = &self.cfg.dns[i as usize];
                 if let Some(l) = &mut self.logs {
@@ -783,6 +835,9 @@ impl<'a> Engine<'a> {
     }
 
     fn host_event(&mut self, h: usize, t: i64) -> std::io::Result<()> {
+        if self.hosts[h].kind == HostKind::AtStart {
+            return self.resolve_at_start(h, t);
+        }
         let cfg = self.cfg;
         let step = self.hosts[h].step;
         if step == HostStep::GiveUp {
@@ -834,11 +889,7 @@ impl<'a> Engine<'a> {
                 }
             }
             Err(code) => {
-                let rcode = match code {
-                    3 => "NXDOMAIN",
-                    2 => "SERVFAIL",
-                    _ => "REFUSED",
-                };
+                let rcode = rcode_text(code);
                 self.dns_log(h, t, id, &mode_text, rcode, &[], injected, false, tcp_port)?;
                 self.sum.requeries += 1;
                 self.resolve_error(h, t, code)?;
@@ -868,7 +919,6 @@ impl<'a> Engine<'a> {
             }
             Ok(mut ips) => {
                 ips.dedup();
-                let had_answer = self.hosts[h].last_answer.is_some();
                 let changed = self.hosts[h]
                     .last_answer
                     .as_ref()
@@ -877,78 +927,7 @@ impl<'a> Engine<'a> {
                     h, t, id, &mode_text, "NOERROR", &ips, injected, changed, tcp_port,
                 )?;
                 self.sum.requeries += 1;
-                self.hosts[h].last_answer = Some(ips.clone());
-                self.hosts[h].empty_nx = false;
-                let before = self.generation;
-                // ngx_http_upstream_zone_module: the vanished peers are removed first, then
-                // the new ones added until the slab has no room ("goto done").
-                let current = if self.hosts[h].filler {
-                    let host = &mut self.hosts[h];
-                    let had = host.filler_ips.len();
-                    host.filler_ips.retain(|ip| ips.contains(ip));
-                    self.zone_used -= (had - host.filler_ips.len()) as u64;
-                    host.filler_ips.clone()
-                } else {
-                    self.remove_host_peers(h, Some(&ips));
-                    self.host_ips(h)
-                };
-                self.hosts[h].short_mem = false;
-                for ip in ips {
-                    if current.contains(&ip) {
-                        continue;
-                    }
-                    if self.zone_used >= self.zone_cap {
-                        self.sum.memory_exhausted += 1;
-                        self.hosts[h].short_mem = true;
-                        if let Some(l) = &mut self.logs {
-                            l.error_plain(
-                                t,
-                                "crit",
-                                &format!(
-                                    "ngx_slab_alloc() failed: no memory in upstream zone \"{}\"",
-                                    cfg.upstream
-                                ),
-                            )?;
-                            l.error_plain(
-                                t,
-                                "error",
-                                &format!(
-                                    "cannot add new server to upstream \"{}\", memory exhausted",
-                                    self.hosts[h].group
-                                ),
-                            )?;
-                        }
-                        break;
-                    }
-                    self.zone_used += 1;
-                    if self.hosts[h].filler {
-                        self.hosts[h].filler_ips.push(ip);
-                        continue;
-                    }
-                    let a = self.addr_of(ip, self.hosts[h].port);
-                    let host = &self.hosts[h];
-                    let pid = self.peers.len() as u32;
-                    self.peers.push(Peer {
-                        addr: a,
-                        max_fails: host.max_fails,
-                        fail_timeout_s: host.fail_timeout_s,
-                        weight: host.weight,
-                        cw: 0,
-                        fails: 0,
-                        checked_s: 0,
-                        accessed_s: 0,
-                        refs: 0,
-                        zombie: false,
-                    });
-                    self.peer_host.push(h as u16);
-                    self.primary.push(pid);
-                    self.generation += 1;
-                }
-                // The first answer populates the host; a swap is a later change.
-                if self.generation != before && had_answer {
-                    self.sum.swaps += 1;
-                    self.sum.swap_times_us.push(t);
-                }
+                self.apply_answer(h, t, ips)?;
                 self.hosts[h].step = HostStep::Query;
                 self.hosts[h].next_at = t + valid + 1_000_000 + jitter;
             }
@@ -956,6 +935,244 @@ impl<'a> Engine<'a> {
         let at = self.hosts[h].next_at;
         self.push(at, Ev::Host(h as u16));
         Ok(())
+    }
+
+    /// A host's new answer: its vanished peers go, the new ones are added while the zone has
+    /// room (`ngx_http_upstream_zone_module`); a change after the first answer is a swap.
+    fn apply_answer(&mut self, h: usize, t: i64, ips: Vec<IpAddr>) -> std::io::Result<()> {
+        let cfg = self.cfg;
+        let had_answer = self.hosts[h].last_answer.is_some();
+        self.hosts[h].last_answer = Some(ips.clone());
+        self.hosts[h].empty_nx = false;
+        let before = self.generation;
+        // ngx_http_upstream_zone_module: the vanished peers are removed first, then
+        // the new ones added until the slab has no room ("goto done").
+        let current = if self.hosts[h].filler {
+            let host = &mut self.hosts[h];
+            let had = host.filler_ips.len();
+            host.filler_ips.retain(|ip| ips.contains(ip));
+            self.zone_used -= (had - host.filler_ips.len()) as u64;
+            host.filler_ips.clone()
+        } else {
+            self.remove_host_peers(h, Some(&ips));
+            self.host_ips(h)
+        };
+        self.hosts[h].short_mem = false;
+        for ip in ips {
+            if current.contains(&ip) {
+                continue;
+            }
+            if self.zone_used >= self.zone_cap {
+                self.sum.memory_exhausted += 1;
+                self.hosts[h].short_mem = true;
+                if let Some(l) = &mut self.logs {
+                    l.error_plain(
+                        t,
+                        "crit",
+                        &format!(
+                            "ngx_slab_alloc() failed: no memory in upstream zone \"{}\"",
+                            cfg.upstream
+                        ),
+                    )?;
+                    l.error_plain(
+                        t,
+                        "error",
+                        &format!(
+                            "cannot add new server to upstream \"{}\", memory exhausted",
+                            self.hosts[h].group
+                        ),
+                    )?;
+                }
+                break;
+            }
+            self.zone_used += 1;
+            if self.hosts[h].filler {
+                self.hosts[h].filler_ips.push(ip);
+                continue;
+            }
+            let a = self.addr_of(ip, self.hosts[h].port);
+            let host = &self.hosts[h];
+            let pid = self.peers.len() as u32;
+            self.peers.push(Peer {
+                addr: a,
+                max_fails: host.max_fails,
+                fail_timeout_s: host.fail_timeout_s,
+                weight: host.weight,
+                cw: 0,
+                fails: 0,
+                checked_s: 0,
+                accessed_s: 0,
+                refs: 0,
+                zombie: false,
+            });
+            self.peer_host.push(h as u16);
+            self.primary.push(pid);
+            self.generation += 1;
+        }
+        // The first answer populates the host; a swap is a later change.
+        if self.generation != before && had_answer {
+            self.sum.swaps += 1;
+            self.sum.swap_times_us.push(t);
+        }
+        Ok(())
+    }
+
+    /// `getaddrinfo` when nginx reads its configuration (start, reload): the answer becomes the
+    /// peers; a failure keeps the peers it had (nginx refuses to start, or keeps the running
+    /// configuration after a failed reload). No timer follows: the name is pinned.
+    fn resolve_at_start(&mut self, h: usize, t: i64) -> std::io::Result<()> {
+        let (mode_text, result) = self.answer(h, t, true);
+        let id = self.dns_rng.random::<u16>();
+        let injected = mode_text != self.hosts[h].first_mode;
+        match result {
+            Ok(mut ips) => {
+                ips.dedup();
+                let changed = self.hosts[h]
+                    .last_answer
+                    .as_ref()
+                    .is_some_and(|prev| prev != &ips);
+                self.dns_log(
+                    h, t, id, &mode_text, "NOERROR", &ips, injected, changed, None,
+                )?;
+                self.apply_answer(h, t, ips)
+            }
+            Err(code) => self.dns_log(
+                h,
+                t,
+                id,
+                &mode_text,
+                rcode_text(code),
+                &[],
+                injected,
+                false,
+                None,
+            ),
+        }
+    }
+
+    /// `nginx -s reload`: new workers read the configuration again — names resolved at start
+    /// are resolved again, per-request caches start empty — with no cached keep-alive
+    /// connection and fresh `max_fails` state. (`resolve` names keep their timers: the zone
+    /// outlives the reload.)
+    fn reload(&mut self, t: i64) -> std::io::Result<()> {
+        if let Some(l) = &mut self.logs {
+            l.event(t, "nginx-reload", "nginx", "", None)?;
+        }
+        for c in &mut self.caches {
+            c.clear();
+        }
+        self.doomed.iter_mut().for_each(|d| *d = 0);
+        for p in &mut self.peers {
+            p.fails = 0;
+        }
+        for h in 0..self.hosts.len() {
+            match self.hosts[h].kind {
+                HostKind::AtStart => self.resolve_at_start(h, t)?,
+                HostKind::PerRequest => self.hosts[h].valid_until_s = i64::MIN,
+                HostKind::Running => {}
+            }
+        }
+        Ok(())
+    }
+
+    /// A per-request name through the resolver's cache: `Ok(None)` when the request may
+    /// proceed, `Ok(Some(code))` when its resolution failed (110: no answer yet, the request
+    /// waits `resolver_timeout` for it). An answer and an NXDOMAIN are kept up to the second
+    /// after `valid` (`rn->valid = ngx_time() + valid`); other failures are not kept, so the
+    /// next request asks again. A request has its own peer list: no generation, no max_fails.
+    fn resolve_per_request(&mut self, h: usize, t: i64) -> std::io::Result<Option<u8>> {
+        let now_s = t.div_euclid(1_000_000);
+        if now_s <= self.hosts[h].valid_until_s {
+            return Ok(self.hosts[h].cached_nx.then_some(3));
+        }
+        let (mode_text, result) = self.answer(h, t, true);
+        let id = self.dns_rng.random::<u16>();
+        let injected = mode_text != self.hosts[h].first_mode;
+        let valid_s = (self.cfg.valid_us() / 1_000_000).max(1);
+        let generation = self.generation;
+        self.sum.requeries += 1;
+        let out = match result {
+            Ok(mut ips) => {
+                ips.dedup();
+                let changed = self.hosts[h]
+                    .last_answer
+                    .as_ref()
+                    .is_some_and(|prev| prev != &ips);
+                self.dns_log(
+                    h, t, id, &mode_text, "NOERROR", &ips, injected, changed, None,
+                )?;
+                self.apply_answer(h, t, ips)?;
+                self.hosts[h].valid_until_s = now_s + valid_s;
+                self.hosts[h].cached_nx = false;
+                None
+            }
+            Err(code) => {
+                self.dns_log(
+                    h,
+                    t,
+                    id,
+                    &mode_text,
+                    rcode_text(code),
+                    &[],
+                    injected,
+                    false,
+                    None,
+                )?;
+                if code == 3 {
+                    self.remove_host_peers(h, None);
+                    self.hosts[h].last_answer = Some(Vec::new());
+                    self.hosts[h].valid_until_s = now_s + valid_s;
+                    self.hosts[h].cached_nx = true;
+                }
+                Some(code)
+            }
+        };
+        self.generation = generation;
+        Ok(out)
+    }
+
+    /// One pass's `proxy_pass`: a per-request name is resolved first, then the tries.
+    fn proxy(&mut self, r: u32, t: i64) -> std::io::Result<()> {
+        if let Some(h) = self.per_request {
+            match self.resolve_per_request(h, t)? {
+                None => {}
+                Some(110) => {
+                    let at = t + self.cfg.resolver_timeout.0;
+                    self.push(at, Ev::ResolveTimeout(r));
+                    return Ok(());
+                }
+                Some(code) => return self.resolution_failed(r, t, code),
+            }
+            // The pass's peers are the answer just looked up.
+            self.reqs[r as usize].tries = self.pass_tries();
+        }
+        self.attempt(r, t)
+    }
+
+    /// The request's own resolution failed: nginx logs it in the request's context and answers
+    /// 502 without trying any upstream.
+    fn resolution_failed(&mut self, r: u32, t: i64, code: u8) -> std::io::Result<()> {
+        let Some(h) = self.per_request else {
+            return Ok(());
+        };
+        self.sum.dns_errors += 1;
+        if let Some(l) = &mut self.logs {
+            let msg = format!(
+                "{} could not be resolved ({})",
+                self.hosts[h].name,
+                resolve_error_text(code)
+            );
+            l.error_req(
+                t,
+                "error",
+                &self.reqs[r as usize],
+                &self.methods,
+                &msg,
+                None,
+            )?;
+        }
+        self.reqs[r as usize].dns_failed = true;
+        self.finalize(r, t, 502, None)
     }
 
     /// Remove this host's peers (all, or those not in `keep`).
@@ -990,12 +1207,7 @@ impl<'a> Engine<'a> {
 
     fn resolve_error(&mut self, h: usize, t: i64, code: u8) -> std::io::Result<()> {
         self.sum.dns_errors += 1;
-        let text = match code {
-            3 => "3: Host not found",
-            2 => "2: Server failure",
-            5 => "5: Operation refused",
-            _ => "110: Operation timed out",
-        };
+        let text = resolve_error_text(code);
         let name = self.hosts[h].name.clone();
         if let Some(l) = &mut self.logs {
             l.error_plain(
@@ -1135,6 +1347,7 @@ impl<'a> Engine<'a> {
                     cached: false,
                     port: false,
                     err: TryError::Closed,
+                    dns_failed: false,
                 });
                 (self.reqs.len() - 1) as u32
             }
@@ -1163,7 +1376,7 @@ impl<'a> Engine<'a> {
         if race {
             return self.nlu(r, t, Busy::Generation);
         }
-        self.attempt(r, t)
+        self.proxy(r, t)
     }
 
     /// The worker that accepts a new client connection (see `accept_queue`).
@@ -1227,14 +1440,21 @@ impl<'a> Engine<'a> {
     }
 
     fn start_pass(&mut self, r: u32, _t: i64, pass: u8) {
-        let tries = (self.primary.len() + self.backup.len()) as u32;
-        let limit = self.cfg.next_upstream.tries;
+        let tries = self.pass_tries();
         let q = &mut self.reqs[r as usize];
         q.gen0 = self.generation;
         q.tried = 0;
         q.tried_backup = 0;
-        q.tries = if limit > 0 { tries.min(limit) } else { tries };
+        q.tries = tries;
         q.pass = pass;
+        q.dns_failed = false;
+    }
+
+    /// Tries a pass may make: every peer, capped by `proxy_next_upstream_tries`.
+    fn pass_tries(&self) -> u32 {
+        let tries = (self.primary.len() + self.backup.len()) as u32;
+        let limit = self.cfg.next_upstream.tries;
+        if limit > 0 { tries.min(limit) } else { tries }
     }
 
     fn single(&self) -> bool {
@@ -1552,9 +1772,9 @@ impl<'a> Engine<'a> {
             if err == TryError::NoPort {
                 // connect() itself failed: nginx names the address and logs it as critical.
                 let msg = format!("connect() to {text} {}", err.line());
-                l.error_req(t, "crit", q, &self.methods, &msg, text)?;
+                l.error_req(t, "crit", q, &self.methods, &msg, Some(text))?;
             } else {
-                l.error_req(t, "error", q, &self.methods, err.line(), text)?;
+                l.error_req(t, "error", q, &self.methods, err.line(), Some(text))?;
             }
         }
         // Free the peer as failed (ngx_http_upstream_free_round_robin_peer): `single` is read
@@ -1579,7 +1799,7 @@ impl<'a> Engine<'a> {
                         q,
                         &self.methods,
                         &msg,
-                        &self.addrs[a as usize].text,
+                        Some(&self.addrs[a as usize].text),
                     )?;
                 }
             }
@@ -1645,7 +1865,7 @@ impl<'a> Engine<'a> {
                 q,
                 &self.methods,
                 "no live upstreams while connecting to upstream",
-                &be,
+                Some(&be),
             )?;
         }
         self.finalize(r, t, 502, Some(class))
@@ -1778,7 +1998,7 @@ impl<'a> Engine<'a> {
                 connected: false,
                 pass_start: true,
             });
-            return self.attempt(r, t);
+            return self.proxy(r, t);
         }
         match status {
             200 => self.sum.ok += 1,
@@ -1791,6 +2011,7 @@ impl<'a> Engine<'a> {
                 self.sum.status_502 += 1;
                 match class {
                     Some(c) => self.sum.nlu.add(c),
+                    None if self.reqs[r as usize].dns_failed => self.sum.dns_request_failures += 1,
                     None => self.sum.upstream_failures += 1,
                 }
             }
@@ -1835,6 +2056,26 @@ impl<'a> Engine<'a> {
         }
         self.free.push(r);
         Ok(())
+    }
+}
+
+/// nginx's text for a resolver error code (`could not be resolved (…)`).
+fn resolve_error_text(code: u8) -> &'static str {
+    match code {
+        3 => "3: Host not found",
+        2 => "2: Server failure",
+        5 => "5: Operation refused",
+        _ => "110: Operation timed out",
+    }
+}
+
+/// The DNS log's rcode for a resolver error code.
+fn rcode_text(code: u8) -> &'static str {
+    match code {
+        3 => "NXDOMAIN",
+        2 => "SERVFAIL",
+        110 => "DROPPED",
+        _ => "REFUSED",
     }
 }
 

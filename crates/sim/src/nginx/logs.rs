@@ -162,14 +162,18 @@ impl Logs {
         req: &Req,
         methods: &[String],
         msg: &str,
-        upstream: &str,
+        upstream: Option<&str>,
     ) -> io::Result<()> {
         // Each worker process logs under its own pid.
         let pid = self.pid + req.worker as u32;
         let stamp = self.stamp(t_us).to_string();
+        // A request that never reached an upstream (its own resolution failed) has none.
+        let upstream = upstream
+            .map(|u| format!(", upstream: \"http://{u}{}\"", self.uri))
+            .unwrap_or_default();
         writeln!(
             self.error,
-            "{stamp} [{level}] {pid}#0: *{cid} {msg}, client: {client}, server: , request: \"{m} {uri} HTTP/1.1\", upstream: \"http://{upstream}{uri}\", host: \"{host}\"",
+            "{stamp} [{level}] {pid}#0: *{cid} {msg}, client: {client}, server: , request: \"{m} {uri} HTTP/1.1\"{upstream}, host: \"{host}\"",
             cid = req.conn,
             client = self.client,
             m = methods[req.method as usize],

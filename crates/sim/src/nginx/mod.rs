@@ -217,6 +217,9 @@ pub struct SimSummary {
     pub nlu: ClassCounts,
     /// Final 502/504s after real tries, without NLU (`upstream-failure`).
     pub upstream_failures: u64,
+    /// 502s of requests whose own (per-request) resolution failed.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub dns_request_failures: u64,
     /// Failed upstream tries (every try, first or not).
     pub try_failures: u64,
     /// Retries to a next peer after a failed try.
@@ -292,4 +295,8 @@ pub fn simulate_counts(cfg: &SimConfig) -> Result<SimSummary> {
     cfg.validate()?;
     let (summary, _) = engine::Engine::new(cfg, None).run()?;
     Ok(summary)
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }

@@ -1,0 +1,204 @@
+//! Stale addresses end to end on the model (`--engine sim`, no network): every setup of the
+//! `stale-address` scenario holds its expectations, the linter flags the configurations that pin
+//! a name at the line that does it (and only those), and the checker without a DNS log calls
+//! the pin *probable* and says what would decide it. The real-nginx runs are in scenarios.rs.
+
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+
+mod common;
+use common::bin;
+
+/// Every variant of stale-address on the model; (variant, run directory) pairs.
+fn sim_runs(out: &Path) -> Vec<(String, PathBuf)> {
+    let o = bin()
+        .args(["run", "stale-address", "--engine", "sim", "-q", "--out"])
+        .arg(out)
+        .env_remove("RESOLVELAB_SIM_EPOCH_US")
+        .output()
+        .unwrap();
+    assert!(
+        o.status.success(),
+        "run stale-address --engine sim: {:?}\n{}\n{}",
+        o.status,
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let mut runs: Vec<(String, PathBuf)> = std::fs::read_dir(out)
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.is_dir())
+        .map(|p| {
+            let name = p.file_name().unwrap().to_string_lossy().into_owned();
+            let variant = name
+                .strip_prefix("stale-address.")
+                .and_then(|v| v.split('-').next().map(str::to_string))
+                .map(|v| {
+                    // `variable-servfail-<stamp>`: the variant name has a dash of its own.
+                    if name.starts_with("stale-address.variable-servfail") {
+                        "variable-servfail".to_string()
+                    } else {
+                        v
+                    }
+                })
+                .unwrap_or_else(|| "base".into());
+            (variant, p)
+        })
+        .collect();
+    runs.sort();
+    runs
+}
+
+fn json(dir: &Path, file: &str) -> Value {
+    serde_json::from_str(&std::fs::read_to_string(dir.join(file)).unwrap()).unwrap()
+}
+
+fn classes(v: &Value) -> Vec<(String, u64)> {
+    v["incidents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| {
+            (
+                i["class"].as_str().unwrap().to_string(),
+                i["count"].as_u64().unwrap(),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn every_setup_recovers_as_nginx_does_and_lint_flags_the_pins_at_their_line() {
+    let tmp = tempfile::tempdir().unwrap();
+    let runs = sim_runs(tmp.path());
+    let names: Vec<&str> = runs.iter().map(|(v, _)| v.as_str()).collect();
+    assert_eq!(
+        names,
+        [
+            "base",
+            "proxy",
+            "reload",
+            "resolve",
+            "variable",
+            "variable-servfail"
+        ]
+    );
+    for (variant, dir) in &runs {
+        let v = json(dir, "verdict.json");
+        let held = v["expectations"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|e| e["held"].as_bool() == Some(true));
+        assert!(held, "{variant}: {}", v["expectations"]);
+        // The rule fires where the configuration pins the name, and nowhere else.
+        let o = bin()
+            .args(["lint", "--format", "json"])
+            .arg(dir.join("nginx.conf"))
+            .output()
+            .unwrap();
+        let lint: Value = serde_json::from_slice(&o.stdout).unwrap();
+        let conf = std::fs::read_to_string(dir.join("nginx.conf")).unwrap();
+        let pins: Vec<usize> = lint["findings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|f| f["rule"] == "resolve-once")
+            .map(|f| f["line"].as_u64().unwrap() as usize)
+            .collect();
+        let want: Vec<usize> = match variant.as_str() {
+            "base" | "reload" => line_of(&conf, "server app.test.local:8080;"),
+            "proxy" => line_of(&conf, "proxy_pass http://app.test.local:8080;"),
+            _ => Vec::new(),
+        };
+        assert_eq!(pins, want, "{variant}: resolve-once at {pins:?}\n{conf}");
+    }
+    let by = |name: &str| &runs.iter().find(|(v, _)| v == name).unwrap().1;
+    // Resolved at start: every request after the move fails, to the end of the run.
+    let base = json(by("base"), "verdict.json");
+    assert_eq!(classes(&base), [("stale-address".to_string(), 4000)]);
+    // A reload 10 s later ends it; per request, the resolver's cache does (within valid).
+    let reload = classes(&json(by("reload"), "verdict.json"));
+    assert_eq!(reload.len(), 1);
+    assert!((1900..=2100).contains(&reload[0].1), "{reload:?}");
+    let variable = classes(&json(by("variable"), "verdict.json"));
+    assert!(variable[0].1 <= 1000, "{variable:?}");
+    // SERVFAIL while resolving per request: the requests fail on their own lookups.
+    let servfail = json(by("variable-servfail"), "verdict.json");
+    assert!(
+        classes(&servfail)
+            .iter()
+            .any(|(c, n)| c == "dns-request-failure" && *n >= 800),
+        "{:?}",
+        classes(&servfail)
+    );
+}
+
+#[test]
+fn without_a_dns_log_the_pin_is_probable_and_the_report_says_what_decides_it() {
+    let tmp = tempfile::tempdir().unwrap();
+    let runs = sim_runs(tmp.path());
+    let base = &runs.iter().find(|(v, _)| v == "base").unwrap().1;
+    let diagnose = |extra: &[&str]| -> Value {
+        let o = bin()
+            .args(["diagnose", "--format", "json", "--log-format", "lab"])
+            .arg("--access")
+            .arg(base.join("access.log"))
+            .arg("--error")
+            .arg(base.join("error.log"))
+            .args(extra)
+            .output()
+            .unwrap();
+        serde_json::from_slice(&o.stdout).unwrap()
+    };
+    // Production: access and error logs only.
+    let v = diagnose(&[]);
+    let inc = &v["incidents"][0];
+    assert_eq!(inc["class"], "stale-address");
+    assert_eq!(inc["confidence"], 0.5);
+    let text = inc["explanation"].as_str().unwrap();
+    assert!(text.contains("Probable, not decided"), "{text}");
+    assert!(text.contains("resolvelab dns watch"), "{text}");
+    // The configuration pins the name: still probable, now saying so.
+    let conf = base.join("nginx.conf");
+    let v = diagnose(&["--nginx-conf", conf.to_str().unwrap()]);
+    let text = v["incidents"][0]["explanation"].as_str().unwrap();
+    assert!(text.contains("resolves a name only at start"), "{text}");
+    // A DNS log of nginx's own queries (only at start: nothing asked again) cannot tell.
+    let dns = base.join("dns.jsonl");
+    let v = diagnose(&["--dns", dns.to_str().unwrap()]);
+    assert_eq!(v["incidents"][0]["confidence"], 0.5);
+    // The run directory (its DNS log and the authority's mode changes) decides it.
+    let o = bin()
+        .args(["analyze", "--format", "json", "--no-write"])
+        .arg(base)
+        .output()
+        .unwrap();
+    let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["incidents"][0]["class"], "stale-address");
+    assert_eq!(v["incidents"][0]["confidence"], 0.9);
+    // A configuration that follows the name (`resolve`) rules the probable pin out.
+    let resolve = &runs.iter().find(|(v, _)| v == "resolve").unwrap().1;
+    let o = bin()
+        .args(["diagnose", "--format", "json", "--log-format", "lab"])
+        .arg("--access")
+        .arg(resolve.join("access.log"))
+        .arg("--error")
+        .arg(resolve.join("error.log"))
+        .arg("--nginx-conf")
+        .arg(resolve.join("nginx.conf"))
+        .output()
+        .unwrap();
+    let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["incidents"][0]["class"], "upstream-failure");
+}
+
+/// 1-based numbers of the lines that contain `needle`.
+fn line_of(text: &str, needle: &str) -> Vec<usize> {
+    text.lines()
+        .enumerate()
+        .filter(|(_, l)| l.contains(needle))
+        .map(|(i, _)| i + 1)
+        .collect()
+}
