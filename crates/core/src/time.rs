@@ -21,6 +21,13 @@ pub fn stamp_utc(t_us: i64) -> String {
     ts.strftime("%Y%m%dT%H%M%SZ").to_string()
 }
 
+/// The UTC time of day with milliseconds (`06:00:01.250`), for live lines.
+pub fn clock_ms(t_us: i64) -> String {
+    jiff::Timestamp::from_microsecond(t_us)
+        .map(|t| t.strftime("%H:%M:%S%.3f").to_string())
+        .unwrap_or_else(|_| t_us.to_string())
+}
+
 /// RFC 3339 rendering of epoch microseconds, for humans.
 pub fn rfc3339(t_us: i64) -> String {
     jiff::Timestamp::from_microsecond(t_us)
@@ -37,5 +44,6 @@ mod tests {
         // 2026-11-30T05:57:20Z
         assert_eq!(stamp_utc(1_796_018_240_000_000), "20261130T055720Z");
         assert!(now_us() > 1_700_000_000_000_000);
+        assert_eq!(clock_ms(1_796_018_240_250_000), "05:57:20.250");
     }
 }

@@ -87,16 +87,29 @@ pub async fn query(
     transport: Transport,
     timeout: Duration,
 ) -> anyhow::Result<Answer> {
-    resolvelab_core::policy::check_target(server, false).map_err(anyhow::Error::msg)?;
+    query_checked(server, name, qtype, transport, timeout, false).await
+}
+
+/// [`query`], to a non-loopback server too when `allow_remote` (`--allow-remote`).
+pub async fn query_checked(
+    server: SocketAddr,
+    name: &str,
+    qtype: &str,
+    transport: Transport,
+    timeout: Duration,
+    allow_remote: bool,
+) -> anyhow::Result<Answer> {
+    resolvelab_core::policy::check_target(server, allow_remote).map_err(anyhow::Error::msg)?;
     let id: u16 = rand::random();
     let q = build_query(name, qtype, id, None)?;
     let fut = async {
         match transport {
             Transport::Udp => {
-                let bind: SocketAddr = if server.is_ipv4() {
-                    ([127, 0, 0, 1], 0).into()
-                } else {
-                    "[::1]:0".parse().expect("literal")
+                let bind: SocketAddr = match (server.is_ipv4(), server.ip().is_loopback()) {
+                    (true, true) => ([127, 0, 0, 1], 0).into(),
+                    (true, false) => ([0, 0, 0, 0], 0).into(),
+                    (false, true) => "[::1]:0".parse().expect("literal"),
+                    (false, false) => "[::]:0".parse().expect("literal"),
                 };
                 let s = tokio::net::UdpSocket::bind(bind).await?;
                 s.send_to(&q, server).await?;

@@ -82,6 +82,17 @@ pub struct QueryEvent {
     /// The UDP answer had the TC bit set (too large, or `truncate` mode).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub truncated: bool,
+    /// `watch`: a probe's query and what it was answered (`resolvelab dns watch`), not a query
+    /// the server answered; `mode` is then unknown (empty).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub probe: Option<String>,
+    /// A probe's wait for the answer (µs).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub latency_us: Option<u64>,
+    /// What a probe flags in the answer: `two-records`, `nxdomain`, `nodata`, `servfail`,
+    /// `refused`, `timeout`, `aaaa`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub flags: Vec<String>,
 }
 
 /// A mode change, as it happens (set, aligned set taking effect, revert, timeline).
@@ -866,6 +877,9 @@ impl Engine {
                 changed,
                 injected,
                 truncated,
+                probe: None,
+                latency_us: None,
+                flags: Vec::new(),
             });
         }
         Reply { bytes, delay }
@@ -903,6 +917,9 @@ impl Engine {
                 changed: false,
                 injected: false,
                 truncated: false,
+                probe: None,
+                latency_us: None,
+                flags: Vec::new(),
             });
         }
         Reply {

@@ -50,6 +50,7 @@ pub mod engine;
 pub mod server;
 #[cfg(target_os = "linux")]
 mod udp;
+pub mod watch;
 pub mod zone;
 
 pub use control::{ControlClient, SetRequest};

@@ -47,6 +47,10 @@ pub struct DnsRecord {
     /// True when the answer was an injection (fault mode).
     #[serde(default)]
     pub injected: Option<bool>,
+    /// `watch`: a probe's query (`resolvelab dns watch`), not one nginx's resolver made — an
+    /// answer history, not nginx's swaps.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub probe: Option<String>,
 }
 
 /// One lab event (`events.jsonl`): mode changes, injections and their hit counters, phases.

@@ -263,3 +263,114 @@ fn dns_help_shows_modes_with_examples() {
         assert!(help.contains(want), "--help lacks `{want}`");
     }
 }
+
+#[test]
+fn watch_logs_every_change_of_a_timeline_with_its_flags() {
+    let dir = tempfile::tempdir().unwrap();
+    let timeline = dir.path().join("timeline.toml");
+    std::fs::write(
+        &timeline,
+        "[[change]]\nat = \"1s\"\nname = \"app.test.local\"\nmode = \"static:127.0.0.30\"\n\
+         [[change]]\nat = \"2s\"\nname = \"app.test.local\"\nmode = \"static:127.0.0.20,127.0.0.30\"\n\
+         [[change]]\nat = \"3s\"\nname = \"app.test.local\"\nmode = \"nxdomain\"\n\
+         [[change]]\nat = \"4s\"\nname = \"app.test.local\"\nmode = \"servfail\"\n",
+    )
+    .unwrap();
+    let s = start(&[
+        "--listen",
+        "127.0.0.1:0",
+        "--name",
+        "app.test.local=static:127.0.0.20",
+        "--timeline",
+        timeline.to_str().unwrap(),
+        "--duration",
+        "20s",
+    ]);
+    let out = dir.path().join("watch.jsonl");
+    let o = Command::new(BIN)
+        .args(["dns", "watch", "app.test.local", "--server"])
+        .arg(s.dns.to_string())
+        .args(["--interval", "200ms", "--duration", "5s", "--out"])
+        .arg(&out)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{stderr}");
+    let text = std::fs::read_to_string(&out).unwrap();
+    let mut lines = text.lines();
+    assert_eq!(lines.next(), Some(r#"{"schema":"resolvelab.dns/v1"}"#));
+    let recs: Vec<serde_json::Value> = lines.map(|l| serde_json::from_str(l).unwrap()).collect();
+    let a: Vec<&serde_json::Value> = recs.iter().filter(|r| r["qtype"] == "A").collect();
+    // The A answers in order, repeats folded: every change of the timeline, in order.
+    let mut seen: Vec<String> = Vec::new();
+    for r in &a {
+        let what = match r["rcode"].as_str().unwrap() {
+            "NOERROR" => r["answers"].to_string(),
+            rcode => rcode.to_string(),
+        };
+        if seen.last() != Some(&what) {
+            seen.push(what);
+        }
+    }
+    assert_eq!(
+        seen,
+        [
+            r#"["127.0.0.20"]"#,
+            r#"["127.0.0.30"]"#,
+            r#"["127.0.0.20","127.0.0.30"]"#,
+            "NXDOMAIN",
+            "SERVFAIL"
+        ],
+        "{stderr}"
+    );
+    // Three answer changes (NXDOMAIN included); SERVFAIL says nothing of the records.
+    let changed = a.iter().filter(|r| r["changed"] == true).count();
+    assert_eq!(changed, 3, "{stderr}");
+    let flagged = |f: &str| {
+        a.iter().any(|r| {
+            r["flags"]
+                .as_array()
+                .is_some_and(|v| v.iter().any(|x| x == f))
+        })
+    };
+    for f in ["two-records", "nxdomain", "servfail"] {
+        assert!(flagged(f), "no {f} flag: {stderr}");
+    }
+    assert!(a.iter().all(|r| r["probe"] == "watch"));
+    // One live line per change, not per answer; and a summary.
+    assert!(stderr.contains("CHANGED"), "{stderr}");
+    assert!(stderr.lines().count() < a.len(), "{stderr}");
+    assert!(stderr.contains("dns watch: "), "{stderr}");
+}
+
+#[test]
+fn watch_refuses_a_remote_server_before_sending() {
+    // Inside a network namespace of its own (no interface up), so that even a wrong policy
+    // could not send a packet anywhere; without root the policy is tested as a function in
+    // resolvelab-dns.
+    let isolated = Command::new("unshare")
+        .args(["-n", "true"])
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    if !isolated {
+        eprintln!("skipped: cannot create a network namespace here (not root)");
+        return;
+    }
+    let o = Command::new("unshare")
+        .args([
+            "-n",
+            BIN,
+            "dns",
+            "watch",
+            "app.example",
+            "--server",
+            "192.0.2.1:53",
+        ])
+        .args(["--count", "1"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(stderr.contains("--allow-remote"), "{stderr}");
+}

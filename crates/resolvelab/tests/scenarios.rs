@@ -297,3 +297,92 @@ fn scenario_errors_are_one_line_with_file_and_line() {
     assert!(text.contains(&format!("typo.toml:{line}:")), "{text}");
     assert!(!runs.exists(), "no run directory was made");
 }
+
+#[test]
+fn a_moved_backend_is_a_stale_address_and_dns_watch_decides_it_from_production_logs() {
+    // nginx resolves the name at start (through the lab's authority, in a mount namespace of
+    // its own: root only), the backend moves at 10 s, every request after it fails.
+    let can = Command::new("unshare")
+        .args(["-m", "true"])
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    if !can {
+        eprintln!("skipped: cannot create a mount namespace here (not root)");
+        return;
+    }
+    let _g = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let out = tempfile::Builder::new()
+        .prefix("rl-stale-")
+        .tempdir()
+        .unwrap()
+        .keep();
+    // The run's /24 is pinned, so its authority is at 127.10.77.53:53 (a resolve-once run
+    // answers on port 53): a production probe watches it while the run plays.
+    let watch_file = out.join("watch.jsonl");
+    let mut watch = Command::new(env!("CARGO_BIN_EXE_resolvelab"))
+        .args([
+            "dns",
+            "watch",
+            "app.test.local",
+            "--server",
+            "127.10.77.53:53",
+        ])
+        .args([
+            "--interval",
+            "500ms",
+            "--timeout",
+            "300ms",
+            "--duration",
+            "90s",
+        ])
+        .arg("--out")
+        .arg(&watch_file)
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let runs = out.join("runs");
+    let (code, text) = run(
+        &["stale-address", "--variant", "base", "--net", "10.77"],
+        &runs,
+    );
+    // Our own child, by its pid.
+    let _ = watch.kill();
+    let _ = watch.wait();
+    assert_eq!(code, 0, "{text}");
+    let vs = verdicts(&runs);
+    assert_eq!(vs.len(), 1, "{text}");
+    let (dir, v) = &vs[0];
+    assert_eq!(v["incidents"][0]["class"], "stale-address", "{text}");
+    assert!(v["incidents"][0]["count"].as_u64().unwrap() >= 3800);
+    // Production: the access and error logs, and the probe's answers instead of the lab's.
+    let o = Command::new(env!("CARGO_BIN_EXE_resolvelab"))
+        .args(["diagnose", "--format", "json", "--log-format", "lab"])
+        .arg("--access")
+        .arg(dir.join("access.log"))
+        .arg("--error")
+        .arg(dir.join("error.log"))
+        .arg("--dns")
+        .arg(&watch_file)
+        .output()
+        .unwrap();
+    let d: Value = serde_json::from_slice(&o.stdout).unwrap();
+    // The probe sees the move within its interval: the failures before that are plain upstream
+    // failures (the answers it had still held the address), the rest are decided.
+    let incs = d["incidents"].as_array().unwrap();
+    let inc = incs
+        .iter()
+        .find(|i| i["class"] == "stale-address")
+        .unwrap_or_else(|| panic!("no stale-address: {}", d["incidents"]));
+    assert!(inc["count"].as_u64().unwrap() >= 3700, "{inc}");
+    assert_eq!(inc["confidence"], 0.9, "decided by the watched answers");
+    assert!(
+        inc["explanation"]
+            .as_str()
+            .unwrap()
+            .contains("had left `app.test.local`'s DNS answers"),
+        "{}",
+        inc["explanation"]
+    );
+    let _ = std::fs::remove_dir_all(&out);
+}

@@ -41,7 +41,7 @@ pub(super) struct PeerChanges {
 }
 
 impl PeerChanges {
-    /// From the DNS log when there is one, else inferred from the access log's address segments
+    /// From nginx's DNS query log when there is one, else inferred from the access log's address segments
     /// (and the period from the error log's `could not be resolved` lines).
     pub fn find(
         hist: &History,
@@ -51,27 +51,29 @@ impl PeerChanges {
         span: (i64, i64),
         ix: &SigIndex,
     ) -> PeerChanges {
-        let (swaps, swap_dns_idx, source, requery, requery_source, nx_changes) =
-            if !hist.dns.is_empty() {
-                let (s, idx, p, nx) = swaps_from_dns(hist);
-                (s, idx, SwapSource::Dns, p, "dns", nx)
+        // A probe's answers (`dns watch`) say when the name changed, not when nginx swapped:
+        // only nginx's own queries are swaps.
+        let resolver_log = hist.dns.iter().any(|r| r.probe.is_none());
+        let (swaps, swap_dns_idx, source, requery, requery_source, nx_changes) = if resolver_log {
+            let (s, idx, p, nx) = swaps_from_dns(hist);
+            (s, idx, SwapSource::Dns, p, "dns", nx)
+        } else {
+            let s = infer_swaps(segs, keys, key_group, span.0, span.1);
+            let p = median_interval(&s.iter().map(|x| x.t_ms).collect::<Vec<_>>());
+            let src = if s.is_empty() {
+                SwapSource::None
             } else {
-                let s = infer_swaps(segs, keys, key_group, span.0, span.1);
-                let p = median_interval(&s.iter().map(|x| x.t_ms).collect::<Vec<_>>());
-                let src = if s.is_empty() {
-                    SwapSource::None
-                } else {
-                    SwapSource::Inferred
-                };
-                let (p, psrc) = match p {
-                    Some(p) => (Some(p), src.id()),
-                    None => match period_from_errors(ix) {
-                        Some(p) => (Some(p), "error-log"),
-                        None => (None, src.id()),
-                    },
-                };
-                (s, Vec::new(), src, p, psrc, Vec::new())
+                SwapSource::Inferred
             };
+            let (p, psrc) = match p {
+                Some(p) => (Some(p), src.id()),
+                None => match period_from_errors(ix) {
+                    Some(p) => (Some(p), "error-log"),
+                    None => (None, src.id()),
+                },
+            };
+            (s, Vec::new(), src, p, psrc, Vec::new())
+        };
         // Every peer-list change (swaps and NXDOMAIN removals/restorations) bumps the
         // generation; offsets "after the swap" are measured from the latest one before the
         // failing selection.
@@ -156,7 +158,7 @@ fn swaps_from_dns(h: &History) -> (Vec<Swap>, Vec<usize>, Option<f64>, Vec<Chang
     let mut swaps = Vec::new();
     let mut idx = Vec::new();
     let mut per_client: HashMap<(String, String, String), Vec<i64>> = HashMap::new();
-    for (i, r) in h.dns.iter().enumerate() {
+    for (i, r) in h.dns.iter().enumerate().filter(|(_, r)| r.probe.is_none()) {
         per_client
             .entry((r.client.clone(), r.qname.clone(), r.qtype.clone()))
             .or_default()

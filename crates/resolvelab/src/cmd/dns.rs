@@ -110,6 +110,8 @@ pub struct Args {
 enum Sub {
     /// Talk to a running server's control API.
     Ctl(CtlArgs),
+    /// Probe a resolver: every name's answers over time (evidence for `diagnose --dns`).
+    Watch(super::dns_watch::WatchArgs),
 }
 
 /// `resolvelab dns ctl`.
@@ -199,6 +201,7 @@ pub fn run(args: Args, _ctx: &Ctx) -> anyhow::Result<ExitCode> {
         .context("cannot start the async runtime")?;
     match args.command {
         Some(Sub::Ctl(c)) => rt.block_on(ctl(c)),
+        Some(Sub::Watch(w)) => rt.block_on(super::dns_watch::run(w)),
         None => rt.block_on(serve(args)),
     }
 }

@@ -5,6 +5,7 @@ pub mod backend;
 pub mod demo;
 pub mod diagnose;
 pub mod dns;
+pub mod dns_watch;
 pub mod lint;
 pub mod load;
 pub mod nginx;
