@@ -130,7 +130,7 @@ pub fn fix(class: &str) -> &'static str {
             "Fix the DNS records; consider `ipv6=off` on the resolver; add a static backup server with `max_fails=0` on every line; do not raise `valid` (it lengthens the outage to valid + 1 s)."
         }
         Some(Class::DnsRequestFailure) => {
-            "Fix the resolver or the records it serves (the error line names the rcode); a `valid=` on the `resolver` caches good answers longer; or resolve once at start (`server name:port` in an upstream) or with `server … resolve`, which keep the last good peers on SERVFAIL/timeouts."
+            "Fix the resolver or the records it serves (the error line names the rcode; `no resolver defined` means there is no `resolver` in scope: add one, `resolvelab lint` finds every such `*_pass`); a `valid=` on the `resolver` caches good answers longer; or `server … resolve` in an upstream, which keeps the last good peers on SERVFAIL/timeouts (a name resolved once at start pins an address until reload instead)."
         }
         Some(Class::StaleAddress) => {
             "Make nginx follow the name: `server NAME:PORT resolve;` with a `zone` and `resolver … valid=5s` (nginx >= 1.27.3; it follows within valid + 1 s), or a variable `proxy_pass` with a `resolver` (per request, within `valid`); until then, reload nginx whenever the backend moves (`nginx -s reload`). `resolvelab lint` lists every name resolved only at start."
@@ -169,6 +169,8 @@ pub enum Sig {
     ResolveOther,
     /// `unexpected response for NAME`.
     ResolverUnexpectedResponse,
+    /// `no resolver defined to resolve NAME`: a variable `*_pass` with no `resolver` in scope.
+    NoResolver,
     /// `upstream server temporarily disabled`.
     PeerDisabled,
     /// `cannot add new server …, memory exhausted`.
@@ -264,6 +266,7 @@ impl Sig {
                 | ResolveTimeout
                 | ResolveOther
                 | ResolverUnexpectedResponse
+                | NoResolver
         )
     }
 
@@ -329,6 +332,12 @@ pub const SIGNATURES: &[SigDef] = &[
         id: "resolver-unexpected-response",
         pattern: "unexpected response for NAME",
         matcher: |m| m.contains("unexpected response for "),
+    },
+    SigDef {
+        sig: Sig::NoResolver,
+        id: "no-resolver",
+        pattern: "no resolver defined to resolve NAME",
+        matcher: |m| m.contains("no resolver defined to resolve "),
     },
     SigDef {
         sig: Sig::PeerDisabled,

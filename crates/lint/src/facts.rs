@@ -85,14 +85,22 @@ mod tests {
         assert!(!f.resolve && f.variable_pass);
         let f = facts("http { upstream u { server 0.0.0.1; balancer_by_lua_block { x() } } }");
         assert!(f.lua_balancer && !f.resolve);
-        // `resolve` outside an upstream is not a resolving server line.
+        // A name in a static proxy_pass is resolved only at start: a pin, not a resolving line.
         let f = facts("http { server { listen 80; location / { proxy_pass http://a; } } }");
         assert_eq!(
             f,
             RuntimeFacts {
                 source: "t.conf".into(),
+                resolved_once: true,
                 ..RuntimeFacts::default()
             }
         );
+        // Addresses and upstream names are not resolved at all.
+        let f = facts(
+            "http { upstream a { server 10.0.0.1:80; } server { location / { proxy_pass http://a; } } }",
+        );
+        assert!(!f.resolved_once && !f.resolve);
+        let f = facts("http { upstream a { server app:80; } }");
+        assert!(f.resolved_once, "a static server line with a name");
     }
 }

@@ -30,19 +30,8 @@ fn sim_runs(out: &Path) -> Vec<(String, PathBuf)> {
         .map(|e| e.path())
         .filter(|p| p.is_dir())
         .map(|p| {
-            let name = p.file_name().unwrap().to_string_lossy().into_owned();
-            let variant = name
-                .strip_prefix("stale-address.")
-                .and_then(|v| v.split('-').next().map(str::to_string))
-                .map(|v| {
-                    // `variable-servfail-<stamp>`: the variant name has a dash of its own.
-                    if name.starts_with("stale-address.variable-servfail") {
-                        "variable-servfail".to_string()
-                    } else {
-                        v
-                    }
-                })
-                .unwrap_or_else(|| "base".into());
+            let run = json(&p, "run.json");
+            let variant = run["variant"].as_str().unwrap_or("base").to_string();
             (variant, p)
         })
         .collect();
@@ -77,10 +66,11 @@ fn every_setup_recovers_as_nginx_does_and_lint_flags_the_pins_at_their_line() {
         names,
         [
             "base",
-            "proxy",
+            "proxy-pass",
             "reload",
             "resolve",
             "variable",
+            "variable-no-resolver",
             "variable-servfail"
         ]
     );
@@ -100,19 +90,30 @@ fn every_setup_recovers_as_nginx_does_and_lint_flags_the_pins_at_their_line() {
             .unwrap();
         let lint: Value = serde_json::from_slice(&o.stdout).unwrap();
         let conf = std::fs::read_to_string(dir.join("nginx.conf")).unwrap();
-        let pins: Vec<usize> = lint["findings"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .filter(|f| f["rule"] == "resolve-once")
-            .map(|f| f["line"].as_u64().unwrap() as usize)
-            .collect();
-        let want: Vec<usize> = match variant.as_str() {
+        let at = |rule: &str| -> Vec<usize> {
+            lint["findings"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter(|f| f["rule"] == rule)
+                .map(|f| f["line"].as_u64().unwrap() as usize)
+                .collect()
+        };
+        let pins = match variant.as_str() {
             "base" | "reload" => line_of(&conf, "server app.test.local:8080;"),
-            "proxy" => line_of(&conf, "proxy_pass http://app.test.local:8080;"),
+            "proxy-pass" => line_of(&conf, "proxy_pass http://app.test.local:8080;"),
             _ => Vec::new(),
         };
-        assert_eq!(pins, want, "{variant}: resolve-once at {pins:?}\n{conf}");
+        assert_eq!(at("resolve-once"), pins, "{variant}\n{conf}");
+        let unresolvable = match variant.as_str() {
+            "variable-no-resolver" => line_of(&conf, "proxy_pass http://$backend:8080;"),
+            _ => Vec::new(),
+        };
+        assert_eq!(
+            at("variable-proxy-pass-no-resolver"),
+            unresolvable,
+            "{variant}\n{conf}"
+        );
     }
     let by = |name: &str| &runs.iter().find(|(v, _)| v == name).unwrap().1;
     // Resolved at start: every request after the move fails, to the end of the run.
@@ -124,6 +125,13 @@ fn every_setup_recovers_as_nginx_does_and_lint_flags_the_pins_at_their_line() {
     assert!((1900..=2100).contains(&reload[0].1), "{reload:?}");
     let variable = classes(&json(by("variable"), "verdict.json"));
     assert!(variable[0].1 <= 1000, "{variable:?}");
+    // No resolver in scope: every request fails on its own resolution, moved or not.
+    let none = classes(&json(by("variable-no-resolver"), "verdict.json"));
+    assert!(
+        none.iter().all(|(c, _)| c == "dns-request-failure"),
+        "{none:?}"
+    );
+    assert_eq!(none.iter().map(|(_, n)| n).sum::<u64>(), 6000, "{none:?}");
     // SERVFAIL while resolving per request: the requests fail on their own lookups.
     let servfail = json(by("variable-servfail"), "verdict.json");
     assert!(

@@ -145,6 +145,11 @@ pub struct NginxSpec {
     /// How `location /` reaches the backend (see [`Route`]).
     #[serde(default, skip_serializing_if = "Route::is_upstream")]
     pub route: Route,
+    /// Render the `resolver` directive. `false` leaves it out: a variable `proxy_pass` then
+    /// fails every request (`no resolver defined to resolve NAME`); nginx refuses a `resolve`
+    /// server without one.
+    #[serde(default = "d_true", skip_serializing_if = "Clone::clone")]
+    pub resolver: bool,
 }
 
 /// How the template's `location /` reaches the backend: the three ways nginx can use a name.
@@ -551,6 +556,19 @@ impl Scenario {
     /// settings (the upstream is nginx's implicit one).
     fn check_route(&self) -> anyhow::Result<()> {
         let n = &self.nginx;
+        if !n.resolver
+            && n.route == Route::Upstream
+            && (n
+                .servers
+                .iter()
+                .any(|s| s.resolve && !s.host.starts_with('@'))
+                || n.zone_filler.is_some())
+        {
+            return Err(self.err_at(
+                &["nginx", "resolver"],
+                "[nginx] resolver = false with a `resolve` server: nginx refuses it (no resolver defined to resolve names at run time); set resolve = false on the server lines or keep the resolver",
+            ));
+        }
         if n.route == Route::Upstream {
             return Ok(());
         }

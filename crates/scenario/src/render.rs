@@ -130,9 +130,11 @@ fn upstream_block(w: &mut String, sc: &Scenario, net: &Net, resolver: &str) -> R
     let n = &sc.nginx;
     writeln!(w, "upstream be {{")?;
     writeln!(w, "    zone be {};", n.zone)?;
-    writeln!(w, "    {resolver}")?;
-    if let Some(t) = &n.resolver_timeout {
-        writeln!(w, "    resolver_timeout {t};")?;
+    if n.resolver {
+        writeln!(w, "    {resolver}")?;
+        if let Some(t) = &n.resolver_timeout {
+            writeln!(w, "    resolver_timeout {t};")?;
+        }
     }
     for s in &n.servers {
         let (target, resolve) = match s.host.strip_prefix('@') {
@@ -214,7 +216,7 @@ fn server_block(w: &mut String, sc: &Scenario, net: &Net, resolver: &str) -> Res
     writeln!(w, "server {{")?;
     writeln!(w, "    listen {};", net.nginx)?;
     writeln!(w, "    keepalive_requests 100000;")?;
-    if n.route == Route::Variable {
+    if n.route == Route::Variable && n.resolver {
         writeln!(w, "    {resolver}")?;
         if let Some(t) = &n.resolver_timeout {
             writeln!(w, "    resolver_timeout {t};")?;

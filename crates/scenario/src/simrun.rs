@@ -406,6 +406,7 @@ fn plan(sc: &Scenario, seed: u64, (a, b): (u8, u8), epoch_us: i64) -> Result<Pla
         upstream: "filler".into(),
         port: n.port,
     });
+    cfg.resolver = n.resolver;
     // proxy_pass to a name (no upstream block) keeps no upstream connections.
     cfg.keepalive = if n.route == Route::Upstream {
         n.keepalive

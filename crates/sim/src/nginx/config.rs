@@ -588,6 +588,10 @@ pub struct SimConfig {
     /// again, keep-alive connections and `max_fails` state start afresh.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub reloads: Vec<Us>,
+    /// A `resolver` is in scope of the variable `proxy_pass` (`per_request` line); without one
+    /// every request fails with 502 and `no resolver defined to resolve NAME`.
+    #[serde(default = "yes", skip_serializing_if = "Clone::clone")]
+    pub resolver: bool,
     /// Fault timeline.
     #[serde(default)]
     pub faults: Vec<FaultWindow>,
@@ -738,6 +742,7 @@ impl SimConfig {
             retry_shim: None,
             dns: Vec::new(),
             reloads: Vec::new(),
+            resolver: true,
             faults: Vec::new(),
             rps: 300.0,
             arrivals: Vec::new(),

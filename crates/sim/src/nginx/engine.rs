@@ -1134,6 +1134,9 @@ impl<'a> Engine<'a> {
     /// One pass's `proxy_pass`: a per-request name is resolved first, then the tries.
     fn proxy(&mut self, r: u32, t: i64) -> std::io::Result<()> {
         if let Some(h) = self.per_request {
+            if !self.cfg.resolver {
+                return self.resolution_failed(r, t, NO_RESOLVER);
+            }
             match self.resolve_per_request(h, t)? {
                 None => {}
                 Some(110) => {
@@ -1157,11 +1160,14 @@ impl<'a> Engine<'a> {
         };
         self.sum.dns_errors += 1;
         if let Some(l) = &mut self.logs {
-            let msg = format!(
-                "{} could not be resolved ({})",
-                self.hosts[h].name,
-                resolve_error_text(code)
-            );
+            let name = &self.hosts[h].name;
+            let msg = match code {
+                NO_RESOLVER => format!("no resolver defined to resolve {name}"),
+                _ => format!(
+                    "{name} could not be resolved ({})",
+                    resolve_error_text(code)
+                ),
+            };
             l.error_req(
                 t,
                 "error",
@@ -2058,6 +2064,9 @@ impl<'a> Engine<'a> {
         Ok(())
     }
 }
+
+/// Not a resolver's code: no `resolver` is in scope, nothing was asked.
+const NO_RESOLVER: u8 = 0;
 
 /// nginx's text for a resolver error code (`could not be resolved (…)`).
 fn resolve_error_text(code: u8) -> &'static str {
