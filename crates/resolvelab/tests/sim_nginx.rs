@@ -131,3 +131,44 @@ fn predict_compares_mitigations() {
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("--swap-interval"));
 }
+
+#[test]
+fn predict_moves_compares_the_ways_of_using_a_name() {
+    let v = run_json(bin().args([
+        "sim",
+        "predict",
+        "--moves-per-day",
+        "12",
+        "--rps",
+        "100",
+        "--reload-after",
+        "2m",
+        "--moves",
+        "4",
+        "--format",
+        "json",
+    ]));
+    let rows = v.as_array().unwrap();
+    let get = |name: &str| {
+        rows.iter()
+            .find(|r| r["setup"] == name)
+            .unwrap_or_else(|| panic!("no {name}"))
+    };
+    // The pin lasts until the reload: 120 s of every request.
+    let once = get("resolve-once")["outage_s"].as_f64().unwrap();
+    assert!((once - 120.0).abs() < 2.0, "{once}");
+    for s in ["per-request", "resolve"] {
+        let o = get(s)["outage_s"].as_f64().unwrap();
+        assert!(o > 0.0 && o <= 6.5, "{s}: {o}");
+    }
+    let per_move = get("resolve-once")["per_move"].as_f64().unwrap();
+    let per_day = get("resolve-once")["per_day"]["per_day"].as_f64().unwrap();
+    assert!((per_day - per_move * 12.0).abs() < 1e-6);
+
+    let out = bin()
+        .args(["sim", "predict", "--moves-per-day", "5", "--valid", "0s"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--valid"));
+}

@@ -138,9 +138,28 @@ keep-alive hygiene.",
     after_help = "Examples:\n  resolvelab sim predict --rps 8000 --swap-interval 6s --first-try-failure 0.001\n  \
 resolvelab sim predict --rps 2000 --swap-interval 31s --latency lognormal:20ms,0.8 --sample 24h\n  \
 resolvelab sim predict --config sim.toml --sample 10m      # your own upstream as the baseline\n  \
-resolvelab sim predict --rps 8000 --format json"
+resolvelab sim predict --rps 8000 --format json\n  \
+# stale addresses: the backend moves 24 times a day — each way of using its name\n  \
+resolvelab sim predict --moves-per-day 24 --rps 300 --valid 5s --grace 0s --reload-after 5m"
 )]
 struct PredictArgs {
+    /// Stale addresses instead: the backend moves this often, and every way nginx can use its
+    /// name (resolved at start, per request, `resolve`) is compared (see --valid, --grace,
+    /// --reload-after, --moves).
+    #[arg(long, value_name = "N")]
+    moves_per_day: Option<f64>,
+    /// With --moves-per-day: the resolver's `valid=`.
+    #[arg(long, default_value = "5s", value_name = "DUR")]
+    valid: String,
+    /// With --moves-per-day: how long the old address keeps serving after the move.
+    #[arg(long, default_value = "0s", value_name = "DUR")]
+    grace: String,
+    /// With --moves-per-day: when someone reloads nginx after a move (ends a resolve-once pin).
+    #[arg(long, default_value = "5m", value_name = "DUR")]
+    reload_after: String,
+    /// With --moves-per-day: moves simulated per setup, each at a random phase.
+    #[arg(long, default_value_t = 16, value_name = "N")]
+    moves: u32,
     /// Requests per second through the upstream.
     #[arg(long, default_value_t = 8000.0)]
     rps: f64,
@@ -367,6 +386,9 @@ fn summary_text(s: &SimSummary) -> String {
 }
 
 fn run_predict(a: PredictArgs) -> anyhow::Result<ExitCode> {
+    if let Some(per_day) = a.moves_per_day {
+        return run_moves(&a, per_day);
+    }
     let delay = resolvelab_core::dur::Range::parse(&a.failure_delay)
         .map_err(|e| anyhow::anyhow!("--failure-delay {:?}: {e}", a.failure_delay))?;
     let input = PredictInput {
@@ -401,6 +423,75 @@ fn run_predict(a: PredictArgs) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
+/// `sim predict --moves-per-day`: the stale-address cost of each setup.
+fn run_moves(a: &PredictArgs, moves_per_day: f64) -> anyhow::Result<ExitCode> {
+    use resolvelab_sim::nginx::moves::{MovesInput, predict_moves};
+    let m = MovesInput {
+        rps: a.rps,
+        moves_per_day,
+        valid: dur_arg("--valid", &a.valid)?,
+        grace: dur_arg("--grace", &a.grace)?,
+        reload_after: dur_arg("--reload-after", &a.reload_after)?,
+        samples: a.moves,
+        seed: a.seed,
+    };
+    let rows = predict_moves(&m)?;
+    if matches!(a.format, SummaryFormat::Json) {
+        emit(&(serde_json::to_string_pretty(&rows)? + "\n"))?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    let mut out = format!(
+        "Failed requests per day when the backend moves {moves_per_day} times a day at {} rps (the old address refuses {} s after the move; {} moves simulated per setup, random phase, seed {}; 95 % interval).\n\n",
+        a.rps,
+        m.grace.0 as f64 / 1e6,
+        m.samples,
+        m.seed
+    );
+    let mut table = vec![vec![
+        "setup".to_string(),
+        "failed/day".into(),
+        "per move".into(),
+        "outage per move".into(),
+        "configuration".into(),
+    ]];
+    for r in &rows {
+        table.push(vec![
+            r.setup.clone(),
+            per_day(&r.per_day),
+            format!("{:.0}", r.per_move),
+            format!("{:.1} s", r.outage_s),
+            r.config.clone(),
+        ]);
+    }
+    out.push_str(&columns(&table));
+    emit(&out)?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Left-aligned columns, two spaces apart.
+fn columns(table: &[Vec<String>]) -> String {
+    let widths: Vec<usize> = (0..table[0].len())
+        .map(|c| {
+            table
+                .iter()
+                .map(|r| r[c].chars().count())
+                .max()
+                .unwrap_or(0)
+        })
+        .collect();
+    let mut out = String::new();
+    for r in table {
+        let line: Vec<String> = r
+            .iter()
+            .zip(&widths)
+            .map(|(c, w)| format!("{c:<w$}"))
+            .collect();
+        out.push_str(line.join("  ").trim_end());
+        out.push('\n');
+    }
+    out
+}
+
 fn per_day(p: &resolvelab_sim::nginx::predict::PerDay) -> String {
     if p.count == 0 {
         format!("0 (< {:.0})", p.hi)
@@ -432,24 +523,7 @@ fn predict_table(input: &PredictInput, rows: &[Prediction]) -> String {
         row.push(r.change.clone());
         table.push(row);
     }
-    let widths: Vec<usize> = (0..table[0].len())
-        .map(|c| {
-            table
-                .iter()
-                .map(|r| r[c].chars().count())
-                .max()
-                .unwrap_or(0)
-        })
-        .collect();
-    for r in &table {
-        let line: Vec<String> = r
-            .iter()
-            .zip(&widths)
-            .map(|(c, w)| format!("{c:<w$}"))
-            .collect();
-        out.push_str(line.join("  ").trim_end());
-        out.push('\n');
-    }
+    out.push_str(&columns(&table));
     out
 }
 

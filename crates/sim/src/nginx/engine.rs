@@ -889,8 +889,7 @@ impl<'a> Engine<'a> {
                 }
             }
             Err(code) => {
-                let rcode = rcode_text(code);
-                self.dns_log(h, t, id, &mode_text, rcode, &[], injected, false, tcp_port)?;
+                self.log_answer(h, t, (id, &mode_text, injected), Err(code), tcp_port)?;
                 self.sum.requeries += 1;
                 self.resolve_error(h, t, code)?;
                 self.hosts[h].step = HostStep::Query;
@@ -919,13 +918,7 @@ impl<'a> Engine<'a> {
             }
             Ok(mut ips) => {
                 ips.dedup();
-                let changed = self.hosts[h]
-                    .last_answer
-                    .as_ref()
-                    .is_some_and(|prev| prev != &ips);
-                self.dns_log(
-                    h, t, id, &mode_text, "NOERROR", &ips, injected, changed, tcp_port,
-                )?;
+                self.log_answer(h, t, (id, &mode_text, injected), Ok(&ips), tcp_port)?;
                 self.sum.requeries += 1;
                 self.apply_answer(h, t, ips)?;
                 self.hosts[h].step = HostStep::Query;
@@ -1017,6 +1010,40 @@ impl<'a> Engine<'a> {
         Ok(())
     }
 
+    /// Log one answer nginx got: its records (`changed` against the host's last answer) or
+    /// the rcode of a failure. `q` = (message id, mode in force, injected).
+    fn log_answer(
+        &mut self,
+        h: usize,
+        t: i64,
+        (id, mode_text, injected): (u16, &str, bool),
+        answer: Result<&[IpAddr], u8>,
+        tcp_port: Option<u16>,
+    ) -> std::io::Result<()> {
+        match answer {
+            Ok(ips) => {
+                let changed = self.hosts[h]
+                    .last_answer
+                    .as_ref()
+                    .is_some_and(|prev| prev.as_slice() != ips);
+                self.dns_log(
+                    h, t, id, mode_text, "NOERROR", ips, injected, changed, tcp_port,
+                )
+            }
+            Err(code) => self.dns_log(
+                h,
+                t,
+                id,
+                mode_text,
+                rcode_text(code),
+                &[],
+                injected,
+                false,
+                tcp_port,
+            ),
+        }
+    }
+
     /// `getaddrinfo` when nginx reads its configuration (start, reload): the answer becomes the
     /// peers; a failure keeps the peers it had (nginx refuses to start, or keeps the running
     /// configuration after a failed reload). No timer follows: the name is pinned.
@@ -1027,26 +1054,10 @@ impl<'a> Engine<'a> {
         match result {
             Ok(mut ips) => {
                 ips.dedup();
-                let changed = self.hosts[h]
-                    .last_answer
-                    .as_ref()
-                    .is_some_and(|prev| prev != &ips);
-                self.dns_log(
-                    h, t, id, &mode_text, "NOERROR", &ips, injected, changed, None,
-                )?;
+                self.log_answer(h, t, (id, &mode_text, injected), Ok(&ips), None)?;
                 self.apply_answer(h, t, ips)
             }
-            Err(code) => self.dns_log(
-                h,
-                t,
-                id,
-                &mode_text,
-                rcode_text(code),
-                &[],
-                injected,
-                false,
-                None,
-            ),
+            Err(code) => self.log_answer(h, t, (id, &mode_text, injected), Err(code), None),
         }
     }
 
@@ -1094,30 +1105,14 @@ impl<'a> Engine<'a> {
         let out = match result {
             Ok(mut ips) => {
                 ips.dedup();
-                let changed = self.hosts[h]
-                    .last_answer
-                    .as_ref()
-                    .is_some_and(|prev| prev != &ips);
-                self.dns_log(
-                    h, t, id, &mode_text, "NOERROR", &ips, injected, changed, None,
-                )?;
+                self.log_answer(h, t, (id, &mode_text, injected), Ok(&ips), None)?;
                 self.apply_answer(h, t, ips)?;
                 self.hosts[h].valid_until_s = now_s + valid_s;
                 self.hosts[h].cached_nx = false;
                 None
             }
             Err(code) => {
-                self.dns_log(
-                    h,
-                    t,
-                    id,
-                    &mode_text,
-                    rcode_text(code),
-                    &[],
-                    injected,
-                    false,
-                    None,
-                )?;
+                self.log_answer(h, t, (id, &mode_text, injected), Err(code), None)?;
                 if code == 3 {
                     self.remove_host_peers(h, None);
                     self.hosts[h].last_answer = Some(Vec::new());

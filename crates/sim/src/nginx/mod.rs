@@ -52,6 +52,7 @@ mod config;
 mod engine;
 pub mod fidelity;
 mod logs;
+pub mod moves;
 pub mod predict;
 
 pub use config::{

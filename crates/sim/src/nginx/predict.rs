@@ -91,7 +91,8 @@ pub struct PerDay {
 }
 
 impl PerDay {
-    fn new(count: u64, scale: f64) -> PerDay {
+    /// `count` in the sample, scaled to a day by `scale`.
+    pub(crate) fn new(count: u64, scale: f64) -> PerDay {
         let (lo, hi) = poisson_95(count);
         PerDay {
             count,
@@ -304,11 +305,20 @@ fn check(p: &PredictInput) -> Result<()> {
 }
 
 fn run_variants(vs: Vec<(String, String, SimConfig)>, sample: Us) -> Result<Vec<Prediction>> {
-    let results: Vec<Result<SimSummary>> = std::thread::scope(|scope| {
-        let handles: Vec<_> = vs
-            .iter()
-            .map(|(_, _, cfg)| scope.spawn(move || simulate_counts(cfg)))
-            .collect();
+    let results = in_threads(vs.iter().map(|(_, _, cfg)| move || simulate_counts(cfg)))?;
+    Ok(vs
+        .into_iter()
+        .zip(results)
+        .map(|((name, change, _), s)| prediction(name, change, &s, sample))
+        .collect())
+}
+
+/// Run each job on a thread of its own; the results in the jobs' order, or the first error.
+pub(crate) fn in_threads<T: Send, F: FnOnce() -> Result<T> + Send>(
+    jobs: impl IntoIterator<Item = F>,
+) -> Result<Vec<T>> {
+    std::thread::scope(|scope| {
+        let handles: Vec<_> = jobs.into_iter().map(|j| scope.spawn(j)).collect();
         handles
             .into_iter()
             .map(|h| {
@@ -316,12 +326,7 @@ fn run_variants(vs: Vec<(String, String, SimConfig)>, sample: Us) -> Result<Vec<
                     .unwrap_or_else(|_| Err(anyhow::anyhow!("a simulation thread panicked")))
             })
             .collect()
-    });
-    let mut out = Vec::new();
-    for ((name, change, _), r) in vs.into_iter().zip(results) {
-        out.push(prediction(name, change, &r?, sample));
-    }
-    Ok(out)
+    })
 }
 
 #[cfg(test)]
