@@ -49,6 +49,30 @@ pub fn run_log_format(dir: &Path) -> anyhow::Result<LogFormat> {
     }
 }
 
+/// The checker's diagnosis of a run directory's logs alone: its own `log_format`, its DNS log
+/// and events when present, times in UTC; no expectations, no configuration facts. Two run
+/// directories (a lab run and its replay on the model) are compared through this, so neither
+/// gets evidence the other lacks.
+pub fn diagnose_run_dir(dir: &Path) -> anyhow::Result<Diagnosis> {
+    use resolvelab_core::evidence::file;
+    let access = dir.join(file::ACCESS_LOG);
+    if !access.is_file() {
+        anyhow::bail!(
+            "{} has no access.log: give a run directory (from `resolvelab run` or `sim nginx --out`)",
+            dir.display()
+        );
+    }
+    let mut o = Options::new(vec![access], vec![dir.join(file::ERROR_LOG)]);
+    o.log_format = run_log_format(dir)?;
+    o.tz_offset_s = Some(0);
+    for (f, v) in [(file::DNS, &mut o.dns), (file::EVENTS, &mut o.events)] {
+        if dir.join(f).is_file() {
+            v.push(dir.join(f));
+        }
+    }
+    crate::diagnose(&o).map_err(|e| anyhow::anyhow!("diagnosing {}: {e:#}", dir.display()))
+}
+
 /// Analyze a run directory: diagnosis, scenario expectations, injection hit counters, status.
 pub fn analyze_run(dir: &Path) -> anyhow::Result<Verdict> {
     if !dir.is_dir() {

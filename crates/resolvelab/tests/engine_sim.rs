@@ -14,7 +14,6 @@ fn run_sim(out: &Path, args: &[&str]) -> (String, Vec<PathBuf>) {
         .args(args)
         .args(["--engine", "sim", "-q", "--out"])
         .arg(out)
-        .env_remove("RESOLVELAB_SIM_EPOCH_US")
         .output()
         .unwrap();
     let stdout = String::from_utf8_lossy(&o.stdout).into_owned();

@@ -14,7 +14,6 @@ fn sim_runs(out: &Path) -> Vec<(String, PathBuf)> {
     let o = bin()
         .args(["run", "stale-address", "--engine", "sim", "-q", "--out"])
         .arg(out)
-        .env_remove("RESOLVELAB_SIM_EPOCH_US")
         .output()
         .unwrap();
     assert!(
@@ -200,6 +199,13 @@ fn without_a_dns_log_the_pin_is_probable_and_the_report_says_what_decides_it() {
         .unwrap();
     let v: Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(v["incidents"][0]["class"], "upstream-failure");
+    // … and says what it cannot tell: a failed backend, or one that moved and is followed
+    // within `valid`; the command that decides it.
+    let text = v["incidents"][0]["explanation"].as_str().unwrap();
+    assert!(
+        text.contains("Undetermined") && text.contains("resolvelab dns watch"),
+        "{text}"
+    );
 }
 
 /// 1-based numbers of the lines that contain `needle`.

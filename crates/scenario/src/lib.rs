@@ -14,12 +14,16 @@
 //! ```
 #![deny(missing_docs)]
 
+pub mod engine;
+pub mod fidelity;
 pub mod format;
+pub mod judge;
 pub mod library;
 pub mod locate;
 pub mod netns;
 pub mod probe;
 pub mod render;
+pub mod replay;
 pub mod runner;
 pub mod simrun;
 

@@ -36,6 +36,24 @@ pub struct RunOptions {
     pub net: Option<(u8, u8)>,
     /// Print progress lines.
     pub progress: bool,
+    /// `--engine sim` only: what the model takes from the real-nginx run it replays
+    /// ([`crate::replay`]); the real engine ignores it.
+    pub replay: Option<LabInputs>,
+}
+
+/// What a model run takes from the lab run it replays, beside its seed and /24: the model has
+/// no clock and no CPU of its own, so these come from the lab like the seed does.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LabInputs {
+    /// The lab run's `load_start_us`: the same phase of nginx's one-second clock
+    /// (`fail_timeout` is checked in whole seconds, which moves a wipeout's end by up to 1 s),
+    /// and logs that line up with the lab's.
+    pub load_start_us: i64,
+    /// The lab run's `load.jsonl`: requests arrive when the lab's generator actually sent them,
+    /// not on the plan's grid. A loaded host holds requests back and releases them together,
+    /// and such bursts open extra client connections, which decides how requests spread over
+    /// nginx's workers.
+    pub arrivals: Option<PathBuf>,
 }
 
 impl Default for RunOptions {
@@ -47,6 +65,7 @@ impl Default for RunOptions {
             nginx: None,
             net: None,
             progress: true,
+            replay: None,
         }
     }
 }

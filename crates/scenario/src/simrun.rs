@@ -39,20 +39,6 @@ use std::time::Duration;
 /// byte-identical logs (nothing is sent anywhere; the addresses only appear in the logs).
 pub const DEFAULT_NET: (u8, u8) = (0, 0);
 
-/// Environment variable: epoch µs of the simulated load start (default [`DEFAULT_EPOCH_US`]).
-/// `scripts/fidelity.sh` sets it to a lab run's `load_start_us`, so the model sees the same
-/// phase of nginx's one-second clock (`fail_timeout` is checked in whole seconds, which moves a
-/// wipeout's end by up to 1 s) and its logs line up with the lab's.
-pub const EPOCH_ENV: &str = "RESOLVELAB_SIM_EPOCH_US";
-
-/// Environment variable: a lab run's `load.jsonl`. `scripts/fidelity.sh` sets it so the model's
-/// requests arrive when the lab's generator actually sent them, not on the plan's ideal grid: a
-/// loaded host holds requests back and releases them together (the lab's `sent_us − t_us`), and
-/// such bursts open extra client connections, which decides how requests spread over nginx's
-/// workers. The model has no CPU to stall, so the comparison takes the lab's arrivals as an input
-/// like the seed and the load start.
-pub const ARRIVALS_ENV: &str = "RESOLVELAB_SIM_ARRIVALS";
-
 /// The default simulated load start: 2026-11-30T06:00:00.5Z. Half a second past the second is
 /// the mean phase of a real run's load start relative to nginx's one-second clock.
 pub const DEFAULT_EPOCH_US: i64 = 1_796_018_400_500_000;
@@ -63,18 +49,19 @@ pub const WARMUP: Us = Us::ms(300);
 
 /// Run a scenario on the simulated nginx, leaving a run directory like a real run.
 pub fn run(sc: &Scenario, opts: &RunOptions) -> Result<RunRecord> {
+    run_model(sc, opts).map(|(record, _)| record)
+}
+
+/// [`run`], also returning the model's own counts (what `sim.json` holds).
+pub fn run_model(sc: &Scenario, opts: &RunOptions) -> Result<(RunRecord, SimSummary)> {
     let sc = sc.scaled(opts.scale)?;
     let seed = opts.seed.or(sc.seed).unwrap_or(1);
     let (a, b) = opts.net.unwrap_or(DEFAULT_NET);
-    let epoch = match std::env::var(EPOCH_ENV) {
-        Ok(v) => v.trim().parse::<i64>().map_err(|_| {
-            anyhow!("{EPOCH_ENV}={v:?}: expected epoch microseconds (a run.json's load_start_us)")
-        })?,
-        Err(_) => DEFAULT_EPOCH_US,
-    };
+    let lab = opts.replay.as_ref();
+    let epoch = lab.map_or(DEFAULT_EPOCH_US, |l| l.load_start_us);
     let mut plan = plan(&sc, seed, (a, b), epoch)?;
-    if let Some(path) = std::env::var(ARRIVALS_ENV).ok().filter(|p| !p.is_empty()) {
-        plan.cfg.arrivals = lab_arrivals(Path::new(&path), plan.cfg.duration)?;
+    if let Some(path) = lab.and_then(|l| l.arrivals.as_deref()) {
+        plan.cfg.arrivals = lab_arrivals(path, plan.cfg.duration)?;
         plan.cfg.rps = plan.cfg.arrivals.len() as f64 * 1e6 / plan.cfg.duration.0 as f64;
     }
     let id = match &sc.variant_of {
@@ -158,7 +145,7 @@ pub fn run(sc: &Scenario, opts: &RunOptions) -> Result<RunRecord> {
     write_fingerprint(&dir, seed, started_us, plan.cfg.tz_offset_s)?;
     dir.write_json(resolvelab_core::evidence::file::RUN, &record)?;
     // The model's own counts (ground truth for its logs, and the first-pick expectation that
-    // scripts/fidelity.sh pools over every row).
+    // `sim fidelity --replay` pools over every row).
     dir.write_json(resolvelab_core::evidence::file::SIM, &summary)?;
     if opts.progress {
         eprintln!(
@@ -169,7 +156,7 @@ pub fn run(sc: &Scenario, opts: &RunOptions) -> Result<RunRecord> {
             dir.path.display()
         );
     }
-    Ok(record)
+    Ok((record, summary))
 }
 
 /// The model's configuration for a (variant-merged, scaled) scenario: what [`run`] simulates.
@@ -302,7 +289,7 @@ fn ephemeral_ports(
 /// load's duration); requests the lab never sent are left out, as they never reached nginx.
 fn lab_arrivals(path: &Path, duration: Us) -> Result<Vec<Us>> {
     let file = resolvelab_load::record::read_file(path)
-        .with_context(|| format!("{ARRIVALS_ENV}={}", path.display()))?;
+        .with_context(|| format!("the lab's arrivals {}", path.display()))?;
     let start = file.header.start_us;
     let mut out: Vec<Us> = file
         .records
@@ -314,7 +301,7 @@ fn lab_arrivals(path: &Path, duration: Us) -> Result<Vec<Us>> {
     out.sort_unstable();
     if out.is_empty() {
         bail!(
-            "{ARRIVALS_ENV}={}: no request was sent inside the scenario's load duration; \
+            "{}: no request was sent inside the scenario's load duration; \
              pass the load.jsonl of a run of this scenario",
             path.display()
         );
@@ -322,48 +309,111 @@ fn lab_arrivals(path: &Path, duration: Us) -> Result<Vec<Us>> {
     Ok(out)
 }
 
+fn unsupported(sc: &Scenario, field: &str, why: &str) -> anyhow::Error {
+    anyhow!(
+        "scenario `{}`: {field} cannot run on --engine sim ({why}); run it with --engine nginx",
+        sc.name
+    )
+}
+
+/// The scenario → model mapping, stage by stage; each stage refuses what the model cannot
+/// express on one line naming the field.
 fn plan(sc: &Scenario, seed: u64, (a, b): (u8, u8), epoch_us: i64) -> Result<Plan> {
+    refuse_unmodelled(sc)?;
+    let net = Net::assign(sc, a, b)?;
+    let mut cfg = SimConfig::new(server_lines(sc, &net)?);
+    cfg.seed = seed;
+    cfg.epoch_us = epoch_us;
+    cfg.warmup = WARMUP;
+    cfg.listen = net.nginx.to_string();
+    cfg.uri = sc.load.path.clone();
+    nginx_settings(&mut cfg, sc)?;
+    load_settings(&mut cfg, sc, &net)?;
+    let links = pools(&mut cfg, sc, &net)?;
+    // Every backend answers with its name in `x-backend`, which the load records.
+    cfg.names = sc
+        .backends
+        .iter()
+        .map(|b| (net.hosts[&b.name].to_string(), b.name.clone()))
+        .collect();
+    let mut t = Timeline::new(&cfg, sc, &net)?;
+    standing_faults(&mut t, &cfg, sc, &net, &links)?;
+    for (i, e) in sc.timeline.iter().enumerate() {
+        t.event(&mut cfg, sc, &net, &links, i, e)?;
+    }
+    t.settle_all();
+    cfg.dns = to_phases(&t.phases)?;
+    let env_targets = environment_refusals(&cfg, &net, sc.nginx.port, &mut t);
+    cfg.faults = t.faults;
+    cfg.validate()
+        .map_err(|e| anyhow!("scenario `{}` mapped onto the model: {e:#}", sc.name))?;
+    Ok(Plan {
+        cfg,
+        net,
+        fault_names: t.fault_names,
+        env_targets,
+        dns_windows: t.dns_windows,
+        dns_injected: t.dns_injected,
+        links,
+        proxies: sc
+            .proxies
+            .iter()
+            .map(|p| (p.name.clone(), p.faults.clone()))
+            .collect(),
+    })
+}
+
+/// What the model does not express at all.
+fn refuse_unmodelled(sc: &Scenario) -> Result<()> {
     let n = &sc.nginx;
-    let unsupported = |field: &str, why: &str| -> anyhow::Error {
-        anyhow!(
-            "scenario `{}`: {field} cannot run on --engine sim ({why}); run it with --engine nginx",
-            sc.name
-        )
-    };
+    let refuse = |field: &str, why: &str| Err(unsupported(sc, field, why));
     if n.inline.is_some() {
-        return Err(unsupported(
+        return refuse(
             "nginx.inline",
             "the model reads the template's variables, not an inline config",
-        ));
+        );
     }
     if let Some(t) = &n.keepalive_timeout {
-        return Err(unsupported(
+        return refuse(
             &format!("nginx.keepalive_timeout = {t:?}"),
             "idle expiry of cached connections is not modelled; the reclaim fault stands for it",
-        ));
+        );
     }
     if let Some(t) = &n.connect_timeout {
-        return Err(unsupported(
+        return refuse(
             &format!("nginx.connect_timeout = {t:?}"),
             "proxy_connect_timeout is not modelled",
-        ));
+        );
     }
     if n.recursive_error_pages {
-        return Err(unsupported(
+        return refuse(
             "nginx.recursive_error_pages = true",
             "the shim is modelled with nginx's default of at most 2 passes",
-        ));
+        );
     }
     if sc.load.max_in_flight.is_some() {
-        return Err(unsupported(
+        return refuse(
             "load.max_in_flight",
             "the model's load is an uncapped open loop",
-        ));
+        );
     }
-    let net = Net::assign(sc, a, b)?;
+    for (i, s) in n.servers.iter().enumerate() {
+        if let Some(name) = s.host.strip_prefix('@')
+            && sc.backends.iter().any(|b| b.name == name && b.echo_db)
+        {
+            return refuse(
+                &format!("nginx.server[{i}] @{name}"),
+                "an echo_db backend behind nginx is not modelled",
+            );
+        }
+    }
+    Ok(())
+}
 
-    // Server lines: a name without `resolve` (or in a direct proxy_pass) is resolved at start
-    // and at reloads; a variable proxy_pass per request.
+/// Server lines: a name without `resolve` (or in a direct proxy_pass) is resolved at start and
+/// at reloads; a variable proxy_pass per request.
+fn server_lines(sc: &Scenario, net: &Net) -> Result<Vec<ServerLine>> {
+    let n = &sc.nginx;
     let mut servers = Vec::new();
     for (i, s) in n.servers.iter().enumerate() {
         let mut line = match s.host.strip_prefix('@') {
@@ -387,12 +437,12 @@ fn plan(sc: &Scenario, seed: u64, (a, b): (u8, u8), epoch_us: i64) -> Result<Pla
         line.backup = s.backup;
         servers.push(line);
     }
-    let mut cfg = SimConfig::new(servers);
-    cfg.seed = seed;
-    cfg.epoch_us = epoch_us;
-    cfg.warmup = WARMUP;
-    cfg.listen = net.nginx.to_string();
-    cfg.uri = sc.load.path.clone();
+    Ok(servers)
+}
+
+/// `[nginx]` and `[dns]` settings beside the server lines.
+fn nginx_settings(cfg: &mut SimConfig, sc: &Scenario) -> Result<()> {
+    let n = &sc.nginx;
     cfg.valid = Some(field_dur("nginx.valid", &n.valid)?);
     cfg.ipv6 = n.ipv6;
     cfg.dns_ttl = field_dur("dns.ttl", &sc.dns.ttl)?;
@@ -413,12 +463,13 @@ fn plan(sc: &Scenario, seed: u64, (a, b): (u8, u8), epoch_us: i64) -> Result<Pla
     } else {
         0
     };
-    cfg.ephemeral_ports = ephemeral_ports(sc, &unsupported)?;
+    cfg.ephemeral_ports = ephemeral_ports(sc, &|f, w| unsupported(sc, f, w))?;
     // Each nginx worker keeps its own keep-alive cache: how soon a connection is reused (and
     // so how often a backend's reclaim catches a request) depends on it.
     cfg.workers = n.workers.max(1);
     cfg.next_upstream = next_upstream(&n.proxy_next_upstream).map_err(|why| {
         unsupported(
+            sc,
             &format!("nginx.proxy_next_upstream = {:?}", n.proxy_next_upstream),
             &why,
         )
@@ -427,8 +478,15 @@ fn plan(sc: &Scenario, seed: u64, (a, b): (u8, u8), epoch_us: i64) -> Result<Pla
     if let Some(t) = &n.read_timeout {
         cfg.read_timeout = field_dur("nginx.read_timeout", t)?;
     }
+    // The lab renders `keepalive_requests 100000` (crates/scenario/src/render.rs).
+    cfg.keepalive_requests = 100_000;
+    Ok(())
+}
 
-    // Load.
+/// The load (rate or staged plan, mix, connections), the shim that depends on its methods,
+/// and the backends' latency.
+fn load_settings(cfg: &mut SimConfig, sc: &Scenario, net: &Net) -> Result<()> {
+    let n = &sc.nginx;
     cfg.duration = field_dur("load.duration", &sc.load.duration)?;
     match sc.load.rate.trim().parse::<f64>() {
         Ok(r) => cfg.rps = r,
@@ -440,6 +498,7 @@ fn plan(sc: &Scenario, seed: u64, (a, b): (u8, u8), epoch_us: i64) -> Result<Pla
                 plan.schedule(Some(Duration::from_micros(cfg.duration.0 as u64)), None)
             else {
                 return Err(unsupported(
+                    sc,
                     &format!("load.rate = {:?}", sc.load.rate),
                     "the model's load is an open loop; give a rate or stages",
                 ));
@@ -462,8 +521,6 @@ fn plan(sc: &Scenario, seed: u64, (a, b): (u8, u8), epoch_us: i64) -> Result<Pla
     // The real runner connects once to see nginx listening (`Instance::wait_listening`): the
     // first accept, which sends the load's first connection to the other worker.
     cfg.accepts_before_load = 1;
-    // The lab renders `keepalive_requests 100000` (crates/scenario/src/render.rs).
-    cfg.keepalive_requests = 100_000;
     if cfg.retry_shim.is_none() && n.retry_shim {
         cfg.retry_shim = Some(if n.method_guard {
             RetryShim::default()
@@ -488,30 +545,13 @@ fn plan(sc: &Scenario, seed: u64, (a, b): (u8, u8), epoch_us: i64) -> Result<Pla
     } else {
         cfg.latency = backend_latency(sc)?.unwrap_or(LOOPBACK_LATENCY);
     }
+    Ok(())
+}
 
-    // DNS: the initial mode of every name a server line uses, from nginx's start.
-    let resolved: std::collections::BTreeSet<String> = cfg
-        .servers
-        .iter()
-        .filter(|s| s.host.parse::<std::net::IpAddr>().is_err())
-        .map(|s| s.host.clone())
-        .chain(cfg.zone_filler.iter().map(|f| f.name.clone()))
-        .collect();
-    let mut current: BTreeMap<String, String> = BTreeMap::new();
-    let mut phases: Vec<(i64, String, String)> = Vec::new();
-    for (name, mode) in &sc.dns.names {
-        let text = net
-            .expand(mode)
-            .map_err(|e| anyhow!("[dns.names] {name}: {e}"))?;
-        // Parse now so a mode the model does not know names its field.
-        DnsPhase::lab(Us(0), name, &text).map_err(|e| anyhow!("[dns.names] {name}: {e}"))?;
-        current.insert(name.clone(), text.clone());
-        if resolved.contains(name) {
-            phases.push((-cfg.warmup.0, name.clone(), text));
-        }
-    }
-
-    // Backends with a database pool: the request's service is its round trips over the link.
+/// Backends with a database pool: the request's service is its round trips over the link.
+/// Returns the proxies that stand for a link, with the pools (indices into `cfg.pools`) using
+/// them.
+fn pools(cfg: &mut SimConfig, sc: &Scenario, net: &Net) -> Result<BTreeMap<String, Vec<usize>>> {
     let mut links: BTreeMap<String, Vec<usize>> = BTreeMap::new();
     for be in &sc.backends {
         let Some(db) = &be.db else {
@@ -522,6 +562,7 @@ fn plan(sc: &Scenario, seed: u64, (a, b): (u8, u8), epoch_us: i64) -> Result<Pla
             (be.round_trips, be.pool, be.acquire_timeout.as_deref())
         else {
             return Err(unsupported(
+                sc,
                 &field("db"),
                 "the model needs round_trips, pool and acquire_timeout with db",
             ));
@@ -536,6 +577,7 @@ fn plan(sc: &Scenario, seed: u64, (a, b): (u8, u8), epoch_us: i64) -> Result<Pla
                     FaultKind::Delay { by } => round_trip += by.0,
                     _ => {
                         return Err(unsupported(
+                            sc,
                             &format!("proxy `{}` fault `{f}`", px.name),
                             "a database link only models latency faults",
                         ));
@@ -568,207 +610,316 @@ fn plan(sc: &Scenario, seed: u64, (a, b): (u8, u8), epoch_us: i64) -> Result<Pla
     for p in &sc.probes {
         if !cfg.pools.iter().any(|b| b.name == p.target) {
             return Err(unsupported(
+                sc,
                 &format!("probe of `{}`", p.target),
                 "the model probes backends with a database pool only",
             ));
         }
     }
-    for i in 0..sc.nginx.servers.len() {
-        let s = &sc.nginx.servers[i];
-        if let Some(name) = s.host.strip_prefix('@')
-            && sc.backends.iter().any(|b| b.name == name && b.echo_db)
-        {
-            return Err(unsupported(
-                &format!("nginx.server[{i}] @{name}"),
-                "an echo_db backend behind nginx is not modelled",
-            ));
-        }
-    }
-    // Every backend answers with its name in `x-backend`, which the load records.
-    cfg.names = sc
-        .backends
+    Ok(links)
+}
+
+/// Backend and proxy faults from the start (a proxy that stands for a database link is
+/// folded into the pools' round trips; its hits are the pool connections it carried).
+fn standing_faults(
+    t: &mut Timeline,
+    cfg: &SimConfig,
+    sc: &Scenario,
+    net: &Net,
+    links: &BTreeMap<String, Vec<usize>>,
+) -> Result<()> {
+    let backends = sc.backends.iter().map(|b| (&b.name, &b.faults, false));
+    let proxies = sc
+        .proxies
         .iter()
-        .map(|b| (net.hosts[&b.name].to_string(), b.name.clone()))
-        .collect();
-
-    // Backend faults from the start.
-    let end_all = cfg.duration.0 + cfg.warmup.0;
-    let mut faults: Vec<FaultWindow> = Vec::new();
-    let mut fault_names = Vec::new();
-    for be in &sc.backends {
-        for f in &be.faults {
-            let kind = lab_fault(f, false)
-                .map_err(|e| anyhow!("backend `{}` fault `{f}`: {e:#}", be.name))?;
-            faults.push(FaultWindow {
-                start: Us(-cfg.warmup.0),
-                end: Us(end_all),
-                target: Some(net.hosts[&be.name].to_string()),
-                fault: kind,
-            });
-            fault_names.push((be.name.clone(), fault_name(f)));
-        }
-    }
-    for p in &sc.proxies {
-        if links.contains_key(&p.name) {
-            // Folded into the pools' round trips; its hits are the pool connections it carried.
-            continue;
-        }
-        for f in &p.faults {
+        .filter(|p| !links.contains_key(&p.name))
+        .map(|p| (&p.name, &p.faults, true));
+    for (name, specs, proxy) in backends.chain(proxies) {
+        for f in specs {
+            let what = if proxy { "proxy" } else { "backend" };
             let kind =
-                lab_fault(f, true).map_err(|e| anyhow!("proxy `{}` fault `{f}`: {e:#}", p.name))?;
-            faults.push(FaultWindow {
+                lab_fault(f, proxy).map_err(|e| anyhow!("{what} `{name}` fault `{f}`: {e:#}"))?;
+            t.faults.push(FaultWindow {
                 start: Us(-cfg.warmup.0),
-                end: Us(end_all),
-                target: Some(net.hosts[&p.name].to_string()),
+                end: Us(t.end_all),
+                target: Some(net.hosts[name].to_string()),
                 fault: kind,
             });
-            fault_names.push((p.name.clone(), fault_name(f)));
+            t.fault_names.push((name.clone(), fault_name(f)));
         }
     }
+    Ok(())
+}
 
-    // The timeline, played the way the real runner plays it (same jitter stream).
-    let period = cfg.valid_us() + 1_000_000;
-    let mut rng = <rand_chacha::ChaCha8Rng as rand::SeedableRng>::seed_from_u64(seed ^ 0x7431_6d65);
-    let mut prev = Duration::ZERO;
-    let mut reverts: BTreeMap<String, Vec<(i64, String)>> = BTreeMap::new();
-    let mut dns_windows = Vec::new();
-    let mut dns_injected: Vec<String> = Vec::new();
-    for (i, e) in sc.timeline.iter().enumerate() {
+/// The timeline, played the way the real runner plays it (same jitter stream), into DNS
+/// phases and fault windows.
+struct Timeline {
+    /// Names some server line (or the zone filler) resolves: their phases are simulated.
+    resolved: std::collections::BTreeSet<String>,
+    /// Each name's current mode text.
+    current: BTreeMap<String, String>,
+    /// (µs, name, mode text) in the order they were decided.
+    phases: Vec<(i64, String, String)>,
+    /// Reverts still pending per name (a `for` window's end).
+    reverts: BTreeMap<String, Vec<(i64, String)>>,
+    dns_windows: Vec<DnsWindow>,
+    dns_injected: Vec<String>,
+    faults: Vec<FaultWindow>,
+    fault_names: Vec<(String, String)>,
+    /// The re-query period, valid + 1 s.
+    period: i64,
+    /// The end of the run (µs after the load start, warm-up included).
+    end_all: i64,
+    rng: rand_chacha::ChaCha8Rng,
+    prev: Duration,
+}
+
+impl Timeline {
+    /// The initial mode of every name a server line uses, from nginx's start.
+    fn new(cfg: &SimConfig, sc: &Scenario, net: &Net) -> Result<Timeline> {
+        let resolved: std::collections::BTreeSet<String> = cfg
+            .servers
+            .iter()
+            .filter(|s| s.host.parse::<std::net::IpAddr>().is_err())
+            .map(|s| s.host.clone())
+            .chain(cfg.zone_filler.iter().map(|f| f.name.clone()))
+            .collect();
+        let mut current = BTreeMap::new();
+        let mut phases = Vec::new();
+        for (name, mode) in &sc.dns.names {
+            let text = net
+                .expand(mode)
+                .map_err(|e| anyhow!("[dns.names] {name}: {e}"))?;
+            // Parse now so a mode the model does not know names its field.
+            DnsPhase::lab(Us(0), name, &text).map_err(|e| anyhow!("[dns.names] {name}: {e}"))?;
+            current.insert(name.clone(), text.clone());
+            if resolved.contains(name) {
+                phases.push((-cfg.warmup.0, name.clone(), text));
+            }
+        }
+        Ok(Timeline {
+            resolved,
+            current,
+            phases,
+            reverts: BTreeMap::new(),
+            dns_windows: Vec::new(),
+            dns_injected: Vec::new(),
+            faults: Vec::new(),
+            fault_names: Vec::new(),
+            period: cfg.valid_us() + 1_000_000,
+            end_all: cfg.duration.0 + cfg.warmup.0,
+            rng: <rand_chacha::ChaCha8Rng as rand::SeedableRng>::seed_from_u64(
+                cfg.seed ^ 0x7431_6d65,
+            ),
+            prev: Duration::ZERO,
+        })
+    }
+
+    /// One timeline event (the `i`-th, 0-based).
+    fn event(
+        &mut self,
+        cfg: &mut SimConfig,
+        sc: &Scenario,
+        net: &Net,
+        links: &BTreeMap<String, Vec<usize>>,
+        i: usize,
+        e: &crate::format::Event,
+    ) -> Result<()> {
         let field = format!("timeline event {}", i + 1);
         let mut at = match (&e.at, &e.after) {
             (Some(a), _) => dur(&format!("{field}: at"), a)?,
-            (None, Some(a)) => prev + dur(&format!("{field}: after"), a)?,
-            (None, None) => prev,
+            (None, Some(a)) => self.prev + dur(&format!("{field}: after"), a)?,
+            (None, None) => self.prev,
         };
         if let Some(j) = &e.jitter {
-            at +=
-                dur(&format!("{field}: jitter"), j)?.mul_f64(rand::RngExt::random::<f64>(&mut rng));
+            at += dur(&format!("{field}: jitter"), j)?
+                .mul_f64(rand::RngExt::random::<f64>(&mut self.rng));
         }
-        prev = at;
+        self.prev = at;
         let at = at.as_micros() as i64;
         let for_ = e
             .for_
             .as_deref()
             .map(|f| field_dur(&format!("{field}: for"), f))
             .transpose()?;
+        let link_only = |what: String| {
+            Err(unsupported(
+                sc,
+                &what,
+                "a database link's faults are modelled from the start of the run only",
+            ))
+        };
         if let (Some(name), Some(mode)) = (&e.dns, &e.mode) {
-            let text = net.expand(mode).map_err(|err| anyhow!("{field}: {err}"))?;
-            DnsPhase::lab(Us(0), name, &text)
-                .map_err(|err| anyhow!("{field}: mode `{mode}`: {err:#}"))?;
-            let tracked = resolved.contains(name);
-            let mut when = at;
-            if tracked && e.align.is_some() {
-                // The trial run needs the reverts still pending, without committing them.
-                let mut trial = phases.clone();
-                for (w, m) in reverts.get(name).into_iter().flatten() {
-                    trial.push((*w, name.clone(), m.clone()));
-                }
-                let queries = query_times(&cfg, &trial, name, at + 2 * period + 2_000_000)?;
-                when = match e.align {
-                    Some(Align::NextQuery) => {
-                        queries.iter().copied().find(|&q| q >= at).ok_or_else(|| {
-                            anyhow!("{field}: no re-query of {name} after {at} µs")
-                        })?
-                    }
-                    _ => {
-                        // The middle of a gap between two re-queries, like the real runner.
-                        let len = for_.map_or(0, |f| f.0);
-                        match queries.iter().copied().rfind(|&q| q <= at) {
-                            Some(last) => {
-                                let mut start = last + (period - len).max(0) / 2;
-                                while start < at {
-                                    start += period;
-                                }
-                                start
-                            }
-                            None => at,
-                        }
-                    }
-                };
-            }
-            settle(&mut reverts, &mut phases, &mut current, name, when);
-            let before = current.get(name).cloned().unwrap_or_default();
-            match for_ {
-                Some(len) => reverts
-                    .entry(name.clone())
-                    .or_default()
-                    .push((when + len.0, before)),
-                None => {
-                    reverts.remove(name);
-                }
-            }
-            current.insert(name.clone(), text.clone());
-            if tracked {
-                phases.push((when, name.clone(), text.clone()));
-            }
-            if !dns_injected.contains(name) {
-                dns_injected.push(name.clone());
-            }
-            if let Some(len) = for_ {
-                // The real runner counts this injection's hits once its window is certainly
-                // over: `for`, plus one period when it waited for the re-query.
-                let until = if e.align == Some(Align::NextQuery) {
-                    at + len.0 + period
-                } else {
-                    when + len.0
-                };
-                dns_windows.push(DnsWindow {
-                    name: name.clone(),
-                    mode: text,
-                    from: when,
-                    until: until.max(when + len.0),
-                    expect_miss: e.expect_miss,
-                });
-            }
+            self.dns_event(cfg, net, &field, at, for_, name, mode, e)
         } else if let (Some(t), Some(spec)) = (&e.fault, &e.spec) {
             if links.contains_key(t) {
-                return Err(unsupported(
-                    &format!("{field}: fault on `{t}`"),
-                    "a database link's faults are modelled from the start of the run only",
-                ));
+                return link_only(format!("{field}: fault on `{t}`"));
             }
             let kind = lab_fault(spec, sc.proxies.iter().any(|p| &p.name == t))
                 .map_err(|err| anyhow!("{field}: fault `{spec}`: {err:#}"))?;
             let end = match for_ {
                 Some(len) => at + len.0,
-                None => end_all,
+                None => self.end_all,
             };
             if end > at {
-                faults.push(FaultWindow {
+                self.faults.push(FaultWindow {
                     start: Us(at),
                     end: Us(end),
                     target: Some(net.hosts[t].to_string()),
                     fault: kind,
                 });
-                fault_names.push((t.clone(), fault_name(spec)));
+                self.fault_names.push((t.clone(), fault_name(spec)));
             }
+            Ok(())
         } else if let Some(t) = &e.clear {
             if links.contains_key(t) {
-                return Err(unsupported(
-                    &format!("{field}: clear `{t}`"),
-                    "a database link's faults are modelled from the start of the run only",
-                ));
+                return link_only(format!("{field}: clear `{t}`"));
             }
             let addr = net.hosts[t].to_string();
-            for f in faults.iter_mut() {
+            for f in self.faults.iter_mut() {
                 if f.target.as_deref() == Some(addr.as_str()) && f.start.0 < at && f.end.0 > at {
                     f.end = Us(at);
                 }
             }
+            Ok(())
         } else if e.nginx == Some(NginxAction::Reload) {
             cfg.reloads.push(Us(at));
+            Ok(())
         } else {
             bail!("{field}: exactly one of `dns`, `fault`, `clear`, `nginx` is needed");
         }
     }
-    let names: Vec<String> = reverts.keys().cloned().collect();
-    for name in names {
-        settle(&mut reverts, &mut phases, &mut current, &name, i64::MAX);
+
+    /// A DNS change at `at` (aligned on a re-query when asked), with its revert after `for_`.
+    #[allow(clippy::too_many_arguments)]
+    fn dns_event(
+        &mut self,
+        cfg: &SimConfig,
+        net: &Net,
+        field: &str,
+        at: i64,
+        for_: Option<Us>,
+        name: &String,
+        mode: &str,
+        e: &crate::format::Event,
+    ) -> Result<()> {
+        let text = net.expand(mode).map_err(|err| anyhow!("{field}: {err}"))?;
+        DnsPhase::lab(Us(0), name, &text)
+            .map_err(|err| anyhow!("{field}: mode `{mode}`: {err:#}"))?;
+        let tracked = self.resolved.contains(name);
+        let when = if tracked && e.align.is_some() {
+            self.aligned(cfg, field, at, for_, name, e.align)?
+        } else {
+            at
+        };
+        settle(
+            &mut self.reverts,
+            &mut self.phases,
+            &mut self.current,
+            name,
+            when,
+        );
+        let before = self.current.get(name).cloned().unwrap_or_default();
+        match for_ {
+            Some(len) => self
+                .reverts
+                .entry(name.clone())
+                .or_default()
+                .push((when + len.0, before)),
+            None => {
+                self.reverts.remove(name);
+            }
+        }
+        self.current.insert(name.clone(), text.clone());
+        if tracked {
+            self.phases.push((when, name.clone(), text.clone()));
+        }
+        if !self.dns_injected.contains(name) {
+            self.dns_injected.push(name.clone());
+        }
+        if let Some(len) = for_ {
+            // The real runner counts this injection's hits once its window is certainly
+            // over: `for`, plus one period when it waited for the re-query.
+            let until = if e.align == Some(Align::NextQuery) {
+                at + len.0 + self.period
+            } else {
+                when + len.0
+            };
+            self.dns_windows.push(DnsWindow {
+                name: name.clone(),
+                mode: text,
+                from: when,
+                until: until.max(when + len.0),
+                expect_miss: e.expect_miss,
+            });
+        }
+        Ok(())
     }
-    cfg.dns = to_phases(&phases)?;
-    // Addresses the DNS answers but nothing listens on (an unintended AAAA `::1`, the other
-    // addresses of `multi:`): in the lab nginx's connect() is refused there, so the model gets a
-    // standing `refuse` on them. They are the lab's surroundings, not injections.
+
+    /// When an aligned injection lands: the next re-query of `name` after `at`, or the middle
+    /// of a gap between two re-queries, like the real runner.
+    fn aligned(
+        &self,
+        cfg: &SimConfig,
+        field: &str,
+        at: i64,
+        for_: Option<Us>,
+        name: &String,
+        align: Option<Align>,
+    ) -> Result<i64> {
+        // The trial run needs the reverts still pending, without committing them.
+        let mut trial = self.phases.clone();
+        for (w, m) in self.reverts.get(name).into_iter().flatten() {
+            trial.push((*w, name.clone(), m.clone()));
+        }
+        let period = self.period;
+        let queries = query_times(cfg, &trial, name, at + 2 * period + 2_000_000)?;
+        Ok(match align {
+            Some(Align::NextQuery) => queries
+                .iter()
+                .copied()
+                .find(|&q| q >= at)
+                .ok_or_else(|| anyhow!("{field}: no re-query of {name} after {at} µs"))?,
+            _ => {
+                let len = for_.map_or(0, |f| f.0);
+                match queries.iter().copied().rfind(|&q| q <= at) {
+                    Some(last) => {
+                        let mut start = last + (period - len).max(0) / 2;
+                        while start < at {
+                            start += period;
+                        }
+                        start
+                    }
+                    None => at,
+                }
+            }
+        })
+    }
+
+    /// Apply every revert still pending.
+    fn settle_all(&mut self) {
+        let names: Vec<String> = self.reverts.keys().cloned().collect();
+        for name in names {
+            settle(
+                &mut self.reverts,
+                &mut self.phases,
+                &mut self.current,
+                &name,
+                i64::MAX,
+            );
+        }
+    }
+}
+
+/// Addresses the DNS answers but nothing listens on (an unintended AAAA `::1`, the other
+/// addresses of `multi:`): in the lab nginx's connect() is refused there, so the model gets a
+/// standing `refuse` on them. They are the lab's surroundings, not injections.
+fn environment_refusals(
+    cfg: &SimConfig,
+    net: &Net,
+    port: u16,
+    t: &mut Timeline,
+) -> std::collections::BTreeSet<String> {
     let listening: std::collections::BTreeSet<String> =
         net.hosts.values().map(|a| a.to_string()).collect();
     let mut env_targets = std::collections::BTreeSet::new();
@@ -788,35 +939,19 @@ fn plan(sc: &Scenario, seed: u64, (a, b): (u8, u8), epoch_us: i64) -> Result<Pla
             ips.extend(p.aaaa.iter().map(|&i| std::net::IpAddr::V6(i)));
         }
         for ip in ips {
-            let target = std::net::SocketAddr::new(ip, n.port).to_string();
+            let target = std::net::SocketAddr::new(ip, port).to_string();
             if !listening.contains(&target) && env_targets.insert(target.clone()) {
-                faults.push(FaultWindow {
+                t.faults.push(FaultWindow {
                     start: Us(-cfg.warmup.0),
-                    end: Us(end_all),
+                    end: Us(t.end_all),
                     target: Some(target.clone()),
                     fault: FaultKind::Refuse,
                 });
-                fault_names.push((String::new(), "refuse".into()));
+                t.fault_names.push((String::new(), "refuse".into()));
             }
         }
     }
-    cfg.faults = faults;
-    cfg.validate()
-        .map_err(|e| anyhow!("scenario `{}` mapped onto the model: {e:#}", sc.name))?;
-    Ok(Plan {
-        cfg,
-        net,
-        fault_names,
-        env_targets,
-        dns_windows,
-        dns_injected,
-        links,
-        proxies: sc
-            .proxies
-            .iter()
-            .map(|p| (p.name.clone(), p.faults.clone()))
-            .collect(),
-    })
+    env_targets
 }
 
 /// Apply the reverts of `name` due at or before `t`, as the lab DNS does.
@@ -863,21 +998,7 @@ fn query_times(
     trial.duration = Us(horizon.max(1_000_000));
     // The load does not move the DNS schedule; a light one keeps the trial cheap.
     trial.rps = 1.0;
-    let dir = tempfile::tempdir().context("creating a temporary directory for the trial run")?;
-    simulate(&trial, dir.path()).context("trial run for the timeline alignment")?;
-    let mut out = Vec::new();
-    for_each_json(
-        &dir.path().join(resolvelab_core::evidence::file::DNS),
-        |v| {
-            if v.get("qname").and_then(Value::as_str) == Some(name)
-                && let Some(t) = v.get("t_us").and_then(Value::as_i64)
-            {
-                out.push(t - trial.epoch_us);
-            }
-        },
-    )?;
-    out.dedup();
-    Ok(out)
+    resolvelab_sim::nginx::query_times(&trial, name).context("trial run for the timeline alignment")
 }
 
 fn for_each_json(path: &Path, mut f: impl FnMut(&Value)) -> Result<()> {
@@ -1161,7 +1282,7 @@ mod tests {
         // A file with nothing inside the duration is refused on one line.
         let e = lab_arrivals(&path, Us::ms(10)).unwrap_err();
         let msg = format!("{e:#}");
-        assert!(msg.contains(ARRIVALS_ENV) && !msg.contains('\n'), "{msg}");
+        assert!(msg.contains("load.jsonl") && !msg.contains('\n'), "{msg}");
     }
 
     #[test]

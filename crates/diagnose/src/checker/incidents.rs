@@ -220,6 +220,13 @@ fn probable_stale(store: &Store, c: &[usize], cx: &Ctx<'_>, start_ms: i64) -> Op
     if cx.resolved_once == Some(false) {
         return None;
     }
+    one_refused_address(store, c, cx, start_ms)
+}
+
+/// The shape of a stale address in the access and error logs alone: at least three failures,
+/// every one a try of the one address (no `no live upstreams`) that refused, found no route or
+/// timed out, an address that served before `start_ms`, no answer history covering it.
+fn one_refused_address(store: &Store, c: &[usize], cx: &Ctx<'_>, start_ms: i64) -> Option<String> {
     let mut addr: Option<&String> = None;
     let mut n = 0u64;
     for &i in c {
@@ -272,6 +279,14 @@ fn stale_detail(store: &Store, members: &[usize], cx: &Ctx<'_>) -> String {
     };
     format!(
         "Probable, not decided: every failure went to `{addr}`, which served before, and failed to connect; {config}. Not seen: the name's DNS answers. To decide it, compare `dig +short NAME` with `{addr}`, or record the answers (`resolvelab dns watch NAME --server RESOLVER --out dns.jsonl`) and diagnose again with --dns dns.jsonl."
+    )
+}
+
+/// An upstream failure that has a stale address's shape where the configuration resolves its
+/// names again: undetermined between a failed backend and one that moved, said so.
+fn followed_name_note(addr: &str) -> String {
+    format!(
+        "Undetermined: every failure went to `{addr}`, which served before, and failed to connect — a failed backend, or one that moved: the configuration resolves its names again (per request or `resolve`), so a moved backend is followed within the resolver's `valid=` and its old address fails until then. Not seen: the name's DNS answers. To decide it, record them (`resolvelab dns watch NAME --server RESOLVER --out dns.jsonl`) and diagnose again with --dns dns.jsonl."
     )
 }
 
@@ -347,6 +362,12 @@ fn incident(
     );
     let detail = match class {
         Class::StaleAddress => format!("{detail} {}", stale_detail(store, members, cx)),
+        Class::UpstreamFailure if cx.resolved_once == Some(false) => {
+            match one_refused_address(store, members, cx, s) {
+                Some(a) => format!("{detail} {}", followed_name_note(&a)),
+                None => detail,
+            }
+        }
         _ => detail,
     };
     Incident {

@@ -1,9 +1,9 @@
 //! `resolvelab demo` — the README's first command: a short real reproduction with nginx.
 
 use crate::Ctx;
-use crate::cmd::run::run_and_judge;
 use resolvelab_scenario::library;
 use resolvelab_scenario::runner::RunOptions;
+use resolvelab_scenario::{engine, judge};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -36,7 +36,7 @@ pub fn run(args: Args, ctx: &Ctx) -> anyhow::Result<ExitCode> {
         ..RunOptions::default()
     };
     crate::cmd::run::install_signal_handlers();
-    let j = run_and_judge(&sc, &opts, "nginx")?;
+    let j = judge::run_and_judge(&sc, &opts, &engine::RealNginx)?;
     let v = &j.verdict;
     println!();
     println!("verdict: {} — {}", v.status, v.summary);

@@ -16,7 +16,7 @@ use std::process::ExitCode;
     after_help = "Examples:\n  resolvelab sim nginx --print-example > sim.toml\n  resolvelab sim nginx --config sim.toml --out runs/sim-race\n  \
 resolvelab sim predict --rps 8000 --swap-interval 6s --first-try-failure 0.001\n  resolvelab sim balance --golden\n  \
 resolvelab sim balance --golden --strategy proxy-least --format json\n  \
-resolvelab sim fidelity --lab runs/LAB_DIR --sim runs/SIM_DIR"
+resolvelab sim fidelity --replay runs/all --update docs/FIDELITY.md\n  resolvelab sim calibrate runs/all"
 )]
 pub struct Args {
     #[command(subcommand)]
@@ -31,26 +31,35 @@ enum SimCommand {
     Predict(PredictArgs),
     /// DNS vs proxy balancing (DOMAIN.md §7): DNS cache, weighted RR, least-conn, connection reuse.
     Balance(BalanceArgs),
-    /// Compare a real-nginx run with a simulated run of the same scenario (a FIDELITY.md row).
+    /// Compare real-nginx runs with the model (docs/FIDELITY.md): one pair, or every lab run replayed.
     Fidelity(FidelityArgs),
+    /// Fit the model's first-pick window to real-nginx runs.
+    Calibrate(CalibrateArgs),
 }
 
 /// Arguments of `resolvelab sim fidelity`.
 #[derive(Debug, clap::Args)]
 #[command(
-    about = "Compare a real-nginx run directory with a simulated one: classes present/absent, counts within the Poisson 95 % bound, durations within 10 %.",
-    long_about = "Diagnose both run directories with the same checker and compare them class by class: \
-the same classes present and absent; failed requests of each class within each other's Poisson 95 % \
-interval; the longest incident of each class within 10 % in duration (compared only when one of the \
-two lasts 2 s or more: isolated events have no meaningful duration). Prints one Markdown section \
-(for docs/FIDELITY.md) or, with --format json, one JSON object. Exits 0 when the model and nginx \
-agree, 1 when they disagree (both formats), 2 on an error. The bound is fixed: fix the model, never \
-the bound.",
-    after_help = "Examples:\n  resolvelab sim fidelity --lab runs/generation-race-20261130T0600Z --sim runs/generation-race-sim\n  \
-resolvelab sim fidelity --lab LAB_DIR --sim SIM_DIR --name generation-race >> docs/FIDELITY.md\n  \
-resolvelab sim fidelity --lab LAB_DIR --sim SIM_DIR --format json\n  \
+    about = "Compare real-nginx runs with the model: one pair of run directories, or every lab run replayed (docs/FIDELITY.md).",
+    long_about = "Diagnose a real-nginx run and a simulated run with the same checker and compare them class by \
+class: the same classes present and absent; failed requests of each class within each other's Poisson 95 % \
+interval; the longest incident of each class within 10 % in duration (compared only when one of the two \
+lasts 2 s or more: isolated events have no meaningful duration). The bound is fixed: fix the model, never \
+the bound.\n\n\
+With --replay RUNS every lab run directory under RUNS (the --out of `resolvelab run --all`) is replayed on \
+the model first: the lab run's own scenario.toml (as it was when the lab ran), its seed, its loopback /24, \
+its load start (the same phase of nginx's one-second clock) and its requests' actual send times. The \
+result is the generated part of docs/FIDELITY.md (--update writes it between the page's markers and keeps \
+the hand-written text), with first-pick races pooled over every row against the model's expectation.\n\n\
+Exit status: 0 = the model agrees with nginx (every row with --replay), 1 = a disagreement (or a row \
+that could not be compared), 2 = an error.",
+    after_help = "Examples:\n  resolvelab run --all --out runs/all -q                   # real nginx, ~40 min\n  \
+resolvelab sim fidelity --replay runs/all --update docs/FIDELITY.md\n  \
+resolvelab sim fidelity --replay runs/all/generation-race-20261130T060000Z     # one lab run\n  \
+resolvelab sim fidelity --replay runs/all --format json --sim-out /tmp/model-runs\n  \
+resolvelab sim fidelity --lab LAB_DIR --sim SIM_DIR --name generation-race\n  \
 resolvelab sim fidelity --lab LAB_DIR --sim SIM_DIR --json-out row.json > row.md  # both\n\n\
---format json prints one object:\n  \
+--lab/--sim with --format json prints one object:\n  \
 {\"name\": \"generation-race\",\n   \
 \"lab\":   {\"requests\": 36000, \"failed\": 41, \"swaps\": 20},\n   \
 \"model\": {\"requests\": 36000, \"failed\": 38, \"swaps\": 20},\n   \
@@ -60,25 +69,68 @@ resolvelab sim fidelity --lab LAB_DIR --sim SIM_DIR --json-out row.json > row.md
 \"agree\": true}\n\
 counts_agree includes presence (a class seen in one run only disagrees); durations are compared \
 only for bursts of 2 s or more (duration_compared), and durations_agree is true when they are not. \
-Exit status 0 = agree, 1 = disagree, in both formats."
+--replay with --format json prints {\"lab_runs\", \"rows\": [{\"title\", \"lab_run\", \"model_run\", \
+\"lab_status\", \"model_status\", \"outcome\": \"agree|disagree|sim-failed|compare-failed\", \"why\", \
+\"fidelity\": {…as above}, \"first_pick\": [lab, model, expected]}]}."
 )]
 struct FidelityArgs {
     /// Run directory of the real-nginx run.
-    #[arg(long, value_name = "DIR")]
-    lab: PathBuf,
+    #[arg(long, value_name = "DIR", conflicts_with = "replay", requires = "sim")]
+    lab: Option<PathBuf>,
     /// Run directory of the simulated run.
-    #[arg(long, value_name = "DIR")]
-    sim: PathBuf,
+    #[arg(long, value_name = "DIR", conflicts_with = "replay", requires = "lab")]
+    sim: Option<PathBuf>,
     /// Scenario name for the heading (default: the lab directory's name).
-    #[arg(long)]
+    #[arg(long, conflicts_with = "replay")]
     name: Option<String>,
-    /// Output format: a Markdown section (text) or one JSON object.
+    /// Replay every lab run under RUNS (or the one run directory RUNS) on the model and compare.
+    #[arg(long, value_name = "RUNS")]
+    replay: Option<PathBuf>,
+    /// With --replay: write the generated section into this page (docs/FIDELITY.md) instead of
+    /// printing it.
+    #[arg(long, value_name = "FILE", requires = "replay")]
+    update: Option<PathBuf>,
+    /// With --replay: where the model runs go (default: a new directory under the system's
+    /// temporary directory; kept, and named at the end).
+    #[arg(long, value_name = "DIR", requires = "replay")]
+    sim_out: Option<PathBuf>,
+    /// With --replay: no progress line per run.
+    #[arg(long, short, requires = "replay")]
+    quiet: bool,
+    /// Output format: Markdown (text) or JSON.
     #[arg(long, value_enum, default_value = "text")]
     format: SummaryFormat,
-    /// Also write the comparison as JSON to FILE (the same result as --format json, from the
-    /// same comparison as what is printed).
-    #[arg(long, value_name = "FILE")]
+    /// With --lab/--sim: also write the comparison as JSON to FILE (the same result as
+    /// --format json, from the same comparison as what is printed).
+    #[arg(long, value_name = "FILE", conflicts_with = "replay")]
     json_out: Option<PathBuf>,
+}
+
+/// Arguments of `resolvelab sim calibrate`.
+#[derive(Debug, clap::Args)]
+#[command(
+    about = "Fit the model's first-pick window (first_pick_window_us) to real-nginx runs.",
+    long_about = "A first-pick generation race needs a request in a worker that does not resolve (nginx 1.28 \
+resolves every name in worker 0) to sit between its snapshot and its first pick at the moment the \
+resolving worker changes the peer list. Each change catches one with probability ≈ rate × window, so \
+over many runs the races are Poisson with mean window × exposure. Every lab run is replayed on the model \
+exactly as `sim fidelity --replay` does, and the model's exposure (sim.json first_pick_exposure_per_us, \
+the races it expects per µs of window) is weighed against the generation-race-first-pick requests the \
+checker finds in the lab run: the maximum-likelihood window is races / exposure, its 95 % interval the \
+Poisson interval of the race count over the same exposure. A run directory name seen twice (copied \
+evidence sets) counts once. Exit status: 0 = fitted, 2 = an error (no run with a peer-list change).",
+    after_help = "Examples:\n  resolvelab sim calibrate runs/all\n  resolvelab sim calibrate /tmp/runs-a /tmp/runs-b --format json"
+)]
+struct CalibrateArgs {
+    /// Directories of lab runs (the --out of `resolvelab run`), or run directories.
+    #[arg(value_name = "RUNS", required = true)]
+    runs: Vec<PathBuf>,
+    /// Keep the model runs here (default: a temporary directory, removed at the end).
+    #[arg(long, value_name = "DIR")]
+    sim_out: Option<PathBuf>,
+    /// Output format: text or JSON.
+    #[arg(long, value_enum, default_value = "text")]
+    format: SummaryFormat,
 }
 
 /// Arguments of `resolvelab sim nginx`.
@@ -259,6 +311,7 @@ pub fn run(args: Args, _ctx: &Ctx) -> anyhow::Result<ExitCode> {
         Some(SimCommand::Nginx(a)) => run_nginx(a),
         Some(SimCommand::Predict(a)) => run_predict(a),
         Some(SimCommand::Fidelity(a)) => run_fidelity(a),
+        Some(SimCommand::Calibrate(a)) => run_calibrate(a),
         None => {
             use clap::CommandFactory;
             #[derive(clap::Parser)]
@@ -527,180 +580,22 @@ fn predict_table(input: &PredictInput, rows: &[Prediction]) -> String {
     out
 }
 
-/// Diagnose one run directory with the checker (its own log_format, DNS log when present).
-fn diagnose_dir(dir: &std::path::Path) -> anyhow::Result<resolvelab_diagnose::Diagnosis> {
-    let access = dir.join(resolvelab_core::evidence::file::ACCESS_LOG);
-    if !access.is_file() {
-        anyhow::bail!(
-            "{} has no access.log: give a run directory (from `resolvelab run` or `sim nginx --out`)",
-            dir.display()
-        );
-    }
-    let mut o = resolvelab_diagnose::Options::new(
-        vec![access],
-        vec![dir.join(resolvelab_core::evidence::file::ERROR_LOG)],
-    );
-    o.log_format = resolvelab_diagnose::run::run_log_format(dir)?;
-    o.tz_offset_s = Some(0);
-    for (f, v) in [
-        (resolvelab_core::evidence::file::DNS, &mut o.dns),
-        (resolvelab_core::evidence::file::EVENTS, &mut o.events),
-    ] {
-        if dir.join(f).is_file() {
-            v.push(dir.join(f));
-        }
-    }
-    resolvelab_diagnose::diagnose(&o).with_context(|| format!("diagnosing {}", dir.display()))
-}
-
-/// One `sim fidelity` comparison, computed once and rendered as Markdown or JSON (so the two
-/// cannot say different things).
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
-struct Fidelity {
-    /// Heading of the Markdown section.
-    name: String,
-    /// The real-nginx run.
-    lab: RunTotals,
-    /// The simulated run.
-    model: RunTotals,
-    /// Every failure class present in either run, by class id.
-    classes: Vec<ClassFidelity>,
-    /// Every class agrees.
-    agree: bool,
-}
-
-/// Totals of one diagnosed run directory.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
-struct RunTotals {
-    requests: u64,
-    failed: u64,
-    swaps: u64,
-}
-
-/// One class row of the comparison.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
-struct ClassFidelity {
-    class: String,
-    lab_count: u64,
-    model_count: u64,
-    /// Within each other's Poisson 95 % interval, and present in both or in neither.
-    counts_agree: bool,
-    lab_longest_ms: i64,
-    model_longest_ms: i64,
-    /// Durations are compared for bursts (one long incident), not for isolated events.
-    duration_compared: bool,
-    /// Within 10 %; true when not compared.
-    durations_agree: bool,
-}
-
-/// Below this neither run has a burst: the longest "incident" is an isolated event.
-const BURST_MS: i64 = 2000;
-
-/// Compare the checker's diagnoses of a lab run and a model run, class by class.
-fn compare_runs(
-    name: String,
-    lab: &resolvelab_diagnose::Diagnosis,
-    sim: &resolvelab_diagnose::Diagnosis,
-) -> Fidelity {
-    use resolvelab_sim::nginx::fidelity::{counts_agree, durations_agree};
-    use std::collections::{BTreeMap, BTreeSet};
-    let per_class = |d: &resolvelab_diagnose::Diagnosis| {
-        let mut m: BTreeMap<String, (u64, i64)> = BTreeMap::new();
-        for i in &d.incidents {
-            let e = m.entry(i.class.clone()).or_default();
-            e.0 += i.count;
-            e.1 = e.1.max(i.duration_ms);
-        }
-        m
-    };
-    let (l, m) = (per_class(lab), per_class(sim));
-    let names: BTreeSet<&String> = l.keys().chain(m.keys()).collect();
-    let classes: Vec<ClassFidelity> = names
-        .into_iter()
-        .map(|c| {
-            let (lc, ld) = l.get(c).copied().unwrap_or((0, 0));
-            let (mc, md) = m.get(c).copied().unwrap_or((0, 0));
-            let duration_compared = !(ld < BURST_MS && md < BURST_MS);
-            ClassFidelity {
-                class: c.clone(),
-                lab_count: lc,
-                model_count: mc,
-                counts_agree: counts_agree(lc, mc) && (lc > 0) == (mc > 0),
-                lab_longest_ms: ld,
-                model_longest_ms: md,
-                duration_compared,
-                durations_agree: !duration_compared || durations_agree(ld as f64, md as f64),
-            }
-        })
-        .collect();
-    let totals = |d: &resolvelab_diagnose::Diagnosis| RunTotals {
-        requests: d.requests,
-        failed: d.failures,
-        swaps: d.swaps,
-    };
-    Fidelity {
-        name,
-        lab: totals(lab),
-        model: totals(sim),
-        agree: classes.iter().all(|c| c.counts_agree && c.durations_agree),
-        classes,
-    }
-}
-
-/// The Markdown section of docs/FIDELITY.md (scripts/fidelity.sh pastes it verbatim).
-fn fidelity_markdown(f: &Fidelity) -> String {
-    let mut out = format!(
-        "### {}\n\nlab: {} requests, {} failed, {} swaps · model: {} requests, {} failed, {} swaps\n\n\
-| class | lab requests | model requests | counts (Poisson 95 %) | lab longest (ms) | model longest (ms) | duration (±10 %) |\n|---|---:|---:|---|---:|---:|---|\n",
-        f.name,
-        f.lab.requests,
-        f.lab.failed,
-        f.lab.swaps,
-        f.model.requests,
-        f.model.failed,
-        f.model.swaps
-    );
-    let mark = |ok: bool| if ok { "agree" } else { "**DISAGREE**" };
-    for c in &f.classes {
-        out.push_str(&format!(
-            "| {} | {} | {} | {} | {} | {} | {} |\n",
-            c.class,
-            c.lab_count,
-            c.model_count,
-            mark(c.counts_agree),
-            c.lab_longest_ms,
-            c.model_longest_ms,
-            if c.duration_compared {
-                mark(c.durations_agree)
-            } else {
-                "n/a (isolated)"
-            }
-        ));
-    }
-    if f.classes.is_empty() {
-        out.push_str("| (no failures) | 0 | 0 | agree | – | – | – |\n");
-    }
-    out.push_str(&format!(
-        "\nVerdict: {}\n",
-        if f.agree {
-            "the model agrees with nginx."
-        } else {
-            "the model DISAGREES with nginx: explain or fix the model (never loosen the bound)."
-        }
-    ));
-    out
-}
-
 fn run_fidelity(a: FidelityArgs) -> anyhow::Result<ExitCode> {
-    let lab = diagnose_dir(&a.lab)?;
-    let sim = diagnose_dir(&a.sim)?;
+    use resolvelab_scenario::fidelity;
+    if let Some(runs) = &a.replay {
+        return run_replay(&a, runs);
+    }
+    let (Some(lab), Some(sim)) = (&a.lab, &a.sim) else {
+        anyhow::bail!(
+            "give --lab LAB_DIR --sim SIM_DIR (one comparison) or --replay RUNS (every lab run)"
+        );
+    };
     let name = a.name.clone().unwrap_or_else(|| {
-        a.lab
-            .file_name()
+        lab.file_name()
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_default()
     });
-    let f = compare_runs(name, &lab, &sim);
+    let f = fidelity::compare_dirs(name, lab, sim)?;
     let json = || serde_json::to_string_pretty(&f).map(|s| s + "\n");
     if let Some(path) = &a.json_out {
         std::fs::write(path, json()?).with_context(|| {
@@ -711,7 +606,7 @@ fn run_fidelity(a: FidelityArgs) -> anyhow::Result<ExitCode> {
         })?;
     }
     match a.format {
-        SummaryFormat::Text => emit(&fidelity_markdown(&f))?,
+        SummaryFormat::Text => emit(&f.markdown())?,
         SummaryFormat::Json => emit(&json()?)?,
     }
     Ok(if f.agree {
@@ -721,6 +616,86 @@ fn run_fidelity(a: FidelityArgs) -> anyhow::Result<ExitCode> {
     })
 }
 
+/// `sim fidelity --replay RUNS`: every lab run replayed on the model and compared; the
+/// generated section printed, or written into --update's page.
+fn run_replay(a: &FidelityArgs, runs: &std::path::Path) -> anyhow::Result<ExitCode> {
+    use resolvelab_scenario::fidelity;
+    let sim_out = a.sim_out.clone().unwrap_or_else(|| {
+        std::env::temp_dir().join(format!(
+            "resolvelab-fidelity-{}",
+            resolvelab_core::time::stamp_utc(resolvelab_core::time::now_us())
+        ))
+    });
+    let report = fidelity::replay_all(runs, &sim_out, &mut |i, n, r| {
+        if !a.quiet {
+            let result = match &r.outcome {
+                fidelity::Outcome::Agree => "agree".to_string(),
+                fidelity::Outcome::Disagree => "DISAGREE".to_string(),
+                fidelity::Outcome::SimFailed(w) => format!("sim run failed: {w}"),
+                fidelity::Outcome::CompareFailed(w) => format!("comparison failed: {w}"),
+            };
+            eprintln!("[{i}/{n}] {}: {result}", r.title);
+        }
+    })?;
+    let (agree, disagree, failed) = report.counts();
+    if matches!(a.format, SummaryFormat::Json) {
+        emit(&(serde_json::to_string_pretty(&report)? + "\n"))?;
+    } else {
+        let now = resolvelab_core::time::now_us() / 1_000_000 * 1_000_000;
+        let md = report.markdown(
+            &resolvelab_core::time::rfc3339(now),
+            &format!("resolvelab {}", env!("CARGO_PKG_VERSION")),
+        );
+        match &a.update {
+            Some(page) => fidelity::update_page(page, &md)?,
+            None => emit(&md)?,
+        }
+    }
+    eprintln!(
+        "sim fidelity: {agree} agree, {disagree} disagree, {failed} could not be compared{}; model runs in {}",
+        a.update
+            .as_ref()
+            .map(|p| format!("; wrote {}", p.display()))
+            .unwrap_or_default(),
+        sim_out.display()
+    );
+    Ok(if disagree + failed == 0 {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
+}
+
+fn run_calibrate(a: CalibrateArgs) -> anyhow::Result<ExitCode> {
+    // The model runs are kept under --sim-out, else removed with the temporary directory.
+    let tmp;
+    let sim_out = match &a.sim_out {
+        Some(d) => d.clone(),
+        None => {
+            tmp = tempfile::tempdir()?;
+            tmp.path().to_path_buf()
+        }
+    };
+    let c = resolvelab_scenario::fidelity::calibrate_first_pick(&a.runs, &sim_out)?;
+    if matches!(a.format, SummaryFormat::Json) {
+        emit(&(serde_json::to_string_pretty(&c)? + "\n"))?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    let mut out = String::new();
+    for (run, n, e) in &c.with_races {
+        out.push_str(&format!(
+            "{run}: {n} first-pick race(s), model exposure {e:.4} per µs\n"
+        ));
+    }
+    out.push_str(&format!(
+        "runs: {} ({} the model cannot run), exposure: {:.4} expected races per µs of window, first-pick races: {}\n\
+first_pick_window_us = {:.2} (95 % interval {:.2} … {:.2})\n",
+        c.runs, c.skipped, c.exposure_per_us, c.races, c.window_us, c.interval_us.0, c.interval_us.1
+    ));
+    emit(&out)?;
+    Ok(ExitCode::SUCCESS)
+}
+
 /// Write to stdout; a closed pipe (`| head`) ends the output quietly instead of panicking.
 fn emit(text: &str) -> anyhow::Result<()> {
     use std::io::Write;
@@ -728,88 +703,5 @@ fn emit(text: &str) -> anyhow::Result<()> {
     match out.write_all(text.as_bytes()).and_then(|_| out.flush()) {
         Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => Err(e.into()),
         _ => Ok(()),
-    }
-}
-
-#[cfg(test)]
-mod fidelity_tests {
-    use super::*;
-
-    fn row(class: &str, lc: u64, mc: u64, ld: i64, md: i64, counts: bool) -> ClassFidelity {
-        let duration_compared = ld >= BURST_MS || md >= BURST_MS;
-        ClassFidelity {
-            class: class.into(),
-            lab_count: lc,
-            model_count: mc,
-            counts_agree: counts,
-            lab_longest_ms: ld,
-            model_longest_ms: md,
-            duration_compared,
-            durations_agree: !duration_compared
-                || resolvelab_sim::nginx::fidelity::durations_agree(ld as f64, md as f64),
-        }
-    }
-
-    /// The Markdown is what docs/FIDELITY.md holds: its bytes are pinned here, so a change
-    /// to the JSON side cannot silently reshape the published table.
-    #[test]
-    fn markdown_section_is_pinned() {
-        let f = Fidelity {
-            name: "dns-nxdomain — seed 1".into(),
-            lab: RunTotals {
-                requests: 9000,
-                failed: 640,
-                swaps: 2,
-            },
-            model: RunTotals {
-                requests: 9000,
-                failed: 600,
-                swaps: 2,
-            },
-            classes: vec![
-                row("dns-nxdomain", 640, 600, 2100, 2500, true),
-                row("upstream-failure", 3, 0, 10, 0, false),
-            ],
-            agree: false,
-        };
-        assert_eq!(
-            fidelity_markdown(&f),
-            "### dns-nxdomain — seed 1\n\n\
-lab: 9000 requests, 640 failed, 2 swaps · model: 9000 requests, 600 failed, 2 swaps\n\n\
-| class | lab requests | model requests | counts (Poisson 95 %) | lab longest (ms) | model longest (ms) | duration (±10 %) |\n\
-|---|---:|---:|---|---:|---:|---|\n\
-| dns-nxdomain | 640 | 600 | agree | 2100 | 2500 | **DISAGREE** |\n\
-| upstream-failure | 3 | 0 | **DISAGREE** | 10 | 0 | n/a (isolated) |\n\
-\nVerdict: the model DISAGREES with nginx: explain or fix the model (never loosen the bound).\n"
-        );
-        let json = serde_json::to_value(&f).unwrap();
-        assert_eq!(json["classes"][0]["durations_agree"], false);
-        assert_eq!(json["classes"][1]["duration_compared"], false);
-        assert_eq!(json["lab"]["failed"], 640);
-    }
-
-    #[test]
-    fn no_failures_is_one_agreeing_row() {
-        let totals = RunTotals {
-            requests: 10,
-            failed: 0,
-            swaps: 0,
-        };
-        let f = Fidelity {
-            name: "x".into(),
-            lab: totals.clone(),
-            model: totals,
-            classes: vec![],
-            agree: true,
-        };
-        let md = fidelity_markdown(&f);
-        assert!(
-            md.contains("\n| (no failures) | 0 | 0 | agree | – | – | – |\n"),
-            "{md}"
-        );
-        assert!(
-            md.ends_with("\nVerdict: the model agrees with nginx.\n"),
-            "{md}"
-        );
     }
 }

@@ -689,7 +689,7 @@ fn d_latency() -> Latency {
     }
 }
 /// The default first-pick window, µs: the maximum-likelihood value over every real-nginx run
-/// of the library (`scripts/calibrate-first-pick.py`: one race where the model, replaying the
+/// of the library (`resolvelab sim calibrate`: one race where the model, replaying the
 /// 132 runs, expects 0.1286 per µs of window; 95 % interval 0.2–43 µs).
 pub const FIRST_PICK_WINDOW_US: f64 = 7.8;
 

@@ -353,6 +353,13 @@ struct Fault {
 /// allocation, so worker 0 resolves every name.
 const RESOLVING_WORKER: u16 = 0;
 
+/// What a finished run leaves.
+pub(crate) struct Finished {
+    pub summary: SimSummary,
+    /// Observed DNS queries (empty unless [`Engine::observe_queries`]).
+    pub queries: Vec<(i64, String)>,
+}
+
 pub(crate) struct Engine<'a> {
     cfg: &'a SimConfig,
     rng: ChaCha8Rng,
@@ -409,6 +416,9 @@ pub(crate) struct Engine<'a> {
     client_idle: Vec<(u64, u32, u16)>,
     next_conn: u64,
     logs: Option<Logs>,
+    /// When observed ([`Engine::observe_queries`]): every DNS query nginx sent, (epoch µs,
+    /// host index), in the order they were sent.
+    queries: Option<Vec<(i64, usize)>>,
     alt: Vec<(String, u64)>,
     /// The config's `latency` first, then one per `backend_latency` entry in use.
     samplers: Vec<Sampler>,
@@ -453,6 +463,7 @@ impl<'a> Engine<'a> {
             client_idle: Vec::new(),
             next_conn: 1,
             logs,
+            queries: None,
             alt: Vec::new(),
             samplers: vec![Sampler::new(&cfg.latency)],
             sum: SimSummary::new(cfg.seed),
@@ -642,7 +653,22 @@ impl<'a> Engine<'a> {
     }
 
     /// Run the whole load; returns the summary.
-    pub(crate) fn run(mut self) -> std::io::Result<(SimSummary, Option<Logs>)> {
+    /// Record every DNS query in memory (what an aligned timeline event needs to land on a
+    /// re-query), with or without logs.
+    pub(crate) fn observe_queries(&mut self) {
+        self.queries = Some(Vec::new());
+    }
+
+    /// The observed queries, (epoch µs, name), after [`Engine::run`] left them.
+    fn observed(&self) -> Vec<(i64, String)> {
+        self.queries
+            .iter()
+            .flatten()
+            .map(|&(t, h)| (t, self.hosts[h].name.clone()))
+            .collect()
+    }
+
+    pub(crate) fn run(mut self) -> std::io::Result<Finished> {
         let cfg = self.cfg;
         let explicit = !cfg.arrivals.is_empty();
         let n_req = if explicit {
@@ -707,7 +733,11 @@ impl<'a> Engine<'a> {
             }
             l.flush()?;
         }
-        Ok((self.sum, self.logs))
+        let queries = self.observed();
+        Ok(Finished {
+            summary: self.sum,
+            queries,
+        })
     }
 
     fn event(&mut self, t: i64, ev: Ev) -> std::io::Result<()> {
@@ -1233,6 +1263,9 @@ impl<'a> Engine<'a> {
         changed: bool,
         tcp_port: Option<u16>,
     ) -> std::io::Result<()> {
+        if let Some(q) = &mut self.queries {
+            q.push((t, h));
+        }
         if let Some(l) = &mut self.logs {
             let host = &self.hosts[h];
             let (client_port, tcp) = (tcp_port.unwrap_or(host.client_port), tcp_port.is_some());
@@ -1285,6 +1318,9 @@ impl<'a> Engine<'a> {
         mode: &str,
         injected: bool,
     ) -> std::io::Result<()> {
+        if let Some(q) = &mut self.queries {
+            q.push((t, h));
+        }
         if let Some(l) = &mut self.logs {
             let host = &self.hosts[h];
             let ttl = self.cfg.dns_ttl.0 / 1_000_000;

@@ -260,7 +260,7 @@ pub struct SimSummary {
     pub first_pick_expected: f64,
     /// The other workers' request rate summed over every peer-list change, per µs: the races
     /// expected per µs of `first_pick_window_us` while rate × window ≪ 1 (what
-    /// scripts/calibrate-first-pick.py fits the window with).
+    /// `resolvelab sim calibrate` fits the window with).
     pub first_pick_exposure_per_us: f64,
 }
 
@@ -285,17 +285,34 @@ pub fn simulate(cfg: &SimConfig, out_dir: &Path) -> Result<SimSummary> {
     std::fs::create_dir_all(out_dir)
         .with_context(|| format!("cannot create {}", out_dir.display()))?;
     let logs = logs::Logs::create(out_dir, cfg)?;
-    let (summary, _) = engine::Engine::new(cfg, Some(logs))
+    let done = engine::Engine::new(cfg, Some(logs))
         .run()
         .with_context(|| format!("writing logs into {}", out_dir.display()))?;
-    Ok(summary)
+    Ok(done.summary)
 }
 
 /// Run the model without writing anything (counting only): the benchmark and `sim predict` mode.
 pub fn simulate_counts(cfg: &SimConfig) -> Result<SimSummary> {
     cfg.validate()?;
-    let (summary, _) = engine::Engine::new(cfg, None).run()?;
-    Ok(summary)
+    Ok(engine::Engine::new(cfg, None).run()?.summary)
+}
+
+/// The times of nginx's DNS queries for `name` (µs after the load start, in order, one per
+/// query even when it asks A and AAAA), observed in memory without writing anything: what a
+/// timeline event aligned on a re-query needs.
+pub fn query_times(cfg: &SimConfig, name: &str) -> Result<Vec<i64>> {
+    cfg.validate()?;
+    let mut e = engine::Engine::new(cfg, None);
+    e.observe_queries();
+    let mut out: Vec<i64> = e
+        .run()?
+        .queries
+        .into_iter()
+        .filter(|(_, n)| n == name)
+        .map(|(t, _)| t - cfg.epoch_us)
+        .collect();
+    out.dedup();
+    Ok(out)
 }
 
 fn is_zero(n: &u64) -> bool {

@@ -1,0 +1,316 @@
+//! Judging runs: a scenario's variants expanded, its expectations checked before anything
+//! runs, each run played on an [`Engine`] and judged by the checker (verdict files written
+//! beside the evidence), existing run directories judged again, and the reproduction table of
+//! docs/REPRODUCTION.md built from the verdicts.
+//!
+//! ```no_run
+//! use resolvelab_scenario::{engine, judge, library, runner::RunOptions};
+//! let sc = library::get("swap-only").unwrap();
+//! let j = judge::run_and_judge(&sc, &RunOptions::default(), engine::by_name("sim").unwrap()).unwrap();
+//! println!("{}: {}", j.record.scenario, j.verdict.summary);
+//! ```
+
+use crate::engine::Engine;
+use crate::runner::{RunOptions, RunRecord};
+use crate::{Scenario, library};
+use anyhow::{Context, Result};
+use resolvelab_diagnose::Verdict;
+use std::path::{Path, PathBuf};
+
+/// Load a scenario by built-in id or file path.
+pub fn load_scenario(arg: &str) -> Result<Scenario> {
+    let p = Path::new(arg);
+    if arg.ends_with(".toml") || p.is_file() {
+        let text = std::fs::read_to_string(p).with_context(|| format!("cannot read {arg}"))?;
+        return Scenario::from_toml(&text, arg);
+    }
+    library::get(arg)
+}
+
+/// The scenario plus the variants selected by `--variant` (all of them by default).
+pub fn expand_variants(sc: &Scenario, only: Option<&str>) -> Result<Vec<Scenario>> {
+    let mut out = Vec::new();
+    if only.is_none() || only == Some("base") {
+        out.push(sc.clone());
+    }
+    for v in sc.variant_names() {
+        if only.is_none() || only == Some(v.as_str()) {
+            out.push(sc.variant(&v)?);
+        }
+    }
+    if out.is_empty() {
+        let names: Vec<String> = std::iter::once("base".to_string())
+            .chain(sc.variant_names())
+            .collect();
+        anyhow::bail!(
+            "scenario `{}` has no variant `{}` (variants: {})",
+            sc.name,
+            only.unwrap_or_default(),
+            names.join(", ")
+        );
+    }
+    Ok(out)
+}
+
+/// One finished run, judged.
+pub struct Judged {
+    /// What the runner recorded.
+    pub record: RunRecord,
+    /// The checker's verdict.
+    pub verdict: Verdict,
+}
+
+/// A scenario's `[expect] checks`, parsed and their ids checked, at their `file:line`.
+pub fn check_expectations(sc: &Scenario) -> Result<()> {
+    for (i, text) in sc.expect.checks.iter().enumerate() {
+        resolvelab_diagnose::expect::parse_checked(text).map_err(|e| {
+            anyhow::anyhow!(
+                "{}: scenario `{}`: [expect] check {} `{text}`: {e}; nothing was run",
+                sc.at(&["expect", "checks", &i.to_string()]),
+                sc.name,
+                i + 1
+            )
+        })?;
+    }
+    Ok(())
+}
+
+/// Run one (already variant-merged) scenario on `engine`, analyze it and write the verdict
+/// files into its run directory.
+pub fn run_and_judge(sc: &Scenario, opts: &RunOptions, engine: &dyn Engine) -> Result<Judged> {
+    check_expectations(sc)?;
+    let record = engine.run(sc, opts)?;
+    judge_dir(record)
+}
+
+/// Judge a finished run directory (the runner's own `aborted` wins over the checker's status).
+fn judge_dir(record: RunRecord) -> Result<Judged> {
+    let mut verdict = resolvelab_diagnose::analyze_run(&record.dir)
+        .with_context(|| format!("analyzing {}", record.dir.display()))?;
+    if record.status == "aborted" {
+        verdict.status = "aborted".into();
+    }
+    resolvelab_report::write_verdict_files(&record.dir, &verdict)?;
+    Ok(Judged { record, verdict })
+}
+
+/// The longest incident of a judged run, if it had one.
+pub fn longest_incident_ms(j: &Judged) -> Option<i64> {
+    j.verdict
+        .diagnosis
+        .incidents
+        .iter()
+        .map(|i| i.duration_ms)
+        .max()
+}
+
+/// One line per scenario (and variant) that ran more than once ([`distribution_line`]).
+pub type Distributions = Vec<String>;
+
+/// Judge every run directory in `dir` again (after a checker upgrade): the scenarios as they
+/// ran, in library order, then variants in file order, repetitions in time order; with the
+/// distribution line of every scenario that ran more than once.
+pub fn rejudge(dir: &Path) -> Result<(Vec<(Scenario, Judged)>, Distributions)> {
+    let mut dirs: Vec<PathBuf> = std::fs::read_dir(dir)
+        .with_context(|| format!("cannot read {}", dir.display()))?
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.join(resolvelab_core::evidence::file::RUN).is_file())
+        .collect();
+    dirs.sort();
+    let order: Vec<String> = library::names().into_iter().map(String::from).collect();
+    let mut judged = Vec::new();
+    for d in dirs {
+        let record = RunRecord::read(&d)?;
+        let path = d.join(resolvelab_core::evidence::file::SCENARIO);
+        let text = std::fs::read_to_string(&path)
+            .with_context(|| format!("cannot read {}", path.display()))?;
+        let sc = Scenario::from_toml(&text, &path.display().to_string())?;
+        judged.push((sc, judge_dir(record)?));
+    }
+    judged.sort_by_key(|(sc, j)| {
+        (
+            order
+                .iter()
+                .position(|n| *n == sc.name)
+                .unwrap_or(usize::MAX),
+            sc.variant_of.is_some(),
+            j.record.started_us,
+        )
+    });
+    let mut groups: Vec<(String, Option<String>)> = judged
+        .iter()
+        .map(|(sc, _)| (sc.name.clone(), sc.variant_of.clone()))
+        .collect();
+    groups.dedup();
+    let mut distributions = Vec::new();
+    for (name, variant) in groups {
+        let runs: Vec<&(Scenario, Judged)> = judged
+            .iter()
+            .filter(|(sc, _)| sc.name == name && sc.variant_of == variant)
+            .collect();
+        if runs.len() > 1 {
+            let durations: Vec<i64> = runs
+                .iter()
+                .filter_map(|(_, j)| longest_incident_ms(j))
+                .collect();
+            distributions.push(distribution_line(&runs[0].0, &durations));
+        }
+    }
+    Ok((judged, distributions))
+}
+
+/// Every run `--all` meant to make: each scenario's variants times its repetitions.
+pub fn expected_runs(scenarios: &[Scenario], variant: Option<&str>) -> Result<usize> {
+    let mut n = 0;
+    for sc in scenarios {
+        for v in expand_variants(sc, variant)? {
+            n += v.repeat.unwrap_or(1).max(1) as usize;
+        }
+    }
+    Ok(n)
+}
+
+/// `rto: longest incident over 5 runs: 2510 / 3120 / 5790 ms … (mean 3800 ms)`.
+pub fn distribution_line(sc: &Scenario, durations: &[i64]) -> String {
+    let mut d = durations.to_vec();
+    d.sort_unstable();
+    let mean = if d.is_empty() {
+        0.0
+    } else {
+        d.iter().sum::<i64>() as f64 / d.len() as f64
+    };
+    let name = match &sc.variant_of {
+        Some(v) => format!("{} [{v}]", sc.name),
+        None => sc.name.clone(),
+    };
+    format!(
+        "{name}: longest incident over {} runs: {} ms (mean {mean:.0} ms)",
+        d.len(),
+        d.iter()
+            .map(|x| x.to_string())
+            .collect::<Vec<_>>()
+            .join(" / ")
+    )
+}
+
+/// The reproduction table: the seed's figure, ours, the verdict and the command.
+pub fn reproduction_table(
+    judged: &[(Scenario, Judged)],
+    distributions: &[String],
+    command: &str,
+) -> String {
+    let mut t = String::from("# Reproduction table\n\n");
+    t.push_str(&format!(
+        "Generated by `{command}` on {} (resolvelab {}). Do not edit by hand.\n\n",
+        resolvelab_core::time::rfc3339(resolvelab_core::time::now_us()),
+        env!("CARGO_PKG_VERSION"),
+    ));
+    t.push_str(
+        "| scenario | reproduces | seed's figure | ours | expectations | verdict | command |\n",
+    );
+    t.push_str("|---|---|---|---|---|---|---|\n");
+    for (sc, j) in judged {
+        let v = &j.verdict;
+        let d = &v.diagnosis;
+        let name = match &sc.variant_of {
+            Some(var) => format!("{} [{var}]", sc.name),
+            None => sc.name.clone(),
+        };
+        let client_errors = v.client.as_ref().map_or(0, |c| c.errors);
+        let ours = format!(
+            "{} requests, {} client errors, {} NLU ({} 1-hop / {} 2-hop+), {} swaps, re-query {} ms, classes: {}",
+            d.requests,
+            client_errors,
+            d.nlu.total,
+            d.nlu.one_hop,
+            d.nlu.two_hop + d.nlu.multi_hop,
+            d.swaps,
+            d.requery_period_ms
+                .map_or("-".to_string(), |p| format!("{p:.0}")),
+            {
+                let mut c: Vec<String> = d.incidents.iter().map(|i| i.class.clone()).collect();
+                c.sort();
+                c.dedup();
+                if c.is_empty() {
+                    "none".into()
+                } else {
+                    c.join(", ")
+                }
+            }
+        );
+        let mut ours = ours;
+        if let Some(c) = &v.client {
+            // Slow-dependency runs: what the client and the prober saw of each pooled backend.
+            for (n, b) in c
+                .backends
+                .iter()
+                .filter(|(_, b)| b.pool_wait_max_ms.is_some())
+            {
+                ours += &format!(
+                    "; {n}: {:.0}–{:.0} ms, pool wait max {:.0} ms",
+                    b.min_ms,
+                    b.max_ms,
+                    b.pool_wait_max_ms.unwrap_or_default()
+                );
+            }
+            for (n, p) in &c.probes {
+                ours += &format!("; /ready of {n}: {}/{} failed", p.failed, p.probes);
+            }
+        }
+        let exp: Vec<String> = v
+            .expectations
+            .iter()
+            .map(|e| {
+                format!(
+                    "{} `{}` ({})",
+                    if e.held { "✔" } else { "✘" },
+                    e.text.replace('|', "\\|"),
+                    e.measured
+                )
+            })
+            .collect();
+        let cmd = match &sc.variant_of {
+            Some(var) => format!("`resolvelab run {} --variant {var}`", sc.name),
+            None => format!("`resolvelab run {} --variant base`", sc.name),
+        };
+        t.push_str(&format!(
+            "| {name} | {} | {} | {ours} | {} | {} | {cmd} |\n",
+            sc.reproduces,
+            sc.seed_figure.replace('|', "\\|"),
+            exp.join("<br>"),
+            if v.passed() {
+                "reproduced"
+            } else {
+                v.status.as_str()
+            },
+        ));
+    }
+    if !distributions.is_empty() {
+        t.push_str("\n## Distributions (`repeat = N`)\n\n");
+        for d in distributions {
+            t.push_str(&format!("- {d}\n"));
+        }
+    }
+    t.push_str("\n## Not reproduced in this run\n\n");
+    let failed: Vec<&(Scenario, Judged)> =
+        judged.iter().filter(|(_, j)| !j.verdict.passed()).collect();
+    if failed.is_empty() {
+        t.push_str("Every expectation of every scenario held.\n");
+    }
+    for (sc, j) in failed {
+        let name = match &sc.variant_of {
+            Some(var) => format!("{} [{var}]", sc.name),
+            None => sc.name.clone(),
+        };
+        t.push_str(&format!(
+            "- **{name}** — {}: {}\n",
+            j.verdict.status, j.verdict.summary
+        ));
+        for e in j.verdict.expectations.iter().filter(|e| !e.held) {
+            t.push_str(&format!("  - `{}` measured {}\n", e.text, e.measured));
+        }
+        t.push_str(&format!("  - evidence: `{}`\n", j.record.dir.display()));
+    }
+    t
+}

@@ -1,0 +1,156 @@
+//! Replaying a real-nginx run on the model: the lab run's own resolved `scenario.toml` (as it
+//! was when the lab ran: the library may have changed since), with its seed, its loopback /24,
+//! its load start and its requests' actual send times ([`LabInputs`]). This is what makes a
+//! model run comparable with a lab run ([`crate::fidelity`]) and what the first-pick window is
+//! calibrated on.
+//!
+//! ```no_run
+//! use resolvelab_scenario::replay;
+//! use std::path::Path;
+//! for lab in replay::lab_runs(Path::new("runs/all")).unwrap() {
+//!     let r = replay::replay(&lab, Path::new("/tmp/model-runs")).unwrap();
+//!     println!("{}: {} requests, model expects {:.2} first-pick races",
+//!         lab.display(), r.summary.requests, r.summary.first_pick_expected);
+//! }
+//! ```
+
+use crate::Scenario;
+use crate::runner::{LabInputs, RunOptions, RunRecord};
+use anyhow::{Context, Result, bail};
+use resolvelab_core::evidence::file;
+use resolvelab_sim::nginx::SimSummary;
+use std::path::{Path, PathBuf};
+
+/// A lab run and its replay on the model.
+#[derive(Debug, Clone)]
+pub struct Replayed {
+    /// The lab run's `run.json`.
+    pub lab: RunRecord,
+    /// The model run's `run.json` (its directory is `model.dir`).
+    pub model: RunRecord,
+    /// The model's own counts (`sim.json`).
+    pub summary: SimSummary,
+}
+
+/// The lab run directories under `parent` (those with `run.json` and `scenario.toml`), sorted by
+/// name; `parent` itself when it is one.
+pub fn lab_runs(parent: &Path) -> Result<Vec<PathBuf>> {
+    let is_run = |d: &Path| d.join(file::RUN).is_file() && d.join(file::SCENARIO).is_file();
+    if is_run(parent) {
+        return Ok(vec![parent.to_path_buf()]);
+    }
+    let rd = std::fs::read_dir(parent).with_context(|| {
+        format!(
+            "cannot read {}: give the --out directory of a `resolvelab run` (or one run directory)",
+            parent.display()
+        )
+    })?;
+    let mut out: Vec<PathBuf> = rd
+        .flatten()
+        .map(|e| e.path())
+        .filter(|d| is_run(d))
+        .collect();
+    out.sort();
+    Ok(out)
+}
+
+/// The `127.A.B.0/24` of a run record's `net` (possibly followed by " in a private network
+/// namespace, …").
+pub fn net_of(net: &str) -> Option<(u8, u8)> {
+    let rest = net.strip_prefix("127.")?;
+    let cidr = rest.split_whitespace().next()?.strip_suffix(".0/24")?;
+    let (a, b) = cidr.split_once('.')?;
+    Some((a.parse().ok()?, b.parse().ok()?))
+}
+
+/// The model run options that replay `lab` into `out`.
+pub fn options(lab: &RunRecord, out: &Path) -> RunOptions {
+    let load = lab.dir.join(file::LOAD);
+    RunOptions {
+        out: out.to_path_buf(),
+        seed: Some(lab.seed),
+        net: net_of(&lab.net),
+        progress: false,
+        replay: Some(LabInputs {
+            load_start_us: lab.load_start_us,
+            arrivals: load.is_file().then_some(load),
+        }),
+        ..RunOptions::default()
+    }
+}
+
+/// The lab run's resolved scenario, run once (`repeat` is the lab's loop over seeds, one
+/// directory per repetition: each is replayed with its own seed).
+pub fn lab_scenario(lab: &Path) -> Result<Scenario> {
+    let p = lab.join(file::SCENARIO);
+    let text =
+        std::fs::read_to_string(&p).with_context(|| format!("cannot read {}", p.display()))?;
+    let mut sc = Scenario::from_toml(&text, &p.display().to_string())?;
+    sc.repeat = None;
+    Ok(sc)
+}
+
+/// Replay one lab run directory on the model, into a new run directory under `out`.
+pub fn replay(lab: &Path, out: &Path) -> Result<Replayed> {
+    let rec = RunRecord::read(lab)?;
+    if rec.load_start_us == 0 {
+        bail!(
+            "{}: the lab run never started its load (status {}): nothing to replay",
+            lab.display(),
+            rec.status
+        );
+    }
+    let sc = lab_scenario(lab)?;
+    let (model, summary) = crate::simrun::run_model(&sc, &options(&rec, out))?;
+    Ok(Replayed {
+        lab: rec,
+        model,
+        summary,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn net_is_read_with_or_without_the_namespace_note() {
+        assert_eq!(net_of("127.10.77.0/24"), Some((10, 77)));
+        assert_eq!(
+            net_of("127.3.4.0/24 in a private network namespace, lo only"),
+            Some((3, 4))
+        );
+        assert_eq!(net_of("10.0.0.0/24"), None);
+        assert_eq!(net_of("127.300.1.0/24"), None);
+    }
+
+    #[test]
+    fn a_library_run_replays_with_the_lab_inputs() {
+        // A model run stands in for the lab run here: replay only reads its directory.
+        let tmp = tempfile::tempdir().unwrap();
+        let sc = crate::library::get("swap-only")
+            .unwrap()
+            .scaled(0.1)
+            .unwrap();
+        let first = crate::simrun::run(
+            &sc,
+            &RunOptions {
+                out: tmp.path().join("lab"),
+                seed: Some(3),
+                net: Some((9, 8)),
+                progress: false,
+                ..RunOptions::default()
+            },
+        )
+        .unwrap();
+        let runs = lab_runs(&tmp.path().join("lab")).unwrap();
+        assert_eq!(runs, vec![first.dir.clone()]);
+        let r = replay(&first.dir, &tmp.path().join("model")).unwrap();
+        assert_eq!((r.model.seed, r.model.net.as_str()), (3, "127.9.8.0/24"));
+        assert_eq!(r.model.load_start_us, first.load_start_us);
+        // The same seed, /24, start and send times: the same logs.
+        let read = |d: &Path| std::fs::read(d.join(file::ACCESS_LOG)).unwrap();
+        assert_eq!(read(&first.dir), read(&r.model.dir));
+        assert_eq!(r.summary.requests, first.requests);
+    }
+}
