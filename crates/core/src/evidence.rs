@@ -72,3 +72,92 @@ pub mod file {
     /// The verdict, as self-contained HTML.
     pub const VERDICT_HTML: &str = "verdict.html";
 }
+
+/// The `kind`s of an [`Event`] the lab writes (a reader keeps any other kind as it is: old run
+/// directories and other writers may have more).
+pub mod event_kind {
+    /// A phase of the run (`target` nginx or load; `note` what happened: `listening`, `start`, `end`).
+    pub const PHASE: &str = "phase";
+    /// A name's DNS mode changed (`target` the name, `spec` the mode).
+    pub const DNS_MODE: &str = "dns-mode";
+    /// A timed DNS injection ended, with its hits.
+    pub const DNS_MODE_END: &str = "dns-mode-end";
+    /// A fault went on (`target` the backend or proxy, `spec` the fault).
+    pub const FAULT_ON: &str = "fault-on";
+    /// A fault went off, with its hits.
+    pub const FAULT_OFF: &str = "fault-off";
+    /// nginx was reloaded (`nginx -s reload`).
+    pub const NGINX_RELOAD: &str = "nginx-reload";
+}
+
+/// One line of `events.jsonl` after its header ([`schema::EVENTS`]): what the lab did and when.
+/// The one type of its writers (the real-nginx runner, the model) and its reader (`history`).
+///
+/// ```
+/// use resolvelab_core::evidence::{Event, event_kind};
+/// let e = Event::new(1_000, event_kind::FAULT_OFF, "b1").spec("rst").hits(3);
+/// let line = serde_json::to_string(&e).unwrap();
+/// assert_eq!(line, r#"{"t_us":1000,"kind":"fault-off","target":"b1","spec":"rst","hits":3}"#);
+/// let back: Event = serde_json::from_str(&line).unwrap();
+/// assert_eq!(back, e);
+/// ```
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct Event {
+    /// Epoch µs.
+    pub t_us: i64,
+    /// What happened ([`event_kind`]).
+    #[serde(default)]
+    pub kind: String,
+    /// What the event acts on (a name, a backend, a proxy, `nginx`, `load`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub target: Option<String>,
+    /// The spec (`nxdomain`, `rst:p=1`, …).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub spec: Option<String>,
+    /// Injection hit counter at the end of that injection.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hits: Option<u64>,
+    /// A remark (`from start`, `end of run`, a phase's name).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
+    /// The scenario meant this injection to miss nginx (e.g. an NXDOMAIN window placed between
+    /// re-queries): 0 hits is then the expected finding, and any hit spoils the run.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub expect_miss: bool,
+    /// Reader only: index of the file in the history's file list.
+    #[serde(skip)]
+    pub file: u32,
+    /// Reader only: 1-based line number.
+    #[serde(skip)]
+    pub line: u64,
+}
+
+impl Event {
+    /// An event of `kind` on `target` at `t_us`.
+    pub fn new(t_us: i64, kind: &str, target: &str) -> Event {
+        Event {
+            t_us,
+            kind: kind.to_string(),
+            target: Some(target.to_string()),
+            ..Event::default()
+        }
+    }
+
+    /// With a spec (an empty one is left out).
+    pub fn spec(mut self, spec: &str) -> Event {
+        self.spec = (!spec.is_empty()).then(|| spec.to_string());
+        self
+    }
+
+    /// With a hit counter.
+    pub fn hits(mut self, hits: u64) -> Event {
+        self.hits = Some(hits);
+        self
+    }
+
+    /// With a note.
+    pub fn note(mut self, note: &str) -> Event {
+        self.note = Some(note.to_string());
+        self
+    }
+}

@@ -53,34 +53,9 @@ pub struct DnsRecord {
     pub probe: Option<String>,
 }
 
-/// One lab event (`events.jsonl`): mode changes, injections and their hit counters, phases.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct EventRecord {
-    /// Index of the file in the history's file list.
-    #[serde(default)]
-    pub file: u32,
-    /// 1-based line number.
-    #[serde(default)]
-    pub line: u64,
-    /// Epoch µs.
-    pub t_us: i64,
-    /// `dns-mode`, `fault-on`, `fault-off`, `phase`, …
-    #[serde(default)]
-    pub kind: String,
-    /// What the event acts on.
-    #[serde(default)]
-    pub target: Option<String>,
-    /// The spec (`nxdomain`, `rst:p=1`, …).
-    #[serde(default)]
-    pub spec: Option<String>,
-    /// Injection hit counter at the end of that injection.
-    #[serde(default)]
-    pub hits: Option<u64>,
-    /// The scenario meant this injection to miss nginx (e.g. an NXDOMAIN window placed between
-    /// re-queries): 0 hits is then the expected finding, and any hit spoils the run.
-    #[serde(default)]
-    pub expect_miss: bool,
-}
+/// One lab event (`events.jsonl`): mode changes, injections and their hit counters, phases —
+/// the writers' own type.
+pub use resolvelab_core::evidence::Event as EventRecord;
 
 /// One load-generator request (`load.jsonl`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

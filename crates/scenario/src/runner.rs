@@ -271,22 +271,6 @@ impl FaultTarget {
     }
 }
 
-#[derive(Serialize)]
-struct EventRec<'a> {
-    t_us: i64,
-    kind: &'a str,
-    target: &'a str,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    spec: Option<&'a str>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    hits: Option<u64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    note: Option<&'a str>,
-    /// The scenario meant this injection to miss: 0 hits is its expected outcome.
-    #[serde(skip_serializing_if = "std::ops::Not::not")]
-    expect_miss: bool,
-}
-
 fn ev(
     log: &JsonlWriter,
     kind: &str,
@@ -295,14 +279,11 @@ fn ev(
     hits: Option<u64>,
     note: Option<&str>,
 ) {
-    let _ = log.write(&EventRec {
-        t_us: now_us(),
-        kind,
-        target,
-        spec,
+    let _ = log.write(&resolvelab_core::evidence::Event {
+        spec: spec.map(str::to_string),
         hits,
-        note,
-        expect_miss: false,
+        note: note.map(str::to_string),
+        ..resolvelab_core::evidence::Event::new(now_us(), kind, target)
     });
 }
 

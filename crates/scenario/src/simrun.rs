@@ -20,6 +20,7 @@ use crate::format::{NginxAction, Route, dur};
 use crate::render::{Net, http_body};
 use crate::runner::{RunOptions, RunRecord};
 use anyhow::{Context, Result, anyhow, bail};
+use resolvelab_core::evidence::{Event, event_kind};
 use resolvelab_core::rundir::RunDir;
 use resolvelab_core::spec::dns::Align;
 use resolvelab_core::spec::fault::BackendFault;
@@ -1136,26 +1137,21 @@ fn finish_events(dir: &Path, plan: &Plan, summary: &SimSummary) -> Result<BTreeM
         .iter()
         .map(|(n, a)| (a.to_string(), n.clone()))
         .collect();
-    let mut events: Vec<Value> = Vec::new();
+    let mut events: Vec<Event> = Vec::new();
     for line in lines {
-        let mut v: Value = serde_json::from_str(line)
+        let mut e: Event = serde_json::from_str(line)
             .with_context(|| format!("{}: the simulator wrote a bad line", path.display()))?;
-        if v.get("target")
-            .and_then(Value::as_str)
-            .is_some_and(|t| plan.env_targets.contains(t))
-        {
+        let target = e.target.as_deref().unwrap_or_default();
+        if plan.env_targets.contains(target) {
             continue;
         }
-        if let Some(name) = v
-            .get("target")
-            .and_then(Value::as_str)
-            .and_then(|t| by_addr.get(t))
-        {
-            v["target"] = Value::from(name.clone());
+        if let Some(name) = by_addr.get(target) {
+            e.target = Some(name.clone());
         }
-        events.push(v);
+        events.push(e);
     }
-    let phase = |t: i64, target: &str, note: &str| serde_json::json!({"t_us": t, "kind": "phase", "target": target, "note": note});
+    let phase =
+        |t: i64, target: &str, note: &str| Event::new(t, event_kind::PHASE, target).note(note);
     // A database link's faults touched every pool connection opened through it.
     let mut link_hits = BTreeMap::new();
     for (name, pools) in &plan.links {
@@ -1168,8 +1164,13 @@ fn finish_events(dir: &Path, plan: &Plan, summary: &SimSummary) -> Result<BTreeM
         };
         for spec in &px.1 {
             let fname = link_fault_name(spec);
-            events.push(serde_json::json!({"t_us": epoch - plan.cfg.warmup.0, "kind": "fault-on", "target": name, "spec": fname, "note": "from start"}));
-            events.push(serde_json::json!({"t_us": epoch + plan.cfg.duration.0, "kind": "fault-off", "target": name, "spec": fname, "hits": h, "note": "end of run"}));
+            let at = |t: i64, kind: &str| Event::new(t, kind, name).spec(&fname);
+            events.push(at(epoch - plan.cfg.warmup.0, event_kind::FAULT_ON).note("from start"));
+            events.push(
+                at(epoch + plan.cfg.duration.0, event_kind::FAULT_OFF)
+                    .hits(h)
+                    .note("end of run"),
+            );
             link_hits.insert(format!("fault:{name}:{fname}"), h);
         }
     }
@@ -1198,23 +1199,19 @@ fn finish_events(dir: &Path, plan: &Plan, summary: &SimSummary) -> Result<BTreeM
             .iter()
             .filter(|(n, t)| *n == w.name && *t >= w.from && *t < w.until)
             .count() as u64;
-        let mut v = serde_json::json!({
-            "t_us": epoch + w.until,
-            "kind": "dns-mode-end",
-            "target": w.name,
-            "spec": w.mode,
-            "hits": hits,
+        events.push(Event {
+            expect_miss: w.expect_miss,
+            ..Event::new(epoch + w.until, event_kind::DNS_MODE_END, &w.name)
+                .spec(&w.mode)
+                .hits(hits)
         });
-        if w.expect_miss {
-            v["expect_miss"] = Value::from(true);
-        }
-        events.push(v);
     }
-    events.sort_by_key(|v| v.get("t_us").and_then(Value::as_i64).unwrap_or(i64::MIN));
+    // Stable: events of one instant keep the order they were written in.
+    events.sort_by_key(|e| e.t_us);
     let mut out = String::from(header);
     out.push('\n');
-    for v in &events {
-        out.push_str(&v.to_string());
+    for e in &events {
+        out.push_str(&serde_json::to_string(e)?);
         out.push('\n');
     }
     std::fs::write(&path, out).with_context(|| format!("cannot write {}", path.display()))?;

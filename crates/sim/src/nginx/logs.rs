@@ -228,10 +228,12 @@ impl Logs {
         spec: &str,
         hits: Option<u64>,
     ) -> io::Result<()> {
-        let v = serde_json::json!({
-            "t_us": t_us, "kind": kind, "target": target, "spec": spec, "hits": hits,
-        });
-        writeln!(self.events, "{v}")
+        let e = resolvelab_core::evidence::Event {
+            hits,
+            ..resolvelab_core::evidence::Event::new(t_us, kind, target).spec(spec)
+        };
+        serde_json::to_writer(&mut self.events, &e)?;
+        writeln!(self.events)
     }
 
     pub(crate) fn access(&mut self, a: AccessLine<'_>) -> io::Result<()> {
