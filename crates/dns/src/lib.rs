@@ -42,7 +42,6 @@
 //! Modules: [`zone`] (`--name`, zone and timeline
 //! files), [`engine`] (the packet handler, state, metrics), [`server`] (sockets, query log),
 //! [`control`] (the HTTP JSON control API and its client), [`client`] (a one-query stub resolver).
-#![deny(missing_docs)]
 
 pub mod client;
 pub mod control;

@@ -32,7 +32,6 @@
 //! let stats = stream.finish();
 //! assert_eq!((stats[0].parsed, stats[0].malformed), (1, 1));
 //! ```
-#![deny(missing_docs)]
 
 pub mod access;
 pub mod errorlog;

@@ -13,7 +13,6 @@
 //! let hits = (0..1000).filter(|_| gate.roll()).count();
 //! assert!((400..600).contains(&hits));
 //! ```
-#![deny(missing_docs)]
 
 pub mod control;
 pub mod gate;

@@ -19,7 +19,6 @@
 //! assert!(render_text(&report).contains("reproduce: resolvelab run generation-race"));
 //! assert_eq!(report.exit_code(resolvelab_lint::Severity::Warning), 1);
 //! ```
-#![deny(missing_docs)]
 
 pub mod facts;
 pub mod load;

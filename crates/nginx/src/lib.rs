@@ -19,7 +19,6 @@
 //! nx.stop(std::time::Duration::from_secs(5))?;
 //! # Ok::<(), anyhow::Error>(())
 //! ```
-#![deny(missing_docs)]
 
 pub mod conf;
 pub mod instance;

@@ -14,7 +14,6 @@
 //! let html = render_diagnosis(&d, Format::Html).unwrap();
 //! assert!(html.contains("<svg") && !html.contains("<script"));
 //! ```
-#![deny(missing_docs)]
 
 mod charts;
 mod html;

@@ -12,7 +12,6 @@
 //! let body = resolvelab_scenario::render::http_body(&sc, &net).unwrap();
 //! assert!(body.contains("resolve"));
 //! ```
-#![deny(missing_docs)]
 
 pub mod engine;
 pub mod fidelity;

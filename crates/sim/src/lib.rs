@@ -13,7 +13,6 @@
 //! let picks: String = rows.iter().map(|r| r.selected.as_str()).collect();
 //! assert_eq!(picks, "AAAAABCAAAAA"); // weight slots A×5, B, C — independent of DNS
 //! ```
-#![deny(missing_docs)]
 
 pub mod balance;
 pub mod nginx;
