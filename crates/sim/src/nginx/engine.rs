@@ -87,6 +87,24 @@ struct Peer {
     zombie: bool,
 }
 
+impl Peer {
+    /// A fresh peer: no failures, no weight spent, nothing in flight.
+    fn new(addr: u32, max_fails: u32, fail_timeout_s: i64, weight: i64) -> Peer {
+        Peer {
+            addr,
+            max_fails,
+            fail_timeout_s,
+            weight,
+            cw: 0,
+            fails: 0,
+            checked_s: 0,
+            accessed_s: 0,
+            refs: 0,
+            zombie: false,
+        }
+    }
+}
+
 /// One backend address's ephemeral ports (only with `ephemeral_ports`).
 #[derive(Default)]
 struct PortState {
@@ -515,18 +533,12 @@ impl<'a> Engine<'a> {
                 let ip: IpAddr = s.host.parse().expect("validated");
                 let a = e.addr_of(ip, s.port);
                 let pid = e.peers.len() as u32;
-                e.peers.push(Peer {
-                    addr: a,
-                    max_fails: s.max_fails,
-                    fail_timeout_s: s.fail_timeout.0 / 1_000_000,
-                    weight: s.weight as i64,
-                    cw: 0,
-                    fails: 0,
-                    checked_s: 0,
-                    accessed_s: 0,
-                    refs: 0,
-                    zombie: false,
-                });
+                e.peers.push(Peer::new(
+                    a,
+                    s.max_fails,
+                    s.fail_timeout.0 / 1_000_000,
+                    s.weight as i64,
+                ));
                 e.peer_host.push(u16::MAX);
                 if s.backup {
                     e.backup.push(pid);
@@ -1016,18 +1028,12 @@ impl<'a> Engine<'a> {
             let a = self.addr_of(ip, self.hosts[h].port);
             let host = &self.hosts[h];
             let pid = self.peers.len() as u32;
-            self.peers.push(Peer {
-                addr: a,
-                max_fails: host.max_fails,
-                fail_timeout_s: host.fail_timeout_s,
-                weight: host.weight,
-                cw: 0,
-                fails: 0,
-                checked_s: 0,
-                accessed_s: 0,
-                refs: 0,
-                zombie: false,
-            });
+            self.peers.push(Peer::new(
+                a,
+                host.max_fails,
+                host.fail_timeout_s,
+                host.weight,
+            ));
             self.peer_host.push(h as u16);
             self.primary.push(pid);
             self.generation += 1;
