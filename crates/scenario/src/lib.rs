@@ -13,6 +13,7 @@
 //! assert!(body.contains("resolve"));
 //! ```
 
+pub mod compare;
 pub mod engine;
 pub mod fidelity;
 pub mod format;

@@ -30,8 +30,10 @@ pub struct RunOptions {
     pub seed: Option<u64>,
     /// Duration/rate scale factor (0, 1].
     pub scale: f64,
-    /// An explicit nginx binary.
+    /// An explicit nginx binary (`--nginx`): the `nginx` engine's.
     pub nginx: Option<PathBuf>,
+    /// Explicit binaries of other engines (`--engine-bin NAME=PATH`), by engine id.
+    pub engine_bins: BTreeMap<String, PathBuf>,
     /// Pin the run's loopback /24 to `127.A.B.0/24` (default: random per run).
     pub net: Option<(u8, u8)>,
     /// Print progress lines.
@@ -63,6 +65,7 @@ impl Default for RunOptions {
             seed: None,
             scale: 1.0,
             nginx: None,
+            engine_bins: BTreeMap::new(),
             net: None,
             progress: true,
             replay: None,
@@ -77,6 +80,9 @@ pub struct RunRecord {
     pub schema: String,
     /// The scenario id.
     pub scenario: String,
+    /// The engine that played it (`nginx`, `nginx-1.31`, `sim`; empty in older records).
+    #[serde(default)]
+    pub engine: String,
     /// The variant, if any.
     pub variant: Option<String>,
     /// `completed`, `aborted` or `failed`.
@@ -120,12 +126,12 @@ impl RunRecord {
 /// still leaves a valid directory marked `aborted`.
 pub static INTERRUPTED: AtomicBool = AtomicBool::new(false);
 
-/// Play `sc` and return where its evidence is. Errors before the run directory exists are
-/// returned; errors after it are recorded in `run.json` as `failed` and returned as well.
-pub fn run(sc: &Scenario, opts: &RunOptions) -> Result<RunRecord> {
+/// Play `sc` on `nginx` (the binary of engine `engine`) and return where its evidence is.
+/// Errors before the run directory exists are returned; errors after it are recorded in
+/// `run.json` as `failed` and returned as well.
+pub fn run(sc: &Scenario, opts: &RunOptions, engine: &str, nginx: &Nginx) -> Result<RunRecord> {
     let sc = sc.scaled(opts.scale)?;
     let seed = opts.seed.or(sc.seed).unwrap_or(1);
-    let nginx = Nginx::obtain(opts.nginx.as_deref())?;
     if sc
         .nginx
         .servers
@@ -145,6 +151,7 @@ pub fn run(sc: &Scenario, opts: &RunOptions) -> Result<RunRecord> {
     let mut record = RunRecord {
         schema: resolvelab_core::evidence::schema::RUN.into(),
         scenario: sc.name.clone(),
+        engine: engine.into(),
         variant: sc.variant_of.clone(),
         status: "running".into(),
         reason: None,
@@ -196,7 +203,7 @@ pub fn run(sc: &Scenario, opts: &RunOptions) -> Result<RunRecord> {
         .worker_threads(2)
         .enable_all()
         .build()?;
-    let result = rt.block_on(play(&sc, &net, &nginx, &dir, seed, opts, &mut record));
+    let result = rt.block_on(play(&sc, &net, nginx, &dir, seed, opts, &mut record));
     rt.shutdown_timeout(Duration::from_secs(5));
     drop(netns);
     record.ended_us = now_us();
@@ -211,10 +218,11 @@ pub fn run(sc: &Scenario, opts: &RunOptions) -> Result<RunRecord> {
             record.reason = Some(format!("{e:#}"));
         }
     }
-    dir.write_json(
-        resolvelab_core::evidence::file::FINGERPRINT,
-        &dir.fingerprint(seed, started_us, "nginx", &nginx.info.raw),
-    )?;
+    let fingerprint = resolvelab_core::rundir::Fingerprint {
+        binary_sha256: Some(nginx.sha256()),
+        ..dir.fingerprint(seed, started_us, engine, &nginx.info.raw)
+    };
+    dir.write_json(resolvelab_core::evidence::file::FINGERPRINT, &fingerprint)?;
     dir.write_json(resolvelab_core::evidence::file::RUN, &record)?;
     result.map(|()| record)
 }

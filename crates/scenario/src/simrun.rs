@@ -108,6 +108,7 @@ pub fn run_model(sc: &Scenario, opts: &RunOptions) -> Result<(RunRecord, SimSumm
     let mut record = RunRecord {
         schema: resolvelab_core::evidence::schema::RUN.into(),
         scenario: sc.name.clone(),
+        engine: "sim".into(),
         variant: sc.variant_of.clone(),
         status: "running".into(),
         reason: None,

@@ -33,10 +33,11 @@ pub fn run(args: Args, ctx: &Ctx) -> anyhow::Result<ExitCode> {
         out: args.out,
         seed: args.seed,
         nginx: ctx.nginx.clone(),
+        engine_bins: ctx.engine_bins(),
         ..RunOptions::default()
     };
     crate::cmd::run::install_signal_handlers();
-    let j = judge::run_and_judge(&sc, &opts, &engine::RealNginx)?;
+    let j = judge::run_and_judge(&sc, &opts, &engine::NGINX_1_28)?;
     let v = &j.verdict;
     println!();
     println!("verdict: {} — {}", v.status, v.summary);

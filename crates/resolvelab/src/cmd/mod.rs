@@ -2,6 +2,7 @@
 
 pub mod analyze;
 pub mod backend;
+pub mod compare;
 pub mod demo;
 pub mod diagnose;
 pub mod dns;

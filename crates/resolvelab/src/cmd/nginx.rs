@@ -41,6 +41,7 @@ pub fn run(args: Args, ctx: &Ctx) -> anyhow::Result<ExitCode> {
             let how = match nginx.origin {
                 Origin::Built => "built from the nginx-src crate",
                 Origin::Explicit => "explicit (--nginx / RESOLVELAB_NGINX): nothing to build",
+                Origin::Fetched => "fetched from a package registry",
             };
             println!(
                 "nginx/{} at {} ({how})",

