@@ -88,6 +88,9 @@ pub mod event_kind {
     pub const FAULT_OFF: &str = "fault-off";
     /// nginx was reloaded (`nginx -s reload`).
     pub const NGINX_RELOAD: &str = "nginx-reload";
+    /// A state change the proxy logged itself (`target` the proxy, `note` its words: HAProxy's
+    /// "changed its IP", "going DOWN for maintenance (DNS NX status)").
+    pub const PROXY_STATE: &str = "proxy-state";
 }
 
 /// One line of `events.jsonl` after its header ([`schema::EVENTS`]): what the lab did and when.

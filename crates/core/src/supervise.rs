@@ -259,3 +259,54 @@ mod tests {
         );
     }
 }
+
+/// Reloads one supervised proxy master — the pid of a child we spawned, and nothing else — by
+/// its reload signal (nginx: SIGHUP; HAProxy in master-worker mode: SIGUSR2), and counts the
+/// reloads asked for so a watcher can tell a reload's new workers from a respawned crash.
+#[derive(Debug, Clone)]
+pub struct Reloader {
+    pid: Option<u32>,
+    signal: libc::c_int,
+    what: &'static str,
+    reloads: std::sync::Arc<std::sync::atomic::AtomicU32>,
+}
+
+impl Reloader {
+    /// A reloader of `pid` (our child) by `signal`; `what` names the proxy in errors.
+    pub fn new(
+        pid: Option<u32>,
+        signal: libc::c_int,
+        what: &'static str,
+        reloads: std::sync::Arc<std::sync::atomic::AtomicU32>,
+    ) -> Reloader {
+        Reloader {
+            pid,
+            signal,
+            what,
+            reloads,
+        }
+    }
+
+    /// Reloads asked for so far, counted before each signal is sent.
+    pub fn count(&self) -> u32 {
+        self.reloads.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    /// Send the reload signal.
+    pub fn reload(&self) -> anyhow::Result<()> {
+        let Some(pid) = self.pid else {
+            anyhow::bail!("{} is not running", self.what)
+        };
+        self.reloads
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        // SAFETY: kill with the pid of a child we spawned.
+        if unsafe { libc::kill(pid as libc::pid_t, self.signal) } != 0 {
+            anyhow::bail!(
+                "cannot reload {} {pid}: {}",
+                self.what,
+                std::io::Error::last_os_error()
+            );
+        }
+        Ok(())
+    }
+}

@@ -35,6 +35,7 @@
 
 pub mod access;
 pub mod errorlog;
+pub mod haproxy;
 pub mod jsonline;
 pub mod logformat;
 pub mod ours;

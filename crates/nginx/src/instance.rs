@@ -9,7 +9,7 @@ use std::net::{SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::AtomicU32;
 use std::time::{Duration, Instant};
 
 /// A running nginx master process (its workers are in the same supervised process group).
@@ -183,10 +183,7 @@ impl Instance {
     /// A handle that reloads this nginx from another task (the run's timeline) and tells a
     /// watcher how many reloads were asked for (a reload replaces the workers).
     pub fn reloader(&self) -> Reloader {
-        Reloader {
-            pid: self.pid(),
-            reloads: self.reloads.clone(),
-        }
+        Reloader::new(self.pid(), libc::SIGHUP, "nginx", self.reloads.clone())
     }
 
     /// Graceful stop: SIGQUIT (finish requests), then SIGTERM, then SIGKILL if it takes longer than
@@ -222,36 +219,9 @@ impl Instance {
     }
 }
 
-/// Reloads one nginx master: the pid of a child we spawned, and nothing else.
-#[derive(Debug, Clone)]
-pub struct Reloader {
-    pid: Option<u32>,
-    reloads: Arc<AtomicU32>,
-}
-
-impl Reloader {
-    /// Reloads asked for so far, counted before each signal is sent.
-    pub fn count(&self) -> u32 {
-        self.reloads.load(Ordering::SeqCst)
-    }
-
-    /// SIGHUP to the master: it reads its configuration again (and resolves its names again),
-    /// starts new workers and lets the old ones finish their requests.
-    pub fn reload(&self) -> Result<()> {
-        let Some(pid) = self.pid else {
-            bail!("nginx is not running")
-        };
-        self.reloads.fetch_add(1, Ordering::SeqCst);
-        // SAFETY: kill with the pid of a child we spawned.
-        if unsafe { libc::kill(pid as libc::pid_t, libc::SIGHUP) } != 0 {
-            bail!(
-                "cannot reload nginx {pid}: {}",
-                std::io::Error::last_os_error()
-            );
-        }
-        Ok(())
-    }
-}
+/// Reloads one nginx master (SIGHUP: it reads its configuration again, resolves its names
+/// again, starts new workers and lets the old ones finish their requests).
+pub use resolvelab_core::supervise::Reloader;
 
 impl Drop for Instance {
     fn drop(&mut self) {

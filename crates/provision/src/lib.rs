@@ -458,15 +458,28 @@ fn pip_download(
 }
 
 fn apt_download(apt_get: &[String], p: &Pinned, d: &Deb, dl: &Path) -> Result<PathBuf> {
-    let mut cmd = client(apt_get);
-    cmd.args(["download", "-q"])
-        .arg(format!("{}={}", d.package, d.version))
-        .current_dir(dl);
-    run_client(
-        p,
-        cmd,
-        &format!("`apt-get download {}={}`", d.package, d.version),
-    )?;
+    let download = || {
+        let mut cmd = client(apt_get);
+        cmd.args(["download", "-q"])
+            .arg(format!("{}={}", d.package, d.version))
+            .current_dir(dl);
+        run_client(
+            p,
+            cmd,
+            &format!("`apt-get download {}={}`", d.package, d.version),
+        )
+    };
+    if let Err(e) = download() {
+        // A machine whose package lists were never fetched knows no versions at all: as root,
+        // fetch them once (`apt-get update`, which installs nothing) and try again.
+        if !is_root() {
+            return Err(e);
+        }
+        let mut update = client(apt_get);
+        update.args(["update", "-q"]);
+        run_client(p, update, "`apt-get update`").map_err(|_| e)?;
+        download()?;
+    }
     let prefix = format!("{}_", d.package);
     let found = fs::read_dir(dl)?.flatten().map(|e| e.path()).find(|f| {
         let n = f.file_name().unwrap_or_default().to_string_lossy();
@@ -480,6 +493,11 @@ fn apt_download(apt_get: &[String], p: &Pinned, d: &Deb, dl: &Path) -> Result<Pa
             p.by_hand()
         )
     })
+}
+
+fn is_root() -> bool {
+    use std::os::unix::fs::MetadataExt;
+    fs::metadata("/proc/self").is_ok_and(|m| m.uid() == 0)
 }
 
 fn check_sha(p: &Pinned, file: &Path, want: &str) -> Result<()> {

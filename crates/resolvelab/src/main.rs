@@ -74,6 +74,8 @@ enum Command {
     Demo(cmd::demo::Args),
     /// Build, locate and inspect the nginx the lab uses.
     Nginx(cmd::nginx::Args),
+    /// The engines a scenario runs on (nginx 1.28, nginx 1.31, the model) and their binaries.
+    Engine(cmd::engine::Args),
     /// Mode-controlled authoritative DNS server (and `dns ctl` client).
     Dns(cmd::dns::Args),
     /// Fault-injectable HTTP/1.1 backend.
@@ -136,6 +138,7 @@ fn main() -> ExitCode {
     let result = match command {
         Command::Demo(a) => cmd::demo::run(a, &ctx),
         Command::Nginx(a) => cmd::nginx::run(a, &ctx),
+        Command::Engine(a) => cmd::engine::run(a, &ctx),
         Command::Dns(a) => cmd::dns::run(a, &ctx),
         Command::Backend(a) => cmd::backend::run(a, &ctx),
         Command::Proxy(a) => cmd::proxy::run(a, &ctx),

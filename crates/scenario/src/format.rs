@@ -42,8 +42,12 @@ pub struct Scenario {
     /// The host the run needs (`[host]`): a private network namespace and its settings.
     #[serde(default, skip_serializing_if = "HostSpec::is_default")]
     pub host: HostSpec,
-    /// The nginx configuration.
+    /// The nginx configuration: also the proxy-neutral upstream description the other engines
+    /// render their own configurations from.
     pub nginx: NginxSpec,
+    /// HAProxy's own knobs for the `haproxy` engine (`[haproxy]`).
+    #[serde(default, skip_serializing_if = "HaproxySpec::is_empty")]
+    pub haproxy: HaproxySpec,
     /// The DNS authority.
     #[serde(default)]
     pub dns: DnsSpec,
@@ -150,6 +154,28 @@ pub struct NginxSpec {
     /// server without one.
     #[serde(default = "d_true", skip_serializing_if = "Clone::clone")]
     pub resolver: bool,
+}
+
+/// Lines added to the sections of the `haproxy` engine's configuration, for what has no
+/// counterpart in `[nginx]` (`resolvers = ["hold nx 5s"]`, `backend = ["option redispatch"]`).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HaproxySpec {
+    /// Lines of `defaults`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub defaults: Vec<String>,
+    /// Lines of `resolvers lab`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub resolvers: Vec<String>,
+    /// Lines of `backend be`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub backend: Vec<String>,
+}
+
+impl HaproxySpec {
+    fn is_empty(&self) -> bool {
+        *self == HaproxySpec::default()
+    }
 }
 
 /// How the template's `location /` reaches the backend: the three ways nginx can use a name.

@@ -17,6 +17,7 @@ pub mod compare;
 pub mod engine;
 pub mod fidelity;
 pub mod format;
+pub mod haproxy;
 pub mod judge;
 pub mod library;
 pub mod locate;

@@ -126,20 +126,190 @@ impl RunRecord {
 /// still leaves a valid directory marked `aborted`.
 pub static INTERRUPTED: AtomicBool = AtomicBool::new(false);
 
-/// Play `sc` on `nginx` (the binary of engine `engine`) and return where its evidence is.
+/// The proxy a real-process engine runs.
+pub enum ProxyBin {
+    /// An nginx release.
+    Nginx(Nginx),
+    /// HAProxy.
+    Haproxy(resolvelab_haproxy::Haproxy),
+}
+
+impl ProxyBin {
+    /// `nginx -V` / `haproxy -v` as it printed it (`fingerprint.json`).
+    fn version_text(&self) -> &str {
+        match self {
+            ProxyBin::Nginx(n) => &n.info.raw,
+            ProxyBin::Haproxy(h) => &h.version_text,
+        }
+    }
+
+    /// `nginx` or `haproxy`: the target of the proxy's own events.
+    fn kind(&self) -> &'static str {
+        match self {
+            ProxyBin::Nginx(_) => "nginx",
+            ProxyBin::Haproxy(_) => "haproxy",
+        }
+    }
+
+    /// `nginx 1.28.3`, for progress lines.
+    fn short(&self) -> String {
+        match self {
+            ProxyBin::Nginx(n) => format!("nginx {}", n.info.version),
+            ProxyBin::Haproxy(h) => format!("HAProxy {}", h.version()),
+        }
+    }
+
+    fn sha256(&self) -> String {
+        match self {
+            ProxyBin::Nginx(n) => n.sha256(),
+            ProxyBin::Haproxy(h) => h.sha256(),
+        }
+    }
+
+    /// What this proxy cannot play, refused before the run directory exists.
+    fn refuse(&self, sc: &Scenario) -> Result<()> {
+        match self {
+            ProxyBin::Nginx(n) => {
+                if sc
+                    .nginx
+                    .servers
+                    .iter()
+                    .any(|s| s.resolve && !s.host.starts_with('@'))
+                {
+                    n.info.require_resolve()?;
+                }
+                Ok(())
+            }
+            ProxyBin::Haproxy(_) => crate::haproxy::refuse_unmodelled(sc),
+        }
+    }
+}
+
+/// The proxy under test, running.
+enum Running {
+    Nginx(Instance),
+    Haproxy(resolvelab_haproxy::Instance),
+}
+
+impl Running {
+    /// Render the proxy's configuration into the run directory and start it, listening.
+    fn start(
+        bin: &ProxyBin,
+        sc: &Scenario,
+        net: &Net,
+        dir: &RunDir,
+        sup: &Supervisor,
+    ) -> Result<Running> {
+        let mut running = match bin {
+            ProxyBin::Nginx(nginx) => {
+                let conf_text = conf::lab_conf_with(
+                    &dir.path,
+                    &http_body(sc, net)?,
+                    &conf::LabConf {
+                        workers: sc.nginx.workers,
+                        ..conf::LabConf::default()
+                    },
+                );
+                let system_dns = match net.dns.ip() {
+                    std::net::IpAddr::V4(ip) if sc.resolves_at_start() => {
+                        Some(resolvelab_nginx::sysdns::SystemDns::prepare(&dir.path, ip)?)
+                    }
+                    _ => None,
+                };
+                Running::Nginx(Instance::start_with(
+                    nginx,
+                    &dir.path,
+                    &conf_text,
+                    sup,
+                    system_dns.as_ref(),
+                )?)
+            }
+            ProxyBin::Haproxy(h) => Running::Haproxy(resolvelab_haproxy::Instance::start(
+                h,
+                &dir.path,
+                &crate::haproxy::config(sc, net)?,
+                sup,
+            )?),
+        };
+        let wait = Duration::from_secs(10);
+        tokio::task::block_in_place(|| match &mut running {
+            Running::Nginx(i) => i.wait_listening(net.nginx, wait),
+            Running::Haproxy(i) => i.wait_listening(net.nginx, wait),
+        })?;
+        Ok(running)
+    }
+
+    fn pid(&self) -> Option<u32> {
+        match self {
+            Running::Nginx(i) => i.pid(),
+            Running::Haproxy(i) => i.pid(),
+        }
+    }
+
+    fn reloader(&self) -> resolvelab_core::supervise::Reloader {
+        match self {
+            Running::Nginx(i) => i.reloader(),
+            Running::Haproxy(i) => i.reloader(),
+        }
+    }
+
+    /// Stop it; HAProxy's log then becomes the lab's access log, its state lines events.
+    fn stop(self, dir: &RunDir) -> Result<()> {
+        let grace = Duration::from_secs(5);
+        match self {
+            Running::Nginx(i) => tokio::task::block_in_place(|| i.stop(grace)),
+            Running::Haproxy(i) => {
+                tokio::task::block_in_place(|| i.stop(grace))?;
+                haproxy_evidence(dir)
+            }
+        }
+    }
+}
+
+/// `haproxy.log` → `access.log` in the lab format, and its timestamped state lines (a server's
+/// address changed, a server put in maintenance) into `events.jsonl` in time order.
+fn haproxy_evidence(dir: &RunDir) -> Result<()> {
+    use resolvelab_core::evidence::{Event, event_kind, file};
+    let got = resolvelab_history::haproxy::to_lab(
+        &dir.file(resolvelab_haproxy::LOG),
+        &dir.file(file::ACCESS_LOG),
+    )?;
+    let path = dir.file(file::EVENTS);
+    let text = std::fs::read_to_string(&path)
+        .with_context(|| format!("cannot read {}", path.display()))?;
+    let mut lines = text.lines();
+    let header = lines.next().unwrap_or_default().to_string();
+    let mut all: Vec<(i64, String)> = lines
+        .map(|l| {
+            let t = serde_json::from_str::<Event>(l).map_or(0, |e| e.t_us);
+            (t, l.to_string())
+        })
+        .collect();
+    for (t_us, message) in got.states {
+        let e = Event {
+            note: Some(message),
+            ..Event::new(t_us, event_kind::PROXY_STATE, "haproxy")
+        };
+        all.push((t_us, serde_json::to_string(&e)?));
+    }
+    all.sort_by_key(|(t, _)| *t);
+    let mut out = header;
+    out.push('\n');
+    for (_, l) in all {
+        out.push_str(&l);
+        out.push('\n');
+    }
+    resolvelab_core::rundir::write_atomic(&path, out.as_bytes())?;
+    Ok(())
+}
+
+/// Play `sc` on `bin` (the binary of engine `engine`) and return where its evidence is.
 /// Errors before the run directory exists are returned; errors after it are recorded in
 /// `run.json` as `failed` and returned as well.
-pub fn run(sc: &Scenario, opts: &RunOptions, engine: &str, nginx: &Nginx) -> Result<RunRecord> {
+pub fn run(sc: &Scenario, opts: &RunOptions, engine: &str, bin: &ProxyBin) -> Result<RunRecord> {
     let sc = sc.scaled(opts.scale)?;
     let seed = opts.seed.or(sc.seed).unwrap_or(1);
-    if sc
-        .nginx
-        .servers
-        .iter()
-        .any(|s| s.resolve && !s.host.starts_with('@'))
-    {
-        nginx.info.require_resolve()?;
-    }
+    bin.refuse(&sc)?;
     let (a, b) = opts.net.unwrap_or_else(pick_net);
     let net = Net::assign(&sc, a, b)?;
     let id = match &sc.variant_of {
@@ -203,7 +373,7 @@ pub fn run(sc: &Scenario, opts: &RunOptions, engine: &str, nginx: &Nginx) -> Res
         .worker_threads(2)
         .enable_all()
         .build()?;
-    let result = rt.block_on(play(&sc, &net, nginx, &dir, seed, opts, &mut record));
+    let result = rt.block_on(play(&sc, &net, bin, &dir, seed, opts, &mut record));
     rt.shutdown_timeout(Duration::from_secs(5));
     drop(netns);
     record.ended_us = now_us();
@@ -219,8 +389,8 @@ pub fn run(sc: &Scenario, opts: &RunOptions, engine: &str, nginx: &Nginx) -> Res
         }
     }
     let fingerprint = resolvelab_core::rundir::Fingerprint {
-        binary_sha256: Some(nginx.sha256()),
-        ..dir.fingerprint(seed, started_us, engine, &nginx.info.raw)
+        binary_sha256: Some(bin.sha256()),
+        ..dir.fingerprint(seed, started_us, engine, bin.version_text())
     };
     dir.write_json(resolvelab_core::evidence::file::FINGERPRINT, &fingerprint)?;
     dir.write_json(resolvelab_core::evidence::file::RUN, &record)?;
@@ -298,7 +468,7 @@ fn ev(
 async fn play(
     sc: &Scenario,
     net: &Net,
-    nginx: &Nginx,
+    bin: &ProxyBin,
     dir: &RunDir,
     seed: u64,
     opts: &RunOptions,
@@ -363,30 +533,14 @@ async fn play(
         targets.insert(be.name.clone(), FaultTarget::Backend(handle));
     }
 
-    // nginx.
-    let body = http_body(sc, net)?;
-    let conf_text = conf::lab_conf_with(
-        &dir.path,
-        &body,
-        &conf::LabConf {
-            workers: sc.nginx.workers,
-            ..conf::LabConf::default()
-        },
-    );
+    // The proxy.
     let sup = Supervisor::new()?;
-    let system_dns = match net.dns.ip() {
-        std::net::IpAddr::V4(ip) if sc.resolves_at_start() => {
-            Some(resolvelab_nginx::sysdns::SystemDns::prepare(&dir.path, ip)?)
-        }
-        _ => None,
-    };
-    let mut nx = Instance::start_with(nginx, &dir.path, &conf_text, &sup, system_dns.as_ref())?;
+    let nx = Running::start(bin, sc, net, dir, &sup)?;
     let listen = net.nginx;
-    tokio::task::block_in_place(|| nx.wait_listening(listen, Duration::from_secs(10)))?;
-    ev(&events, "phase", "nginx", None, None, Some("listening"));
+    ev(&events, "phase", bin.kind(), None, None, Some("listening"));
     say(&format!(
-        "nginx {} listening on {listen}; run directory {}",
-        nginx.info.version,
+        "{} listening on {listen}; run directory {}",
+        bin.short(),
         dir.path.display()
     ));
 
@@ -429,7 +583,8 @@ async fn play(
             }
             Ok(Err(_)) => continue,
             Err(_) => bail!(
-                "nginx never queried the DNS authority for {:?} within 15 s (see {})",
+                "{} never queried the DNS authority for {:?} within 15 s (see {})",
+                bin.short(),
                 resolve_names,
                 dir.file(resolvelab_core::evidence::file::ERROR_LOG)
                     .display()
@@ -594,8 +749,8 @@ async fn play(
         .collect();
     dir.write_json(resolvelab_core::evidence::file::BACKENDS, &stats)?;
 
-    // Stop nginx first (it owns connections to the backends), then the rest.
-    tokio::task::block_in_place(|| nx.stop(Duration::from_secs(5)))?;
+    // Stop the proxy first (it owns connections to the backends), then the rest.
+    nx.stop(dir)?;
     drop(sup);
     let targets = Arc::try_unwrap(targets).map_err(|_| anyhow!("fault targets still in use"))?;
     for (_, t) in targets {
@@ -737,7 +892,7 @@ const MIN_FREE: u64 = 1 << 20;
 /// longer shows the run the scenario describes.
 async fn watch_run(
     master: u32,
-    reloads: resolvelab_nginx::instance::Reloader,
+    reloads: resolvelab_core::supervise::Reloader,
     dir: PathBuf,
     events: Arc<JsonlWriter>,
     t0: Instant,
@@ -857,7 +1012,7 @@ async fn run_timeline(
     t0: Instant,
     cancel: CancellationToken,
     next: Arc<std::sync::Mutex<String>>,
-    nginx: resolvelab_nginx::instance::Reloader,
+    nginx: resolvelab_core::supervise::Reloader,
 ) -> Result<()> {
     let set_next = |text: String| *next.lock().unwrap_or_else(|p| p.into_inner()) = text;
     let period = dur("nginx.valid", &valid)? + Duration::from_secs(1);

@@ -7,6 +7,7 @@ pub mod demo;
 pub mod diagnose;
 pub mod dns;
 pub mod dns_watch;
+pub mod engine;
 pub mod lint;
 pub mod load;
 pub mod nginx;

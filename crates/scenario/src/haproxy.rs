@@ -1,0 +1,205 @@
+//! The `haproxy` engine's configuration, rendered from the scenario's upstream description
+//! (`[nginx]`: the names and port, the resolver, retries, timeouts, backup servers) with
+//! HAProxy's own policy where nginx's knobs have no counterpart, and `[haproxy]` lines for
+//! HAProxy's own knobs. What HAProxy cannot be asked to do the same way is refused on one line
+//! naming the field, before anything starts.
+//!
+//! ```
+//! use resolvelab_scenario::{haproxy, library, render::Net};
+//! let sc = library::get("nxdomain").unwrap();
+//! let cfg = haproxy::config(&sc, &Net::assign(&sc, 10, 1).unwrap()).unwrap();
+//! assert!(cfg.contains("server s1 app.test.local:8080 resolvers lab init-addr none"));
+//! assert!(cfg.contains("hold nx 30s"));
+//! ```
+
+use crate::Scenario;
+use crate::format::Route;
+use crate::render::Net;
+use anyhow::{Result, anyhow};
+use std::fmt::Write as _;
+
+fn unsupported(sc: &Scenario, field: &[&str], shown: &str, why: &str) -> anyhow::Error {
+    anyhow!(
+        "{}: scenario `{}`: {shown} cannot run on --engine haproxy ({why}); run it with --engine nginx",
+        sc.at(field),
+        sc.name
+    )
+}
+
+/// Refuse what this engine cannot play as the scenario means it.
+pub fn refuse_unmodelled(sc: &Scenario) -> Result<()> {
+    let n = &sc.nginx;
+    if n.inline.is_some() {
+        return Err(unsupported(
+            sc,
+            &["nginx", "inline"],
+            "nginx.inline",
+            "an inline nginx configuration has no HAProxy rendering",
+        ));
+    }
+    if n.route != Route::Upstream {
+        return Err(unsupported(
+            sc,
+            &["nginx", "route"],
+            "nginx.route",
+            "only the upstream route (servers resolved by a resolver) is rendered for HAProxy",
+        ));
+    }
+    if n.retry_shim {
+        return Err(unsupported(
+            sc,
+            &["nginx", "retry_shim"],
+            "nginx.retry_shim",
+            "the error_page retry shim is nginx's",
+        ));
+    }
+    if n.zone_filler.is_some() {
+        return Err(unsupported(
+            sc,
+            &["nginx", "zone_filler"],
+            "nginx.zone_filler",
+            "HAProxy has no shared upstream zone to fill",
+        ));
+    }
+    for (i, s) in n.servers.iter().enumerate() {
+        if !s.resolve && !s.host.starts_with('@') {
+            return Err(unsupported(
+                sc,
+                &["nginx", "server", &i.to_string()],
+                &format!("nginx.server[{i}] {} with resolve = false", s.host),
+                "HAProxy would resolve it at start with the system resolver, outside the lab",
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// `retries`: nginx's `proxy_next_upstream off` is no retry; `proxy_next_upstream_tries N` is
+/// N tries in all; otherwise HAProxy's default (3).
+fn retries(sc: &Scenario) -> u32 {
+    let n = &sc.nginx;
+    if n.proxy_next_upstream.trim() == "off" {
+        0
+    } else if n.proxy_next_upstream_tries > 0 {
+        n.proxy_next_upstream_tries - 1
+    } else {
+        3
+    }
+}
+
+/// The whole `haproxy.cfg` of a run.
+pub fn config(sc: &Scenario, net: &Net) -> Result<String> {
+    refuse_unmodelled(sc)?;
+    let n = &sc.nginx;
+    let h = &sc.haproxy;
+    let mut w = String::new();
+    writeln!(
+        w,
+        "# Rendered by resolvelab from scenario `{}`: HAProxy's own policy on the scenario's upstream.\n\
+         # nginx's max_fails/fail_timeout, zone and keepalive have no counterpart here: HAProxy checks\n\
+         # no server passively and reuses idle server connections by default (http-reuse safe).\n",
+        sc.name
+    )?;
+    writeln!(
+        w,
+        "global\n    log stderr format iso local0\n    nbthread {}\n",
+        n.workers.max(1)
+    )?;
+    // dontlognull: the runner's readiness probe (a bare TCP connect) is not a request.
+    writeln!(
+        w,
+        "defaults\n    mode http\n    log global\n    option dontlognull"
+    )?;
+    writeln!(
+        w,
+        "    timeout connect {}",
+        n.connect_timeout.as_deref().unwrap_or("5s")
+    )?;
+    writeln!(w, "    timeout client 60s")?;
+    writeln!(
+        w,
+        "    timeout server {}",
+        n.read_timeout.as_deref().unwrap_or("60s")
+    )?;
+    writeln!(w, "    retries {}", retries(sc))?;
+    for l in &h.defaults {
+        writeln!(w, "    {l}")?;
+    }
+    // HAProxy 2.6's defaults written out, so the run shows the policy it ran with; a
+    // `[haproxy] resolvers` line given later overrides its default.
+    writeln!(
+        w,
+        "\nresolvers lab\n    nameserver lab {}\n    resolve_retries 3\n    timeout resolve 1s\n    timeout retry 1s\n    \
+         hold valid 10s\n    hold nx 30s\n    hold other 30s\n    hold refused 30s\n    hold timeout 30s\n    hold obsolete 0s",
+        net.dns
+    )?;
+    for l in &h.resolvers {
+        writeln!(w, "    {l}")?;
+    }
+    writeln!(
+        w,
+        "\nfrontend fe\n    bind {}\n    log-format \"{}\"\n    default_backend be\n",
+        net.nginx,
+        resolvelab_history::haproxy::LOG_FORMAT
+    )?;
+    writeln!(w, "backend be\n    balance roundrobin")?;
+    let prefer = if n.ipv6 { "" } else { " resolve-prefer ipv4" };
+    for (i, s) in n.servers.iter().enumerate() {
+        let mut line = match s.host.strip_prefix('@') {
+            Some(name) => format!("    server s{} {}", i + 1, net.hosts[name]),
+            None => format!(
+                "    server s{} {}:{} resolvers lab init-addr none{prefer}",
+                i + 1,
+                s.host,
+                n.port
+            ),
+        };
+        if s.backup {
+            line.push_str(" backup");
+        }
+        writeln!(w, "{line}")?;
+    }
+    for l in &h.backend {
+        writeln!(w, "    {l}")?;
+    }
+    Ok(w)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn what_haproxy_cannot_do_is_refused_at_its_line() {
+        let sc = crate::library::get("retry-shim").unwrap();
+        let e = refuse_unmodelled(&sc).unwrap_err().to_string();
+        assert!(
+            e.contains("retry_shim") && e.contains("--engine nginx"),
+            "{e}"
+        );
+        assert!(
+            e.contains("retry-shim.toml:"),
+            "names the file and line: {e}"
+        );
+        let sc = crate::library::get("stale-address").unwrap();
+        let e = refuse_unmodelled(&sc).unwrap_err().to_string();
+        assert!(e.contains("resolve = false"), "{e}");
+    }
+
+    #[test]
+    fn retries_follow_the_scenario_and_knobs_are_appended() {
+        let mut sc = crate::library::get("swap-only").unwrap();
+        sc.nginx.proxy_next_upstream = "off".into();
+        sc.haproxy.resolvers.push("hold nx 5s".into());
+        sc.haproxy.backend.push("option redispatch".into());
+        let cfg = config(&sc, &Net::assign(&sc, 10, 1).unwrap()).unwrap();
+        assert!(cfg.contains("    retries 0\n"), "{cfg}");
+        let nx = cfg.find("hold nx 30s").unwrap();
+        assert!(
+            cfg[nx..].contains("hold nx 5s"),
+            "the knob comes after the default"
+        );
+        assert!(cfg.contains("    option redispatch\n"));
+        assert!(cfg.contains("bind 127.10.1.1:8080"));
+    }
+}
