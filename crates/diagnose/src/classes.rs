@@ -12,6 +12,9 @@ pub enum Class {
     MaxfailsWipeout,
     /// The `resolve` re-query got NXDOMAIN: every peer of the name removed (F2).
     DnsNxdomain,
+    /// A proxy that holds the last answer through DNS failures (HAProxy's `hold nx`/`hold
+    /// other`) reached the end of the hold and took the server out of service.
+    DnsHoldExpired,
     /// A request's own (per-request, variable `proxy_pass`) resolution failed.
     DnsRequestFailure,
     /// A try went to an address the name's DNS answers no longer held: the backend moved.
@@ -34,6 +37,7 @@ pub const CLASSES: &[&str] = &[
     "generation-race-first-pick",
     "maxfails-wipeout",
     "dns-nxdomain",
+    "dns-hold-expired",
     "dns-request-failure",
     "stale-address",
     "zone-memory-exhausted",
@@ -45,11 +49,12 @@ pub const CLASSES: &[&str] = &[
 
 impl Class {
     /// Every class, in report order (the order of [`CLASSES`]).
-    pub const ALL: [Class; 11] = [
+    pub const ALL: [Class; 12] = [
         Class::GenerationRaceRetry,
         Class::GenerationRaceFirstPick,
         Class::MaxfailsWipeout,
         Class::DnsNxdomain,
+        Class::DnsHoldExpired,
         Class::DnsRequestFailure,
         Class::StaleAddress,
         Class::ZoneMemoryExhausted,
@@ -93,6 +98,9 @@ pub fn explanation(class: &str) -> &'static str {
         Some(Class::DnsNxdomain) => {
             "The authority answered NXDOMAIN: nginx removed every peer of the name until the next successful re-query (one full period = valid + 1 s), so every request in that window failed 1-hop."
         }
+        Some(Class::DnsHoldExpired) => {
+            "The proxy kept the name's last good address through the DNS failure for its hold time (HAProxy: `hold nx` for NXDOMAIN, `hold other`/`hold timeout` for the rest, 30 s by default), then took the server out of service (`going DOWN for maintenance (DNS NX status)`, `backend … has no server available!`): every request failed with no server (503) until an answer came back. The outage is the DNS failure's length minus the hold, ended by the next successful poll (every `timeout resolve`, 1 s)."
+        }
         Some(Class::DnsRequestFailure) => {
             "The request's own DNS resolution failed (a variable `proxy_pass` with a `resolver` resolves per request): nginx logged `could not be resolved` with this request's *cid and answered 502 without trying any upstream."
         }
@@ -128,6 +136,9 @@ pub fn fix(class: &str) -> &'static str {
         }
         Some(Class::DnsNxdomain) => {
             "Fix the DNS records; consider `ipv6=off` on the resolver; add a static backup server with `max_fails=0` on every line; do not raise `valid` (it lengthens the outage to valid + 1 s)."
+        }
+        Some(Class::DnsHoldExpired) => {
+            "Fix the DNS records or the resolver; a longer `hold nx`/`hold other` in the `resolvers` section rides out longer failures (at the price of sending to a vanished address longer); a static `backup` server keeps a target when the resolved one goes."
         }
         Some(Class::DnsRequestFailure) => {
             "Fix the resolver or the records it serves (the error line names the rcode; `no resolver defined` means there is no `resolver` in scope: add one, `resolvelab lint` finds every such `*_pass`); a `valid=` on the `resolver` caches good answers longer; or `server … resolve` in an upstream, which keeps the last good peers on SERVFAIL/timeouts (a name resolved once at start pins an address until reload instead)."

@@ -31,6 +31,9 @@ pub struct Facts {
     pub zone_memory_near: bool,
     /// An NXDOMAIN (error line, or the DNS log) within one re-query period before.
     pub nxdomain_near: bool,
+    /// The proxy logged taking the server out at the end of its DNS hold (HAProxy's
+    /// `going DOWN for maintenance (DNS …)`) shortly before.
+    pub hold_expired_near: bool,
     /// `upstream server temporarily disabled` within one `fail_timeout` (12 s) before.
     pub disabled_near: bool,
     /// ≥ 80 % of the upstream's requests in the window failed, and at least three did.
@@ -132,6 +135,14 @@ pub fn classify(f: &Facts, swaps: SwapSource, race: Race) -> Decision {
 fn nlu(f: &Facts, swaps: SwapSource, race: Race) -> Decision {
     if f.zone_memory_near {
         return d(Class::ZoneMemoryExhausted, 0.85, "zone memory exhausted");
+    }
+    if f.hold_expired_near && f.hops <= 1 {
+        let conf = if f.burst { 0.95 } else { 0.8 };
+        return d(
+            Class::DnsHoldExpired,
+            conf,
+            "the proxy took the server out when its DNS hold ran out",
+        );
     }
     if f.nxdomain_near && f.hops <= 1 {
         let conf = if f.burst { 0.95 } else { 0.7 };
@@ -349,6 +360,16 @@ mod tests {
                 NoSwaps,
                 Unknown,
                 DnsNxdomain,
+            ),
+            (
+                "a hold that ran out, even during an NXDOMAIN",
+                with(nlu(1), |f| {
+                    f.hold_expired_near = true;
+                    f.nxdomain_near = true
+                }),
+                Dns,
+                Unknown,
+                DnsHoldExpired,
             ),
             (
                 "race at retry",

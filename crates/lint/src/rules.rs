@@ -143,9 +143,9 @@ pub static RULES: &[Rule] = &[
         id: "upstream-no-keepalive",
         severity: Severity::Info,
         title: "upstream without `keepalive` (port exhaustion at high rate)",
-        explain: "Without upstream keep-alive every request opens a new connection; at a few hundred requests per second to one address the ephemeral ports run out (`connect() failed (99: Cannot assign requested address)`, bursts with a ~56 s period).",
-        fix: "add `keepalive 64;` to the upstream with `proxy_http_version 1.1; proxy_set_header Connection \"\";` in the location",
-        versions: ALL,
+        explain: "Without upstream keep-alive every request opens a new connection; at a few hundred requests per second to one address the ephemeral ports run out (`connect() failed (99: Cannot assign requested address)`, bursts with a ~56 s period). nginx 1.29.7 and later keep 32 idle connections per worker by default (measured: `resolvelab compare port-exhaustion --variant netns` fails 20,000 of 21,000 requests on 1.28.3 and none on 1.31.3, docs/COMPARISON.md).",
+        fix: "add `keepalive 64;` to the upstream with `proxy_http_version 1.1; proxy_set_header Connection \"\";` in the location (or upgrade to nginx >= 1.29.7, where keep-alive is the default)",
+        versions: Versions::BeforeDefault(KEEPALIVE_DEFAULT_SINCE),
         scenario: Some("port-exhaustion"),
     },
     Rule {

@@ -36,6 +36,9 @@ pub enum Versions {
     AtLeast(Version),
     /// Versions before this one.
     Below(Version),
+    /// Versions before this one, where this one changed a default the rule is about; an
+    /// unknown version is assumed to be older (most deployments run the stable branch).
+    BeforeDefault(Version),
 }
 
 impl Versions {
@@ -47,6 +50,8 @@ impl Versions {
             (Versions::Below(_), None) => false,
             (Versions::AtLeast(min), Some(v)) => v >= *min,
             (Versions::Below(max), Some(v)) => v < *max,
+            (Versions::BeforeDefault(_), None) => true,
+            (Versions::BeforeDefault(max), Some(v)) => v < *max,
         }
     }
 }
@@ -56,7 +61,7 @@ impl fmt::Display for Versions {
         match self {
             Versions::All => write!(f, "all"),
             Versions::AtLeast(v) => write!(f, ">= {v}"),
-            Versions::Below(v) => write!(f, "< {v}"),
+            Versions::Below(v) | Versions::BeforeDefault(v) => write!(f, "< {v}"),
         }
     }
 }
@@ -70,5 +75,9 @@ mod tests {
         assert!(Versions::AtLeast(RESOLVE_SINCE).contains(None));
         assert!(!Versions::Below(RESOLVE_SINCE).contains(Some(Version(1, 28, 0))));
         assert!(Versions::Below(RESOLVE_SINCE).contains(Some(Version(1, 26, 2))));
+        let ka = Versions::BeforeDefault(Version(1, 29, 7));
+        assert!(ka.contains(None) && ka.contains(Some(Version(1, 28, 3))));
+        assert!(!ka.contains(Some(Version(1, 31, 3))));
+        assert_eq!(ka.to_string(), "< 1.29.7");
     }
 }

@@ -290,6 +290,27 @@ fn real_nginx_runs_are_classified() {
         .find(|s| s["id"] == "resolve-timeout")
         .unwrap();
     assert_eq!(s["harmless"], true);
+    // HAProxy 2.6 through a 40 s NXDOMAIN: its own hold ran out (its `proxy-state` event is the
+    // evidence), not nginx's immediate removal of every peer.
+    let v = check(
+        "real/haproxy.nxdomain.nx40s",
+        &["dns-hold-expired"],
+        &["dns-nxdomain", "maxfails-wipeout", "generation-race-retry"],
+    );
+    let i = &v["incidents"][0];
+    assert_eq!(i["shape"], "burst");
+    let d = i["duration_ms"].as_i64().unwrap();
+    assert!(
+        (10_000..=12_000).contains(&d),
+        "40 s − hold nx 30 s + ≤ 1 s poll: {d}"
+    );
+    assert!(
+        i["evidence"].as_array().unwrap().iter().any(|e| e["text"]
+            .as_str()
+            .unwrap()
+            .contains("going DOWN for maintenance (DNS NX status)")),
+        "{i:#}"
+    );
     let v = check("real/swap-only", &[], &[]);
     assert!(v["swaps"].as_u64().unwrap() >= 2);
     check("real/zone-churn", &[], &["zone-memory-exhausted"]);

@@ -92,6 +92,14 @@ fn an_nxdomain_longer_than_hold_nx_takes_the_server_to_maintenance() {
         .max()
         .unwrap();
     assert!((4500..=7500).contains(&longest), "{longest}");
+    // Its own class: the hold ran out (the event is the evidence), not nginx's NXDOMAIN.
+    let classes: Vec<&str> = d["classes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["class"].as_str().unwrap())
+        .collect();
+    assert_eq!(classes, ["dns-hold-expired"], "{:#}", d["classes"]);
     // HAProxy polls its resolvers every second whatever the TTL.
     let period = d["requery_period_ms"].as_f64().unwrap();
     assert!((period - 1000.0).abs() < 100.0, "{period}");

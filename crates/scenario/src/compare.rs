@@ -53,6 +53,31 @@ pub struct Cell {
     /// Why the engine could not run, if it could not.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+    /// Why the engine does not apply to this scenario (it cannot express it), if it does not.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub not_applicable: Option<String>,
+}
+
+impl Cell {
+    fn empty(engine: &str, sc: &Scenario, status: &str) -> Cell {
+        Cell {
+            engine: engine.into(),
+            version: String::new(),
+            run: PathBuf::new(),
+            status: status.into(),
+            held: 0,
+            checks: sc.expect.checks.len(),
+            requests: 0,
+            client_errors: 0,
+            nlu: 0,
+            classes: BTreeMap::new(),
+            longest_outage_ms: None,
+            requery_period_ms: None,
+            p99_ms: None,
+            error: None,
+            not_applicable: None,
+        }
+    }
 }
 
 /// A scenario (variant) across engines.
@@ -77,7 +102,7 @@ impl Comparison {
         }
     }
 
-    /// Every engine ran and left an interpretable run.
+    /// Every applicable engine ran and left an interpretable run.
     pub fn all_ran(&self) -> bool {
         self.cells.iter().all(|c| c.error.is_none())
     }
@@ -96,7 +121,8 @@ pub fn compare(
 }
 
 /// [`compare`], taking an engine's run from `reuse[engine]` (a `run --all --out` directory) when
-/// one there played exactly this scenario (the same resolved `scenario.toml`) to completion:
+/// one there played exactly this scenario (the same resolved `scenario.toml`, its `[[variant]]`
+/// definitions aside) to completion:
 /// it is judged again by today's checker instead of played again.
 pub fn compare_reusing(
     sc: &Scenario,
@@ -111,6 +137,15 @@ pub fn compare_reusing(
             out: opts.out.join(e.id()),
             ..opts.clone()
         };
+        if let Some(why) = e.refuses(sc) {
+            let cell = Cell {
+                not_applicable: Some(why),
+                ..Cell::empty(e.id(), sc, "n/a")
+            };
+            on_cell(&cell);
+            cells.push(cell);
+            continue;
+        }
         let earlier = reuse
             .get(e.id())
             .and_then(|dir| reusable_run(dir, sc, e.id(), opts));
@@ -121,20 +156,8 @@ pub fn compare_reusing(
         let cell = match judged {
             Ok(j) => cell_of(e.id(), &j),
             Err(err) => Cell {
-                engine: e.id().into(),
-                version: String::new(),
-                run: PathBuf::new(),
-                status: "error".into(),
-                held: 0,
-                checks: sc.expect.checks.len(),
-                requests: 0,
-                client_errors: 0,
-                nlu: 0,
-                classes: BTreeMap::new(),
-                longest_outage_ms: None,
-                requery_period_ms: None,
-                p99_ms: None,
                 error: Some(format!("{err:#}")),
+                ..Cell::empty(e.id(), sc, "error")
             },
         };
         on_cell(&cell);
@@ -156,7 +179,13 @@ fn reusable_run(
     engine: &str,
     opts: &RunOptions,
 ) -> Option<crate::runner::RunRecord> {
-    let want = toml::to_string(&sc.scaled(opts.scale).ok()?).ok()?;
+    // The scenario as it would be played; its other variants' definitions do not change it.
+    let played = |text: &str| -> Option<toml::Table> {
+        let mut t: toml::Table = toml::from_str(text).ok()?;
+        t.remove("variant");
+        Some(t)
+    };
+    let want = played(&toml::to_string(&sc.scaled(opts.scale).ok()?).ok()?)?;
     let seed = opts.seed.or(sc.seed).unwrap_or(1);
     let mut found: Vec<crate::runner::RunRecord> = crate::replay::lab_runs(dir)
         .ok()?
@@ -166,10 +195,8 @@ fn reusable_run(
         .filter(|r| r.scenario == sc.name && r.variant == sc.variant_of)
         .filter(|r| engine_of(&r.dir) == engine)
         .filter(|r| {
-            std::fs::read_to_string(r.dir.join(file::SCENARIO))
-                .ok()
-                .as_deref()
-                == Some(&want)
+            let text = std::fs::read_to_string(r.dir.join(file::SCENARIO)).unwrap_or_default();
+            played(&text).as_ref() == Some(&want)
         })
         .collect();
     found.sort_by_key(|r| r.started_us);
@@ -205,6 +232,7 @@ fn cell_of(engine: &str, j: &Judged) -> Cell {
         requery_period_ms: d.requery_period_ms,
         p99_ms: p99_of(&j.record.dir),
         error: None,
+        not_applicable: None,
     }
 }
 
@@ -240,6 +268,14 @@ fn ms(v: Option<i64>) -> String {
 fn classes_cell(c: &Cell) -> String {
     if let Some(e) = &c.error {
         return format!("could not run: {e}");
+    }
+    if let Some(why) = &c.not_applicable {
+        // The reason without its `file:line: scenario `x`:` preamble.
+        let short = why.split("cannot run on").nth(1).map_or(why.as_str(), |r| {
+            r.split_once('(')
+                .map_or(r, |(_, r)| r.split(')').next().unwrap_or(r))
+        });
+        return format!("not applicable: {short}");
     }
     if c.classes.is_empty() {
         return "none".into();

@@ -31,6 +31,11 @@ pub trait Engine: Sync {
     fn status(&self, opts: &RunOptions) -> String;
     /// Fetch or build its binary now (a no-op when cached) and say where it is.
     fn provision(&self, opts: &RunOptions) -> Result<String>;
+    /// Why this engine cannot play `sc` at all (one line naming the scenario field), checked
+    /// before anything starts; `compare` shows such a cell as not applicable.
+    fn refuses(&self, _sc: &Scenario) -> Option<String> {
+        None
+    }
 }
 
 /// A real nginx release with the lab around it.
@@ -129,6 +134,11 @@ impl Engine for Haproxy {
     fn describe(&self) -> &'static str {
         "HAProxy 2.6.12 (resolvers: polls every 1 s, hold nx/other 30 s), from Debian's haproxy package"
     }
+    fn refuses(&self, sc: &Scenario) -> Option<String> {
+        crate::haproxy::refuse_unmodelled(sc)
+            .err()
+            .map(|e| e.to_string())
+    }
     fn run(&self, sc: &Scenario, opts: &RunOptions) -> Result<RunRecord> {
         crate::haproxy::refuse_unmodelled(sc)?;
         let h = resolvelab_haproxy::Haproxy::obtain(Self::explicit(opts))?;
@@ -161,6 +171,9 @@ impl Engine for Model {
     }
     fn describe(&self) -> &'static str {
         "the deterministic model of nginx 1.28's upstream/resolve logic"
+    }
+    fn refuses(&self, sc: &Scenario) -> Option<String> {
+        crate::simrun::refusal(sc)
     }
     fn run(&self, sc: &Scenario, opts: &RunOptions) -> Result<RunRecord> {
         crate::simrun::run(sc, opts)

@@ -53,6 +53,11 @@ pub fn run(sc: &Scenario, opts: &RunOptions) -> Result<RunRecord> {
     run_model(sc, opts).map(|(record, _)| record)
 }
 
+/// Why the model cannot play `sc`, if it cannot (checked without running it).
+pub fn refusal(sc: &Scenario) -> Option<String> {
+    refuse_unmodelled(sc).err().map(|e| e.to_string())
+}
+
 /// [`run`], also returning the model's own counts (what `sim.json` holds).
 pub fn run_model(sc: &Scenario, opts: &RunOptions) -> Result<(RunRecord, SimSummary)> {
     let sc = sc.scaled(opts.scale)?;

@@ -59,6 +59,9 @@ pub(super) struct Ctx<'a> {
 struct Near {
     nx_err: Option<ERef>,
     nx_dns: Option<usize>,
+    /// A proxy-state event: the server taken out when its DNS hold ran out (index into
+    /// `hist.events`).
+    hold: Option<usize>,
     mem: Option<ERef>,
     dis: Option<ERef>,
     p99: Option<ERef>,
@@ -74,6 +77,15 @@ impl Near {
             nx_dns: cx.dns_nx.iter().copied().find(|&i| {
                 let t = hist.dns[i].t_us / 1000;
                 t >= cs - period - 2000 && t <= ce
+            }),
+            hold: hist.events.iter().position(|e| {
+                let t = e.t_us / 1000;
+                e.kind == resolvelab_core::evidence::event_kind::PROXY_STATE
+                    && t >= cs - 2000
+                    && t <= ce
+                    && e.note
+                        .as_deref()
+                        .is_some_and(|n| n.contains("going DOWN for maintenance (DNS"))
             }),
             mem: ix
                 .first_in(Sig::ZoneMemoryExhausted, cs - period - 10_000, ce)
@@ -193,6 +205,7 @@ fn classify_cluster(
             eaddrnotavail_near: near.p99.is_some(),
             zone_memory_near: near.mem.is_some(),
             nxdomain_near: near.nx_err.is_some() || near.nx_dns.is_some(),
+            hold_expired_near: near.hold.is_some(),
             disabled_near: near.dis.is_some(),
             burst,
             share,
@@ -482,6 +495,23 @@ fn class_evidence(
                 "NXDOMAIN: nginx removed every peer of the name",
                 cites,
             ));
+            if let Some(d) = near.nx_dns {
+                let r = &hist.dns[d];
+                ev.push(Evidence {
+                    at: hist.cite(r.file, r.line),
+                    note: "the authority answered NXDOMAIN".into(),
+                    text: format!("{} {} {} {}", r.qname, r.qtype, r.rcode, r.client),
+                });
+            }
+        }
+        Class::DnsHoldExpired => {
+            if let Some(e) = near.hold.map(|i| &hist.events[i]) {
+                ev.push(Evidence {
+                    at: hist.cite(e.file, e.line),
+                    note: "the proxy took the server out: its DNS hold ran out".into(),
+                    text: e.note.clone().unwrap_or_default(),
+                });
+            }
             if let Some(d) = near.nx_dns {
                 let r = &hist.dns[d];
                 ev.push(Evidence {
