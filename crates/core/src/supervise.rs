@@ -310,3 +310,60 @@ impl Reloader {
         Ok(())
     }
 }
+
+/// How a child that should be listening is doing.
+#[derive(Debug)]
+pub enum Readiness {
+    /// `addr` accepts connections.
+    Listening,
+    /// The child exited first, with this status.
+    Exited(std::process::ExitStatus),
+    /// Neither within the timeout.
+    TimedOut,
+}
+
+/// Wait until `addr` accepts a TCP connection, the child exits, or `timeout` passes.
+pub fn wait_accepting(
+    child: &mut Child,
+    addr: std::net::SocketAddr,
+    timeout: Duration,
+) -> Readiness {
+    let deadline = Instant::now() + timeout;
+    loop {
+        if let Ok(Some(status)) = child.try_wait() {
+            return Readiness::Exited(status);
+        }
+        if std::net::TcpStream::connect_timeout(&addr, Duration::from_millis(100)).is_ok() {
+            return Readiness::Listening;
+        }
+        if Instant::now() >= deadline {
+            return Readiness::TimedOut;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Stop our child `child` gently: `first` (a proxy's graceful-stop signal) and up to `grace`
+/// for it to finish, then SIGTERM (2 s), then SIGKILL (5 s). False if it outlived SIGKILL.
+pub fn stop_escalating(child: &mut Child, first: libc::c_int, grace: Duration) -> io::Result<bool> {
+    let pid = child.id() as libc::pid_t;
+    for (sig, wait) in [
+        (first, grace),
+        (libc::SIGTERM, Duration::from_secs(2)),
+        (libc::SIGKILL, Duration::from_secs(5)),
+    ] {
+        if child.try_wait()?.is_some() {
+            return Ok(true);
+        }
+        // SAFETY: the pid of our own child, which has not been reaped (try_wait said so).
+        unsafe { libc::kill(pid, sig) };
+        let deadline = Instant::now() + wait;
+        while Instant::now() < deadline {
+            if child.try_wait()?.is_some() {
+                return Ok(true);
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+    Ok(false)
+}

@@ -4,13 +4,13 @@
 use crate::Nginx;
 use crate::sysdns::SystemDns;
 use anyhow::{Context, Result, bail};
-use resolvelab_core::supervise::Supervisor;
-use std::net::{SocketAddr, TcpStream};
+use resolvelab_core::supervise::{self, Readiness, Supervisor};
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::AtomicU32;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// A running nginx master process (its workers are in the same supervised process group).
 pub struct Instance {
@@ -135,29 +135,20 @@ impl Instance {
 
     /// Readiness: wait until `addr` accepts a TCP connection (or nginx exits, or the timeout).
     pub fn wait_listening(&mut self, addr: SocketAddr, timeout: Duration) -> Result<()> {
-        let deadline = Instant::now() + timeout;
-        loop {
-            if let Some(status) = self
-                .child
-                .as_mut()
-                .and_then(|c| c.try_wait().ok().flatten())
-            {
-                bail!(
-                    "nginx exited ({status}) before listening on {addr}: {}",
-                    self.last_error_lines(5)
-                );
-            }
-            if TcpStream::connect_timeout(&addr, Duration::from_millis(100)).is_ok() {
-                return Ok(());
-            }
-            if Instant::now() >= deadline {
-                bail!(
-                    "nginx did not accept connections on {addr} within {:?}: {}",
-                    timeout,
-                    self.last_error_lines(5)
-                );
-            }
-            std::thread::sleep(Duration::from_millis(20));
+        let Some(child) = self.child.as_mut() else {
+            bail!("nginx is not running");
+        };
+        match supervise::wait_accepting(child, addr, timeout) {
+            Readiness::Listening => Ok(()),
+            Readiness::Exited(status) => bail!(
+                "nginx exited ({status}) before listening on {addr}: {}",
+                self.last_error_lines(5)
+            ),
+            Readiness::TimedOut => bail!(
+                "nginx did not accept connections on {addr} within {:?}: {}",
+                timeout,
+                self.last_error_lines(5)
+            ),
         }
     }
 
@@ -196,26 +187,10 @@ impl Instance {
         let Some(mut child) = self.child.take() else {
             return Ok(());
         };
-        let pid = child.id() as libc::pid_t;
-        for (sig, wait) in [
-            (libc::SIGQUIT, grace),
-            (libc::SIGTERM, Duration::from_secs(2)),
-            (libc::SIGKILL, Duration::from_secs(5)),
-        ] {
-            if child.try_wait()?.is_some() {
-                return Ok(());
-            }
-            // SAFETY: our own child.
-            unsafe { libc::kill(pid, sig) };
-            let deadline = Instant::now() + wait;
-            while Instant::now() < deadline {
-                if child.try_wait()?.is_some() {
-                    return Ok(());
-                }
-                std::thread::sleep(Duration::from_millis(10));
-            }
+        if !supervise::stop_escalating(&mut child, libc::SIGQUIT, grace)? {
+            bail!("nginx {} did not exit after SIGKILL", child.id());
         }
-        bail!("nginx {pid} did not exit after SIGKILL")
+        Ok(())
     }
 }
 

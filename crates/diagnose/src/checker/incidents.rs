@@ -480,6 +480,16 @@ fn evidence(
 }
 
 /// The lines a class rests on (the NXDOMAIN, the disabled peer, the zone, the ports).
+/// The DNS log's NXDOMAIN answer `d`, as evidence.
+fn nxdomain_answer(hist: &History, d: usize) -> Evidence {
+    let r = &hist.dns[d];
+    Evidence {
+        at: hist.cite(r.file, r.line),
+        note: "the authority answered NXDOMAIN".into(),
+        text: format!("{} {} {} {}", r.qname, r.qtype, r.rcode, r.client),
+    }
+}
+
 fn class_evidence(
     ev: &mut Vec<Evidence>,
     class: Class,
@@ -495,14 +505,7 @@ fn class_evidence(
                 "NXDOMAIN: nginx removed every peer of the name",
                 cites,
             ));
-            if let Some(d) = near.nx_dns {
-                let r = &hist.dns[d];
-                ev.push(Evidence {
-                    at: hist.cite(r.file, r.line),
-                    note: "the authority answered NXDOMAIN".into(),
-                    text: format!("{} {} {} {}", r.qname, r.qtype, r.rcode, r.client),
-                });
-            }
+            ev.extend(near.nx_dns.map(|d| nxdomain_answer(hist, d)));
         }
         Class::DnsHoldExpired => {
             if let Some(e) = near.hold.map(|i| &hist.events[i]) {
@@ -512,14 +515,7 @@ fn class_evidence(
                     text: e.note.clone().unwrap_or_default(),
                 });
             }
-            if let Some(d) = near.nx_dns {
-                let r = &hist.dns[d];
-                ev.push(Evidence {
-                    at: hist.cite(r.file, r.line),
-                    note: "the authority answered NXDOMAIN".into(),
-                    text: format!("{} {} {} {}", r.qname, r.qtype, r.rcode, r.client),
-                });
-            }
+            ev.extend(near.nx_dns.map(|d| nxdomain_answer(hist, d)));
         }
         Class::MaxfailsWipeout => {
             ev.extend(line(near.dis, "a peer was excluded by max_fails", cites));

@@ -4,9 +4,9 @@
 use crate::Ctx;
 use anyhow::Result;
 use resolvelab_scenario::compare::{self, Comparison};
-use resolvelab_scenario::judge::{self, check_expectations, expand_variants};
+use resolvelab_scenario::engine;
+use resolvelab_scenario::judge;
 use resolvelab_scenario::runner::{INTERRUPTED, RunOptions};
-use resolvelab_scenario::{Scenario, engine, library};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::atomic::Ordering;
@@ -84,7 +84,10 @@ pub fn run(args: Args, ctx: &Ctx) -> Result<ExitCode> {
         .map(|e| engine::by_name(e.trim()))
         .collect::<Result<Vec<_>>>()?;
     let ids: Vec<&str> = engines.iter().map(|e| e.id()).collect();
-    let planned = plan(&args)?;
+    let planned = judge::planned(
+        &judge::selected(args.all, args.scenario.as_deref())?,
+        args.variant.as_deref(),
+    )?;
     let opts = RunOptions {
         out: args.out.clone(),
         seed: args.seed,
@@ -152,27 +155,4 @@ pub fn run(args: Args, ctx: &Ctx) -> Result<ExitCode> {
     } else {
         ExitCode::from(1)
     })
-}
-
-/// Every (variant-merged) scenario to compare, its expectations checked before anything runs.
-fn plan(args: &Args) -> Result<Vec<Scenario>> {
-    let scenarios: Vec<Scenario> = if args.all {
-        library::all()?
-            .into_iter()
-            .filter(|s| s.name != "demo")
-            .collect()
-    } else {
-        let Some(name) = &args.scenario else {
-            anyhow::bail!("name a scenario (see `resolvelab run --list`), or pass --all");
-        };
-        vec![judge::load_scenario(name)?]
-    };
-    let mut planned = Vec::new();
-    for sc in &scenarios {
-        for v in expand_variants(sc, args.variant.as_deref())? {
-            check_expectations(&v)?;
-            planned.push(v);
-        }
-    }
-    Ok(planned)
 }

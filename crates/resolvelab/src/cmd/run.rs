@@ -2,9 +2,9 @@
 
 use crate::Ctx;
 use anyhow::Result;
-use resolvelab_scenario::judge::{self, Judged, check_expectations, expand_variants};
+use resolvelab_scenario::judge::{self, Judged};
 use resolvelab_scenario::runner::{INTERRUPTED, RunOptions};
-use resolvelab_scenario::{Scenario, engine, library};
+use resolvelab_scenario::{engine, library};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::atomic::Ordering;
@@ -145,25 +145,8 @@ pub fn run(args: Args, ctx: &Ctx) -> Result<ExitCode> {
     if let Some(dir) = &args.rejudge {
         return rejudge(dir, &args);
     }
-    let scenarios: Vec<Scenario> = if args.all {
-        library::all()?
-            .into_iter()
-            .filter(|s| s.name != "demo")
-            .collect()
-    } else {
-        let Some(name) = &args.scenario else {
-            anyhow::bail!("name a scenario (see `resolvelab run --list`), or pass --all");
-        };
-        vec![judge::load_scenario(name)?]
-    };
-    // Every run's expectations are checked before the first one starts: a typo costs no run.
-    let mut planned = Vec::new();
-    for sc in &scenarios {
-        for v in expand_variants(sc, args.variant.as_deref())? {
-            check_expectations(&v)?;
-            planned.push(v);
-        }
-    }
+    let scenarios = judge::selected(args.all, args.scenario.as_deref())?;
+    let planned = judge::planned(&scenarios, args.variant.as_deref())?;
     let mut judged = Vec::new();
     let mut distributions = Vec::new();
     let mut all_held = true;
