@@ -109,21 +109,26 @@ pub fn run(args: Args, ctx: &Ctx) -> Result<ExitCode> {
         };
         let reuse = args.reuse.iter().cloned().collect();
         let c = compare::compare_reusing(sc, &opts, &engines, &reuse, &mut |cell| {
-            if !args.quiet {
-                eprintln!(
-                    "compare {title}: {} {}: {} client errors of {} requests, {} NLU, {}/{} expectations held{}",
-                    cell.engine,
-                    cell.version,
-                    cell.client_errors,
-                    cell.requests,
-                    cell.nlu,
-                    cell.held,
-                    cell.checks,
-                    cell.error
-                        .as_deref()
-                        .map_or(String::new(), |e| format!(" — could not run: {e}"))
-                );
+            if args.quiet {
+                return;
             }
+            if let Some(why) = &cell.not_applicable {
+                eprintln!("compare {title}: {}: not applicable — {why}", cell.engine);
+                return;
+            }
+            eprintln!(
+                "compare {title}: {} {}: {} client errors of {} requests, {} NLU, {}/{} expectations held{}",
+                cell.engine,
+                cell.version,
+                cell.client_errors,
+                cell.requests,
+                cell.nlu,
+                cell.held,
+                cell.checks,
+                cell.error
+                    .as_deref()
+                    .map_or(String::new(), |e| format!(" — could not run: {e}"))
+            );
         });
         done.push(c);
     }

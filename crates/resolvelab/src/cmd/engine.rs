@@ -23,8 +23,13 @@ pub struct Args {
 #[derive(Debug, clap::Subcommand)]
 enum What {
     /// Every engine: its id, what it is, and its binary (without fetching or building).
+    #[command(after_help = "Examples:\n  resolvelab engine list\n  \
+XDG_CACHE_HOME=/tmp/cache resolvelab engine list   # what another cache holds")]
     List,
     /// Fetch or build an engine's binary now (a no-op when it is cached).
+    #[command(after_help = "Examples:\n  resolvelab engine fetch haproxy\n  \
+resolvelab engine fetch nginx-1.31 haproxy\n  \
+resolvelab engine fetch --all")]
     Fetch {
         /// Engine ids (see `engine list`).
         #[arg(required_unless_present = "all")]
