@@ -40,7 +40,7 @@ fn swap_only_runs_on_every_engine_side_by_side() {
         &[
             "swap-only",
             "--engines",
-            "nginx,nginx-1.31,sim",
+            "nginx,nginx-1.31,haproxy,sim",
             "--scale",
             "0.25",
         ],
@@ -52,12 +52,15 @@ fn swap_only_runs_on_every_engine_side_by_side() {
         .iter()
         .map(|c| c["engine"].as_str().unwrap())
         .collect();
-    assert_eq!(engines, ["nginx", "nginx-1.31", "sim"]);
+    assert_eq!(engines, ["nginx", "nginx-1.31", "haproxy", "sim"]);
     let versions: Vec<&str> = cells
         .iter()
         .map(|c| c["version"].as_str().unwrap())
         .collect();
-    assert_eq!(versions, ["nginx/1.28.3", "nginx/1.31.3", "model"]);
+    assert_eq!(
+        versions,
+        ["nginx/1.28.3", "nginx/1.31.3", "haproxy/2.6.12-1+deb12u3", "model"]
+    );
     for c in cells {
         let e = c["engine"].as_str().unwrap();
         assert!(c["requests"].as_u64().unwrap() > 1000, "{c:#}");

@@ -270,11 +270,12 @@ fn classes_cell(c: &Cell) -> String {
         return format!("could not run: {e}");
     }
     if let Some(why) = &c.not_applicable {
-        // The reason without its `file:line: scenario `x`:` preamble.
-        let short = why.split("cannot run on").nth(1).map_or(why.as_str(), |r| {
-            r.split_once('(')
-                .map_or(r, |(_, r)| r.split(')').next().unwrap_or(r))
-        });
+        // The reason inside `… cannot run on --engine X (REASON); run it with …`.
+        let short = why
+            .split_once("cannot run on ")
+            .and_then(|(_, r)| r.split_once(" ("))
+            .and_then(|(_, r)| r.rsplit_once("); run it"))
+            .map_or(why.as_str(), |(reason, _)| reason);
         return format!("not applicable: {short}");
     }
     if c.classes.is_empty() {
@@ -399,5 +400,15 @@ mod tests {
             "{md}"
         );
         assert!(md.contains("| sim | model |"), "{md}");
+        let na = Cell {
+            not_applicable: Some(
+                "a.toml:3: scenario `x`: nginx.route cannot run on --engine haproxy (only the upstream route (servers resolved by a resolver) is rendered); run it with --engine nginx".into(),
+            ),
+            ..Cell::empty("haproxy", &sc, "n/a")
+        };
+        assert_eq!(
+            classes_cell(&na),
+            "not applicable: only the upstream route (servers resolved by a resolver) is rendered"
+        );
     }
 }

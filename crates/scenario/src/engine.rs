@@ -14,7 +14,8 @@
 //! ```
 
 use crate::Scenario;
-use crate::runner::{ProxyBin, RunOptions, RunRecord};
+use crate::proxy::ProxyBin;
+use crate::runner::{RunOptions, RunRecord};
 use anyhow::{Result, bail};
 use resolvelab_nginx::{Nginx, Release};
 

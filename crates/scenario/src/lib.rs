@@ -23,6 +23,7 @@ pub mod library;
 pub mod locate;
 pub mod netns;
 pub mod probe;
+pub mod proxy;
 pub mod render;
 pub mod replay;
 pub mod runner;

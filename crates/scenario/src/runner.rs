@@ -4,7 +4,8 @@
 //! (`resolvelab-diagnose`); the binary calls it after [`run`].
 
 use crate::format::{Event, NginxAction, Route, Scenario, dur};
-use crate::render::{Net, http_body};
+use crate::proxy::{ProxyBin, Running};
+use crate::render::Net;
 use anyhow::{Context, Result, anyhow, bail};
 use resolvelab_core::jsonl::JsonlWriter;
 use resolvelab_core::rundir::RunDir;
@@ -12,7 +13,6 @@ use resolvelab_core::supervise::Supervisor;
 use resolvelab_core::time::now_us;
 use resolvelab_dns::{DnsConfig, DnsHandle, DnsMode, DnsServer, NameConfig};
 use resolvelab_load::{CancellationToken, Live, LoadConfig, Output, RatePlan, run_load};
-use resolvelab_nginx::{Instance, Nginx, conf};
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::io::IsTerminal;
@@ -125,183 +125,6 @@ impl RunRecord {
 /// Set by Ctrl-C / SIGTERM handlers (installed by the binary) to stop a run early; the run then
 /// still leaves a valid directory marked `aborted`.
 pub static INTERRUPTED: AtomicBool = AtomicBool::new(false);
-
-/// The proxy a real-process engine runs.
-pub enum ProxyBin {
-    /// An nginx release.
-    Nginx(Nginx),
-    /// HAProxy.
-    Haproxy(resolvelab_haproxy::Haproxy),
-}
-
-impl ProxyBin {
-    /// `nginx -V` / `haproxy -v` as it printed it (`fingerprint.json`).
-    fn version_text(&self) -> &str {
-        match self {
-            ProxyBin::Nginx(n) => &n.info.raw,
-            ProxyBin::Haproxy(h) => &h.version_text,
-        }
-    }
-
-    /// `nginx` or `haproxy`: the target of the proxy's own events.
-    fn kind(&self) -> &'static str {
-        match self {
-            ProxyBin::Nginx(_) => "nginx",
-            ProxyBin::Haproxy(_) => "haproxy",
-        }
-    }
-
-    /// `nginx 1.28.3`, for progress lines.
-    fn short(&self) -> String {
-        match self {
-            ProxyBin::Nginx(n) => format!("nginx {}", n.info.version),
-            ProxyBin::Haproxy(h) => format!("HAProxy {}", h.version()),
-        }
-    }
-
-    fn sha256(&self) -> String {
-        match self {
-            ProxyBin::Nginx(n) => n.sha256(),
-            ProxyBin::Haproxy(h) => h.sha256(),
-        }
-    }
-
-    /// What this proxy cannot play, refused before the run directory exists.
-    fn refuse(&self, sc: &Scenario) -> Result<()> {
-        match self {
-            ProxyBin::Nginx(n) => {
-                if sc
-                    .nginx
-                    .servers
-                    .iter()
-                    .any(|s| s.resolve && !s.host.starts_with('@'))
-                {
-                    n.info.require_resolve()?;
-                }
-                Ok(())
-            }
-            ProxyBin::Haproxy(_) => crate::haproxy::refuse_unmodelled(sc),
-        }
-    }
-}
-
-/// The proxy under test, running.
-enum Running {
-    Nginx(Instance),
-    Haproxy(resolvelab_haproxy::Instance),
-}
-
-impl Running {
-    /// Render the proxy's configuration into the run directory and start it, listening.
-    fn start(
-        bin: &ProxyBin,
-        sc: &Scenario,
-        net: &Net,
-        dir: &RunDir,
-        sup: &Supervisor,
-    ) -> Result<Running> {
-        let mut running = match bin {
-            ProxyBin::Nginx(nginx) => {
-                let conf_text = conf::lab_conf_with(
-                    &dir.path,
-                    &http_body(sc, net)?,
-                    &conf::LabConf {
-                        workers: sc.nginx.workers,
-                        ..conf::LabConf::default()
-                    },
-                );
-                let system_dns = match net.dns.ip() {
-                    std::net::IpAddr::V4(ip) if sc.resolves_at_start() => {
-                        Some(resolvelab_nginx::sysdns::SystemDns::prepare(&dir.path, ip)?)
-                    }
-                    _ => None,
-                };
-                Running::Nginx(Instance::start_with(
-                    nginx,
-                    &dir.path,
-                    &conf_text,
-                    sup,
-                    system_dns.as_ref(),
-                )?)
-            }
-            ProxyBin::Haproxy(h) => Running::Haproxy(resolvelab_haproxy::Instance::start(
-                h,
-                &dir.path,
-                &crate::haproxy::config(sc, net)?,
-                sup,
-            )?),
-        };
-        let wait = Duration::from_secs(10);
-        tokio::task::block_in_place(|| match &mut running {
-            Running::Nginx(i) => i.wait_listening(net.nginx, wait),
-            Running::Haproxy(i) => i.wait_listening(net.nginx, wait),
-        })?;
-        Ok(running)
-    }
-
-    fn pid(&self) -> Option<u32> {
-        match self {
-            Running::Nginx(i) => i.pid(),
-            Running::Haproxy(i) => i.pid(),
-        }
-    }
-
-    fn reloader(&self) -> resolvelab_core::supervise::Reloader {
-        match self {
-            Running::Nginx(i) => i.reloader(),
-            Running::Haproxy(i) => i.reloader(),
-        }
-    }
-
-    /// Stop it; HAProxy's log then becomes the lab's access log, its state lines events.
-    fn stop(self, dir: &RunDir) -> Result<()> {
-        let grace = Duration::from_secs(5);
-        match self {
-            Running::Nginx(i) => tokio::task::block_in_place(|| i.stop(grace)),
-            Running::Haproxy(i) => {
-                tokio::task::block_in_place(|| i.stop(grace))?;
-                haproxy_evidence(dir)
-            }
-        }
-    }
-}
-
-/// `haproxy.log` → `access.log` in the lab format, and its timestamped state lines (a server's
-/// address changed, a server put in maintenance) into `events.jsonl` in time order.
-fn haproxy_evidence(dir: &RunDir) -> Result<()> {
-    use resolvelab_core::evidence::{Event, event_kind, file};
-    let got = resolvelab_history::haproxy::to_lab(
-        &dir.file(resolvelab_haproxy::LOG),
-        &dir.file(file::ACCESS_LOG),
-    )?;
-    let path = dir.file(file::EVENTS);
-    let text = std::fs::read_to_string(&path)
-        .with_context(|| format!("cannot read {}", path.display()))?;
-    let mut lines = text.lines();
-    let header = lines.next().unwrap_or_default().to_string();
-    let mut all: Vec<(i64, String)> = lines
-        .map(|l| {
-            let t = serde_json::from_str::<Event>(l).map_or(0, |e| e.t_us);
-            (t, l.to_string())
-        })
-        .collect();
-    for (t_us, message) in got.states {
-        let e = Event {
-            note: Some(message),
-            ..Event::new(t_us, event_kind::PROXY_STATE, "haproxy")
-        };
-        all.push((t_us, serde_json::to_string(&e)?));
-    }
-    all.sort_by_key(|(t, _)| *t);
-    let mut out = header;
-    out.push('\n');
-    for (_, l) in all {
-        out.push_str(&l);
-        out.push('\n');
-    }
-    resolvelab_core::rundir::write_atomic(&path, out.as_bytes())?;
-    Ok(())
-}
 
 /// Play `sc` on `bin` (the binary of engine `engine`) and return where its evidence is.
 /// Errors before the run directory exists are returned; errors after it are recorded in
