@@ -330,6 +330,10 @@ pub struct Injection {
     /// The scenario meant this injection to miss nginx: 0 hits is the expected finding.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub expect_miss: bool,
+    /// The scenario says this injection reaches some engines only: neither 0 hits nor a hit
+    /// makes the run uninterpretable.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub may_miss: bool,
     /// `events.jsonl:line`.
     pub at: String,
 }

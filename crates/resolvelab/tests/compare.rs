@@ -59,7 +59,12 @@ fn swap_only_runs_on_every_engine_side_by_side() {
         .collect();
     assert_eq!(
         versions,
-        ["nginx/1.28.3", "nginx/1.31.3", "haproxy/2.6.12-1+deb12u3", "model"]
+        [
+            "nginx/1.28.3",
+            "nginx/1.31.3",
+            "haproxy/2.6.12-1+deb12u3",
+            "model"
+        ]
     );
     for c in cells {
         let e = c["engine"].as_str().unwrap();

@@ -20,6 +20,9 @@ fn fixtures() -> Vec<PathBuf> {
         .unwrap()
         .map(|e| e.unwrap().path())
         .filter(|p| p.join("scenario.toml").exists())
+        // nginx's logs only: `diagnose` reads production nginx logs, not HAProxy's (an HAProxy
+        // lab run is judged with its own events, `tests/diagnose_lab.rs`).
+        .filter(|p| !p.join("haproxy.cfg").exists())
         .collect();
     v.sort();
     v

@@ -414,6 +414,11 @@ pub struct Event {
     /// re-queries): a hit counter of 0 is then the finding, not an injection that failed.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub expect_miss: bool,
+    /// The injection reaches some engines only (a fault on reused connections, which a proxy
+    /// without upstream keep-alive never makes): any hit counter, 0 included, is a finding, and
+    /// the run stays interpretable either way.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub may_miss: bool,
 }
 
 /// Expectations written before the run.
