@@ -367,3 +367,93 @@ pub fn stop_escalating(child: &mut Child, first: libc::c_int, grace: Duration) -
     }
     Ok(false)
 }
+
+/// A proxy master process we spawned (nginx, HAProxy): its readiness, its reloads by its own
+/// signal, and its graceful stop by its own signal — the lifecycle every proxy shares. Dropping
+/// it stops the process.
+#[derive(Debug)]
+pub struct Master {
+    child: Option<Child>,
+    what: &'static str,
+    reload_signal: libc::c_int,
+    stop_signal: libc::c_int,
+    reloads: std::sync::Arc<std::sync::atomic::AtomicU32>,
+}
+
+impl Master {
+    /// `child` is `what` (`nginx`), reloaded by `reload_signal` and stopped gracefully by
+    /// `stop_signal`.
+    pub fn new(
+        child: Child,
+        what: &'static str,
+        reload_signal: libc::c_int,
+        stop_signal: libc::c_int,
+    ) -> Master {
+        Master {
+            child: Some(child),
+            what,
+            reload_signal,
+            stop_signal,
+            reloads: Default::default(),
+        }
+    }
+
+    /// The master's pid.
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(Child::id)
+    }
+
+    /// Wait until `addr` accepts connections; on failure one line with `tail()` (the proxy's
+    /// last log lines).
+    pub fn wait_listening(
+        &mut self,
+        addr: std::net::SocketAddr,
+        timeout: Duration,
+        tail: impl Fn() -> String,
+    ) -> anyhow::Result<()> {
+        let what = self.what;
+        let Some(child) = self.child.as_mut() else {
+            anyhow::bail!("{what} is not running");
+        };
+        match wait_accepting(child, addr, timeout) {
+            Readiness::Listening => Ok(()),
+            Readiness::Exited(status) => {
+                anyhow::bail!(
+                    "{what} exited ({status}) before listening on {addr}: {}",
+                    tail()
+                )
+            }
+            Readiness::TimedOut => anyhow::bail!(
+                "{what} did not accept connections on {addr} within {timeout:?}: {}",
+                tail()
+            ),
+        }
+    }
+
+    /// A handle that reloads the master from another task and counts the reloads.
+    pub fn reloader(&self) -> Reloader {
+        Reloader::new(
+            self.pid(),
+            self.reload_signal,
+            self.what,
+            self.reloads.clone(),
+        )
+    }
+
+    /// The stop signal and up to `grace` to finish, then SIGTERM, then SIGKILL.
+    pub fn stop(&mut self, grace: Duration) -> anyhow::Result<()> {
+        let Some(mut child) = self.child.take() else {
+            return Ok(());
+        };
+        if !stop_escalating(&mut child, self.stop_signal, grace)? {
+            anyhow::bail!("{} {} did not exit after SIGKILL", self.what, child.id());
+        }
+        Ok(())
+    }
+}
+
+impl Drop for Master {
+    fn drop(&mut self) {
+        let _ = self.stop(Duration::from_secs(2));
+    }
+}

@@ -21,13 +21,11 @@
 //! ```
 
 use anyhow::{Context, Result, bail};
-use resolvelab_core::supervise::{self, Readiness, Reloader, Supervisor};
+use resolvelab_core::supervise::{Master, Reloader, Supervisor};
 use resolvelab_provision::{Deb, Pinned};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::sync::Arc;
-use std::sync::atomic::AtomicU32;
+use std::process::{Command, Stdio};
 use std::time::Duration;
 
 /// The run directory's HAProxy configuration.
@@ -148,9 +146,8 @@ impl Haproxy {
 /// A running HAProxy master (`-W -db`: master-worker, foreground), its worker in the same
 /// supervised process group.
 pub struct Instance {
-    child: Option<Child>,
+    master: Master,
     run_dir: PathBuf,
-    reloads: Arc<AtomicU32>,
 }
 
 impl Instance {
@@ -204,68 +201,41 @@ impl Instance {
             .spawn(&mut cmd)
             .with_context(|| format!("cannot start {}", h.path.display()))?;
         Ok(Instance {
-            child: Some(child),
+            master: Master::new(child, "haproxy", libc::SIGUSR2, libc::SIGUSR1),
             run_dir,
-            reloads: Arc::default(),
         })
     }
 
     /// The master's pid.
     pub fn pid(&self) -> Option<u32> {
-        self.child.as_ref().map(Child::id)
+        self.master.pid()
     }
 
     /// Readiness: wait until `addr` accepts a TCP connection (or HAProxy exits, or the timeout).
     pub fn wait_listening(&mut self, addr: SocketAddr, timeout: Duration) -> Result<()> {
-        let Some(child) = self.child.as_mut() else {
-            bail!("haproxy is not running");
-        };
-        match supervise::wait_accepting(child, addr, timeout) {
-            Readiness::Listening => Ok(()),
-            Readiness::Exited(status) => bail!(
-                "haproxy exited ({status}) before listening on {addr}: {}",
-                self.last_lines(5)
-            ),
-            Readiness::TimedOut => bail!(
-                "haproxy did not accept connections on {addr} within {timeout:?}: {}",
-                self.last_lines(5)
-            ),
-        }
-    }
-
-    fn last_lines(&self, n: usize) -> String {
-        let text = std::fs::read_to_string(self.run_dir.join(LOG)).unwrap_or_default();
-        let lines: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
-        lines[lines.len().saturating_sub(n)..].join(" | ")
+        let log = self.run_dir.join(LOG);
+        self.master
+            .wait_listening(addr, timeout, || last_lines(&log, 5))
     }
 
     /// Reloads by SIGUSR2 to the master: it reads its configuration again and starts a new
     /// worker; the old one finishes its connections.
     pub fn reloader(&self) -> Reloader {
-        Reloader::new(self.pid(), libc::SIGUSR2, "haproxy", self.reloads.clone())
+        self.master.reloader()
     }
 
     /// Soft stop: SIGUSR1 (stop listening, finish connections), then SIGTERM, then SIGKILL if it
     /// takes longer than `grace`.
     pub fn stop(mut self, grace: Duration) -> Result<()> {
-        self.stop_inner(grace)
-    }
-
-    fn stop_inner(&mut self, grace: Duration) -> Result<()> {
-        let Some(mut child) = self.child.take() else {
-            return Ok(());
-        };
-        if !supervise::stop_escalating(&mut child, libc::SIGUSR1, grace)? {
-            bail!("haproxy {} did not exit after SIGKILL", child.id());
-        }
-        Ok(())
+        self.master.stop(grace)
     }
 }
 
-impl Drop for Instance {
-    fn drop(&mut self) {
-        let _ = self.stop_inner(Duration::from_secs(2));
-    }
+/// The last `n` lines of HAProxy's log, for a start that failed.
+fn last_lines(log: &Path, n: usize) -> String {
+    let text = std::fs::read_to_string(log).unwrap_or_default();
+    let lines: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
+    lines[lines.len().saturating_sub(n)..].join(" | ")
 }
 
 #[cfg(test)]

@@ -4,23 +4,19 @@
 use crate::Nginx;
 use crate::sysdns::SystemDns;
 use anyhow::{Context, Result, bail};
-use resolvelab_core::supervise::{self, Readiness, Supervisor};
+use resolvelab_core::supervise::{Master, Supervisor};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::sync::Arc;
-use std::sync::atomic::AtomicU32;
+use std::process::{Command, Stdio};
 use std::time::Duration;
 
 /// A running nginx master process (its workers are in the same supervised process group).
 pub struct Instance {
-    child: Option<Child>,
+    master: Master,
     /// The run directory (nginx's prefix).
     pub run_dir: PathBuf,
     /// The configuration file.
     pub conf: PathBuf,
-    /// Reloads asked for so far (see [`Reloader`]).
-    reloads: Arc<AtomicU32>,
 }
 
 /// Write `conf_text` to `<run_dir>/nginx.conf` and create the temp directories it uses.
@@ -121,49 +117,21 @@ impl Instance {
             .spawn(&mut cmd)
             .with_context(|| format!("cannot start {}", nginx.path.display()))?;
         Ok(Instance {
-            child: Some(child),
+            master: Master::new(child, "nginx", libc::SIGHUP, libc::SIGQUIT),
             run_dir: run_dir.to_path_buf(),
             conf,
-            reloads: Arc::default(),
         })
     }
 
     /// The master's pid.
     pub fn pid(&self) -> Option<u32> {
-        self.child.as_ref().map(Child::id)
+        self.master.pid()
     }
 
     /// Readiness: wait until `addr` accepts a TCP connection (or nginx exits, or the timeout).
     pub fn wait_listening(&mut self, addr: SocketAddr, timeout: Duration) -> Result<()> {
-        let Some(child) = self.child.as_mut() else {
-            bail!("nginx is not running");
-        };
-        match supervise::wait_accepting(child, addr, timeout) {
-            Readiness::Listening => Ok(()),
-            Readiness::Exited(status) => bail!(
-                "nginx exited ({status}) before listening on {addr}: {}",
-                self.last_error_lines(5)
-            ),
-            Readiness::TimedOut => bail!(
-                "nginx did not accept connections on {addr} within {:?}: {}",
-                timeout,
-                self.last_error_lines(5)
-            ),
-        }
-    }
-
-    fn last_error_lines(&self, n: usize) -> String {
-        let mut text =
-            std::fs::read_to_string(self.run_dir.join("nginx.stderr")).unwrap_or_default();
-        text.push_str(
-            &std::fs::read_to_string(
-                self.run_dir
-                    .join(resolvelab_core::evidence::file::ERROR_LOG),
-            )
-            .unwrap_or_default(),
-        );
-        let lines: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
-        lines[lines.len().saturating_sub(n)..].join(" | ")
+        let (dir, master) = (&self.run_dir, &mut self.master);
+        master.wait_listening(addr, timeout, || last_error_lines(dir, 5))
     }
 
     /// Reload the configuration (SIGHUP to the master).
@@ -174,32 +142,27 @@ impl Instance {
     /// A handle that reloads this nginx from another task (the run's timeline) and tells a
     /// watcher how many reloads were asked for (a reload replaces the workers).
     pub fn reloader(&self) -> Reloader {
-        Reloader::new(self.pid(), libc::SIGHUP, "nginx", self.reloads.clone())
+        self.master.reloader()
     }
 
     /// Graceful stop: SIGQUIT (finish requests), then SIGTERM, then SIGKILL if it takes longer than
     /// `grace`.
     pub fn stop(mut self, grace: Duration) -> Result<()> {
-        self.stop_inner(grace)
+        self.master.stop(grace)
     }
+}
 
-    fn stop_inner(&mut self, grace: Duration) -> Result<()> {
-        let Some(mut child) = self.child.take() else {
-            return Ok(());
-        };
-        if !supervise::stop_escalating(&mut child, libc::SIGQUIT, grace)? {
-            bail!("nginx {} did not exit after SIGKILL", child.id());
-        }
-        Ok(())
-    }
+/// The last `n` lines nginx wrote to its stderr and error log, for a start that failed.
+fn last_error_lines(run_dir: &Path, n: usize) -> String {
+    let mut text = std::fs::read_to_string(run_dir.join("nginx.stderr")).unwrap_or_default();
+    text.push_str(
+        &std::fs::read_to_string(run_dir.join(resolvelab_core::evidence::file::ERROR_LOG))
+            .unwrap_or_default(),
+    );
+    let lines: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
+    lines[lines.len().saturating_sub(n)..].join(" | ")
 }
 
 /// Reloads one nginx master (SIGHUP: it reads its configuration again, resolves its names
 /// again, starts new workers and lets the old ones finish their requests).
 pub use resolvelab_core::supervise::Reloader;
-
-impl Drop for Instance {
-    fn drop(&mut self) {
-        let _ = self.stop_inner(Duration::from_secs(2));
-    }
-}

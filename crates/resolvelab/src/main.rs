@@ -29,6 +29,16 @@ pub struct Ctx {
 }
 
 impl Ctx {
+    /// Run options with the binaries these global options name (`--nginx`, `--engine-bin`);
+    /// each command sets the rest.
+    pub fn run_options(&self) -> resolvelab_scenario::runner::RunOptions {
+        resolvelab_scenario::runner::RunOptions {
+            nginx: self.nginx.clone(),
+            engine_bins: self.engine_bins(),
+            ..Default::default()
+        }
+    }
+
     /// `--engine-bin` by engine id.
     pub fn engine_bins(&self) -> std::collections::BTreeMap<String, PathBuf> {
         self.engine_bin.iter().cloned().collect()

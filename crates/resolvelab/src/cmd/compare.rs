@@ -92,10 +92,8 @@ pub fn run(args: Args, ctx: &Ctx) -> Result<ExitCode> {
         out: args.out.clone(),
         seed: args.seed,
         scale: args.scale,
-        nginx: ctx.nginx.clone(),
-        engine_bins: ctx.engine_bins(),
         progress: !args.quiet,
-        ..RunOptions::default()
+        ..ctx.run_options()
     };
     crate::cmd::run::install_signal_handlers();
     let mut done: Vec<Comparison> = Vec::new();

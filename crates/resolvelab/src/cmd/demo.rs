@@ -32,9 +32,7 @@ pub fn run(args: Args, ctx: &Ctx) -> anyhow::Result<ExitCode> {
     let opts = RunOptions {
         out: args.out,
         seed: args.seed,
-        nginx: ctx.nginx.clone(),
-        engine_bins: ctx.engine_bins(),
-        ..RunOptions::default()
+        ..ctx.run_options()
     };
     crate::cmd::run::install_signal_handlers();
     let j = judge::run_and_judge(&sc, &opts, &engine::NGINX_1_28)?;

@@ -43,9 +43,7 @@ resolvelab engine fetch --all")]
 /// Run `resolvelab engine`.
 pub fn run(args: Args, ctx: &Ctx) -> anyhow::Result<ExitCode> {
     let opts = RunOptions {
-        nginx: ctx.nginx.clone(),
-        engine_bins: ctx.engine_bins(),
-        ..RunOptions::default()
+        ..ctx.run_options()
     };
     match args.what {
         What::List => {

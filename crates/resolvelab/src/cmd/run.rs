@@ -134,11 +134,9 @@ pub fn run(args: Args, ctx: &Ctx) -> Result<ExitCode> {
         out: args.out.clone(),
         seed: args.seed,
         scale: args.scale,
-        nginx: ctx.nginx.clone(),
-        engine_bins: ctx.engine_bins(),
         net,
         progress: !args.quiet,
-        replay: None,
+        ..ctx.run_options()
     };
     let engine = engine::by_name(&args.engine)?;
     install_signal_handlers();
