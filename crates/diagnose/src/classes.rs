@@ -15,6 +15,12 @@ pub enum Class {
     /// A proxy that holds the last answer through DNS failures (HAProxy's `hold nx`/`hold
     /// other`) reached the end of the hold and took the server out of service.
     DnsHoldExpired,
+    /// An NXDOMAIN (or empty) answer replaced the hosts of the proxy's DNS cluster with none
+    /// (Envoy's STRICT_DNS: `DNS hosts have changed`), until the next refresh.
+    DnsClusterEmptied,
+    /// The proxy looked the name up inside the request and the lookup failed (Caddy's dynamic
+    /// upstreams: `failed getting dynamic upstreams`).
+    DnsLookupFailed,
     /// A request's own (per-request, variable `proxy_pass`) resolution failed.
     DnsRequestFailure,
     /// A try went to an address the name's DNS answers no longer held: the backend moved.
@@ -38,6 +44,8 @@ pub const CLASSES: &[&str] = &[
     "maxfails-wipeout",
     "dns-nxdomain",
     "dns-hold-expired",
+    "dns-cluster-emptied",
+    "dns-lookup-failed",
     "dns-request-failure",
     "stale-address",
     "zone-memory-exhausted",
@@ -49,12 +57,14 @@ pub const CLASSES: &[&str] = &[
 
 impl Class {
     /// Every class, in report order (the order of [`CLASSES`]).
-    pub const ALL: [Class; 12] = [
+    pub const ALL: [Class; 14] = [
         Class::GenerationRaceRetry,
         Class::GenerationRaceFirstPick,
         Class::MaxfailsWipeout,
         Class::DnsNxdomain,
         Class::DnsHoldExpired,
+        Class::DnsClusterEmptied,
+        Class::DnsLookupFailed,
         Class::DnsRequestFailure,
         Class::StaleAddress,
         Class::ZoneMemoryExhausted,
@@ -101,6 +111,12 @@ pub fn explanation(class: &str) -> &'static str {
         Some(Class::DnsHoldExpired) => {
             "The proxy kept the name's last good address through the DNS failure for its hold time (HAProxy: `hold nx` for NXDOMAIN, `hold other`/`hold timeout` for the rest, 30 s by default), then took the server out of service (`going DOWN for maintenance (DNS NX status)`, `backend … has no server available!`): every request failed with no server (503) until an answer came back. The outage is the DNS failure's length minus the hold, ended by the next successful poll (every `timeout resolve`, 1 s)."
         }
+        Some(Class::DnsClusterEmptied) => {
+            "The authority answered NXDOMAIN (or no address) and the proxy replaced its cluster's hosts with that empty answer (Envoy's STRICT_DNS cluster logs `DNS hosts have changed`): every request failed with no healthy upstream (503, response flag `UH`) until a refresh got addresses again. The outage runs to the first refresh after the records are back (`dns_refresh_rate`, 5 s by default, whatever the TTL)."
+        }
+        Some(Class::DnsLookupFailed) => {
+            "The proxy looks the name up inside a request once its cached answer is older than its refresh interval, and that lookup failed (Caddy's dynamic upstreams log `failed getting dynamic upstreams; falling back to static upstreams`): with no static upstreams to fall back on, the request got 503 `no upstreams available` without any backend tried."
+        }
         Some(Class::DnsRequestFailure) => {
             "The request's own DNS resolution failed (a variable `proxy_pass` with a `resolver` resolves per request): nginx logged `could not be resolved` with this request's *cid and answered 502 without trying any upstream."
         }
@@ -139,6 +155,12 @@ pub fn fix(class: &str) -> &'static str {
         }
         Some(Class::DnsHoldExpired) => {
             "Fix the DNS records or the resolver; a longer `hold nx`/`hold other` in the `resolvers` section rides out longer failures (at the price of sending to a vanished address longer); a static `backup` server keeps a target when the resolved one goes."
+        }
+        Some(Class::DnsClusterEmptied) => {
+            "Fix the DNS records; a static endpoint at a lower priority (a `backup` server line) keeps a target while the resolved hosts are gone; a shorter `dns_refresh_rate` ends the outage sooner once the records are back."
+        }
+        Some(Class::DnsLookupFailed) => {
+            "Fix the resolver or the records; static `upstreams` beside the dynamic ones are used when the lookup fails; a longer `refresh` looks the name up less often (and follows changes later)."
         }
         Some(Class::DnsRequestFailure) => {
             "Fix the resolver or the records it serves (the error line names the rcode; `no resolver defined` means there is no `resolver` in scope: add one, `resolvelab lint` finds every such `*_pass`); a `valid=` on the `resolver` caches good answers longer; or `server … resolve` in an upstream, which keeps the last good peers on SERVFAIL/timeouts (a name resolved once at start pins an address until reload instead)."

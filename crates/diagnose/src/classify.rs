@@ -34,6 +34,12 @@ pub struct Facts {
     /// The proxy logged taking the server out at the end of its DNS hold (HAProxy's
     /// `going DOWN for maintenance (DNS …)`) shortly before.
     pub hold_expired_near: bool,
+    /// The proxy logged replacing a DNS cluster's hosts (Envoy's `DNS hosts have changed`)
+    /// after an NXDOMAIN answer, shortly before.
+    pub cluster_emptied_near: bool,
+    /// The proxy logged a failed lookup of the name inside a request (Caddy's `failed getting
+    /// dynamic upstreams`) within a second.
+    pub lookup_failed_near: bool,
     /// `upstream server temporarily disabled` within one `fail_timeout` (12 s) before.
     pub disabled_near: bool,
     /// ≥ 80 % of the upstream's requests in the window failed, and at least three did.
@@ -142,6 +148,21 @@ fn nlu(f: &Facts, swaps: SwapSource, race: Race) -> Decision {
             Class::DnsHoldExpired,
             conf,
             "the proxy took the server out when its DNS hold ran out",
+        );
+    }
+    if f.lookup_failed_near && f.hops <= 1 {
+        return d(
+            Class::DnsLookupFailed,
+            0.9,
+            "the proxy logged a failed lookup of the name inside the request",
+        );
+    }
+    if f.cluster_emptied_near && f.nxdomain_near && f.hops <= 1 {
+        let conf = if f.burst { 0.95 } else { 0.8 };
+        return d(
+            Class::DnsClusterEmptied,
+            conf,
+            "the proxy replaced the cluster's hosts with an NXDOMAIN answer",
         );
     }
     if f.nxdomain_near && f.hops <= 1 {
@@ -370,6 +391,30 @@ mod tests {
                 Dns,
                 Unknown,
                 DnsHoldExpired,
+            ),
+            (
+                "an emptied cluster is an NXDOMAIN the proxy applied",
+                with(nlu(1), |f| {
+                    f.cluster_emptied_near = true;
+                    f.nxdomain_near = true
+                }),
+                Dns,
+                Unknown,
+                DnsClusterEmptied,
+            ),
+            (
+                "hosts changed without an NXDOMAIN is no emptied cluster",
+                with(nlu(1), |f| f.cluster_emptied_near = true),
+                Dns,
+                Unknown,
+                Undetermined,
+            ),
+            (
+                "a lookup that failed inside the request",
+                with(nlu(1), |f| f.lookup_failed_near = true),
+                NoSwaps,
+                Unknown,
+                DnsLookupFailed,
             ),
             (
                 "race at retry",

@@ -14,8 +14,8 @@
 //! assert_eq!(a.lab_line(), "1796166921.568 503 \"be\" \"503\" 0.000 GET 38008 - \"-\" \"-\" \"GET / HTTP/1.1\" 127.0.0.1");
 //! ```
 
-use anyhow::{Context, Result};
-use std::io::{BufRead, BufWriter, Write};
+use crate::foreign::{Converted, Parsed, convert, msec, secs};
+use anyhow::Result;
 use std::path::Path;
 
 /// The frontend's `log-format`: a marker, the status, backend and server, the server's address,
@@ -112,29 +112,19 @@ pub fn parse(line: &str) -> Option<Line> {
     }))
 }
 
-fn secs(ms: i64) -> String {
-    if ms < 0 {
-        "-".into()
-    } else {
-        format!("{}.{:03}", ms / 1000, ms % 1000)
-    }
-}
-
 impl Access {
     /// The line in the lab's nginx format: `$msec $status "$upstream_addr" "$upstream_status"
     /// $request_time $request_method $connection $connection_requests "$upstream_response_time"
     /// "$upstream_connect_time" "$request" $remote_addr`. HAProxy keeps no per-try addresses, so
     /// a retried request shows its last server only; `$connection_requests` is unknown (`-`).
     pub fn lab_line(&self) -> String {
-        let t_ms = self.t_us.div_euclid(1000);
         let upstream = match (&self.server, &self.addr) {
             (Some(_), Some(a)) => a.clone(),
             _ => self.backend.clone(),
         };
         format!(
-            "{}.{:03} {} \"{upstream}\" \"{}\" {} {} {} - \"{}\" \"{}\" \"{}\" {}",
-            t_ms.div_euclid(1000),
-            t_ms.rem_euclid(1000),
+            "{} {} \"{upstream}\" \"{}\" {} {} {} - \"{}\" \"{}\" \"{}\" {}",
+            msec(self.t_us),
             self.status,
             self.status,
             secs(self.active_ms.max(0)),
@@ -148,37 +138,13 @@ impl Access {
     }
 }
 
-/// What [`to_lab`] found.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct Converted {
-    /// Access lines written.
-    pub requests: u64,
-    /// Timestamped state lines, in order.
-    pub states: Vec<(i64, String)>,
-    /// Lines neither (HAProxy's untimed notices, or malformed).
-    pub other: u64,
-}
-
 /// Read `haproxy.log` and write its access lines to `access_out` in the lab format.
 pub fn to_lab(haproxy_log: &Path, access_out: &Path) -> Result<Converted> {
-    let f = std::fs::File::open(haproxy_log)
-        .with_context(|| format!("cannot read {}", haproxy_log.display()))?;
-    let out = std::fs::File::create(access_out)
-        .with_context(|| format!("cannot create {}", access_out.display()))?;
-    let mut w = BufWriter::new(out);
-    let mut c = Converted::default();
-    for line in std::io::BufReader::new(f).lines() {
-        match parse(&line?) {
-            Some(Line::Access(a)) => {
-                writeln!(w, "{}", a.lab_line())?;
-                c.requests += 1;
-            }
-            Some(Line::State { t_us, message }) => c.states.push((t_us, message)),
-            None => c.other += 1,
-        }
-    }
-    w.flush()?;
-    Ok(c)
+    convert(&[haproxy_log], access_out, |l| match parse(l) {
+        Some(Line::Access(a)) => Parsed::Access(a.lab_line()),
+        Some(Line::State { t_us, message }) => Parsed::State(t_us, message),
+        None => Parsed::Other,
+    })
 }
 
 #[cfg(test)]

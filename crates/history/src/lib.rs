@@ -34,7 +34,10 @@
 //! ```
 
 pub mod access;
+pub mod caddy;
+pub mod envoy;
 pub mod errorlog;
+pub mod foreign;
 pub mod haproxy;
 pub mod jsonline;
 pub mod logformat;

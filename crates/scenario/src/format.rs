@@ -48,6 +48,12 @@ pub struct Scenario {
     /// HAProxy's own knobs for the `haproxy` engine (`[haproxy]`).
     #[serde(default, skip_serializing_if = "HaproxySpec::is_empty")]
     pub haproxy: HaproxySpec,
+    /// Envoy's own knobs for the `envoy` engine (`[envoy]`).
+    #[serde(default, skip_serializing_if = "EnvoySpec::is_empty")]
+    pub envoy: EnvoySpec,
+    /// Caddy's own knobs for the `caddy` engine (`[caddy]`).
+    #[serde(default, skip_serializing_if = "CaddySpec::is_empty")]
+    pub caddy: CaddySpec,
     /// The DNS authority.
     #[serde(default)]
     pub dns: DnsSpec,
@@ -175,6 +181,49 @@ pub struct HaproxySpec {
 impl HaproxySpec {
     fn is_empty(&self) -> bool {
         *self == HaproxySpec::default()
+    }
+}
+
+/// Envoy's own knobs for the `envoy` engine, each a table merged (JSON merge patch) into its
+/// part of the rendered `envoy.json`: `cluster = { dns_refresh_rate = "1s", type =
+/// "LOGICAL_DNS" }`, `route = { retry_policy = { num_retries = 3 } }`, `bootstrap = { … }`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EnvoySpec {
+    /// Merged into the whole bootstrap document.
+    #[serde(default, skip_serializing_if = "toml::Table::is_empty")]
+    pub bootstrap: toml::Table,
+    /// Merged into cluster `be`.
+    #[serde(default, skip_serializing_if = "toml::Table::is_empty")]
+    pub cluster: toml::Table,
+    /// Merged into the route's `route` action (`cluster`, `timeout`, `retry_policy`).
+    #[serde(default, skip_serializing_if = "toml::Table::is_empty")]
+    pub route: toml::Table,
+}
+
+impl EnvoySpec {
+    fn is_empty(&self) -> bool {
+        *self == EnvoySpec::default()
+    }
+}
+
+/// Caddy's own knobs for the `caddy` engine, merged (JSON merge patch) into the rendered
+/// `caddy.json`: `handler = { load_balancing = { retries = 3 } }` into the `reverse_proxy`
+/// handler, `upstreams = { refresh = "5s" }` into every dynamic `a` upstream source.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CaddySpec {
+    /// Merged into the `reverse_proxy` handler.
+    #[serde(default, skip_serializing_if = "toml::Table::is_empty")]
+    pub handler: toml::Table,
+    /// Merged into every dynamic `a` upstream source.
+    #[serde(default, skip_serializing_if = "toml::Table::is_empty")]
+    pub upstreams: toml::Table,
+}
+
+impl CaddySpec {
+    fn is_empty(&self) -> bool {
+        *self == CaddySpec::default()
     }
 }
 

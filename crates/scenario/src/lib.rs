@@ -16,8 +16,8 @@
 pub mod compare;
 pub mod engine;
 pub mod fidelity;
+pub mod foreign;
 pub mod format;
-pub mod haproxy;
 pub mod judge;
 pub mod library;
 pub mod locate;

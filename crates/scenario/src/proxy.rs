@@ -1,39 +1,42 @@
-//! The proxy under test in a lab run: an nginx release or HAProxy, behind one seam the runner
-//! drives — render its configuration into the run directory, start it and wait until it
-//! listens, reload it, stop it, and leave its evidence in the lab's shape (for HAProxy, its log
-//! turned into the lab's access log and `proxy-state` events). Another proxy is one more arm
-//! of [`ProxyBin`] and [`Running`].
+//! The proxy under test in a lab run: an nginx release or a third-party proxy (HAProxy, Envoy,
+//! Caddy), behind one seam the runner drives — render its configuration into the run
+//! directory, start it and wait until it listens, reload it, stop it, and leave its evidence in
+//! the lab's shape (for a third-party proxy, its log turned into the lab's access log and
+//! `proxy-state` events, [`crate::foreign`]). Another nginx-like proxy is one more
+//! [`resolvelab_thirdparty::Kind`].
 
 use crate::Scenario;
 use crate::render::{Net, http_body};
-use anyhow::{Context, Result};
+use anyhow::Result;
 use resolvelab_core::rundir::RunDir;
 use resolvelab_core::supervise::Supervisor;
 use resolvelab_nginx::{Instance, Nginx, conf};
+use resolvelab_provision::Binary;
+use resolvelab_thirdparty::Kind;
 use std::time::Duration;
 
 /// The proxy a real-process engine runs.
 pub enum ProxyBin {
     /// An nginx release.
     Nginx(Nginx),
-    /// HAProxy.
-    Haproxy(resolvelab_haproxy::Haproxy),
+    /// A third-party proxy and its binary.
+    Foreign(Kind, Binary),
 }
 
 impl ProxyBin {
-    /// `nginx -V` / `haproxy -v` as it printed it (`fingerprint.json`).
+    /// `nginx -V` / `haproxy -v` / `envoy --version` as it printed it (`fingerprint.json`).
     pub(crate) fn version_text(&self) -> &str {
         match self {
             ProxyBin::Nginx(n) => &n.info.raw,
-            ProxyBin::Haproxy(h) => &h.version_text,
+            ProxyBin::Foreign(_, b) => &b.version_text,
         }
     }
 
-    /// `nginx` or `haproxy`: the target of the proxy's own events.
+    /// `nginx`, `haproxy`, …: the target of the proxy's own events.
     pub(crate) fn kind(&self) -> &'static str {
         match self {
             ProxyBin::Nginx(_) => "nginx",
-            ProxyBin::Haproxy(_) => "haproxy",
+            ProxyBin::Foreign(k, _) => k.id(),
         }
     }
 
@@ -41,14 +44,60 @@ impl ProxyBin {
     pub(crate) fn short(&self) -> String {
         match self {
             ProxyBin::Nginx(n) => format!("nginx {}", n.info.version),
-            ProxyBin::Haproxy(h) => format!("HAProxy {}", h.version()),
+            ProxyBin::Foreign(k, b) => format!("{} {}", k.title(), k.version(b)),
         }
+    }
+
+    /// The proxy's own log in the run directory (nginx's error log).
+    pub(crate) fn log_file(&self) -> &'static str {
+        match self {
+            ProxyBin::Nginx(_) => resolvelab_core::evidence::file::ERROR_LOG,
+            ProxyBin::Foreign(k, _) => k.log_file(),
+        }
+    }
+
+    /// How often it asks the authority again, as configured: nginx's `valid` + 1 s, HAProxy's
+    /// `timeout resolve` (1 s), Envoy's `dns_refresh_rate` (5 s), Caddy's `refresh` (1 min).
+    /// Timeline events placed between queries, or waiting for one, count on it.
+    pub(crate) fn requery_period(&self, sc: &Scenario) -> Result<Duration> {
+        use crate::format::dur;
+        let knob =
+            |t: &toml::Table, key: &str| t.get(key).and_then(|v| v.as_str()).map(str::to_string);
+        Ok(match self {
+            ProxyBin::Nginx(_) => dur("nginx.valid", &sc.nginx.valid)? + Duration::from_secs(1),
+            ProxyBin::Foreign(Kind::Haproxy, _) => {
+                // The last `timeout resolve` line wins, as in HAProxy.
+                let knob = sc
+                    .haproxy
+                    .resolvers
+                    .iter()
+                    .rev()
+                    .find_map(|l| l.trim().strip_prefix("timeout resolve ").map(str::trim));
+                dur("haproxy.resolvers timeout resolve", knob.unwrap_or("1s"))?
+            }
+            ProxyBin::Foreign(Kind::Envoy, _) => {
+                let knob = knob(&sc.envoy.cluster, "dns_refresh_rate");
+                dur(
+                    "envoy.cluster.dns_refresh_rate",
+                    knob.as_deref().unwrap_or("5s"),
+                )?
+            }
+            ProxyBin::Foreign(Kind::Caddy, _) => {
+                let knob = knob(&sc.caddy.upstreams, "refresh");
+                dur("caddy.upstreams.refresh", knob.as_deref().unwrap_or("1m"))?
+            }
+        })
+    }
+
+    /// It resolves a name inside the first request that needs it, not when it starts.
+    pub(crate) fn looks_up_in_requests(&self) -> bool {
+        matches!(self, ProxyBin::Foreign(Kind::Caddy, _))
     }
 
     pub(crate) fn sha256(&self) -> String {
         match self {
             ProxyBin::Nginx(n) => n.sha256(),
-            ProxyBin::Haproxy(h) => h.sha256(),
+            ProxyBin::Foreign(_, b) => b.sha256(),
         }
     }
 
@@ -66,7 +115,7 @@ impl ProxyBin {
                 }
                 Ok(())
             }
-            ProxyBin::Haproxy(_) => crate::haproxy::refuse_unmodelled(sc),
+            ProxyBin::Foreign(k, _) => crate::foreign::refuse(*k, sc),
         }
     }
 }
@@ -74,7 +123,7 @@ impl ProxyBin {
 /// The proxy under test, running.
 pub(crate) enum Running {
     Nginx(Instance),
-    Haproxy(resolvelab_haproxy::Instance),
+    Foreign(Kind, resolvelab_thirdparty::Instance),
 }
 
 impl Running {
@@ -110,17 +159,22 @@ impl Running {
                     system_dns.as_ref(),
                 )?)
             }
-            ProxyBin::Haproxy(h) => Running::Haproxy(resolvelab_haproxy::Instance::start(
-                h,
-                &dir.path,
-                &crate::haproxy::config(sc, net)?,
-                sup,
-            )?),
+            ProxyBin::Foreign(k, b) => Running::Foreign(
+                *k,
+                resolvelab_thirdparty::Instance::start(
+                    *k,
+                    b,
+                    &dir.path,
+                    &crate::foreign::config(*k, sc, net)?,
+                    sc.nginx.workers,
+                    sup,
+                )?,
+            ),
         };
         let wait = Duration::from_secs(10);
         tokio::task::block_in_place(|| match &mut running {
             Running::Nginx(i) => i.wait_listening(net.nginx, wait),
-            Running::Haproxy(i) => i.wait_listening(net.nginx, wait),
+            Running::Foreign(_, i) => i.wait_listening(net.nginx, wait),
         })?;
         Ok(running)
     }
@@ -128,63 +182,26 @@ impl Running {
     pub(crate) fn pid(&self) -> Option<u32> {
         match self {
             Running::Nginx(i) => i.pid(),
-            Running::Haproxy(i) => i.pid(),
+            Running::Foreign(_, i) => i.pid(),
         }
     }
 
     pub(crate) fn reloader(&self) -> resolvelab_core::supervise::Reloader {
         match self {
             Running::Nginx(i) => i.reloader(),
-            Running::Haproxy(i) => i.reloader(),
+            Running::Foreign(_, i) => i.reloader(),
         }
     }
 
-    /// Stop it; HAProxy's log then becomes the lab's access log, its state lines events.
+    /// Stop it; a third-party proxy's log then becomes the lab's access log and events.
     pub(crate) fn stop(self, dir: &RunDir) -> Result<()> {
         let grace = Duration::from_secs(5);
         match self {
             Running::Nginx(i) => tokio::task::block_in_place(|| i.stop(grace)),
-            Running::Haproxy(i) => {
+            Running::Foreign(k, i) => {
                 tokio::task::block_in_place(|| i.stop(grace))?;
-                haproxy_evidence(dir)
+                crate::foreign::evidence(k, dir)
             }
         }
     }
-}
-
-/// `haproxy.log` → `access.log` in the lab format, and its timestamped state lines (a server's
-/// address changed, a server put in maintenance) into `events.jsonl` in time order.
-fn haproxy_evidence(dir: &RunDir) -> Result<()> {
-    use resolvelab_core::evidence::{Event, event_kind, file};
-    let got = resolvelab_history::haproxy::to_lab(
-        &dir.file(resolvelab_haproxy::LOG),
-        &dir.file(file::ACCESS_LOG),
-    )?;
-    let path = dir.file(file::EVENTS);
-    let text = std::fs::read_to_string(&path)
-        .with_context(|| format!("cannot read {}", path.display()))?;
-    let mut lines = text.lines();
-    let header = lines.next().unwrap_or_default().to_string();
-    let mut all: Vec<(i64, String)> = lines
-        .map(|l| {
-            let t = serde_json::from_str::<Event>(l).map_or(0, |e| e.t_us);
-            (t, l.to_string())
-        })
-        .collect();
-    for (t_us, message) in got.states {
-        let e = Event {
-            note: Some(message),
-            ..Event::new(t_us, event_kind::PROXY_STATE, "haproxy")
-        };
-        all.push((t_us, serde_json::to_string(&e)?));
-    }
-    all.sort_by_key(|(t, _)| *t);
-    let mut out = header;
-    out.push('\n');
-    for (_, l) in all {
-        out.push_str(&l);
-        out.push('\n');
-    }
-    resolvelab_core::rundir::write_atomic(&path, out.as_bytes())?;
-    Ok(())
 }

@@ -378,8 +378,9 @@ async fn play(
             .filter(|n| text.contains(n.as_str()))
             .map(|n| n.to_lowercase())
             .collect(),
-        // A name in proxy_pass is resolved at start or per request: no run-time query to wait for.
-        None if sc.nginx.route != Route::Upstream => Vec::new(),
+        // A name in proxy_pass is resolved at start or per request, and a proxy that looks names
+        // up inside requests (Caddy) asks first when the load begins: no query to wait for.
+        None if sc.nginx.route != Route::Upstream || bin.looks_up_in_requests() => Vec::new(),
         None => sc
             .nginx
             .servers
@@ -409,8 +410,7 @@ async fn play(
                 "{} never queried the DNS authority for {:?} within 15 s (see {})",
                 bin.short(),
                 resolve_names,
-                dir.file(resolvelab_core::evidence::file::ERROR_LOG)
-                    .display()
+                dir.file(bin.log_file()).display()
             ),
         }
     }
@@ -473,7 +473,7 @@ async fn play(
     let timeline = tokio::spawn(run_timeline(
         sc.timeline.clone(),
         seed,
-        sc.nginx.valid.clone(),
+        bin.requery_period(sc)?,
         dns.clone(),
         targets.clone(),
         net.clone(),
@@ -827,7 +827,7 @@ async fn watch(
 async fn run_timeline(
     timeline: Vec<Event>,
     seed: u64,
-    valid: String,
+    period: Duration,
     dns: Arc<DnsHandle>,
     targets: Arc<BTreeMap<String, FaultTarget>>,
     net: Net,
@@ -838,7 +838,6 @@ async fn run_timeline(
     nginx: resolvelab_core::supervise::Reloader,
 ) -> Result<()> {
     let set_next = |text: String| *next.lock().unwrap_or_else(|p| p.into_inner()) = text;
-    let period = dur("nginx.valid", &valid)? + Duration::from_secs(1);
     // Last query time per name, read live from the DNS authority.
     let last_query: Arc<std::sync::Mutex<BTreeMap<String, Instant>>> = Default::default();
     {
@@ -918,7 +917,7 @@ async fn run_timeline(
             dns.set_mode(name, m, for_, align)
                 .map_err(|err| anyhow!("timeline event {n}: {err}"))?;
             let note = if align {
-                "armed: takes effect at nginx's next query"
+                "armed: takes effect at the proxy's next query"
             } else {
                 "now"
             };

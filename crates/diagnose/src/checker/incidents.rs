@@ -62,6 +62,10 @@ struct Near {
     /// A proxy-state event: the server taken out when its DNS hold ran out (index into
     /// `hist.events`).
     hold: Option<usize>,
+    /// A proxy-state event: a DNS cluster's hosts replaced (Envoy), within a refresh before.
+    emptied: Option<usize>,
+    /// A proxy-state event: a lookup inside a request failed (Caddy).
+    lookup_failed: Option<usize>,
     mem: Option<ERef>,
     dis: Option<ERef>,
     p99: Option<ERef>,
@@ -78,15 +82,9 @@ impl Near {
                 let t = hist.dns[i].t_us / 1000;
                 t >= cs - period - 2000 && t <= ce
             }),
-            hold: hist.events.iter().position(|e| {
-                let t = e.t_us / 1000;
-                e.kind == resolvelab_core::evidence::event_kind::PROXY_STATE
-                    && t >= cs - 2000
-                    && t <= ce
-                    && e.note
-                        .as_deref()
-                        .is_some_and(|n| n.contains("going DOWN for maintenance (DNS"))
-            }),
+            hold: proxy_state(hist, cs - 2000, ce, "going DOWN for maintenance (DNS"),
+            emptied: proxy_state(hist, cs - period - 2000, ce, "DNS hosts have changed"),
+            lookup_failed: proxy_state(hist, cs - 1000, ce, "failed getting dynamic upstreams"),
             mem: ix
                 .first_in(Sig::ZoneMemoryExhausted, cs - period - 10_000, ce)
                 .or_else(|| ix.first_in(Sig::ZoneSlabAlloc, cs - period - 10_000, ce)),
@@ -94,6 +92,16 @@ impl Near {
             p99: ix.first_in(Sig::ConnectEaddrnotavail, cs - 1000, ce + 1000),
         }
     }
+}
+
+/// The first proxy-state event in `[from, to]` (ms) whose note contains `what`.
+fn proxy_state(hist: &History, from: i64, to: i64, what: &str) -> Option<usize> {
+    hist.events.iter().position(|e| {
+        let t = e.t_us / 1000;
+        e.kind == resolvelab_core::evidence::event_kind::PROXY_STATE
+            && (from..=to).contains(&t)
+            && e.note.as_deref().is_some_and(|n| n.contains(what))
+    })
 }
 
 /// Classify every failure and build the incidents, numbered in time order.
@@ -206,6 +214,8 @@ fn classify_cluster(
             zone_memory_near: near.mem.is_some(),
             nxdomain_near: near.nx_err.is_some() || near.nx_dns.is_some(),
             hold_expired_near: near.hold.is_some(),
+            cluster_emptied_near: near.emptied.is_some(),
+            lookup_failed_near: near.lookup_failed.is_some(),
             disabled_near: near.dis.is_some(),
             burst,
             share,
@@ -490,6 +500,16 @@ fn nxdomain_answer(hist: &History, d: usize) -> Evidence {
     }
 }
 
+/// A proxy-state event as evidence.
+fn state_line(hist: &History, i: Option<usize>, note: &str) -> Option<Evidence> {
+    let e = &hist.events[i?];
+    Some(Evidence {
+        at: hist.cite(e.file, e.line),
+        note: note.into(),
+        text: e.note.clone().unwrap_or_default(),
+    })
+}
+
 fn class_evidence(
     ev: &mut Vec<Evidence>,
     class: Class,
@@ -508,13 +528,27 @@ fn class_evidence(
             ev.extend(near.nx_dns.map(|d| nxdomain_answer(hist, d)));
         }
         Class::DnsHoldExpired => {
-            if let Some(e) = near.hold.map(|i| &hist.events[i]) {
-                ev.push(Evidence {
-                    at: hist.cite(e.file, e.line),
-                    note: "the proxy took the server out: its DNS hold ran out".into(),
-                    text: e.note.clone().unwrap_or_default(),
-                });
-            }
+            ev.extend(state_line(
+                hist,
+                near.hold,
+                "the proxy took the server out: its DNS hold ran out",
+            ));
+            ev.extend(near.nx_dns.map(|d| nxdomain_answer(hist, d)));
+        }
+        Class::DnsClusterEmptied => {
+            ev.extend(near.nx_dns.map(|d| nxdomain_answer(hist, d)));
+            ev.extend(state_line(
+                hist,
+                near.emptied,
+                "the proxy replaced the cluster's hosts with the answer",
+            ));
+        }
+        Class::DnsLookupFailed => {
+            ev.extend(state_line(
+                hist,
+                near.lookup_failed,
+                "the proxy's lookup inside the request failed",
+            ));
             ev.extend(near.nx_dns.map(|d| nxdomain_answer(hist, d)));
         }
         Class::MaxfailsWipeout => {

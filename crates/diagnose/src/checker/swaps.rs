@@ -131,21 +131,7 @@ fn period_from_errors(ix: &SigIndex) -> Option<f64> {
 
 /// Median of the intervals between consecutive times (ms), ignoring gaps < 500 ms.
 pub(super) fn median_interval(ts: &[i64]) -> Option<f64> {
-    let mut iv: Vec<i64> = ts
-        .windows(2)
-        .map(|w| w[1] - w[0])
-        .filter(|d| *d >= 500)
-        .collect();
-    if iv.is_empty() {
-        return None;
-    }
-    iv.sort_unstable();
-    let n = iv.len();
-    Some(if n % 2 == 1 {
-        iv[n / 2] as f64
-    } else {
-        (iv[n / 2 - 1] + iv[n / 2]) as f64 / 2.0
-    })
+    median_interval_of(std::iter::once(&ts.to_vec()))
 }
 
 /// Swaps from the DNS log: a NOERROR answer whose address set differs from the previous
@@ -209,22 +195,41 @@ fn swaps_from_dns(h: &History) -> (Vec<Swap>, Vec<usize>, Option<f64>, Vec<Chang
             }
         }
     }
+    let mut period = median_interval_of(per_client.values());
+    if period.is_none() {
+        // A resolver that opens a socket per query (Envoy's c-ares) is one client per query:
+        // its period is read per source address instead.
+        let mut per_ip: HashMap<(String, String, String), Vec<i64>> = HashMap::new();
+        for ((client, name, qtype), ts) in per_client {
+            let ip = client
+                .rsplit_once(':')
+                .map_or(client.as_str(), |(ip, _)| ip)
+                .to_string();
+            per_ip.entry((ip, name, qtype)).or_default().extend(ts);
+        }
+        for ts in per_ip.values_mut() {
+            ts.sort_unstable();
+        }
+        period = median_interval_of(per_ip.values());
+    }
+    (swaps, idx, period, nx_changes)
+}
+
+/// The median of the intervals ≥ 500 ms within each series of times (ms).
+fn median_interval_of<'a>(series: impl Iterator<Item = &'a Vec<i64>>) -> Option<f64> {
     let mut all = Vec::new();
-    for ts in per_client.values() {
+    for ts in series {
         all.extend(ts.windows(2).map(|w| w[1] - w[0]).filter(|d| *d >= 500));
     }
     all.sort_unstable();
-    let period = if all.is_empty() {
-        None
-    } else {
-        let n = all.len();
-        Some(if n % 2 == 1 {
+    let n = all.len();
+    (n > 0).then(|| {
+        if n % 2 == 1 {
             all[n / 2] as f64
         } else {
             (all[n / 2 - 1] + all[n / 2]) as f64 / 2.0
-        })
-    };
-    (swaps, idx, period, nx_changes)
+        }
+    })
 }
 
 /// Swaps inferred from `$upstream_addr`: an address whose successes start within 1.5 s of

@@ -1,5 +1,5 @@
-//! `resolvelab compare` — one scenario on several engines (nginx releases, HAProxy, the model),
-//! side by side.
+//! `resolvelab compare` — one scenario on several engines (nginx releases, HAProxy, Envoy,
+//! Caddy, the model), side by side.
 
 use crate::Ctx;
 use anyhow::Result;
@@ -14,7 +14,7 @@ use std::sync::atomic::Ordering;
 /// Arguments of `resolvelab compare`.
 #[derive(Debug, clap::Args)]
 #[command(
-    after_help = "Examples:\n  resolvelab compare nxdomain                        # nginx 1.28.3, nginx 1.31.3, HAProxy 2.6\n  \
+    after_help = "Examples:\n  resolvelab compare nxdomain                        # nginx 1.28.3 and 1.31.3, HAProxy, Envoy, Caddy\n  \
 resolvelab compare generation-race --engines nginx,nginx-1.31,sim\n  \
 resolvelab compare nxdomain --variant nx40s         # longer than HAProxy's hold nx 30s\n  \
 resolvelab compare nxdomain --variant valid30-aligned --format json\n  \
@@ -39,7 +39,7 @@ pub struct Args {
     #[arg(
         long,
         value_delimiter = ',',
-        default_value = "nginx,nginx-1.31,haproxy"
+        default_value = "nginx,nginx-1.31,haproxy,envoy,caddy"
     )]
     engines: Vec<String>,
     /// Shorten durations, rates and timeline times by this factor (valid/fail_timeout stay real).

@@ -1,11 +1,9 @@
-//! The `haproxy` engine's configuration, rendered from the scenario's upstream description
-//! (`[nginx]`: the names and port, the resolver, retries, timeouts, backup servers) with
-//! HAProxy's own policy where nginx's knobs have no counterpart, and `[haproxy]` lines for
-//! HAProxy's own knobs. What HAProxy cannot be asked to do the same way is refused on one line
-//! naming the field, before anything starts.
+//! The `haproxy` engine's `haproxy.cfg`, rendered from the scenario's upstream description
+//! with HAProxy 2.6's own policy written out where nginx's knobs have no counterpart, and
+//! `[haproxy]` lines for HAProxy's own knobs.
 //!
 //! ```
-//! use resolvelab_scenario::{haproxy, library, render::Net};
+//! use resolvelab_scenario::{foreign::haproxy, library, render::Net};
 //! let sc = library::get("nxdomain").unwrap();
 //! let cfg = haproxy::config(&sc, &Net::assign(&sc, 10, 1).unwrap()).unwrap();
 //! assert!(cfg.contains("server s1 app.test.local:8080 resolvers lab init-addr none"));
@@ -13,83 +11,12 @@
 //! ```
 
 use crate::Scenario;
-use crate::format::Route;
 use crate::render::Net;
-use anyhow::{Result, anyhow};
+use anyhow::Result;
 use std::fmt::Write as _;
-
-fn unsupported(sc: &Scenario, field: &[&str], shown: &str, why: &str) -> anyhow::Error {
-    anyhow!(
-        "{}: scenario `{}`: {shown} cannot run on --engine haproxy ({why}); run it with --engine nginx",
-        sc.at(field),
-        sc.name
-    )
-}
-
-/// Refuse what this engine cannot play as the scenario means it.
-pub fn refuse_unmodelled(sc: &Scenario) -> Result<()> {
-    let n = &sc.nginx;
-    if n.inline.is_some() {
-        return Err(unsupported(
-            sc,
-            &["nginx", "inline"],
-            "nginx.inline",
-            "an inline nginx configuration has no HAProxy rendering",
-        ));
-    }
-    if n.route != Route::Upstream {
-        return Err(unsupported(
-            sc,
-            &["nginx", "route"],
-            "nginx.route",
-            "only the upstream route (servers resolved by a resolver) is rendered for HAProxy",
-        ));
-    }
-    if n.retry_shim {
-        return Err(unsupported(
-            sc,
-            &["nginx", "retry_shim"],
-            "nginx.retry_shim",
-            "the error_page retry shim is nginx's",
-        ));
-    }
-    if n.zone_filler.is_some() {
-        return Err(unsupported(
-            sc,
-            &["nginx", "zone_filler"],
-            "nginx.zone_filler",
-            "HAProxy has no shared upstream zone to fill",
-        ));
-    }
-    for (i, s) in n.servers.iter().enumerate() {
-        if !s.resolve && !s.host.starts_with('@') {
-            return Err(unsupported(
-                sc,
-                &["nginx", "server", &i.to_string()],
-                &format!("nginx.server[{i}] {} with resolve = false", s.host),
-                "HAProxy would resolve it at start with the system resolver, outside the lab",
-            ));
-        }
-    }
-    Ok(())
-}
-
-/// `retries`: nginx's `proxy_next_upstream off` is no retry; `proxy_next_upstream_tries N` is
-/// N tries in all; otherwise HAProxy's default (3).
-fn retries(sc: &Scenario) -> u32 {
-    let n = &sc.nginx;
-    if n.proxy_next_upstream.trim() == "off" {
-        0
-    } else if n.proxy_next_upstream_tries > 0 {
-        n.proxy_next_upstream_tries - 1
-    } else {
-        3
-    }
-}
 
 /// The whole `haproxy.cfg` of a run.
 pub fn config(sc: &Scenario, net: &Net) -> Result<String> {
-    refuse_unmodelled(sc)?;
     let n = &sc.nginx;
     let h = &sc.haproxy;
     let mut w = String::new();
@@ -121,7 +48,8 @@ pub fn config(sc: &Scenario, net: &Net) -> Result<String> {
         "    timeout server {}",
         n.read_timeout.as_deref().unwrap_or("60s")
     )?;
-    writeln!(w, "    retries {}", retries(sc))?;
+    // HAProxy's own default is 3 retries (to the same server, unless `option redispatch`).
+    writeln!(w, "    retries {}", super::retries(sc, 3))?;
     for l in &h.defaults {
         writeln!(w, "    {l}")?;
     }
@@ -168,23 +96,6 @@ pub fn config(sc: &Scenario, net: &Net) -> Result<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn what_haproxy_cannot_do_is_refused_at_its_line() {
-        let sc = crate::library::get("retry-shim").unwrap();
-        let e = refuse_unmodelled(&sc).unwrap_err().to_string();
-        assert!(
-            e.contains("retry_shim") && e.contains("--engine nginx"),
-            "{e}"
-        );
-        assert!(
-            e.contains("retry-shim.toml:"),
-            "names the file and line: {e}"
-        );
-        let sc = crate::library::get("stale-address").unwrap();
-        let e = refuse_unmodelled(&sc).unwrap_err().to_string();
-        assert!(e.contains("resolve = false"), "{e}");
-    }
 
     #[test]
     fn retries_follow_the_scenario_and_knobs_are_appended() {

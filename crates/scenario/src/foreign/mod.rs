@@ -1,0 +1,238 @@
+//! The third-party engines' side of a scenario: each proxy's configuration rendered from the
+//! scenario's proxy-neutral upstream (`[nginx]`: the names and port, the resolver, retries,
+//! timeouts, backup servers) with the proxy's own defaults where nginx's knobs have no
+//! counterpart, and the proxy's own knobs from `[haproxy]`, `[envoy]` or `[caddy]`; what a
+//! proxy cannot be asked to do the same way, refused on one line naming the field before
+//! anything starts; and its logs turned into the run directory's evidence after the run.
+//! A new proxy is one more module here and one more [`Kind`].
+//!
+//! ```
+//! use resolvelab_scenario::{foreign, library, render::Net};
+//! use resolvelab_thirdparty::Kind;
+//! let sc = library::get("nxdomain").unwrap();
+//! let net = Net::assign(&sc, 10, 1).unwrap();
+//! let cfg = foreign::config(Kind::Envoy, &sc, &net).unwrap();
+//! assert!(cfg.contains("\"STRICT_DNS\""));
+//! let e = foreign::refuse(Kind::Caddy, &library::get("backup").unwrap()).unwrap_err();
+//! assert!(e.to_string().contains("backup"));
+//! ```
+
+pub mod caddy;
+pub mod envoy;
+pub mod haproxy;
+
+use crate::Scenario;
+use crate::format::Route;
+use crate::render::Net;
+use anyhow::{Context, Result, anyhow};
+use resolvelab_core::rundir::RunDir;
+use resolvelab_thirdparty::Kind;
+
+/// The error for what `kind` cannot play, at the field's `file:line`.
+pub(crate) fn unsupported(
+    kind: Kind,
+    sc: &Scenario,
+    field: &[&str],
+    shown: &str,
+    why: &str,
+) -> anyhow::Error {
+    anyhow!(
+        "{}: scenario `{}`: {shown} cannot run on --engine {} ({why}); run it with --engine nginx",
+        sc.at(field),
+        sc.name,
+        kind.id()
+    )
+}
+
+/// Refuse what `kind` cannot play as the scenario means it: nginx-only configuration (what
+/// every third-party proxy lacks), then the proxy's own limits.
+pub fn refuse(kind: Kind, sc: &Scenario) -> Result<()> {
+    let n = &sc.nginx;
+    let no = |field: &[&str], shown: &str, why: &str| Err(unsupported(kind, sc, field, shown, why));
+    if n.inline.is_some() {
+        return no(
+            &["nginx", "inline"],
+            "nginx.inline",
+            "an inline nginx configuration has no rendering for another proxy",
+        );
+    }
+    if n.route != Route::Upstream {
+        return no(
+            &["nginx", "route"],
+            "nginx.route",
+            "only the upstream route (servers resolved by a resolver) is rendered for another proxy",
+        );
+    }
+    if n.retry_shim {
+        return no(
+            &["nginx", "retry_shim"],
+            "nginx.retry_shim",
+            "the error_page retry shim is nginx's",
+        );
+    }
+    if n.zone_filler.is_some() {
+        return no(
+            &["nginx", "zone_filler"],
+            "nginx.zone_filler",
+            "only nginx has a shared upstream zone to fill",
+        );
+    }
+    for (i, s) in n.servers.iter().enumerate() {
+        if !s.resolve && !s.host.starts_with('@') {
+            return no(
+                &["nginx", "server", &i.to_string()],
+                &format!("nginx.server[{i}] {} with resolve = false", s.host),
+                "the proxy would resolve it at start with the system resolver, outside the lab",
+            );
+        }
+    }
+    if kind != Kind::Haproxy
+        && let Some(i) = sc.timeline.iter().position(|e| e.nginx.is_some())
+    {
+        return no(
+            &["timeline", &i.to_string(), "nginx"],
+            &format!("timeline[{i}] nginx reload"),
+            "the lab reloads only nginx and HAProxy, by their own signals",
+        );
+    }
+    match kind {
+        Kind::Haproxy => Ok(()),
+        Kind::Envoy => Ok(()),
+        Kind::Caddy => caddy::refuse(sc),
+    }
+}
+
+/// The proxy's whole configuration for a run.
+pub fn config(kind: Kind, sc: &Scenario, net: &Net) -> Result<String> {
+    refuse(kind, sc)?;
+    match kind {
+        Kind::Haproxy => haproxy::config(sc, net),
+        Kind::Envoy => envoy::config(sc, net),
+        Kind::Caddy => caddy::config(sc, net),
+    }
+}
+
+/// How many times a failed try is tried again: none for `proxy_next_upstream off`, N − 1 for
+/// `proxy_next_upstream_tries N`, else `default` (nginx's own default, every peer once, has no
+/// counterpart where the number of addresses is not known at render time).
+pub(crate) fn retries(sc: &Scenario, default: u32) -> u32 {
+    let n = &sc.nginx;
+    if n.proxy_next_upstream.trim() == "off" {
+        0
+    } else if n.proxy_next_upstream_tries > 0 {
+        n.proxy_next_upstream_tries - 1
+    } else {
+        default
+    }
+}
+
+/// RFC 7386 JSON merge patch: `patch`'s objects merged into `target`'s, its other values
+/// replacing them. The proxies' JSON knobs are applied this way.
+pub(crate) fn merge(target: &mut serde_json::Value, patch: &serde_json::Value) {
+    match (target, patch) {
+        (serde_json::Value::Object(t), serde_json::Value::Object(p)) => {
+            for (k, v) in p {
+                merge(t.entry(k.clone()).or_insert(serde_json::Value::Null), v);
+            }
+        }
+        (t, p) => *t = p.clone(),
+    }
+}
+
+/// A TOML table of knobs as JSON.
+pub(crate) fn knobs(t: &toml::Table) -> serde_json::Value {
+    serde_json::to_value(t).unwrap_or_default()
+}
+
+/// After the run: the proxy's logs → `access.log` in the lab format, and its timestamped
+/// state lines (addresses changed, a server in maintenance, a lookup failed) into
+/// `events.jsonl` in time order.
+pub fn evidence(kind: Kind, dir: &RunDir) -> Result<()> {
+    use resolvelab_core::evidence::{Event, event_kind, file};
+    use resolvelab_history as h;
+    let log = dir.file(kind.log_file());
+    let access = dir.file(file::ACCESS_LOG);
+    let got = match kind {
+        Kind::Haproxy => h::haproxy::to_lab(&log, &access)?,
+        Kind::Envoy => h::envoy::to_lab(&log, &dir.file(envoy::ACCESS_LOG), &access)?,
+        Kind::Caddy => h::caddy::to_lab(&log, &access)?,
+    };
+    let path = dir.file(file::EVENTS);
+    let text = std::fs::read_to_string(&path)
+        .with_context(|| format!("cannot read {}", path.display()))?;
+    let mut lines = text.lines();
+    let header = lines.next().unwrap_or_default().to_string();
+    let mut all: Vec<(i64, String)> = lines
+        .map(|l| {
+            let t = serde_json::from_str::<Event>(l).map_or(0, |e| e.t_us);
+            (t, l.to_string())
+        })
+        .collect();
+    for (t_us, message) in got.states {
+        let e = Event {
+            note: Some(message),
+            ..Event::new(t_us, event_kind::PROXY_STATE, kind.id())
+        };
+        all.push((t_us, serde_json::to_string(&e)?));
+    }
+    all.sort_by_key(|(t, _)| *t);
+    let mut out = header;
+    out.push('\n');
+    for (_, l) in all {
+        out.push_str(&l);
+        out.push('\n');
+    }
+    resolvelab_core::rundir::write_atomic(&path, out.as_bytes())?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn what_no_third_party_proxy_can_do_is_refused_at_its_line() {
+        for kind in [Kind::Haproxy, Kind::Envoy, Kind::Caddy] {
+            let sc = crate::library::get("retry-shim").unwrap();
+            let e = refuse(kind, &sc).unwrap_err().to_string();
+            assert!(
+                e.contains("retry_shim") && e.contains("--engine nginx"),
+                "{e}"
+            );
+            assert!(e.contains(&format!("--engine {}", kind.id())), "{e}");
+            assert!(
+                e.contains("retry-shim.toml:"),
+                "names the file and line: {e}"
+            );
+            let sc = crate::library::get("stale-address").unwrap();
+            let e = refuse(kind, &sc).unwrap_err().to_string();
+            assert!(e.contains("resolve = false"), "{e}");
+        }
+    }
+
+    #[test]
+    fn a_reload_is_refused_where_the_lab_cannot_reload() {
+        let mut sc = crate::library::get("swap-only").unwrap();
+        sc.timeline.push(crate::format::Event {
+            at: Some("5s".into()),
+            nginx: Some(crate::format::NginxAction::Reload),
+            ..Default::default()
+        });
+        refuse(Kind::Haproxy, &sc).unwrap();
+        let e = refuse(Kind::Envoy, &sc).unwrap_err().to_string();
+        assert!(e.contains("nginx reload"), "{e}");
+    }
+
+    #[test]
+    fn a_merge_patch_replaces_leaves_and_merges_objects() {
+        let mut t = serde_json::json!({"a": {"b": 1, "c": 2}, "d": [1]});
+        merge(
+            &mut t,
+            &serde_json::json!({"a": {"b": 5, "e": 6}, "d": [2, 3]}),
+        );
+        assert_eq!(
+            t,
+            serde_json::json!({"a": {"b": 5, "c": 2, "e": 6}, "d": [2, 3]})
+        );
+    }
+}
