@@ -62,7 +62,12 @@ pub fn diagnose_run_dir(dir: &Path) -> anyhow::Result<Diagnosis> {
             dir.display()
         );
     }
-    let mut o = Options::new(vec![access], vec![dir.join(file::ERROR_LOG)]);
+    // A third-party proxy's run has no nginx error log.
+    let error: Vec<_> = Some(dir.join(file::ERROR_LOG))
+        .filter(|e| e.is_file())
+        .into_iter()
+        .collect();
+    let mut o = Options::new(vec![access], error);
     o.log_format = run_log_format(dir)?;
     o.tz_offset_s = Some(0);
     for (f, v) in [(file::DNS, &mut o.dns), (file::EVENTS, &mut o.events)] {
@@ -399,6 +404,13 @@ fn add_to_bin(bins: &mut Bins, t_ms: i64, requests: u64, max_ms: f64) {
     let b = bins.entry(t_ms).or_insert((0, 0.0));
     b.0 += requests;
     b.1 = b.1.max(max_ms);
+}
+
+/// Requests the load generator saw fail (status ≥ 500 or a transport error) in a run
+/// directory's `load.jsonl`, `None` without one: what reached the clients, whether or not the
+/// proxy logged it.
+pub fn client_errors(dir: &Path) -> anyhow::Result<Option<u64>> {
+    Ok(read_client(dir)?.map(|c| c.errors))
 }
 
 fn read_client(dir: &Path) -> anyhow::Result<Option<ClientStats>> {

@@ -51,8 +51,8 @@ fn parse_engine_bin(s: &str) -> Result<(String, PathBuf), String> {
         .split_once('=')
         .ok_or_else(|| format!("`{s}`: expected NAME=PATH, e.g. nginx-1.31=/usr/sbin/nginx"))?;
     let engine = resolvelab_scenario::engine::by_name(name).map_err(|e| e.to_string())?;
-    if engine.id() == "sim" {
-        return Err("the sim engine runs no binary".into());
+    if engine.id() == "sim" || engine.id().starts_with("sim-") {
+        return Err(format!("the {} engine runs no binary", engine.id()));
     }
     Ok((engine.id().to_string(), PathBuf::from(path)))
 }

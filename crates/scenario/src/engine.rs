@@ -10,7 +10,7 @@
 //! assert_eq!(engine::by_name("sim").unwrap().id(), "sim");
 //! assert_eq!(engine::by_name("nginx-1.28").unwrap().id(), "nginx");
 //! let e = engine::by_name("lighttpd").err().unwrap();
-//! assert!(e.to_string().contains("nginx, nginx-1.31, haproxy, envoy, caddy, sim"));
+//! assert!(e.to_string().contains("nginx, nginx-1.31, haproxy, envoy, caddy, sim, sim-haproxy"));
 //! ```
 
 use crate::Scenario;
@@ -236,8 +236,71 @@ impl Engine for Model {
     }
 }
 
+/// The model of another proxy's DNS-event policy (`resolvelab_sim::proxies`), on the same
+/// scenario as its real engine.
+pub struct ProxyModel {
+    id: &'static str,
+    proxy: resolvelab_sim::proxies::Proxy,
+    describe: &'static str,
+}
+
+impl Engine for ProxyModel {
+    fn id(&self) -> &'static str {
+        self.id
+    }
+    fn describe(&self) -> &'static str {
+        self.describe
+    }
+    fn refuses(&self, sc: &Scenario) -> Option<String> {
+        crate::simrun::proxy_refusal(sc, self.proxy)
+    }
+    fn run(&self, sc: &Scenario, opts: &RunOptions) -> Result<RunRecord> {
+        if let Some(why) = self.refuses(sc) {
+            bail!("{why}");
+        }
+        crate::simrun::run_proxy(sc, opts, self.proxy)
+    }
+    fn status(&self, _: &RunOptions) -> String {
+        "built in (no binary)".into()
+    }
+    fn provision(&self, opts: &RunOptions) -> Result<String> {
+        Ok(self.status(opts))
+    }
+}
+
+/// The model of HAProxy's policy.
+pub const SIM_HAPROXY: ProxyModel = ProxyModel {
+    id: "sim-haproxy",
+    proxy: resolvelab_sim::proxies::Proxy::Haproxy,
+    describe: "the model of HAProxy 2.6's DNS-event policy (polls, hold nx/other, no retry of a reused connection)",
+};
+
+/// The model of Envoy's policy.
+pub const SIM_ENVOY: ProxyModel = ProxyModel {
+    id: "sim-envoy",
+    proxy: resolvelab_sim::proxies::Proxy::Envoy,
+    describe: "the model of Envoy 1.40's STRICT_DNS policy (refresh, empty on NXDOMAIN, retry with a circuit breaker)",
+};
+
+/// The model of Caddy's policy.
+pub const SIM_CADDY: ProxyModel = ProxyModel {
+    id: "sim-caddy",
+    proxy: resolvelab_sim::proxies::Proxy::Caddy,
+    describe: "the model of Caddy 2.11's dynamic `a` upstreams (lookups inside requests, 503 on a failed one)",
+};
+
 /// Every engine, by id.
-pub const ENGINES: &[&dyn Engine] = &[&NGINX_1_28, &NGINX_1_31, &HAPROXY, &ENVOY, &CADDY, &Model];
+pub const ENGINES: &[&dyn Engine] = &[
+    &NGINX_1_28,
+    &NGINX_1_31,
+    &HAPROXY,
+    &ENVOY,
+    &CADDY,
+    &Model,
+    &SIM_HAPROXY,
+    &SIM_ENVOY,
+    &SIM_CADDY,
+];
 
 /// Other names users may write for an engine.
 const ALIASES: &[(&str, &str)] = &[("nginx-1.28", "nginx")];

@@ -119,14 +119,42 @@ pub fn compare(name: String, lab: &Diagnosis, sim: &Diagnosis) -> Fidelity {
     }
 }
 
-/// Diagnose two run directories ([`diagnose_run_dir`]) and [`compare`] them.
+/// Diagnose two run directories ([`diagnose_run_dir`]) and [`compare`] them; when the clients
+/// saw failures the access logs do not hold (a proxy that closes a client's connection and
+/// logs nothing), those are compared too, as the row `(unlogged client errors)`.
 pub fn compare_dirs(name: String, lab: &Path, sim: &Path) -> Result<Fidelity> {
-    Ok(compare(
-        name,
-        &diagnose_run_dir(lab)?,
-        &diagnose_run_dir(sim)?,
-    ))
+    let (l, m) = (diagnose_run_dir(lab)?, diagnose_run_dir(sim)?);
+    let mut f = compare(name, &l, &m);
+    let unlogged = |dir: &Path, d: &Diagnosis| -> Result<u64> {
+        let client = resolvelab_diagnose::run::client_errors(dir)?.unwrap_or(0);
+        let logged: u64 = d
+            .http_status
+            .iter()
+            .filter(|(s, _)| s.parse::<u16>().is_ok_and(|s| s >= 500))
+            .map(|(_, n)| n)
+            .sum();
+        Ok(client.saturating_sub(logged))
+    };
+    let (lu, mu) = (unlogged(lab, &l)?, unlogged(sim, &m)?);
+    if lu > 0 || mu > 0 {
+        let agree = counts_agree(lu, mu) && (lu > 0) == (mu > 0);
+        f.classes.push(ClassFidelity {
+            class: UNLOGGED.into(),
+            lab_count: lu,
+            model_count: mu,
+            counts_agree: agree,
+            lab_longest_ms: 0,
+            model_longest_ms: 0,
+            duration_compared: false,
+            durations_agree: true,
+        });
+        f.agree &= agree;
+    }
+    Ok(f)
 }
+
+/// The row of client errors no access log holds.
+pub const UNLOGGED: &str = "(unlogged client errors)";
 
 impl Fidelity {
     /// The Markdown section of docs/FIDELITY.md.
@@ -259,6 +287,9 @@ pub fn replay_row(lab: &Path, sim_out: &Path) -> Result<Row> {
         None => rec.scenario.clone(),
     };
     title.push_str(&format!(" — seed {}", rec.seed));
+    if replay::model_of(&rec.engine).is_some() {
+        title.push_str(&format!(" — {}", rec.engine));
+    }
     let mut row = Row {
         title: title.clone(),
         lab_status: status_of(lab),
@@ -354,10 +385,11 @@ impl Report {
         let mut out = format!(
             "{BEGIN} — do not edit between these markers -->\n\n\
 Generated on {generated_at} by `resolvelab sim fidelity --replay {}`\n\
-({version}). Lab: real nginx run directories; model: the lab run's own scenario.toml on\n\
-`--engine sim` with the lab run's seed, /24, load start and send times.\n\n\
+({version}). Lab: real-proxy run directories; model: the lab run's own scenario.toml on\n\
+`--engine sim` (nginx) or `sim-haproxy`/`sim-envoy`/`sim-caddy` (a row named after its proxy)\n\
+with the lab run's seed, /24, load start and send times.\n\n\
 **{agree} agree, {disagree} disagree, {failed} could not be compared.**\n\n\
-| scenario | lab run | lab verdict | model verdict | model vs nginx |\n|---|---|---|---|---|\n",
+| scenario | lab run | lab verdict | model verdict | model vs the real proxy |\n|---|---|---|---|---|\n",
             self.lab_runs
         );
         for r in &self.rows {

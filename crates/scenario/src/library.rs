@@ -39,6 +39,10 @@ pub const FILES: &[(&str, &str)] = &[
         include_str!("../../../scenarios/zone-exhaustion.toml"),
     ),
     (
+        "zone-sweep",
+        include_str!("../../../scenarios/zone-sweep.toml"),
+    ),
+    (
         "retry-shim",
         include_str!("../../../scenarios/retry-shim.toml"),
     ),

@@ -56,37 +56,16 @@ impl ProxyBin {
         }
     }
 
-    /// How often it asks the authority again, as configured: nginx's `valid` + 1 s, HAProxy's
-    /// `timeout resolve` (1 s), Envoy's `dns_refresh_rate` (5 s), Caddy's `refresh` (1 min).
-    /// Timeline events placed between queries, or waiting for one, count on it.
+    /// How often it asks the authority again, as configured: nginx's `valid` + 1 s, a
+    /// third-party proxy's own period ([`crate::foreign::requery_period`]). Timeline events
+    /// placed between queries, or waiting for one, count on it.
     pub(crate) fn requery_period(&self, sc: &Scenario) -> Result<Duration> {
-        use crate::format::dur;
-        let knob =
-            |t: &toml::Table, key: &str| t.get(key).and_then(|v| v.as_str()).map(str::to_string);
-        Ok(match self {
-            ProxyBin::Nginx(_) => dur("nginx.valid", &sc.nginx.valid)? + Duration::from_secs(1),
-            ProxyBin::Foreign(Kind::Haproxy, _) => {
-                // The last `timeout resolve` line wins, as in HAProxy.
-                let knob = sc
-                    .haproxy
-                    .resolvers
-                    .iter()
-                    .rev()
-                    .find_map(|l| l.trim().strip_prefix("timeout resolve ").map(str::trim));
-                dur("haproxy.resolvers timeout resolve", knob.unwrap_or("1s"))?
+        match self {
+            ProxyBin::Nginx(_) => {
+                Ok(crate::format::dur("nginx.valid", &sc.nginx.valid)? + Duration::from_secs(1))
             }
-            ProxyBin::Foreign(Kind::Envoy, _) => {
-                let knob = knob(&sc.envoy.cluster, "dns_refresh_rate");
-                dur(
-                    "envoy.cluster.dns_refresh_rate",
-                    knob.as_deref().unwrap_or("5s"),
-                )?
-            }
-            ProxyBin::Foreign(Kind::Caddy, _) => {
-                let knob = knob(&sc.caddy.upstreams, "refresh");
-                dur("caddy.upstreams.refresh", knob.as_deref().unwrap_or("1m"))?
-            }
-        })
+            ProxyBin::Foreign(k, _) => crate::foreign::requery_period(*k, sc),
+        }
     }
 
     /// It resolves a name inside the first request that needs it, not when it starts.

@@ -90,7 +90,20 @@ pub fn lab_scenario(lab: &Path) -> Result<Scenario> {
     Ok(sc)
 }
 
-/// Replay one lab run directory on the model, into a new run directory under `out`.
+/// The model of the engine that played a lab run: nginx's for either nginx release, the
+/// proxy's own for HAProxy, Envoy and Caddy.
+pub fn model_of(engine: &str) -> Option<resolvelab_sim::proxies::Proxy> {
+    use resolvelab_sim::proxies::Proxy;
+    match engine {
+        "haproxy" => Some(Proxy::Haproxy),
+        "envoy" => Some(Proxy::Envoy),
+        "caddy" => Some(Proxy::Caddy),
+        _ => None,
+    }
+}
+
+/// Replay one lab run directory on the model of its engine, into a new run directory under
+/// `out`.
 pub fn replay(lab: &Path, out: &Path) -> Result<Replayed> {
     let rec = RunRecord::read(lab)?;
     if rec.load_start_us == 0 {
@@ -101,7 +114,8 @@ pub fn replay(lab: &Path, out: &Path) -> Result<Replayed> {
         );
     }
     let sc = lab_scenario(lab)?;
-    let (model, summary) = crate::simrun::run_model(&sc, &options(&rec, out))?;
+    let (model, summary) =
+        crate::simrun::run_model_of(&sc, &options(&rec, out), model_of(&rec.engine))?;
     Ok(Replayed {
         lab: rec,
         model,

@@ -31,6 +31,7 @@ use resolvelab_sim::nginx::{
     BackendPool, DnsMode, DnsPhase, EphemeralPorts, FaultKind, FaultWindow, Latency, NextUpstream,
     Probe, RetryShim, ServerLine, SimConfig, SimSummary, Us, ZoneFiller, simulate,
 };
+use resolvelab_sim::proxies::{Policy, Proxy};
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -58,14 +59,100 @@ pub fn refusal(sc: &Scenario) -> Option<String> {
     refuse_unmodelled(sc).err().map(|e| e.to_string())
 }
 
+/// Play the scenario on the model of another proxy's DNS-event policy
+/// (`resolvelab_sim::proxies`): the engines `sim-haproxy`, `sim-envoy`, `sim-caddy`.
+pub fn run_proxy(sc: &Scenario, opts: &RunOptions, proxy: Proxy) -> Result<RunRecord> {
+    run_with(sc, opts, Some(proxy)).map(|(record, _)| record)
+}
+
+/// Why the model of `proxy` cannot play `sc`: what the real proxy cannot, then what the
+/// proxy model does not play.
+pub fn proxy_refusal(sc: &Scenario, proxy: Proxy) -> Option<String> {
+    let check = || -> Result<()> {
+        crate::foreign::refuse(kind_of(proxy), sc)?;
+        let pol = policy(sc, proxy)?;
+        let cfg = plan(sc, 1, DEFAULT_NET, DEFAULT_EPOCH_US, Some(&pol))?.cfg;
+        resolvelab_sim::proxies::simulate_counts(
+            &SimConfig {
+                duration: Us(1),
+                ..cfg
+            },
+            &pol,
+        )
+        .map_err(|e| anyhow!("{}: scenario `{}`: {e:#}", sc.at(&["name"]), sc.name))?;
+        Ok(())
+    };
+    check().err().map(|e| format!("{e:#}"))
+}
+
+fn kind_of(proxy: Proxy) -> resolvelab_thirdparty::Kind {
+    match proxy {
+        Proxy::Haproxy => resolvelab_thirdparty::Kind::Haproxy,
+        Proxy::Envoy => resolvelab_thirdparty::Kind::Envoy,
+        Proxy::Caddy => resolvelab_thirdparty::Kind::Caddy,
+    }
+}
+
+/// The proxy's policy as the scenario configures the real one: retries as `foreign` renders
+/// them, and the knobs the model reads (`hold nx`/`hold other`, `timeout resolve`,
+/// `retry-on`, `dns_refresh_rate`, `refresh`).
+pub fn policy(sc: &Scenario, proxy: Proxy) -> Result<Policy> {
+    let mut p = Policy::of(proxy);
+    let us = |field: &str, v: &str| -> Result<Us> { Ok(Us(dur(field, v)?.as_micros() as i64)) };
+    p.period = Us(crate::foreign::requery_period(kind_of(proxy), sc)?.as_micros() as i64);
+    match proxy {
+        Proxy::Haproxy => {
+            p.retries = crate::foreign::retries(sc, 3);
+            for l in &sc.haproxy.resolvers {
+                let w: Vec<&str> = l.split_whitespace().collect();
+                match w.as_slice() {
+                    ["hold", "nx", v] => p.hold_nx = us("haproxy.resolvers hold nx", v)?,
+                    ["hold", "other" | "timeout" | "refused", v] => {
+                        p.hold_other = us("haproxy.resolvers hold", v)?
+                    }
+                    _ => {}
+                }
+            }
+            p.retry_reused = sc
+                .haproxy
+                .defaults
+                .iter()
+                .chain(&sc.haproxy.backend)
+                .any(|l| l.trim().starts_with("retry-on") && l.contains("all-retryable-errors"));
+        }
+        Proxy::Envoy | Proxy::Caddy => p.retries = crate::foreign::retries(sc, 1),
+    }
+    Ok(p)
+}
+
 /// [`run`], also returning the model's own counts (what `sim.json` holds).
 pub fn run_model(sc: &Scenario, opts: &RunOptions) -> Result<(RunRecord, SimSummary)> {
+    run_with(sc, opts, None)
+}
+
+/// Play the scenario on the nginx model (`proxy` None) or a proxy's, also returning the
+/// model's own counts.
+pub fn run_model_of(
+    sc: &Scenario,
+    opts: &RunOptions,
+    proxy: Option<Proxy>,
+) -> Result<(RunRecord, SimSummary)> {
+    run_with(sc, opts, proxy)
+}
+
+fn run_with(
+    sc: &Scenario,
+    opts: &RunOptions,
+    proxy: Option<Proxy>,
+) -> Result<(RunRecord, SimSummary)> {
     let sc = sc.scaled(opts.scale)?;
+    let policy = proxy.map(|p| policy(&sc, p)).transpose()?;
+    let engine = proxy.map_or("sim".to_string(), |p| format!("sim-{}", p.id()));
     let seed = opts.seed.or(sc.seed).unwrap_or(1);
     let (a, b) = opts.net.unwrap_or(DEFAULT_NET);
     let lab = opts.replay.as_ref();
     let epoch = lab.map_or(DEFAULT_EPOCH_US, |l| l.load_start_us);
-    let mut plan = plan(&sc, seed, (a, b), epoch)?;
+    let mut plan = plan(&sc, seed, (a, b), epoch, policy.as_ref())?;
     if let Some(path) = lab.and_then(|l| l.arrivals.as_deref()) {
         plan.cfg.arrivals = lab_arrivals(path, plan.cfg.duration)?;
         plan.cfg.rps = plan.cfg.arrivals.len() as f64 * 1e6 / plan.cfg.duration.0 as f64;
@@ -88,19 +175,30 @@ pub fn run_model(sc: &Scenario, opts: &RunOptions) -> Result<(RunRecord, SimSumm
         )
     })?;
     // For reference only: the configuration the real engine would run.
-    let body = http_body(&sc, &plan.net)?;
-    let conf_text = resolvelab_nginx::conf::lab_conf_with(
-        &dir.path,
-        &body,
-        &resolvelab_nginx::conf::LabConf {
-            workers: sc.nginx.workers,
-            ..Default::default()
-        },
-    );
-    std::fs::write(
-        dir.file(resolvelab_core::evidence::file::NGINX_CONF),
-        conf_text,
-    )?;
+    match proxy {
+        None => {
+            let body = http_body(&sc, &plan.net)?;
+            let conf_text = resolvelab_nginx::conf::lab_conf_with(
+                &dir.path,
+                &body,
+                &resolvelab_nginx::conf::LabConf {
+                    workers: sc.nginx.workers,
+                    ..Default::default()
+                },
+            );
+            std::fs::write(
+                dir.file(resolvelab_core::evidence::file::NGINX_CONF),
+                conf_text,
+            )?;
+        }
+        Some(p) => {
+            let k = kind_of(p);
+            std::fs::write(
+                dir.file(k.config_file()),
+                crate::foreign::config(k, &sc, &plan.net)?,
+            )?;
+        }
+    }
     if opts.progress {
         eprintln!(
             "[{}] simulating {} rps for {} (seed {seed}); run directory {}",
@@ -113,7 +211,7 @@ pub fn run_model(sc: &Scenario, opts: &RunOptions) -> Result<(RunRecord, SimSumm
     let mut record = RunRecord {
         schema: resolvelab_core::evidence::schema::RUN.into(),
         scenario: sc.name.clone(),
-        engine: "sim".into(),
+        engine: engine.clone(),
         variant: sc.variant_of.clone(),
         status: "running".into(),
         reason: None,
@@ -127,10 +225,15 @@ pub fn run_model(sc: &Scenario, opts: &RunOptions) -> Result<(RunRecord, SimSumm
         requests: 0,
         hits: BTreeMap::new(),
     };
-    let result = simulate(&plan.cfg, &dir.path)
+    let simulated = match &policy {
+        None => simulate(&plan.cfg, &dir.path),
+        Some(p) => resolvelab_sim::proxies::simulate(&plan.cfg, p, &dir.path),
+    };
+    let result = simulated
         .with_context(|| format!("simulating scenario `{}`", sc.name))
         .and_then(|summary| {
-            let hits = finish_events(&dir.path, &plan, &summary)?;
+            let target = proxy.map_or("nginx", |p| p.id());
+            let hits = finish_events(&dir.path, &plan, &summary, target)?;
             Ok((summary, hits))
         });
     record.ended_us = now_us();
@@ -149,7 +252,7 @@ pub fn run_model(sc: &Scenario, opts: &RunOptions) -> Result<(RunRecord, SimSumm
             return Err(e);
         }
     };
-    write_fingerprint(&dir, seed, started_us, plan.cfg.tz_offset_s)?;
+    write_fingerprint(&dir, seed, started_us, plan.cfg.tz_offset_s, &engine)?;
     dir.write_json(resolvelab_core::evidence::file::RUN, &record)?;
     // The model's own counts (ground truth for its logs, and the first-pick expectation that
     // `sim fidelity --replay` pools over every row).
@@ -168,7 +271,7 @@ pub fn run_model(sc: &Scenario, opts: &RunOptions) -> Result<(RunRecord, SimSumm
 
 /// The model's configuration for a (variant-merged, scaled) scenario: what [`run`] simulates.
 pub fn sim_config(sc: &Scenario, seed: u64, net: (u8, u8)) -> Result<SimConfig> {
-    Ok(plan(sc, seed, net, DEFAULT_EPOCH_US)?.cfg)
+    Ok(plan(sc, seed, net, DEFAULT_EPOCH_US, None)?.cfg)
 }
 
 /// A scenario mapped onto the model, plus what the run directory's bookkeeping needs.
@@ -325,7 +428,14 @@ fn unsupported(sc: &Scenario, field: &str, why: &str) -> anyhow::Error {
 
 /// The scenario → model mapping, stage by stage; each stage refuses what the model cannot
 /// express on one line naming the field.
-fn plan(sc: &Scenario, seed: u64, (a, b): (u8, u8), epoch_us: i64) -> Result<Plan> {
+/// `proxy`: the model of another proxy plays it, whose queries come on its own schedule.
+fn plan(
+    sc: &Scenario,
+    seed: u64,
+    (a, b): (u8, u8),
+    epoch_us: i64,
+    proxy: Option<&Policy>,
+) -> Result<Plan> {
     refuse_unmodelled(sc)?;
     let net = Net::assign(sc, a, b)?;
     let mut cfg = SimConfig::new(server_lines(sc, &net)?);
@@ -344,6 +454,16 @@ fn plan(sc: &Scenario, seed: u64, (a, b): (u8, u8), epoch_us: i64) -> Result<Pla
         .map(|b| (net.hosts[&b.name].to_string(), b.name.clone()))
         .collect();
     let mut t = Timeline::new(&cfg, sc, &net)?;
+    if let Some(p) = proxy {
+        // HAProxy and Envoy poll from their start; Caddy looks up at the first request and
+        // again once the answer is older than its period.
+        let first = match p.proxy {
+            Proxy::Caddy => 0,
+            _ => -cfg.warmup.0,
+        };
+        t.period = p.period.0;
+        t.schedule = Some(first);
+    }
     standing_faults(&mut t, &cfg, sc, &net, &links)?;
     for (i, e) in sc.timeline.iter().enumerate() {
         t.event(&mut cfg, sc, &net, &links, i, e)?;
@@ -673,8 +793,11 @@ struct Timeline {
     dns_injected: Vec<String>,
     faults: Vec<FaultWindow>,
     fault_names: Vec<(String, String)>,
-    /// The re-query period, valid + 1 s.
+    /// The re-query period: valid + 1 s, or the modelled proxy's.
     period: i64,
+    /// A proxy model's first query (µs from the load start; then one every `period`), instead
+    /// of the nginx model's trial run.
+    schedule: Option<i64>,
     /// The end of the run (µs after the load start, warm-up included).
     end_all: i64,
     rng: rand_chacha::ChaCha8Rng,
@@ -714,6 +837,7 @@ impl Timeline {
             faults: Vec::new(),
             fault_names: Vec::new(),
             period: cfg.valid_us() + 1_000_000,
+            schedule: None,
             end_all: cfg.duration.0 + cfg.warmup.0,
             rng: <rand_chacha::ChaCha8Rng as rand::SeedableRng>::seed_from_u64(
                 cfg.seed ^ 0x7431_6d65,
@@ -880,7 +1004,14 @@ impl Timeline {
             trial.push((*w, name.clone(), m.clone()));
         }
         let period = self.period;
-        let queries = query_times(cfg, &trial, name, at + 2 * period + 2_000_000)?;
+        let horizon = at + 2 * period + 2_000_000;
+        let queries = match self.schedule {
+            Some(first) => (0..)
+                .map(|k| first + k * period)
+                .take_while(|&q| q <= horizon)
+                .collect(),
+            None => query_times(cfg, &trial, name, horizon)?,
+        };
         Ok(match align {
             Some(Align::NextQuery) => queries
                 .iter()
@@ -891,7 +1022,9 @@ impl Timeline {
                 let len = for_.map_or(0, |f| f.0);
                 match queries.iter().copied().rfind(|&q| q <= at) {
                     Some(last) => {
-                        let mut start = last + (period - len).max(0) / 2;
+                        // A window as long as the period starts just after a query, as the
+                        // real runner's does (it sets the mode once it saw the query).
+                        let mut start = last + ((period - len).max(0) / 2).max(1);
                         while start < at {
                             start += period;
                         }
@@ -1128,7 +1261,13 @@ fn fault_name(spec: &str) -> String {
 
 /// Complete events.jsonl like the real runner's: phase markers, fault targets by name,
 /// `dns-mode-end` with the injection's hits; returns run.json's hit counters.
-fn finish_events(dir: &Path, plan: &Plan, summary: &SimSummary) -> Result<BTreeMap<String, u64>> {
+/// `proxy`: the target of the proxy's own events (`nginx`, `haproxy`, …).
+fn finish_events(
+    dir: &Path,
+    plan: &Plan,
+    summary: &SimSummary,
+    proxy: &str,
+) -> Result<BTreeMap<String, u64>> {
     let epoch = plan.cfg.epoch_us;
     let path = dir.join(resolvelab_core::evidence::file::EVENTS);
     let text = std::fs::read_to_string(&path)
@@ -1182,7 +1321,7 @@ fn finish_events(dir: &Path, plan: &Plan, summary: &SimSummary) -> Result<BTreeM
     }
     events.push(phase(
         epoch - plan.cfg.warmup.0,
-        "nginx",
+        proxy,
         "listening (simulated)",
     ));
     events.push(phase(epoch, "load", "start"));
@@ -1236,8 +1375,14 @@ fn finish_events(dir: &Path, plan: &Plan, summary: &SimSummary) -> Result<BTreeM
     Ok(hits)
 }
 
-fn write_fingerprint(dir: &RunDir, seed: u64, started_us: i64, tz_offset_s: i32) -> Result<()> {
-    let mut v = serde_json::to_value(dir.fingerprint(seed, started_us, "sim", ""))?;
+fn write_fingerprint(
+    dir: &RunDir,
+    seed: u64,
+    started_us: i64,
+    tz_offset_s: i32,
+    engine: &str,
+) -> Result<()> {
+    let mut v = serde_json::to_value(dir.fingerprint(seed, started_us, engine, ""))?;
     // The simulated error log is written in this offset's local time; the checker joins the
     // logs with it.
     v["utc_offset_s"] = Value::from(tz_offset_s);

@@ -6,6 +6,8 @@
 //!   (`resolvelab sim balance`).
 //! * [`nginx`] — a discrete-event model of nginx's upstream/resolve logic that writes the same
 //!   logs as a real lab run (`resolvelab sim run`, `resolvelab sim predict`, `--engine sim`).
+//! * [`proxies`] — the other proxies' DNS-event policies (HAProxy, Envoy, Caddy) on the same
+//!   configuration, with the same logs (`--engine sim-haproxy`, `sim predict --engine haproxy`).
 //!
 //! ```
 //! use resolvelab_sim::balance::{golden_input, simulate, Strategy};
@@ -16,3 +18,4 @@
 
 pub mod balance;
 pub mod nginx;
+pub mod proxies;

@@ -191,10 +191,17 @@ keep-alive hygiene.",
 resolvelab sim predict --rps 2000 --swap-interval 31s --latency lognormal:20ms,0.8 --sample 24h\n  \
 resolvelab sim predict --config sim.toml --sample 10m      # your own upstream as the baseline\n  \
 resolvelab sim predict --rps 8000 --format json\n  \
+# the same churn on another proxy's DNS and retry policy\n  \
+resolvelab sim predict --engine haproxy --rps 8000 --swap-interval 6s --first-try-failure 0.001\n  \
 # stale addresses: the backend moves 24 times a day — each way of using its name\n  \
 resolvelab sim predict --moves-per-day 24 --rps 300 --valid 5s --grace 0s --reload-after 5m"
 )]
 struct PredictArgs {
+    /// Whose policy: `nginx` (the nginx model and its mitigations), or the model of `haproxy`,
+    /// `envoy` or `caddy` (their DNS-event policies, client errors per day; `--keepalive`,
+    /// `--workers` and `--first-pick-window-us` are nginx's).
+    #[arg(long, default_value = "nginx", value_parser = ["nginx", "haproxy", "envoy", "caddy"])]
+    engine: String,
     /// Stale addresses instead: the backend moves this often, and every way nginx can use its
     /// name (resolved at start, per request, `resolve`) is compared (see --valid, --grace,
     /// --reload-after, --moves).
@@ -461,6 +468,20 @@ fn run_predict(a: PredictArgs) -> anyhow::Result<ExitCode> {
         sample: dur_arg("--sample", &a.sample)?,
         seed: a.seed,
     };
+    if let Some(proxy) = resolvelab_scenario::replay::model_of(&a.engine) {
+        if a.config.is_some() {
+            anyhow::bail!(
+                "--config is an nginx model's configuration: leave it out with --engine {}",
+                a.engine
+            );
+        }
+        let rows = resolvelab_sim::proxies::predict(&input, proxy)?;
+        match a.format {
+            SummaryFormat::Json => emit(&(serde_json::to_string_pretty(&rows)? + "\n"))?,
+            SummaryFormat::Text => emit(&proxy_table(&a.engine, &input, &rows))?,
+        }
+        return Ok(ExitCode::SUCCESS);
+    }
     let rows = match &a.config {
         Some(path) => {
             let mut base = SimConfig::from_path(path)?;
@@ -551,6 +572,44 @@ fn per_day(p: &resolvelab_sim::nginx::predict::PerDay) -> String {
     } else {
         format!("{:.0} ({:.0}–{:.0})", p.per_day, p.lo, p.hi)
     }
+}
+
+fn proxy_table(
+    engine: &str,
+    input: &PredictInput,
+    rows: &[resolvelab_sim::proxies::ProxyPrediction],
+) -> String {
+    let mut out = format!(
+        "Expected client errors per day on {engine}'s policy at {:.0} rps, the answer changing every {} s (95 % interval; {} s simulated per variant, seed {}).\n\n",
+        rows[0].requests as f64 / (input.sample.0 as f64 / 1e6),
+        input.swap_interval.0 / 1_000_000,
+        input.sample.0 / 1_000_000,
+        input.seed
+    );
+    let mut table = vec![
+        [
+            "variant",
+            "errors/day",
+            "502/day (failed try)",
+            "503/day (no server)",
+            "closed/day",
+            "change",
+        ]
+        .map(String::from)
+        .to_vec(),
+    ];
+    for r in rows {
+        table.push(vec![
+            r.variant.clone(),
+            per_day(&r.total),
+            per_day(&r.failed_try),
+            per_day(&r.no_server),
+            per_day(&r.closed),
+            r.change.clone(),
+        ]);
+    }
+    out.push_str(&columns(&table));
+    out
 }
 
 fn predict_table(input: &PredictInput, rows: &[Prediction]) -> String {

@@ -112,6 +112,37 @@ pub fn config(kind: Kind, sc: &Scenario, net: &Net) -> Result<String> {
     }
 }
 
+/// How often `kind` asks the authority again, as the scenario configures it: HAProxy's
+/// `timeout resolve` (1 s), Envoy's `dns_refresh_rate` (5 s), Caddy's `refresh` (1 min),
+/// knobs included.
+pub fn requery_period(kind: Kind, sc: &Scenario) -> Result<std::time::Duration> {
+    use crate::format::dur;
+    let knob = |t: &toml::Table, key: &str| t.get(key).and_then(|v| v.as_str()).map(str::to_string);
+    match kind {
+        Kind::Haproxy => {
+            // The last `timeout resolve` line wins, as in HAProxy.
+            let knob = sc
+                .haproxy
+                .resolvers
+                .iter()
+                .rev()
+                .find_map(|l| l.trim().strip_prefix("timeout resolve ").map(str::trim));
+            dur("haproxy.resolvers timeout resolve", knob.unwrap_or("1s"))
+        }
+        Kind::Envoy => {
+            let knob = knob(&sc.envoy.cluster, "dns_refresh_rate");
+            dur(
+                "envoy.cluster.dns_refresh_rate",
+                knob.as_deref().unwrap_or("5s"),
+            )
+        }
+        Kind::Caddy => {
+            let knob = knob(&sc.caddy.upstreams, "refresh");
+            dur("caddy.upstreams.refresh", knob.as_deref().unwrap_or("1m"))
+        }
+    }
+}
+
 /// How many times a failed try is tried again: none for `proxy_next_upstream off`, N − 1 for
 /// `proxy_next_upstream_tries N`, else `default` (nginx's own default, every peer once, has no
 /// counterpart where the number of addresses is not known at render time).

@@ -297,6 +297,57 @@ impl Logs {
         )
     }
 
+    /// A request of a proxy model (`crate::proxies`): one try or none, its access line in the
+    /// lab format (the upstream's name for a request with no server) and its load line.
+    pub(crate) fn access_simple(
+        &mut self,
+        arrival_us: i64,
+        end_us: i64,
+        status: u16,
+        upstream: &str,
+        seq: u64,
+        tried: bool,
+    ) -> io::Result<()> {
+        let rt = ms3(end_us / 1000 - arrival_us / 1000);
+        let urt = if tried { rt.clone() } else { "-".into() };
+        let conn = seq % 64 + 1;
+        writeln!(
+            self.access,
+            "{} {status} \"{upstream}\" \"{status}\" {rt} GET {conn} - \"{urt}\" \"-\" \"GET {} HTTP/1.1\" {}",
+            ms3(end_us / 1000),
+            self.uri,
+            self.client,
+        )?;
+        let lat = end_us - arrival_us;
+        writeln!(
+            self.load,
+            r#"{{"t_us":{arrival_us},"sent_us":{arrival_us},"latency_us":{lat},"uncorrected_us":{lat},"status":{status},"bytes":0,"error":null,"conn":{conn},"method":"GET","header":null,"seq":{seq}}}"#,
+        )
+    }
+
+    /// A request whose client connection the proxy closed without an answer (nothing in its
+    /// access log): only the load generator's line, as the lab's load writes it.
+    pub(crate) fn load_closed(&mut self, arrival_us: i64, end_us: i64, seq: u64) -> io::Result<()> {
+        let lat = end_us - arrival_us;
+        let conn = seq % 64 + 1;
+        writeln!(
+            self.load,
+            r#"{{"t_us":{arrival_us},"sent_us":{arrival_us},"latency_us":{lat},"uncorrected_us":{lat},"status":null,"bytes":0,"error":"closed","conn":{conn},"method":"GET","header":null,"seq":{seq}}}"#,
+        )
+    }
+
+    /// A proxy's own state line as a `proxy-state` event.
+    pub(crate) fn proxy_state(&mut self, t_us: i64, proxy: &str, note: &str) -> io::Result<()> {
+        let e = resolvelab_core::evidence::Event::new(
+            t_us,
+            resolvelab_core::evidence::event_kind::PROXY_STATE,
+            proxy,
+        )
+        .note(note);
+        serde_json::to_writer(&mut self.events, &e)?;
+        writeln!(self.events)
+    }
+
     /// One readiness probe (`probes.jsonl`, the lab prober's format).
     pub(crate) fn probe(
         &mut self,

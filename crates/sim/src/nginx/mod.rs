@@ -60,6 +60,9 @@ pub use config::{
     Latency, NextUpstream, Probe, RetryShim, ServerLine, SimConfig, Us, ZoneFiller,
 };
 
+pub(crate) use engine::Sampler;
+pub(crate) use logs::Logs;
+
 use anyhow::{Context, Result};
 use serde::Serialize;
 use std::path::Path;
