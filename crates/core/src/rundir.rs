@@ -46,6 +46,17 @@ impl RunDir {
         Err(std::io::Error::other("too many runs in the same second"))
     }
 
+    /// An existing run directory (to derive its evidence again, say).
+    pub fn open(path: &Path) -> RunDir {
+        RunDir {
+            path: path.to_path_buf(),
+            id: path
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default(),
+        }
+    }
+
     /// A file inside the run directory.
     pub fn file(&self, name: &str) -> PathBuf {
         self.path.join(name)

@@ -113,20 +113,32 @@ pub fn parse(line: &str) -> Option<Line> {
 }
 
 impl Access {
+    /// The status nginx would have logged: HAProxy answers 503 when it could not connect to
+    /// the server it chose (its `SC` termination, no connect time), where nginx answers 502;
+    /// a 503 the server itself sent, or one with no server, stays 503.
+    pub fn nginx_status(&self) -> u16 {
+        if self.status == 503 && self.server.is_some() && self.connect_ms < 0 {
+            502
+        } else {
+            self.status
+        }
+    }
+
     /// The line in the lab's nginx format: `$msec $status "$upstream_addr" "$upstream_status"
     /// $request_time $request_method $connection $connection_requests "$upstream_response_time"
-    /// "$upstream_connect_time" "$request" $remote_addr`. HAProxy keeps no per-try addresses, so
-    /// a retried request shows its last server only; `$connection_requests` is unknown (`-`).
+    /// "$upstream_connect_time" "$request" $remote_addr`, with [`Access::nginx_status`] and an
+    /// IPv6 server address in brackets, as nginx writes it. HAProxy keeps no per-try
+    /// addresses, so a retried request shows its last server only; `$connection_requests` is
+    /// unknown (`-`).
     pub fn lab_line(&self) -> String {
         let upstream = match (&self.server, &self.addr) {
-            (Some(_), Some(a)) => a.clone(),
+            (Some(_), Some(a)) => bracketed(a),
             _ => self.backend.clone(),
         };
+        let status = self.nginx_status();
         format!(
-            "{} {} \"{upstream}\" \"{}\" {} {} {} - \"{}\" \"{}\" \"{}\" {}",
+            "{} {status} \"{upstream}\" \"{status}\" {} {} {} - \"{}\" \"{}\" \"{}\" {}",
             msec(self.t_us),
-            self.status,
-            self.status,
             secs(self.active_ms.max(0)),
             self.method,
             self.client_port,
@@ -135,6 +147,14 @@ impl Access {
             self.request,
             self.client,
         )
+    }
+}
+
+/// `::1:8080` (HAProxy's `%si:%sp`) → `[::1]:8080`.
+fn bracketed(addr: &str) -> String {
+    match addr.rsplit_once(':') {
+        Some((ip, port)) if ip.contains(':') => format!("[{ip}]:{port}"),
+        _ => addr.to_string(),
     }
 }
 
@@ -164,6 +184,24 @@ mod tests {
             a.lab_line(),
             "1796166921.500 200 \"127.0.0.20:8080\" \"200\" 0.004 GET 4000 - \"0.003\" \"0.000\" \"GET /a b HTTP/1.1\" 127.0.0.1"
         );
+    }
+
+    #[test]
+    fn a_refused_server_is_nginx_502_and_ipv6_is_bracketed() {
+        let l = "2026-12-02T00:03:07.895829+00:00 A 503 be s1 ::1:8080 3 -1 -1 3004 GET 33566 \"GET / HTTP/1.1\" 127.0.0.1";
+        let Some(Line::Access(a)) = parse(l) else {
+            panic!()
+        };
+        assert!(
+            a.lab_line().contains(" 502 \"[::1]:8080\" \"502\" "),
+            "{}",
+            a.lab_line()
+        );
+        let own = "2026-12-02T00:03:07.8+00:00 A 503 be s1 127.0.0.20:8080 0 0 2 3 GET 1 \"GET / HTTP/1.1\" 127.0.0.1";
+        let Some(Line::Access(a)) = parse(own) else {
+            panic!()
+        };
+        assert_eq!(a.nginx_status(), 503, "the server's own 503");
     }
 
     #[test]

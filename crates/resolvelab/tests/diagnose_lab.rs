@@ -311,6 +311,38 @@ fn real_nginx_runs_are_classified() {
             .contains("going DOWN for maintenance (DNS NX status)")),
         "{i:#}"
     );
+    // Envoy 1.40 through a 3 s NXDOMAIN met by one 5 s refresh: its STRICT_DNS cluster applied
+    // the empty answer (`DNS hosts have changed`) and had no host until the next refresh.
+    let v = check(
+        "real/envoy.nxdomain",
+        &["dns-cluster-emptied"],
+        &[
+            "dns-nxdomain",
+            "maxfails-wipeout",
+            "generation-race-first-pick",
+        ],
+    );
+    let i = &v["incidents"][0];
+    let d = i["duration_ms"].as_i64().unwrap();
+    assert!((4500..=5500).contains(&d), "one refresh period: {d}");
+    assert_eq!(i["count"].as_u64(), Some(1501), "{i:#}");
+    // Caddy 2.11 through a 3 s NXDOMAIN that its lookup met: every request of those 3 s
+    // looked the name up itself and got 503 `no upstreams available`.
+    let v = check(
+        "real/caddy.nxdomain.valid30-aligned",
+        &["dns-lookup-failed"],
+        &["dns-nxdomain", "maxfails-wipeout"],
+    );
+    let i = &v["incidents"][0];
+    let d = i["duration_ms"].as_i64().unwrap();
+    assert!((2700..=3300).contains(&d), "{d}");
+    assert!(
+        i["evidence"].as_array().unwrap().iter().any(|e| e["text"]
+            .as_str()
+            .unwrap()
+            .contains("failed getting dynamic upstreams")),
+        "{i:#}"
+    );
     let v = check("real/swap-only", &[], &[]);
     assert!(v["swaps"].as_u64().unwrap() >= 2);
     check("real/zone-churn", &[], &["zone-memory-exhausted"]);

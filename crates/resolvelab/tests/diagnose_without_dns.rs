@@ -20,9 +20,14 @@ fn fixtures() -> Vec<PathBuf> {
         .unwrap()
         .map(|e| e.unwrap().path())
         .filter(|p| p.join("scenario.toml").exists())
-        // nginx's logs only: `diagnose` reads production nginx logs, not HAProxy's (an HAProxy
+        // nginx's logs only: `diagnose` reads production nginx logs, not another proxy's (such a
         // lab run is judged with its own events, `tests/diagnose_lab.rs`).
-        .filter(|p| !p.join("haproxy.cfg").exists())
+        .filter(|p| {
+            p.join("nginx.conf").exists()
+                || !["haproxy.cfg", "envoy.json", "caddy.json"]
+                    .iter()
+                    .any(|c| p.join(c).exists())
+        })
         .collect();
     v.sort();
     v

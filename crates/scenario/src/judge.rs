@@ -113,6 +113,9 @@ pub fn run_and_judge(sc: &Scenario, opts: &RunOptions, engine: &dyn Engine) -> R
 
 /// Judge a finished run directory (the runner's own `aborted` wins over the checker's status).
 pub fn judge_dir(record: RunRecord) -> Result<Judged> {
+    // A third-party proxy's own log is the raw evidence: an earlier run's access log and
+    // state events are derived again by today's converter (`run --all --rejudge`, reuse).
+    crate::foreign::rederive(&record.dir, &record.engine)?;
     let mut verdict = resolvelab_diagnose::analyze_run(&record.dir)
         .with_context(|| format!("analyzing {}", record.dir.display()))?;
     if record.status == "aborted" {

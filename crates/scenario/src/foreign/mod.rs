@@ -193,10 +193,14 @@ pub fn evidence(kind: Kind, dir: &RunDir) -> Result<()> {
         .with_context(|| format!("cannot read {}", path.display()))?;
     let mut lines = text.lines();
     let header = lines.next().unwrap_or_default().to_string();
+    // The proxy's own events of an earlier conversion are replaced, not added to.
     let mut all: Vec<(i64, String)> = lines
-        .map(|l| {
-            let t = serde_json::from_str::<Event>(l).map_or(0, |e| e.t_us);
-            (t, l.to_string())
+        .filter_map(|l| {
+            let e = serde_json::from_str::<Event>(l).ok();
+            let ours = e.as_ref().is_some_and(|e| {
+                e.kind == event_kind::PROXY_STATE && e.target.as_deref() == Some(kind.id())
+            });
+            (!ours).then(|| (e.map_or(0, |e| e.t_us), l.to_string()))
         })
         .collect();
     for (t_us, message) in got.states {
@@ -215,6 +219,18 @@ pub fn evidence(kind: Kind, dir: &RunDir) -> Result<()> {
     }
     resolvelab_core::rundir::write_atomic(&path, out.as_bytes())?;
     Ok(())
+}
+
+/// Derive a finished run's evidence again from its proxy's own log when `engine` is a
+/// third-party proxy (nothing to do for nginx and the models).
+pub fn rederive(dir: &std::path::Path, engine: &str) -> Result<()> {
+    let kind = [Kind::Haproxy, Kind::Envoy, Kind::Caddy]
+        .into_iter()
+        .find(|k| k.id() == engine);
+    match kind {
+        Some(k) if dir.join(k.log_file()).is_file() => evidence(k, &RunDir::open(dir)),
+        _ => Ok(()),
+    }
 }
 
 #[cfg(test)]
