@@ -41,18 +41,7 @@ pub struct Access {
 }
 
 /// A line of Caddy's log.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Line {
-    /// A request.
-    Access(Access),
-    /// A lookup or a lookup failure.
-    State {
-        /// Epoch µs.
-        t_us: i64,
-        /// The message with its subject.
-        message: String,
-    },
-}
+pub type Line = crate::foreign::Line<Access>;
 
 fn text(v: &Value) -> &str {
     v.as_str().unwrap_or("")
@@ -133,10 +122,8 @@ impl Access {
 
 /// Read `caddy.log` and write its access lines to `access_out` in the lab format.
 pub fn to_lab(caddy_log: &Path, access_out: &Path) -> Result<Converted> {
-    convert(&[caddy_log], access_out, |l| match parse(l) {
-        Some(Line::Access(a)) => Parsed::Access(a.lab_line()),
-        Some(Line::State { t_us, message }) => Parsed::State(t_us, message),
-        None => Parsed::Other,
+    convert(&[caddy_log], access_out, |l| {
+        Parsed::of(parse(l), Access::lab_line)
     })
 }
 

@@ -18,6 +18,21 @@ pub struct Converted {
     pub other: u64,
 }
 
+/// A line of a proxy's log as its module reads it: a request (`A`, the proxy's own access
+/// record) or a timestamped state line.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Line<A> {
+    /// A request.
+    Access(A),
+    /// A state line: a DNS or server state change, a lookup, a failure.
+    State {
+        /// Epoch µs.
+        t_us: i64,
+        /// The message.
+        message: String,
+    },
+}
+
 /// One line of a proxy's log, classified.
 pub enum Parsed {
     /// A request, as a line of the lab's access log.
@@ -26,6 +41,18 @@ pub enum Parsed {
     State(i64, String),
     /// Anything else.
     Other,
+}
+
+impl Parsed {
+    /// A module's parsed line (`None`: not one of its lines), its access record written as a
+    /// lab line by `lab_line`.
+    pub fn of<A>(line: Option<Line<A>>, lab_line: impl Fn(&A) -> String) -> Parsed {
+        match line {
+            Some(Line::Access(a)) => Parsed::Access(lab_line(&a)),
+            Some(Line::State { t_us, message }) => Parsed::State(t_us, message),
+            None => Parsed::Other,
+        }
+    }
 }
 
 impl Converted {

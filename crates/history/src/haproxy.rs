@@ -56,19 +56,8 @@ pub struct Access {
     pub client: String,
 }
 
-/// A line of the HAProxy log.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Line {
-    /// A request.
-    Access(Access),
-    /// Anything else HAProxy logged with a timestamp (server and DNS state changes).
-    State {
-        /// Epoch µs.
-        t_us: i64,
-        /// The message.
-        message: String,
-    },
-}
+/// A line of HAProxy's log.
+pub type Line = crate::foreign::Line<Access>;
 
 /// One line of the log; `None` for HAProxy's untimed stderr notices (`[NOTICE] (pid) : …`).
 pub fn parse(line: &str) -> Option<Line> {
@@ -160,10 +149,8 @@ fn bracketed(addr: &str) -> String {
 
 /// Read `haproxy.log` and write its access lines to `access_out` in the lab format.
 pub fn to_lab(haproxy_log: &Path, access_out: &Path) -> Result<Converted> {
-    convert(&[haproxy_log], access_out, |l| match parse(l) {
-        Some(Line::Access(a)) => Parsed::Access(a.lab_line()),
-        Some(Line::State { t_us, message }) => Parsed::State(t_us, message),
-        None => Parsed::Other,
+    convert(&[haproxy_log], access_out, |l| {
+        Parsed::of(parse(l), Access::lab_line)
     })
 }
 

@@ -273,3 +273,104 @@ fn port_exhaustion_only_without_time_wait_reuse() {
         serde_json::from_str(&std::fs::read_to_string(dirs[0].join("run.json")).unwrap()).unwrap();
     assert_eq!(run["status"], "completed", "{run:#}");
 }
+
+/// `resolvelab run NAME --engine ENGINE --out OUT -q` for a proxy model; returns the run
+/// directories.
+fn run_engine(out: &Path, args: &[&str], engine: &str) -> Vec<PathBuf> {
+    let o = bin()
+        .arg("run")
+        .args(args)
+        .args(["--engine", engine, "-q", "--out"])
+        .arg(out)
+        .output()
+        .unwrap();
+    // The expectations were written for nginx: 1 is a finding, 2 an error.
+    assert!(
+        matches!(o.status.code(), Some(0 | 1)),
+        "{engine}: {}\n{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let mut dirs: Vec<PathBuf> = std::fs::read_dir(out)
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.is_dir())
+        .collect();
+    dirs.sort();
+    dirs
+}
+
+/// The other proxies' models play library scenarios into the same run directory, and the
+/// checker gives each its own class: Envoy's emptied cluster, HAProxy's held address.
+#[test]
+fn the_proxy_models_play_library_scenarios() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dirs = run_engine(tmp.path(), &["nxdomain", "--variant", "base"], "sim-envoy");
+    let v = verdict(&dirs[0]);
+    assert_eq!(classes(&v), ["dns-cluster-emptied"], "{:#}", v["classes"]);
+    let d = v["incidents"][0]["duration_ms"].as_i64().unwrap();
+    assert!((4500..=5500).contains(&d), "one 5 s refresh: {d}");
+    assert!(
+        dirs[0].join("envoy.json").is_file(),
+        "the real proxy's config, for reference"
+    );
+    let fp: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dirs[0].join("fingerprint.json")).unwrap())
+            .unwrap();
+    assert_eq!(fp["engine"], "sim-envoy");
+
+    let tmp = tempfile::tempdir().unwrap();
+    let dirs = run_engine(
+        tmp.path(),
+        &["nxdomain", "--variant", "nx40s"],
+        "sim-haproxy",
+    );
+    let v = verdict(&dirs[0]);
+    assert_eq!(classes(&v), ["dns-hold-expired"], "{:#}", v["classes"]);
+    let d = v["incidents"][0]["duration_ms"].as_i64().unwrap();
+    // The lab: 11.0 s (40 s − hold nx 30 s, plus the polls' phase).
+    assert!((10_000..=12_000).contains(&d), "{d}");
+
+    // What the model cannot play is refused with the field, before anything is written.
+    let tmp = tempfile::tempdir().unwrap();
+    let o = bin()
+        .args(["run", "dual-resolve", "--engine", "sim-caddy", "--out"])
+        .arg(tmp.path())
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(err.contains("not Rst"), "{err}");
+}
+
+/// `sim predict --engine haproxy`: HAProxy closes what a failed reused connection breaks, and
+/// its `retry-on` mitigation removes it.
+#[test]
+fn predict_on_another_proxy() {
+    let o = bin()
+        .args([
+            "sim",
+            "predict",
+            "--engine",
+            "haproxy",
+            "--rps",
+            "500",
+            "--sample",
+            "2m",
+            "--first-try-failure",
+            "0.01",
+            "--format",
+            "json",
+        ])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let rows: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(rows[0]["variant"], "baseline");
+    let closed = rows[0]["closed"]["count"].as_u64().unwrap();
+    // 1 % of 60,000 requests, give or take the share that reuses a connection.
+    assert!((300..=700).contains(&closed), "{closed}");
+    assert_eq!(rows[1]["variant"], "retry-on");
+    assert_eq!(rows[1]["total"]["count"], 0);
+}
