@@ -80,13 +80,20 @@ pub fn diagnose_run_dir(dir: &Path) -> anyhow::Result<Diagnosis> {
 
 /// Analyze a run directory: diagnosis, scenario expectations, injection hit counters, status.
 pub fn analyze_run(dir: &Path) -> anyhow::Result<Verdict> {
+    analyze_run_by(dir, None)
+}
+
+/// [`analyze_run`], judging the run by `checks` instead of its own `scenario.toml`'s when given:
+/// an earlier run of a scenario whose expectations have changed since, judged by today's.
+pub fn analyze_run_by(dir: &Path, checks: Option<&[String]>) -> anyhow::Result<Verdict> {
     if !dir.is_dir() {
         anyhow::bail!(
             "{} is not a run directory (expected runs/<scenario>-<stamp>/)",
             dir.display()
         );
     }
-    let (scenario, checks) = read_scenario(dir)?;
+    let (scenario, own) = read_scenario(dir)?;
+    let checks = checks.map_or(own, <[String]>::to_vec);
     let meant_to_miss = scenario_misses(dir, "expect_miss");
     // By target alone: a fault's spec is logged normalised (`toxicity=0.3` → `p=0.3`).
     let may_miss: Vec<(String, Option<String>)> = scenario_misses(dir, "may_miss")
@@ -342,9 +349,19 @@ fn read_scenario(dir: &Path) -> anyhow::Result<(Option<String>, Vec<String>)> {
         )
     })?;
     let name = v.get("name").and_then(|n| n.as_str()).map(str::to_string);
-    let checks = v
-        .get("expect")
-        .and_then(|e| e.get("checks"))
+    // The run's engine may have checks of its own (`[expect.engines]`).
+    let engine = std::fs::read_to_string(dir.join(resolvelab_core::evidence::file::FINGERPRINT))
+        .ok()
+        .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok())
+        .and_then(|f| f["engine"].as_str().map(str::to_string))
+        .unwrap_or_default();
+    let expect = v.get("expect");
+    // A proxy's model is judged by that proxy's checks (`sim-haproxy` → `haproxy`).
+    let proxy = engine.strip_prefix("sim-").unwrap_or(&engine);
+    let engines = expect.and_then(|e| e.get("engines"));
+    let checks = engines
+        .and_then(|e| e.get(&engine).or_else(|| e.get(proxy)))
+        .or_else(|| expect.and_then(|e| e.get("checks")))
         .and_then(|c| c.as_array())
         .map(|a| {
             a.iter()

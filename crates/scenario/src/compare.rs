@@ -66,7 +66,7 @@ impl Cell {
             run: PathBuf::new(),
             status: status.into(),
             held: 0,
-            checks: sc.expect.checks.len(),
+            checks: sc.expect.for_engine(engine).len(),
             requests: 0,
             client_errors: 0,
             nlu: 0,
@@ -137,7 +137,7 @@ pub fn compare_reusing(
             out: opts.out.join(e.id()),
             ..opts.clone()
         };
-        if let Some(why) = e.refuses(sc) {
+        if let Some(why) = crate::engine::not_applicable(sc, *e) {
             let cell = Cell {
                 not_applicable: Some(why),
                 ..Cell::empty(e.id(), sc, "n/a")
@@ -150,7 +150,8 @@ pub fn compare_reusing(
             .get(e.id())
             .and_then(|dir| reusable_run(dir, sc, e.id(), opts));
         let judged = match earlier {
-            Some(record) => judge::judge_dir(record),
+            // Judged by today's expectations, which may be newer than the run.
+            Some(record) => judge::judge_dir_by(record, Some(sc.expect.for_engine(e.id()))),
             None => judge::run_and_judge(sc, &o, *e),
         };
         let cell = match judged {
@@ -179,10 +180,13 @@ fn reusable_run(
     engine: &str,
     opts: &RunOptions,
 ) -> Option<crate::runner::RunRecord> {
-    // The scenario as it would be played; its other variants' definitions do not change it.
+    // The scenario as it would be played: its other variants' definitions, its expectations
+    // and the engines it names do not change it (a reused run is judged by today's).
     let played = |text: &str| -> Option<toml::Table> {
         let mut t: toml::Table = toml::from_str(text).ok()?;
-        t.remove("variant");
+        for k in ["variant", "expect", "engines"] {
+            t.remove(k);
+        }
         Some(t)
     };
     let want = played(&toml::to_string(&sc.scaled(opts.scale).ok()?).ok()?)?;

@@ -289,6 +289,25 @@ pub const SIM_CADDY: ProxyModel = ProxyModel {
     describe: "the model of Caddy 2.11's dynamic `a` upstreams (lookups inside requests, 503 on a failed one)",
 };
 
+/// Why `e` does not play `sc`: the scenario names the engines it applies to and `e` is not
+/// one, or `e` cannot express it.
+pub fn not_applicable(sc: &Scenario, e: &dyn Engine) -> Option<String> {
+    if !sc.engines.is_empty()
+        && !sc
+            .engines
+            .iter()
+            .any(|id| by_name(id).is_ok_and(|x| x.id() == e.id()))
+    {
+        return Some(format!(
+            "{}: scenario `{}` applies to {} only",
+            sc.at(&["engines"]),
+            sc.name,
+            sc.engines.join(", ")
+        ));
+    }
+    e.refuses(sc)
+}
+
 /// Every engine, by id.
 pub const ENGINES: &[&dyn Engine] = &[
     &NGINX_1_28,

@@ -72,6 +72,10 @@ pub struct Scenario {
     /// Injections over time (`[[timeline]]`).
     #[serde(default)]
     pub timeline: Vec<Event>,
+    /// The engines this scenario applies to (empty: every engine that can play it); the others
+    /// are not applicable (`compare` shows n/a), e.g. a zone exhaustion is nginx's alone.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub engines: Vec<String>,
     /// Expectations (`[expect] checks = [...]`).
     #[serde(default)]
     pub expect: Expect,
@@ -477,6 +481,22 @@ pub struct Expect {
     /// Checks in the expectation language (docs/diagnose.md).
     #[serde(default)]
     pub checks: Vec<String>,
+    /// Checks for one engine's runs instead of `checks` (`[expect.engines] haproxy = [...]`):
+    /// what that proxy's own policy makes of the scenario.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub engines: std::collections::BTreeMap<String, Vec<String>>,
+}
+
+impl Expect {
+    /// The checks a run of `engine` is judged by: its own, a model's proxy's (`sim-haproxy` →
+    /// `haproxy`), else `checks`.
+    pub fn for_engine(&self, engine: &str) -> &[String] {
+        let proxy = engine.strip_prefix("sim-").unwrap_or(engine);
+        self.engines
+            .get(engine)
+            .or_else(|| self.engines.get(proxy))
+            .unwrap_or(&self.checks)
+    }
 }
 
 fn d_workers() -> u32 {
@@ -592,6 +612,12 @@ impl Scenario {
         }
         if let Err(e) = resolvelab_load::RatePlan::parse(&self.load.rate) {
             return Err(self.err_at(&["load", "rate"], e));
+        }
+        for (i, id) in self.engines.iter().enumerate() {
+            crate::engine::by_name(id).map_err(|e| self.err_at(&["engines", &i.to_string()], e))?;
+        }
+        for id in self.expect.engines.keys() {
+            crate::engine::by_name(id).map_err(|e| self.err_at(&["expect", "engines", id], e))?;
         }
         self.check_load().map_err(|e| self.err_at(&["load"], e))?;
         if self.nginx.servers.is_empty() && self.nginx.inline.is_none() {
@@ -1042,6 +1068,10 @@ impl Scenario {
         base.remove("variant");
         let mut patch = patch.clone();
         patch.remove("name");
+        // A variant's expectations replace the base's, per engine too.
+        if patch.contains_key("expect") {
+            base.remove("expect");
+        }
         merge(&mut base, patch);
         let mut v: Scenario = toml::Value::Table(base).try_into().map_err(|e| {
             self.err_at(
@@ -1180,6 +1210,35 @@ expect = { checks = ["nlu = 0"] }
         assert_eq!(v.expect.checks, ["nlu = 0"]);
         assert_eq!(v.variant_of.as_deref(), Some("mf0"));
         assert!(s.variant("nope").unwrap_err().to_string().contains("mf0"));
+    }
+
+    #[test]
+    fn engines_and_their_own_expectations() {
+        let text = MIN.replace(
+            "[[variant]]",
+            "[expect.engines]\nhaproxy = [\"nlu = 0\"]\n[[variant]]",
+        );
+        let s = Scenario::from_toml(&text, "t.toml").unwrap();
+        assert_eq!(s.expect.for_engine("haproxy"), ["nlu = 0"]);
+        assert_eq!(
+            s.expect.for_engine("sim-haproxy"),
+            ["nlu = 0"],
+            "a model is judged as its proxy"
+        );
+        assert_eq!(s.expect.for_engine("envoy"), ["nlu > 0"]);
+        // A variant's expectations replace the base's, its engines' too.
+        let v = s.variant("mf0").unwrap();
+        assert_eq!(v.expect.for_engine("haproxy"), ["nlu = 0"]);
+        assert!(v.expect.engines.is_empty());
+        let bad = text.replace("haproxy = [", "lighttpd = [");
+        let e = Scenario::from_toml(&bad, "t.toml").unwrap_err().to_string();
+        assert!(
+            e.starts_with("t.toml:") && e.contains("no engine `lighttpd`"),
+            "{e}"
+        );
+        let bad = format!("engines = [\"nginx\", \"squid\"]\n{MIN}");
+        let e = Scenario::from_toml(&bad, "t.toml").unwrap_err().to_string();
+        assert!(e.starts_with("t.toml:1:") && e.contains("squid"), "{e}");
     }
 
     #[test]

@@ -88,17 +88,30 @@ pub struct Judged {
     pub verdict: Verdict,
 }
 
-/// A scenario's `[expect] checks`, parsed and their ids checked, at their `file:line`.
+/// A scenario's `[expect] checks` (and each engine's), parsed and their ids checked, at their
+/// `file:line`.
 pub fn check_expectations(sc: &Scenario) -> Result<()> {
-    for (i, text) in sc.expect.checks.iter().enumerate() {
-        resolvelab_diagnose::expect::parse_checked(text).map_err(|e| {
-            anyhow::anyhow!(
-                "{}: scenario `{}`: [expect] check {} `{text}`: {e}; nothing was run",
-                sc.at(&["expect", "checks", &i.to_string()]),
-                sc.name,
-                i + 1
-            )
-        })?;
+    let lists = std::iter::once((vec!["expect", "checks"], &sc.expect.checks)).chain(
+        sc.expect
+            .engines
+            .iter()
+            .map(|(e, c)| (vec!["expect", "engines", e.as_str()], c)),
+    );
+    for (path, checks) in lists {
+        for (i, text) in checks.iter().enumerate() {
+            resolvelab_diagnose::expect::parse_checked(text).map_err(|e| {
+                let idx = i.to_string();
+                let mut at = path.clone();
+                at.push(&idx);
+                anyhow::anyhow!(
+                    "{}: scenario `{}`: [{}] check {} `{text}`: {e}; nothing was run",
+                    sc.at(&at),
+                    sc.name,
+                    path[..path.len() - 1].join("."),
+                    i + 1
+                )
+            })?;
+        }
     }
     Ok(())
 }
@@ -107,16 +120,24 @@ pub fn check_expectations(sc: &Scenario) -> Result<()> {
 /// files into its run directory.
 pub fn run_and_judge(sc: &Scenario, opts: &RunOptions, engine: &dyn Engine) -> Result<Judged> {
     check_expectations(sc)?;
+    if let Some(why) = crate::engine::not_applicable(sc, engine) {
+        anyhow::bail!("{why}");
+    }
     let record = engine.run(sc, opts)?;
     judge_dir(record)
 }
 
 /// Judge a finished run directory (the runner's own `aborted` wins over the checker's status).
 pub fn judge_dir(record: RunRecord) -> Result<Judged> {
+    judge_dir_by(record, None)
+}
+
+/// [`judge_dir`] by today's `checks` instead of the run's own (a reused run).
+pub fn judge_dir_by(record: RunRecord, checks: Option<&[String]>) -> Result<Judged> {
     // A third-party proxy's own log is the raw evidence: an earlier run's access log and
     // state events are derived again by today's converter (`run --all --rejudge`, reuse).
     crate::foreign::rederive(&record.dir, &record.engine)?;
-    let mut verdict = resolvelab_diagnose::analyze_run(&record.dir)
+    let mut verdict = resolvelab_diagnose::run::analyze_run_by(&record.dir, checks)
         .with_context(|| format!("analyzing {}", record.dir.display()))?;
     if record.status == "aborted" {
         verdict.status = "aborted".into();
