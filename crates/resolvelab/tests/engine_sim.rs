@@ -23,6 +23,11 @@ fn run_sim(out: &Path, args: &[&str]) -> (String, Vec<PathBuf>) {
         o.status,
         String::from_utf8_lossy(&o.stderr)
     );
+    (stdout, run_dirs(out))
+}
+
+/// The run directories under `out`, sorted.
+fn run_dirs(out: &Path) -> Vec<PathBuf> {
     let mut dirs: Vec<PathBuf> = std::fs::read_dir(out)
         .unwrap()
         .flatten()
@@ -30,7 +35,7 @@ fn run_sim(out: &Path, args: &[&str]) -> (String, Vec<PathBuf>) {
         .filter(|p| p.is_dir())
         .collect();
     dirs.sort();
-    (stdout, dirs)
+    dirs
 }
 
 fn verdict(dir: &Path) -> serde_json::Value {
@@ -291,14 +296,7 @@ fn run_engine(out: &Path, args: &[&str], engine: &str) -> Vec<PathBuf> {
         String::from_utf8_lossy(&o.stdout),
         String::from_utf8_lossy(&o.stderr)
     );
-    let mut dirs: Vec<PathBuf> = std::fs::read_dir(out)
-        .unwrap()
-        .flatten()
-        .map(|e| e.path())
-        .filter(|p| p.is_dir())
-        .collect();
-    dirs.sort();
-    dirs
+    run_dirs(out)
 }
 
 /// The other proxies' models play library scenarios into the same run directory, and the

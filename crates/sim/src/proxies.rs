@@ -685,15 +685,16 @@ impl<'a> Model<'a> {
             Ok(end) => return self.answer(k, t, end, 200, Some(first)),
             Err(e) => e,
         };
+        if self.pol.proxy == Proxy::Caddy && reused_closed {
+            // Go's transport sends the request again on a new connection, whatever Caddy's
+            // own retries.
+            let end = at + self.sample_latency(first);
+            return self.answer(k, t, end, 200, Some(first));
+        }
         let mut last = first;
         for _ in 0..self.pol.retries {
             if reused_closed && !self.pol.retry_reused {
                 break;
-            }
-            if self.pol.proxy == Proxy::Caddy && reused_closed {
-                // Go's transport sends the request again on a new connection.
-                let end = at + self.sample_latency(last);
-                return self.answer(k, t, end, 200, Some(last));
             }
             if self.pol.max_active_retries > 0 {
                 self.active_retries.retain(|&e| e > at);
@@ -707,9 +708,12 @@ impl<'a> Model<'a> {
             if self.pol.retry_backoff.0 > 0 {
                 at += self.rng.random_range(0..=self.pol.retry_backoff.0);
             }
+            // Envoy goes to another host (`previous_hosts`), Caddy selects again at random,
+            // HAProxy stays on the server (no `option redispatch`).
             let next = match self.pol.proxy {
                 Proxy::Envoy => hosts.iter().copied().find(|h| *h != last).unwrap_or(last),
-                _ => last,
+                Proxy::Caddy => hosts[self.rng.random_range(0..hosts.len())],
+                Proxy::Haproxy => last,
             };
             match self.try_at(next, at) {
                 Ok(end) => {
