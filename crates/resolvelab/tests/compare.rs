@@ -123,6 +123,16 @@ fn swap_only_runs_on_every_engine_side_by_side() {
     assert!(fingerprint(cells[5]["run"].as_str().unwrap())["binary_sha256"].is_null());
     let md = std::fs::read_to_string(out.join("comparison.md")).unwrap();
     assert!(md.contains("| nginx-1.31 | nginx/1.31.3 |"), "{md}");
+    // The HTML page shows each engine's configuration beside the table.
+    let page = std::fs::read_to_string(out.join("comparison.html")).unwrap();
+    for shown in [
+        "resolvers lab",
+        "STRICT_DNS",
+        "dynamic_upstreams",
+        "upstream be",
+    ] {
+        assert!(page.contains(shown), "{shown} not in comparison.html");
+    }
 
     // Reuse: the model's run is judged again, not played again; another scale is another
     // scenario, so it is played.

@@ -335,6 +335,80 @@ pub fn markdown(comparisons: &[Comparison]) -> String {
     out
 }
 
+/// The run directory's configuration of the proxy that played it, for the HTML page.
+fn config_of(dir: &Path) -> Option<(&'static str, String)> {
+    ["nginx.conf", "haproxy.cfg", "envoy.json", "caddy.json"]
+        .into_iter()
+        .find_map(|f| Some((f, std::fs::read_to_string(dir.join(f)).ok()?)))
+}
+
+/// The same comparisons as one self-contained HTML page (`comparison.html`): a table per
+/// scenario, each engine's row linking its run's verdict, and each engine's configuration.
+pub fn html(comparisons: &[Comparison]) -> String {
+    use resolvelab_core::text::html_escape as h;
+    let mut out = String::from(
+        "<!doctype html><html><head><meta charset=\"utf-8\"><title>resolvelab compare</title><style>\
+         body{font-family:system-ui,sans-serif;margin:24px;color:#222;max-width:1400px}\
+         table{border-collapse:collapse;margin:8px 0 16px}td,th{border:1px solid #ccc;padding:3px 7px;font-size:13px;text-align:left;vertical-align:top}\
+         th{background:#f3f3f3}pre{font-size:12px;background:#f6f6f6;padding:8px;overflow:auto;max-height:360px}\
+         .bad{color:#c62828}</style></head><body><h1>The same scenario on several engines</h1>\n",
+    );
+    for c in comparisons {
+        let _ = writeln!(out, "<h2>{}</h2><p>{}</p>", h(&c.title()), h(&c.question));
+        out.push_str("<table><tr><th>engine</th><th>version</th><th>requests</th><th>client errors</th><th>NLU</th><th>classes (failed requests)</th><th>longest outage</th><th>re-query period</th><th>p99</th><th>expectations</th><th>run</th></tr>\n");
+        for e in &c.cells {
+            let run = e
+                .run
+                .file_name()
+                .map_or(String::new(), |n| n.to_string_lossy().into_owned());
+            let link = if e.run.as_os_str().is_empty() {
+                String::new()
+            } else {
+                format!(
+                    "<a href=\"{}\">{}</a>",
+                    h(&e.run.join("verdict.html").display().to_string()),
+                    h(&run)
+                )
+            };
+            let bad = if e.client_errors > 0 {
+                " class=\"bad\""
+            } else {
+                ""
+            };
+            let _ = writeln!(
+                out,
+                "<tr><td>{}</td><td>{}</td><td>{}</td><td{bad}>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}/{} {}</td><td>{link}</td></tr>",
+                h(&e.engine),
+                h(&e.version),
+                e.requests,
+                e.client_errors,
+                e.nlu,
+                h(&classes_cell(e).replace('`', "")),
+                ms(e.longest_outage_ms),
+                e.requery_period_ms
+                    .map_or("—".into(), |p| format!("{:.1} s", p / 1000.0)),
+                e.p99_ms.map_or("—".into(), |p| format!("{p:.1} ms")),
+                e.held,
+                e.checks,
+                h(&e.status),
+            );
+        }
+        out.push_str("</table>\n");
+        for e in &c.cells {
+            if let Some((name, text)) = config_of(&e.run) {
+                let _ = writeln!(
+                    out,
+                    "<details><summary>{}: <code>{name}</code></summary><pre>{}</pre></details>",
+                    h(&e.engine),
+                    h(&text)
+                );
+            }
+        }
+    }
+    out.push_str("</body></html>\n");
+    out
+}
+
 /// The generated part of docs/COMPARISON.md, between its markers.
 pub fn page_section(comparisons: &[Comparison], engines: &[&str]) -> String {
     format!(

@@ -22,7 +22,7 @@ resolvelab compare --all --table docs/COMPARISON.md\n  \
 resolvelab --engine-bin nginx-1.31=/opt/nginx/sbin/nginx compare swap-only\n\n\
 Each engine plays the same scenario (DNS timeline, backends, faults, load, seed) into \
 <out>/<engine>/<run>/, the one checker judges every run, and the side-by-side verdict goes to \
-stdout and to <out>/comparison.{md,json}. A scenario's expectations were written for nginx 1.28: \
+stdout and to <out>/comparison.{md,json,html} (the page shows each engine's configuration). A scenario's expectations were written for nginx 1.28: \
 one that does not hold on another engine is a finding, shown in the table, not a failure.\n\
 Exit status: 0 every engine ran, 1 some engine could not run or left no interpretable run, 2 error."
 )]
@@ -51,8 +51,9 @@ pub struct Args {
     /// Parent directory of the runs, one sub-directory per engine.
     #[arg(long, default_value = "runs/compare")]
     out: PathBuf,
-    /// What to print: `md` (Markdown tables) or `json`.
-    #[arg(long, default_value = "md", value_parser = ["md", "json"])]
+    /// What to print: `md` (Markdown tables), `json`, or `html` (one self-contained page with
+    /// each engine's configuration). All three are also written to <out>/comparison.*.
+    #[arg(long, default_value = "md", value_parser = ["md", "json", "html"])]
     format: String,
     /// Also write the comparison into this Markdown page between its generated markers,
     /// keeping the hand-written findings (with --all: only when every run completed).
@@ -135,8 +136,11 @@ pub fn run(args: Args, ctx: &Ctx) -> Result<ExitCode> {
     std::fs::create_dir_all(&args.out)?;
     resolvelab_core::rundir::write_atomic(&args.out.join("comparison.md"), md.as_bytes())?;
     resolvelab_core::rundir::write_atomic(&args.out.join("comparison.json"), json.as_bytes())?;
+    let html = compare::html(&done);
+    resolvelab_core::rundir::write_atomic(&args.out.join("comparison.html"), html.as_bytes())?;
     match args.format.as_str() {
         "json" => println!("{json}"),
+        "html" => print!("{html}"),
         _ => print!("{md}"),
     }
     let whole = !INTERRUPTED.load(Ordering::SeqCst) && done.len() == planned.len();
