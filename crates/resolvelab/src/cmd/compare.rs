@@ -14,7 +14,7 @@ use std::sync::atomic::Ordering;
 /// Arguments of `resolvelab compare`.
 #[derive(Debug, clap::Args)]
 #[command(
-    after_help = "Examples:\n  resolvelab compare nxdomain                        # nginx 1.28.3 and 1.31.3, HAProxy, Envoy, Caddy\n  \
+    after_help = "Examples:\n  resolvelab compare nxdomain                        # the five real engines (--engines)\n  \
 resolvelab compare generation-race --engines nginx,nginx-1.31,sim\n  \
 resolvelab compare nxdomain --variant nx40s         # longer than HAProxy's hold nx 30s\n  \
 resolvelab compare nxdomain --variant valid30-aligned --format json\n  \
