@@ -299,6 +299,24 @@ fn classes_cell(c: &Cell) -> String {
         .join(", ")
 }
 
+/// A row's cells as every rendering shows them: engine, version, requests, client errors, NLU,
+/// classes, longest outage, re-query period, p99, expectations (the run apart).
+fn columns(e: &Cell) -> [String; 10] {
+    [
+        e.engine.clone(),
+        e.version.clone(),
+        e.requests.to_string(),
+        e.client_errors.to_string(),
+        e.nlu.to_string(),
+        classes_cell(e),
+        ms(e.longest_outage_ms),
+        e.requery_period_ms
+            .map_or("—".into(), |p| format!("{:.1} s", p / 1000.0)),
+        e.p99_ms.map_or("—".into(), |p| format!("{p:.1} ms")),
+        format!("{}/{} {}", e.held, e.checks, e.status),
+    ]
+}
+
 /// One Markdown section per comparison: a row per engine.
 pub fn markdown(comparisons: &[Comparison]) -> String {
     let mut out = String::new();
@@ -309,26 +327,11 @@ pub fn markdown(comparisons: &[Comparison]) -> String {
              |---|---|---:|---:|---:|---|---:|---:|---:|---|---|\n",
         );
         for e in &c.cells {
-            let _ = writeln!(
-                out,
-                "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {}/{} {} | `{}` |",
-                e.engine,
-                e.version,
-                e.requests,
-                e.client_errors,
-                e.nlu,
-                classes_cell(e),
-                ms(e.longest_outage_ms),
-                e.requery_period_ms
-                    .map_or("—".into(), |p| format!("{:.1} s", p / 1000.0)),
-                e.p99_ms.map_or("—".into(), |p| format!("{p:.1} ms")),
-                e.held,
-                e.checks,
-                e.status,
-                e.run
-                    .file_name()
-                    .map_or(String::new(), |n| n.to_string_lossy().into_owned()),
-            );
+            let run = e
+                .run
+                .file_name()
+                .map_or(String::new(), |n| n.to_string_lossy().into_owned());
+            let _ = writeln!(out, "| {} | `{run}` |", columns(e).join(" | "));
         }
         out.push('\n');
     }
@@ -370,28 +373,16 @@ pub fn html(comparisons: &[Comparison]) -> String {
                     h(&run)
                 )
             };
-            let bad = if e.client_errors > 0 {
-                " class=\"bad\""
-            } else {
-                ""
-            };
-            let _ = writeln!(
-                out,
-                "<tr><td>{}</td><td>{}</td><td>{}</td><td{bad}>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}/{} {}</td><td>{link}</td></tr>",
-                h(&e.engine),
-                h(&e.version),
-                e.requests,
-                e.client_errors,
-                e.nlu,
-                h(&classes_cell(e).replace('`', "")),
-                ms(e.longest_outage_ms),
-                e.requery_period_ms
-                    .map_or("—".into(), |p| format!("{:.1} s", p / 1000.0)),
-                e.p99_ms.map_or("—".into(), |p| format!("{p:.1} ms")),
-                e.held,
-                e.checks,
-                h(&e.status),
-            );
+            let tds: String = columns(e)
+                .iter()
+                .enumerate()
+                .map(|(i, v)| {
+                    let bad = i == 3 && e.client_errors > 0;
+                    let class = if bad { " class=\"bad\"" } else { "" };
+                    format!("<td{class}>{}</td>", h(&v.replace('`', "")))
+                })
+                .collect();
+            let _ = writeln!(out, "<tr>{tds}<td>{link}</td></tr>");
         }
         out.push_str("</table>\n");
         for e in &c.cells {
