@@ -273,26 +273,8 @@ impl<'a> Model<'a> {
 
     fn run(&mut self) -> Result<()> {
         let cfg = self.cfg;
-        let explicit = !cfg.arrivals.is_empty();
-        let n = if explicit {
-            cfg.arrivals.len() as u64
-        } else {
-            (cfg.duration.0 as f64 * cfg.rps / 1e6).floor() as u64
-        };
-        let interval = 1e6 / cfg.rps;
-        let mut t_exact = cfg.epoch_us as f64;
-        for k in 0..n {
-            let t = if explicit {
-                cfg.epoch_us + cfg.arrivals[k as usize].0
-            } else if cfg.poisson {
-                t_exact += -(1.0 - self.rng.random::<f64>()).ln() * interval;
-                if t_exact >= (cfg.epoch_us + cfg.duration.0) as f64 {
-                    break;
-                }
-                t_exact as i64
-            } else {
-                cfg.epoch_us + (k as f64 * interval) as i64
-            };
+        let mut load = cfg.arrivals();
+        while let Some((k, t)) = load.next_with(&mut self.rng) {
             self.polls_until(t)?;
             self.request(k, t)?;
         }

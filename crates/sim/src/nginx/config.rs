@@ -794,6 +794,22 @@ impl SimConfig {
         self.zone_bytes.saturating_sub(6 * 4096) / self.peer_bytes.max(1)
     }
 
+    /// The load's request times, in order (see [`Arrivals`]).
+    pub fn arrivals(&self) -> Arrivals<'_> {
+        let n = if self.arrivals.is_empty() {
+            (self.duration.0 as f64 * self.rps / 1e6).floor() as u64
+        } else {
+            self.arrivals.len() as u64
+        };
+        Arrivals {
+            cfg: self,
+            k: 0,
+            n,
+            interval: 1e6 / self.rps,
+            t_exact: self.epoch_us as f64,
+        }
+    }
+
     /// Effective requery period base (`valid`, else the TTL).
     pub fn valid_us(&self) -> i64 {
         self.valid.unwrap_or(self.dns_ttl).0
@@ -1004,5 +1020,43 @@ impl SimConfig {
             }
         }
         Ok(())
+    }
+}
+
+/// The load's request times (request index, epoch µs): the explicit `arrivals`, else a Poisson
+/// process of `rps` when `poisson`, else a constant rate. Every model draws its load from this
+/// one sequence, so the nginx and proxy models see the same requests for a seed; the Poisson
+/// gaps come from the caller's RNG, whose draw order is part of each model's golden output.
+pub struct Arrivals<'a> {
+    cfg: &'a SimConfig,
+    k: u64,
+    n: u64,
+    interval: f64,
+    t_exact: f64,
+}
+
+impl Arrivals<'_> {
+    /// The next request, or `None` at the end of the load.
+    pub fn next_with<R: rand::Rng + ?Sized>(&mut self, rng: &mut R) -> Option<(u64, i64)> {
+        use rand::RngExt;
+        let cfg = self.cfg;
+        if self.k >= self.n {
+            return None;
+        }
+        let k = self.k;
+        self.k += 1;
+        if !cfg.arrivals.is_empty() {
+            self.t_exact = (cfg.epoch_us + cfg.arrivals[k as usize].0) as f64;
+        } else if cfg.poisson {
+            let u: f64 = rng.random::<f64>();
+            self.t_exact += -(1.0 - u).ln() * self.interval;
+            if self.t_exact >= (cfg.epoch_us + cfg.duration.0) as f64 {
+                self.k = self.n;
+                return None;
+            }
+        } else {
+            self.t_exact = cfg.epoch_us as f64 + k as f64 * self.interval;
+        }
+        Some((k, self.t_exact as i64))
     }
 }

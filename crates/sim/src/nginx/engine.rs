@@ -682,28 +682,9 @@ impl<'a> Engine<'a> {
 
     pub(crate) fn run(mut self) -> std::io::Result<Finished> {
         let cfg = self.cfg;
-        let explicit = !cfg.arrivals.is_empty();
-        let n_req = if explicit {
-            cfg.arrivals.len() as u64
-        } else {
-            (cfg.duration.0 as f64 * cfg.rps / 1e6).floor() as u64
-        };
-        let interval = 1e6 / cfg.rps;
-        let mut t_exact = cfg.epoch_us as f64;
         let end_of_load = cfg.epoch_us + cfg.duration.0;
-        for k in 0..n_req {
-            if explicit {
-                t_exact = (cfg.epoch_us + cfg.arrivals[k as usize].0) as f64;
-            } else if cfg.poisson {
-                let u: f64 = self.rng.random::<f64>();
-                t_exact += -(1.0 - u).ln() * interval;
-                if t_exact >= end_of_load as f64 {
-                    break;
-                }
-            } else {
-                t_exact = cfg.epoch_us as f64 + k as f64 * interval;
-            }
-            let t = t_exact as i64;
+        let mut load = cfg.arrivals();
+        while let Some((k, t)) = load.next_with(&mut self.rng) {
             let limit = (((t - self.time_base).max(0) as u128) + 1) << 81;
             while let Some(&Reverse(key)) = self.heap.peek() {
                 if key >= limit {

@@ -56,8 +56,8 @@ pub mod moves;
 pub mod predict;
 
 pub use config::{
-    BackendPool, DnsMode, DnsPhase, EphemeralPorts, FIRST_PICK_WINDOW_US, FaultKind, FaultWindow,
-    Latency, NextUpstream, Probe, RetryShim, ServerLine, SimConfig, Us, ZoneFiller,
+    Arrivals, BackendPool, DnsMode, DnsPhase, EphemeralPorts, FIRST_PICK_WINDOW_US, FaultKind,
+    FaultWindow, Latency, NextUpstream, Probe, RetryShim, ServerLine, SimConfig, Us, ZoneFiller,
 };
 
 pub(crate) use engine::Sampler;
