@@ -98,6 +98,9 @@ pub const METRICS: &[&str] = &[
     "nlu_paired",
     "swaps",
     "requery_period_ms",
+    "swap_follow_ms",
+    "swap_follow_median_ms",
+    "swaps_unfollowed",
     "incidents",
     "nlu_internal",
     "rescued",
@@ -600,6 +603,17 @@ fn eval_inner(
                 "nlu_paired" => V::N(d.nlu.paired as f64),
                 "swaps" => V::N(d.swaps as f64),
                 "requery_period_ms" => d.requery_period_ms.map(V::N).unwrap_or(V::Missing),
+                "swap_follow_ms" | "swap_follow_median_ms" | "swaps_unfollowed" => {
+                    let Some(f) = &d.swap_follow else {
+                        return Err("no answer history (DNS log or dns-mode events)".into());
+                    };
+                    match m.as_str() {
+                        "swap_follow_ms" => f.max_ms.map(|v| V::N(v as f64)),
+                        "swap_follow_median_ms" => f.median_ms.map(|v| V::N(v as f64)),
+                        _ => Some(V::N((f.moves - f.followed) as f64)),
+                    }
+                    .unwrap_or(V::Missing)
+                }
                 "incidents" => V::N(d.incidents.len() as f64),
                 "malformed" => V::N(d.parse.malformed as f64),
                 "nlu_internal" => V::N(d.passes.internal_nlu as f64),

@@ -561,6 +561,7 @@ fn empty_diagnosis(o: &Options) -> Diagnosis {
         swap_list: Vec::new(),
         requery_period_ms: None,
         requery_source: "none".into(),
+        swap_follow: None,
         incidents: Vec::new(),
         classes: Vec::new(),
         signatures: Vec::new(),

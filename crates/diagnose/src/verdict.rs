@@ -222,6 +222,87 @@ pub struct Swap {
     pub direction: String,
 }
 
+/// How fast the proxy followed the authority's answers: from each change that brought a name
+/// new addresses (a move) to the first logged request (at its log time, its end) that the
+/// proxy sent to one of them. Absent from a diagnosis
+/// whose inputs hold no answer history (no DNS log, no lab mode events): undetermined.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
+pub struct SwapFollow {
+    /// Moves of a name the proxy sent to, during the log.
+    pub moves: u64,
+    /// Moves the proxy sent a request to a new address after, before the name moved again or
+    /// the log ended.
+    pub followed: u64,
+    /// Median time to follow, ms, of the followed moves.
+    pub median_ms: Option<i64>,
+    /// Longest time to follow, ms, of the followed moves.
+    pub max_ms: Option<i64>,
+    /// The moves (first 1,000).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub list: Vec<Followed>,
+}
+
+impl SwapFollow {
+    /// A table cell: the longest time to follow, and how many moves were never followed.
+    pub fn short(&self) -> String {
+        let unfollowed = self.moves - self.followed;
+        match self.max_ms {
+            _ if self.moves == 0 => "no move".into(),
+            None => format!("never ({unfollowed} of {})", self.moves),
+            Some(max) if unfollowed == 0 => secs(max),
+            Some(max) => format!("{}, {unfollowed} of {} never", secs(max), self.moves),
+        }
+    }
+
+    /// A report line: `at most 6.9 s, median 6.1 s, over 3 answer changes`.
+    pub fn describe(f: Option<&SwapFollow>) -> String {
+        let Some(f) = f else {
+            return "undetermined (no DNS log or dns-mode events show when the answers changed)"
+                .into();
+        };
+        if f.moves == 0 {
+            return "no answer change brought a new address during the log".into();
+        }
+        let unfollowed = f.moves - f.followed;
+        let never = if unfollowed > 0 {
+            format!(" ({unfollowed} never followed before the next change or the log's end)")
+        } else {
+            String::new()
+        };
+        match (f.max_ms, f.median_ms) {
+            (Some(max), Some(med)) => format!(
+                "at most {}, median {}, over {} answer changes{never}",
+                secs(max),
+                secs(med),
+                f.moves
+            ),
+            _ => format!("none of {} answer changes followed{never}", f.moves),
+        }
+    }
+}
+
+fn secs(ms: i64) -> String {
+    if ms < 1000 {
+        format!("{ms} ms")
+    } else {
+        format!("{:.1} s", ms as f64 / 1000.0)
+    }
+}
+
+/// One move and when the proxy followed it.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Followed {
+    /// When the answers changed, epoch ms.
+    pub t_ms: i64,
+    /// The name.
+    pub name: String,
+    /// The addresses the change brought.
+    pub to: Vec<String>,
+    /// The change to the first request sent to a new address; absent when none was before the
+    /// name moved again or the log ended.
+    pub after_ms: Option<i64>,
+}
+
 /// One NLU failure.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct NluEvent {
@@ -297,6 +378,10 @@ pub struct Diagnosis {
     pub requery_period_ms: Option<f64>,
     /// `dns`, `inferred` (swap intervals), `error-log` (`could not be resolved` intervals) or `none`.
     pub requery_source: String,
+    /// Time to follow the authority's answer changes; absent when the inputs hold no answer
+    /// history.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub swap_follow: Option<SwapFollow>,
     /// Incidents in time order.
     pub incidents: Vec<Incident>,
     /// Per-class summaries.

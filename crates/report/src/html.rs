@@ -155,7 +155,7 @@ pub(crate) fn page(d: &Diagnosis, v: Option<&Verdict>) -> String {
         "<h2>Totals</h2><table id=\"totals\"><tr><th>requests</th><td>{}</td></tr><tr><th>by status</th><td>{}</td></tr>\
 <tr><th>failures</th><td>{}</td></tr><tr><th>no live upstreams</th><td>{} (1-hop {}, 2-hop {}, 3+-hop {}, paired {})</td></tr>\
 <tr><th>redirected (retry shim)</th><td>{} requests, max {} passes, {} internal NLU, {} rescued</td></tr>\
-<tr><th>swaps</th><td>{} ({})</td></tr><tr><th>re-query period</th><td>{}</td></tr><tr><th>span</th><td>{}</td></tr></table>",
+<tr><th>swaps</th><td>{} ({})</td></tr><tr><th>re-query period</th><td>{}</td></tr><tr><th>time to follow a swap</th><td>{}</td></tr><tr><th>span</th><td>{}</td></tr></table>",
         d.requests,
         h(&d.http_status
             .iter()
@@ -177,6 +177,9 @@ pub(crate) fn page(d: &Diagnosis, v: Option<&Verdict>) -> String {
         d.requery_period_ms
             .map(|p| format!("{p:.0} ms"))
             .unwrap_or_else(|| "unknown".into()),
+        h(&resolvelab_diagnose::verdict::SwapFollow::describe(
+            d.swap_follow.as_ref()
+        )),
         match (d.start_ms, d.end_ms) {
             (Some(a), Some(b)) => format!("{} → {}", ts(a), ts(b)),
             _ => "—".into(),

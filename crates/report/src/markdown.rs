@@ -172,6 +172,11 @@ pub(crate) fn diagnosis(d: &Diagnosis, v: Option<&Verdict>) -> String {
             .unwrap_or_else(|| "unknown".into()),
         d.requery_source
     );
+    let _ = writeln!(
+        o,
+        "- time to follow a swap: {}",
+        resolvelab_diagnose::verdict::SwapFollow::describe(d.swap_follow.as_ref())
+    );
     let changes = if d.inputs.tz_changes.is_empty() {
         String::new()
     } else {

@@ -84,7 +84,8 @@ enum Command {
     Demo(cmd::demo::Args),
     /// Build, locate and inspect the nginx the lab uses.
     Nginx(cmd::nginx::Args),
-    /// The engines a scenario runs on (nginx 1.28, nginx 1.31, HAProxy, the model) and their binaries.
+    /// The engines a scenario runs on (nginx 1.28 and 1.31, HAProxy, Envoy, Caddy, the models)
+    /// and their binaries.
     Engine(cmd::engine::Args),
     /// Mode-controlled authoritative DNS server (and `dns ctl` client).
     Dns(cmd::dns::Args),
@@ -96,7 +97,8 @@ enum Command {
     Load(cmd::load::Args),
     /// Run a scenario from the library (or a file) against real nginx.
     Run(cmd::run::Args),
-    /// Run one scenario on several engines (nginx 1.28, nginx 1.31, HAProxy, the model) side by side.
+    /// Run one scenario on several engines (nginx 1.28 and 1.31, HAProxy, Envoy, Caddy, the
+    /// models) side by side.
     Compare(cmd::compare::Args),
     /// Explain every 502 in production nginx logs.
     Diagnose(cmd::diagnose::Args),

@@ -98,6 +98,17 @@ fn swap_only_runs_on_every_engine_side_by_side() {
             (Some(w), Some(p)) => assert!((p - w).abs() < w * 0.05, "{e}: {p}"),
             (w, p) => assert_eq!(w, p, "{e}"),
         }
+        // The authority alternates its answer at every query: a proxy that asks again follows
+        // within a request or two (ms); Caddy asks once in these 15 s and sees no move.
+        let f = &c["swap_follow"];
+        if e == "caddy" {
+            assert_eq!(f["moves"], 0, "{e}: {f:#}");
+        } else {
+            let moves = f["moves"].as_u64().unwrap();
+            assert!(moves >= 1, "{e}: {f:#}");
+            assert_eq!(f["followed"].as_u64(), Some(moves), "{e}: {f:#}");
+            assert!(f["max_ms"].as_i64().unwrap() < 1000, "{e}: {f:#}");
+        }
         // Every expectation (written for nginx) holds on nginx; elsewhere the period one not,
         // nor, on Caddy, the swaps one.
         let missed = match e {

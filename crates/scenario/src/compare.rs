@@ -1,7 +1,8 @@
 //! Engines side by side: one scenario played once per engine — the same DNS timeline, backends,
 //! faults, load and seed — each run judged by the one checker, then one verdict that puts the
 //! engines next to each other (client errors, classes, the longest outage, the re-query period,
-//! p99 latency), as Markdown or JSON. `compare --all` fills docs/COMPARISON.md.
+//! the time to follow a swap, p99 latency), as Markdown, JSON or HTML. `compare --all` fills
+//! docs/COMPARISON.md.
 //!
 //! ```no_run
 //! use resolvelab_scenario::{compare, engine, library, runner::RunOptions};
@@ -48,6 +49,9 @@ pub struct Cell {
     pub longest_outage_ms: Option<i64>,
     /// The median time between the proxy's DNS queries for a name, ms.
     pub requery_period_ms: Option<f64>,
+    /// Time to follow the authority's answer changes (absent: no answer history).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub swap_follow: Option<resolvelab_diagnose::verdict::SwapFollow>,
     /// p99 of the client's latency (from the scheduled send), ms.
     pub p99_ms: Option<f64>,
     /// Why the engine could not run, if it could not.
@@ -73,6 +77,7 @@ impl Cell {
             classes: BTreeMap::new(),
             longest_outage_ms: None,
             requery_period_ms: None,
+            swap_follow: None,
             p99_ms: None,
             error: None,
             not_applicable: None,
@@ -234,6 +239,11 @@ fn cell_of(engine: &str, j: &Judged) -> Cell {
             .collect(),
         longest_outage_ms: judge::longest_incident_ms(j),
         requery_period_ms: d.requery_period_ms,
+        swap_follow: d.swap_follow.clone().map(|mut f| {
+            // The cell keeps the figures; the run's verdict has every move.
+            f.list.clear();
+            f
+        }),
         p99_ms: p99_of(&j.record.dir),
         error: None,
         not_applicable: None,
@@ -300,8 +310,9 @@ fn classes_cell(c: &Cell) -> String {
 }
 
 /// A row's cells as every rendering shows them: engine, version, requests, client errors, NLU,
-/// classes, longest outage, re-query period, p99, expectations (the run apart).
-fn columns(e: &Cell) -> [String; 10] {
+/// classes, longest outage, re-query period, time to follow a swap, p99, expectations (the run
+/// apart).
+fn columns(e: &Cell) -> [String; 11] {
     [
         e.engine.clone(),
         e.version.clone(),
@@ -312,6 +323,7 @@ fn columns(e: &Cell) -> [String; 10] {
         ms(e.longest_outage_ms),
         e.requery_period_ms
             .map_or("—".into(), |p| format!("{:.1} s", p / 1000.0)),
+        e.swap_follow.as_ref().map_or("—".into(), |f| f.short()),
         e.p99_ms.map_or("—".into(), |p| format!("{p:.1} ms")),
         format!("{}/{} {}", e.held, e.checks, e.status),
     ]
@@ -323,8 +335,8 @@ pub fn markdown(comparisons: &[Comparison]) -> String {
     for c in comparisons {
         let _ = writeln!(out, "### {}\n\n{}\n", c.title(), c.question);
         out.push_str(
-            "| engine | version | requests | client errors | NLU | classes (failed requests) | longest outage | re-query period | p99 | expectations | run |\n\
-             |---|---|---:|---:|---:|---|---:|---:|---:|---|---|\n",
+            "| engine | version | requests | client errors | NLU | classes (failed requests) | longest outage | re-query period | time to follow a swap | p99 | expectations | run |\n\
+             |---|---|---:|---:|---:|---|---:|---:|---:|---:|---|---|\n",
         );
         for e in &c.cells {
             let run = e
@@ -358,7 +370,7 @@ pub fn html(comparisons: &[Comparison]) -> String {
     );
     for c in comparisons {
         let _ = writeln!(out, "<h2>{}</h2><p>{}</p>", h(&c.title()), h(&c.question));
-        out.push_str("<table><tr><th>engine</th><th>version</th><th>requests</th><th>client errors</th><th>NLU</th><th>classes (failed requests)</th><th>longest outage</th><th>re-query period</th><th>p99</th><th>expectations</th><th>run</th></tr>\n");
+        out.push_str("<table><tr><th>engine</th><th>version</th><th>requests</th><th>client errors</th><th>NLU</th><th>classes (failed requests)</th><th>longest outage</th><th>re-query period</th><th>time to follow a swap</th><th>p99</th><th>expectations</th><th>run</th></tr>\n");
         for e in &c.cells {
             let run = e
                 .run

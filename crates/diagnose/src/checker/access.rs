@@ -4,7 +4,7 @@
 use super::errors::{Index, text_hash};
 use super::failure::{Failure, Keys, Traj, parse_traj};
 use super::pairing::Pairer;
-use super::swaps::{SEGMENT_GAP_MS, Seg};
+use super::swaps::{Seg, Segments};
 use crate::timeline::{Outcome, Timeline};
 use crate::verdict::PassCounts;
 use resolvelab_history::access::AccessLine;
@@ -33,7 +33,10 @@ pub(super) struct AccessPass {
     pub requests: u64,
     /// The error log's clock, decided at the first line.
     pub clock: Option<Clock>,
+    /// Success segments per serving address.
     pub segs: Vec<Seg>,
+    /// Segments of tries per address, failed ones too.
+    pub tried: Vec<Seg>,
     pub first_ms: i64,
     pub last_ms: i64,
     pub passes: PassCounts,
@@ -89,7 +92,8 @@ struct Reader<'h> {
     pairer: Pairer,
     traj_ids: rustc_hash::FxHashMap<Vec<u8>, u32>,
     last_traj: (Vec<u8>, Option<u32>),
-    open_seg: Vec<Option<(i64, i64)>>,
+    served: Segments,
+    tried: Segments,
     cur_bucket: i64,
     cur_counts: Vec<[u32; 3]>,
     dirty: Vec<u32>,
@@ -178,6 +182,11 @@ impl Reader<'_> {
             Outcome::Ok
         };
         self.out.timeline.add(t_ms, outcome, latency);
+        if let Some(t) = traj {
+            for &k in &t.tried {
+                self.tried.touch(k, t_ms);
+            }
+        }
         if let Some(key) = traj.and_then(|t| t.key) {
             self.count(key, t_ms, failed, nlu);
         }
@@ -272,7 +281,6 @@ impl Reader<'_> {
         let k = key as usize;
         if k >= self.cur_counts.len() {
             self.cur_counts.resize(k + 1, [0; 3]);
-            self.open_seg.resize(k + 1, None);
         }
         let c = &mut self.cur_counts[k];
         if c[0] == 0 {
@@ -284,18 +292,7 @@ impl Reader<'_> {
         if failed {
             return;
         }
-        match &mut self.open_seg[k] {
-            Some(s) if t_ms - s.1 <= SEGMENT_GAP_MS => s.1 = s.1.max(t_ms),
-            Some(s) => {
-                self.out.segs.push(Seg {
-                    key,
-                    start: s.0,
-                    end: s.1,
-                });
-                *s = (t_ms, t_ms);
-            }
-            slot @ None => *slot = Some((t_ms, t_ms)),
-        }
+        self.served.touch(key, t_ms);
     }
 
     fn flush_bucket(&mut self) {
@@ -311,15 +308,8 @@ impl Reader<'_> {
 
     fn finish(mut self) -> (AccessPass, Pairer) {
         self.flush_bucket();
-        for (key, seg) in std::mem::take(&mut self.open_seg).into_iter().enumerate() {
-            if let Some((s, e)) = seg {
-                self.out.segs.push(Seg {
-                    key: key as u32,
-                    start: s,
-                    end: e,
-                });
-            }
-        }
+        self.out.segs = std::mem::take(&mut self.served).finish();
+        self.out.tried = std::mem::take(&mut self.tried).finish();
         (self.out, self.pairer)
     }
 }

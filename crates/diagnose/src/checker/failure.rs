@@ -18,6 +18,8 @@ pub(super) struct Traj {
     pub key: Option<u32>,
     /// Real addresses of the last pass (tried before the NLU).
     pub addrs: Vec<String>,
+    /// Keys of every real address any pass tried (time to follow a swap).
+    pub tried: Vec<u32>,
     pub group: Option<String>,
     /// Passes (`error_page … = @named` redirects separate them with ` : `).
     pub passes: u32,
@@ -62,7 +64,7 @@ fn split_hops(pass: &str) -> Vec<String> {
 pub(super) fn parse_traj(s: &str, keys: &mut Keys) -> Traj {
     let all: Vec<&str> = s.split(" : ").collect();
     let last = all.last().copied().unwrap_or(s);
-    let internal = all[..all.len().saturating_sub(1)]
+    let internal: Vec<(u32, String, Vec<String>)> = all[..all.len().saturating_sub(1)]
         .iter()
         .filter_map(|p| {
             let h = split_hops(p);
@@ -80,10 +82,21 @@ pub(super) fn parse_traj(s: &str, keys: &mut Keys) -> Traj {
     } else {
         addrs.last().map(|a| keys.id(a))
     };
+    // After `key`, so that the last address keeps the id it had before tries were tracked.
+    let mut tried: Vec<u32> = internal
+        .iter()
+        .flat_map(|(_, _, a)| a.iter())
+        .chain(&addrs)
+        .map(|a| keys.id(a))
+        .filter(|&k| k < MAX_KEYS)
+        .collect();
+    tried.sort_unstable();
+    tried.dedup();
     Traj {
         hops,
         nlu,
         key,
+        tried,
         addrs,
         group,
         passes: all.len() as u32,

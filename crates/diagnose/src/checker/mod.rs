@@ -15,6 +15,7 @@
 mod access;
 mod errors;
 mod failure;
+mod follow;
 mod groups;
 mod incidents;
 mod pairing;
@@ -164,6 +165,12 @@ pub fn diagnose_with_stats(opts: &Options) -> anyhow::Result<(Diagnosis, History
     };
     let mut cites = errors::Cites::default();
     let mut incidents = incidents::build(&mut store, &cx, &mut cites);
+    let swap_follow = follow::measure(
+        &cx.answers,
+        &acc.tried,
+        &acc.keys,
+        (acc.first_ms, acc.last_ms),
+    );
     let nlu = totals::nlu_totals(&store, &peers, &hist, &mut acc.passes);
     let caused = totals::caused(&store);
     let mut signatures =
@@ -208,6 +215,7 @@ pub fn diagnose_with_stats(opts: &Options) -> anyhow::Result<(Diagnosis, History
         swap_list: peers.swaps.iter().take(MAX_SWAPS_LISTED).cloned().collect(),
         requery_period_ms: peers.requery.map(|p| (p * 10.0).round() / 10.0),
         requery_source: peers.requery_source.to_string(),
+        swap_follow,
         classes: totals::class_summaries(&incidents),
         incidents,
         signatures,

@@ -137,6 +137,66 @@ impl Answers {
     }
 }
 
+/// A change of a name's answers that brought addresses the previous answer did not hold.
+#[derive(Debug, Clone, PartialEq)]
+pub(super) struct Move {
+    /// The name.
+    pub name: String,
+    /// When the answers changed (ms).
+    pub t_ms: i64,
+    /// The addresses the new answer brought.
+    pub new: BTreeSet<String>,
+}
+
+impl Answers {
+    /// Every move of every name, in time order. A first answer is no move, and nor is an
+    /// answer after an empty one (NXDOMAIN ending): there was nothing to move from.
+    pub fn moves(&self) -> Vec<Move> {
+        let mut out = Vec::new();
+        for (name, states) in &self.by_name {
+            for w in states.windows(2) {
+                let new: BTreeSet<String> = w[1].ips.difference(&w[0].ips).cloned().collect();
+                if !w[0].ips.is_empty() && !new.is_empty() {
+                    out.push(Move {
+                        name: name.clone(),
+                        t_ms: w[1].t_ms,
+                        new,
+                    });
+                }
+            }
+        }
+        out.sort_by(|a, b| (a.t_ms, &a.name).cmp(&(b.t_ms, &b.name)));
+        out
+    }
+
+    /// Did the proxy send to `name`, given the hosts it tried? An address only this name
+    /// returned decides; an address several names returned counts only when none of those
+    /// names has one of its own among `tried` (a filler name sharing one address with the
+    /// proxied name is not proxied).
+    pub fn sent_to(&self, name: &str, tried: &BTreeSet<String>) -> bool {
+        let own = |n: &str| {
+            self.by_name.get(n).is_some_and(|st| {
+                st.iter()
+                    .flat_map(|s| &s.ips)
+                    .any(|ip| tried.contains(ip) && self.names_of[ip].len() == 1)
+            })
+        };
+        if own(name) {
+            return true;
+        }
+        self.by_name.get(name).is_some_and(|st| {
+            st.iter().flat_map(|s| &s.ips).any(|ip| {
+                tried.contains(ip) && self.names_of[ip].iter().all(|n| n == name || !own(n))
+            })
+        })
+    }
+
+    /// The history holds no answer at all.
+    pub fn is_empty(&self) -> bool {
+        self.by_name.is_empty()
+    }
+}
+
 /// The latest answer set of `name` at or before `t` among those seen so far.
 fn current(
     seen: &[(i64, String, BTreeSet<String>)],

@@ -11,11 +11,55 @@ use std::collections::HashMap;
 /// A success gap (ms) that ends an address's activity segment (swap inference).
 pub(super) const SEGMENT_GAP_MS: i64 = 1500;
 
-/// A stretch of successes through one address (swap inference).
+/// A stretch of requests through one address, no gap longer than [`SEGMENT_GAP_MS`]: of its
+/// successes (swap inference) or of its tries (time to follow a swap).
 pub(super) struct Seg {
     pub key: u32,
     pub start: i64,
     pub end: i64,
+}
+
+/// Segments being built, one open per key, as the access lines come (nearly in time order).
+#[derive(Default)]
+pub(super) struct Segments {
+    open: Vec<Option<(i64, i64)>>,
+    done: Vec<Seg>,
+}
+
+impl Segments {
+    /// A request through `key` at `t_ms`.
+    pub fn touch(&mut self, key: u32, t_ms: i64) {
+        let k = key as usize;
+        if k >= self.open.len() {
+            self.open.resize(k + 1, None);
+        }
+        match &mut self.open[k] {
+            Some(s) if t_ms - s.1 <= SEGMENT_GAP_MS => s.1 = s.1.max(t_ms),
+            Some(s) => {
+                self.done.push(Seg {
+                    key,
+                    start: s.0,
+                    end: s.1,
+                });
+                *s = (t_ms, t_ms);
+            }
+            slot @ None => *slot = Some((t_ms, t_ms)),
+        }
+    }
+
+    /// Every segment, the open ones closed.
+    pub fn finish(mut self) -> Vec<Seg> {
+        for (key, seg) in self.open.into_iter().enumerate() {
+            if let Some((start, end)) = seg {
+                self.done.push(Seg {
+                    key: key as u32,
+                    start,
+                    end,
+                });
+            }
+        }
+        self.done
+    }
 }
 
 /// A change of a name's peer list: a swap, or the peers removed by NXDOMAIN / restored after it.
