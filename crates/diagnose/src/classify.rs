@@ -32,7 +32,7 @@ pub struct Facts {
     /// An NXDOMAIN (error line, or the DNS log) within one re-query period before.
     pub nxdomain_near: bool,
     /// The proxy logged taking the server out at the end of its DNS hold (HAProxy's
-    /// `going DOWN for maintenance (DNS …)`) shortly before.
+    /// `going DOWN for maintenance (…)` naming DNS) shortly before.
     pub hold_expired_near: bool,
     /// The proxy logged replacing a DNS cluster's hosts (Envoy's `DNS hosts have changed`)
     /// after an NXDOMAIN answer, shortly before.

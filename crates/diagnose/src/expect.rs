@@ -530,108 +530,14 @@ fn eval_inner(
 ) -> Result<(bool, String), String> {
     let (value, op, lit) = match c {
         Check::Present(id, want) => {
-            let n_class: u64 = d
-                .incidents
-                .iter()
-                .filter(|i| &i.class == id)
-                .map(|i| i.count)
-                .sum();
-            let n_sig = d
-                .signatures
-                .iter()
-                .find(|s| &s.id == id)
-                .map(|s| s.count)
-                .unwrap_or(0);
-            let known = crate::classes::CLASSES.contains(&id.as_str())
-                || crate::classes::SIGNATURES.iter().any(|s| s.id == id);
-            if !known {
-                return Err(format!("`{id}` is neither a class id nor a signature id"));
-            }
-            let n_internal = d.passes.internal_by_class.get(id).copied().unwrap_or(0);
-            let is_class = crate::classes::CLASSES.contains(&id.as_str());
-            let present = n_class > 0 || n_sig > 0 || (is_class && n_internal > 0);
-            let measured = if !present {
-                "absent".to_string()
-            } else if is_class {
-                // The evidence behind the class: its NLUs paired with their own error line
-                // (an NLU's `no live upstreams`) and the failures with a first-try line.
-                let paired: u64 = d
-                    .incidents
-                    .iter()
-                    .filter(|i| &i.class == id)
-                    .map(|i| i.hops.paired)
-                    .sum();
-                let nlu: u64 = d
-                    .incidents
-                    .iter()
-                    .filter(|i| &i.class == id)
-                    .map(|i| i.nlu)
-                    .sum();
-                let mut m = format!("present ({n_class} failed requests");
-                if nlu > 0 {
-                    m += &format!(", {paired}/{nlu} NLU paired with their error line");
-                }
-                if n_internal > 0 {
-                    let rescued = d
-                        .nlu_events
-                        .iter()
-                        .filter(|e| e.internal && &e.class == id && e.status < 500)
-                        .count();
-                    m += &format!(
-                        ", {n_internal} internal NLU in earlier passes, {rescued}{} rescued",
-                        if d.nlu_events_truncated { "+" } else { "" }
-                    );
-                }
-                m + ")"
-            } else {
-                format!("present ({n_sig} error lines)")
-            };
+            let (present, measured) = presence(id, d)?;
             return Ok((present == *want, measured));
         }
         Check::Compare(v, op, lit) => (v, *op, lit),
     };
     let scalar = |v: V| -> (bool, String) { (cmp(&v, op, lit), fmt_v(&v)) };
     Ok(match value {
-        Value::Metric(m) => {
-            let v = match m.as_str() {
-                "requests" => V::N(d.requests as f64),
-                "failures" => V::N(d.failures as f64),
-                "nlu" => V::N(d.nlu.total as f64),
-                "nlu_one_hop" => V::N(d.nlu.one_hop as f64),
-                "nlu_two_hop" => V::N(d.nlu.two_hop as f64),
-                "nlu_multi_hop" => V::N(d.nlu.multi_hop as f64),
-                "nlu_paired" => V::N(d.nlu.paired as f64),
-                "swaps" => V::N(d.swaps as f64),
-                "requery_period_ms" => d.requery_period_ms.map(V::N).unwrap_or(V::Missing),
-                "swap_follow_ms" | "swap_follow_median_ms" | "swaps_unfollowed" => {
-                    let Some(f) = &d.swap_follow else {
-                        return Err("no answer history (DNS log or dns-mode events)".into());
-                    };
-                    match m.as_str() {
-                        "swap_follow_ms" => f.max_ms.map(|v| V::N(v as f64)),
-                        "swap_follow_median_ms" => f.median_ms.map(|v| V::N(v as f64)),
-                        _ => Some(V::N((f.moves - f.followed) as f64)),
-                    }
-                    .unwrap_or(V::Missing)
-                }
-                "incidents" => V::N(d.incidents.len() as f64),
-                "malformed" => V::N(d.parse.malformed as f64),
-                "nlu_internal" => V::N(d.passes.internal_nlu as f64),
-                "rescued" => V::N(d.passes.rescued as f64),
-                "max_passes" => V::N(d.passes.max_passes as f64),
-                "multi_pass" => V::N(d.passes.multi_pass as f64),
-                "client_requests" | "client_errors" | "client_unsent" => match client {
-                    Some(c) => V::N(match m.as_str() {
-                        "client_errors" => c.errors,
-                        "client_unsent" => c.unsent,
-                        _ => c.requests,
-                    } as f64),
-                    None => return Err("no load.jsonl in this run".into()),
-                },
-                _ => return Err(format!("unknown metric `{m}`")),
-            };
-            scalar(v)
-        }
+        Value::Metric(m) => scalar(metric(m, d, client)?),
         Value::Incident(class, field) => {
             match d
                 .incidents
@@ -643,53 +549,14 @@ fn eval_inner(
                 None => (false, format!("no `{class}` incident")),
             }
         }
-        Value::Backend(name, field) => {
-            let c = client.ok_or("no load.jsonl in this run")?;
-            let Some(b) = c.backends.get(name) else {
-                let seen: Vec<&str> = c.backends.keys().map(String::as_str).collect();
-                return Ok((
-                    false,
-                    format!("no answers from `{name}` (answered: {})", seen.join(", ")),
-                ));
-            };
-            scalar(V::N(match field.as_str() {
-                "requests" => b.requests as f64,
-                "errors" => b.errors as f64,
-                "min_ms" => b.min_ms,
-                "p50_ms" => b.p50_ms,
-                "p90_ms" => b.p90_ms,
-                "p99_ms" => b.p99_ms,
-                "max_ms" => b.max_ms,
-                "pool_wait_max_ms" | "pool_wait_p99_ms" | "pool_timeouts" => {
-                    let v = match field.as_str() {
-                        "pool_wait_max_ms" => b.pool_wait_max_ms,
-                        "pool_wait_p99_ms" => b.pool_wait_p99_ms,
-                        _ => b.pool_timeouts.map(|n| n as f64),
-                    };
-                    match v {
-                        Some(v) => v,
-                        None => {
-                            return Ok((false, format!("`{name}` has no DB pool (backends.json)")));
-                        }
-                    }
-                }
-                f => return Err(format!("unknown backend field `{f}`")),
-            }))
-        }
-        Value::Probe(name, field) => {
-            let c = client.ok_or("no load.jsonl in this run")?;
-            let Some(p) = c.probes.get(name) else {
-                return Ok((false, format!("no probes of `{name}` (probes.jsonl)")));
-            };
-            scalar(V::N(match field.as_str() {
-                "probes" => p.probes as f64,
-                "ok" => p.ok as f64,
-                "failed" => p.failed as f64,
-                "timeouts" => p.timeouts as f64,
-                "max_ms" => p.max_ms,
-                f => return Err(format!("unknown probe field `{f}`")),
-            }))
-        }
+        Value::Backend(name, field) => match backend_field(name, field, client)? {
+            Ok(v) => scalar(v),
+            Err(why) => (false, why),
+        },
+        Value::Probe(name, field) => match probe_field(name, field, client)? {
+            Ok(v) => scalar(v),
+            Err(why) => (false, why),
+        },
         Value::Count(set) => {
             let n = match set {
                 Set::Nlu => d.nlu.total,
@@ -704,59 +571,231 @@ fn eval_inner(
             };
             scalar(V::N(n as f64))
         }
-        Value::Quant(all, set, field) => {
-            let vals: Vec<V> = match set {
-                Set::Nlu => d
-                    .nlu_events
-                    .iter()
-                    .filter(|e| !e.internal)
-                    .map(|e| nlu_field(e, field))
-                    .collect::<Result<_, _>>()?,
-                Set::InternalNlu => d
-                    .nlu_events
-                    .iter()
-                    .filter(|e| e.internal)
-                    .map(|e| nlu_field(e, field))
-                    .collect::<Result<_, _>>()?,
-                Set::Incidents => d
-                    .incidents
-                    .iter()
-                    .map(|i| inc_field(i, field))
-                    .collect::<Result<_, _>>()?,
-                Set::Class(c) => d
-                    .incidents
-                    .iter()
-                    .filter(|i| &i.class == c)
-                    .map(|i| inc_field(i, field))
-                    .collect::<Result<_, _>>()?,
-            };
-            if vals.is_empty() {
-                return Ok((false, "no elements".into()));
-            }
-            let ok = vals.iter().filter(|v| cmp(v, op, lit)).count();
-            let held = if *all { ok == vals.len() } else { ok > 0 };
-            let nums: Vec<f64> = vals
-                .iter()
-                .filter_map(|v| if let V::N(n) = v { Some(*n) } else { None })
-                .collect();
-            let range = if nums.len() == vals.len() {
-                let lo = nums.iter().cloned().fold(f64::INFINITY, f64::min);
-                let hi = nums.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
-                format!(", range {}..{}", fmt_v(&V::N(lo)), fmt_v(&V::N(hi)))
-            } else {
-                let mut kinds: Vec<String> = vals.iter().map(fmt_v).collect();
-                kinds.sort();
-                kinds.dedup();
-                format!(", values {}", kinds.join("/"))
-            };
-            let trunc = if matches!(set, Set::Nlu) && d.nlu_events_truncated {
-                " (first 5000)"
-            } else {
-                ""
-            };
-            (held, format!("{ok}/{} hold{range}{trunc}", vals.len()))
-        }
+        Value::Quant(all, set, field) => quantified(*all, set, field, op, lit, d)?,
     })
+}
+
+/// Is class or signature `id` present, and what shows it (`present (N failed requests, …)`).
+fn presence(id: &str, d: &Diagnosis) -> Result<(bool, String), String> {
+    let n_class: u64 = d
+        .incidents
+        .iter()
+        .filter(|i| i.class == id)
+        .map(|i| i.count)
+        .sum();
+    let n_sig = d
+        .signatures
+        .iter()
+        .find(|s| s.id == id)
+        .map(|s| s.count)
+        .unwrap_or(0);
+    let known = crate::classes::CLASSES.contains(&id)
+        || crate::classes::SIGNATURES.iter().any(|s| s.id == id);
+    if !known {
+        return Err(format!("`{id}` is neither a class id nor a signature id"));
+    }
+    let n_internal = d.passes.internal_by_class.get(id).copied().unwrap_or(0);
+    let is_class = crate::classes::CLASSES.contains(&id);
+    let present = n_class > 0 || n_sig > 0 || (is_class && n_internal > 0);
+    let measured = if !present {
+        "absent".to_string()
+    } else if is_class {
+        // The evidence behind the class: its NLUs paired with their own error line
+        // (an NLU's `no live upstreams`) and the failures with a first-try line.
+        let paired: u64 = d
+            .incidents
+            .iter()
+            .filter(|i| i.class == id)
+            .map(|i| i.hops.paired)
+            .sum();
+        let nlu: u64 = d
+            .incidents
+            .iter()
+            .filter(|i| i.class == id)
+            .map(|i| i.nlu)
+            .sum();
+        let mut m = format!("present ({n_class} failed requests");
+        if nlu > 0 {
+            m += &format!(", {paired}/{nlu} NLU paired with their error line");
+        }
+        if n_internal > 0 {
+            let rescued = d
+                .nlu_events
+                .iter()
+                .filter(|e| e.internal && e.class == id && e.status < 500)
+                .count();
+            m += &format!(
+                ", {n_internal} internal NLU in earlier passes, {rescued}{} rescued",
+                if d.nlu_events_truncated { "+" } else { "" }
+            );
+        }
+        m + ")"
+    } else {
+        format!("present ({n_sig} error lines)")
+    };
+    Ok((present, measured))
+}
+
+/// A bare metric's value.
+fn metric(m: &str, d: &Diagnosis, client: Option<&ClientStats>) -> Result<V, String> {
+    Ok(match m {
+        "requests" => V::N(d.requests as f64),
+        "failures" => V::N(d.failures as f64),
+        "nlu" => V::N(d.nlu.total as f64),
+        "nlu_one_hop" => V::N(d.nlu.one_hop as f64),
+        "nlu_two_hop" => V::N(d.nlu.two_hop as f64),
+        "nlu_multi_hop" => V::N(d.nlu.multi_hop as f64),
+        "nlu_paired" => V::N(d.nlu.paired as f64),
+        "swaps" => V::N(d.swaps as f64),
+        "requery_period_ms" => d.requery_period_ms.map(V::N).unwrap_or(V::Missing),
+        "swap_follow_ms" | "swap_follow_median_ms" | "swaps_unfollowed" => {
+            let Some(f) = &d.swap_follow else {
+                return Err("no answer history (DNS log or dns-mode events)".into());
+            };
+            match m {
+                "swap_follow_ms" => f.max_ms.map(|v| V::N(v as f64)),
+                "swap_follow_median_ms" => f.median_ms.map(|v| V::N(v as f64)),
+                _ => Some(V::N((f.moves - f.followed) as f64)),
+            }
+            .unwrap_or(V::Missing)
+        }
+        "incidents" => V::N(d.incidents.len() as f64),
+        "malformed" => V::N(d.parse.malformed as f64),
+        "nlu_internal" => V::N(d.passes.internal_nlu as f64),
+        "rescued" => V::N(d.passes.rescued as f64),
+        "max_passes" => V::N(d.passes.max_passes as f64),
+        "multi_pass" => V::N(d.passes.multi_pass as f64),
+        "client_requests" | "client_errors" | "client_unsent" => match client {
+            Some(c) => V::N(match m {
+                "client_errors" => c.errors,
+                "client_unsent" => c.unsent,
+                _ => c.requests,
+            } as f64),
+            None => return Err("no load.jsonl in this run".into()),
+        },
+        _ => return Err(format!("unknown metric `{m}`")),
+    })
+}
+
+/// `backend("NAME").FIELD`: its value, or why the run has none (`Ok(Err(why))`, which does not
+/// hold); `Err` for a field the language does not have.
+fn backend_field(
+    name: &str,
+    field: &str,
+    client: Option<&ClientStats>,
+) -> Result<Result<V, String>, String> {
+    let c = client.ok_or("no load.jsonl in this run")?;
+    let Some(b) = c.backends.get(name) else {
+        let seen: Vec<&str> = c.backends.keys().map(String::as_str).collect();
+        return Ok(Err(format!(
+            "no answers from `{name}` (answered: {})",
+            seen.join(", ")
+        )));
+    };
+    Ok(Ok(V::N(match field {
+        "requests" => b.requests as f64,
+        "errors" => b.errors as f64,
+        "min_ms" => b.min_ms,
+        "p50_ms" => b.p50_ms,
+        "p90_ms" => b.p90_ms,
+        "p99_ms" => b.p99_ms,
+        "max_ms" => b.max_ms,
+        "pool_wait_max_ms" | "pool_wait_p99_ms" | "pool_timeouts" => {
+            let v = match field {
+                "pool_wait_max_ms" => b.pool_wait_max_ms,
+                "pool_wait_p99_ms" => b.pool_wait_p99_ms,
+                _ => b.pool_timeouts.map(|n| n as f64),
+            };
+            match v {
+                Some(v) => v,
+                None => {
+                    return Ok(Err(format!("`{name}` has no DB pool (backends.json)")));
+                }
+            }
+        }
+        f => return Err(format!("unknown backend field `{f}`")),
+    })))
+}
+
+/// `probe("NAME").FIELD`, as [`backend_field`].
+fn probe_field(
+    name: &str,
+    field: &str,
+    client: Option<&ClientStats>,
+) -> Result<Result<V, String>, String> {
+    let c = client.ok_or("no load.jsonl in this run")?;
+    let Some(p) = c.probes.get(name) else {
+        return Ok(Err(format!("no probes of `{name}` (probes.jsonl)")));
+    };
+    Ok(Ok(V::N(match field {
+        "probes" => p.probes as f64,
+        "ok" => p.ok as f64,
+        "failed" => p.failed as f64,
+        "timeouts" => p.timeouts as f64,
+        "max_ms" => p.max_ms,
+        f => return Err(format!("unknown probe field `{f}`")),
+    })))
+}
+
+/// `all(SET).FIELD OP LIT` / `any(…)`: how many elements hold, and their range.
+fn quantified(
+    all: bool,
+    set: &Set,
+    field: &str,
+    op: Op,
+    lit: &Lit,
+    d: &Diagnosis,
+) -> Result<(bool, String), String> {
+    let vals: Vec<V> = match set {
+        Set::Nlu => d
+            .nlu_events
+            .iter()
+            .filter(|e| !e.internal)
+            .map(|e| nlu_field(e, field))
+            .collect::<Result<_, _>>()?,
+        Set::InternalNlu => d
+            .nlu_events
+            .iter()
+            .filter(|e| e.internal)
+            .map(|e| nlu_field(e, field))
+            .collect::<Result<_, _>>()?,
+        Set::Incidents => d
+            .incidents
+            .iter()
+            .map(|i| inc_field(i, field))
+            .collect::<Result<_, _>>()?,
+        Set::Class(c) => d
+            .incidents
+            .iter()
+            .filter(|i| &i.class == c)
+            .map(|i| inc_field(i, field))
+            .collect::<Result<_, _>>()?,
+    };
+    if vals.is_empty() {
+        return Ok((false, "no elements".into()));
+    }
+    let ok = vals.iter().filter(|v| cmp(v, op, lit)).count();
+    let held = if all { ok == vals.len() } else { ok > 0 };
+    let nums: Vec<f64> = vals
+        .iter()
+        .filter_map(|v| if let V::N(n) = v { Some(*n) } else { None })
+        .collect();
+    let range = if nums.len() == vals.len() {
+        let lo = nums.iter().cloned().fold(f64::INFINITY, f64::min);
+        let hi = nums.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
+        format!(", range {}..{}", fmt_v(&V::N(lo)), fmt_v(&V::N(hi)))
+    } else {
+        let mut kinds: Vec<String> = vals.iter().map(fmt_v).collect();
+        kinds.sort();
+        kinds.dedup();
+        format!(", values {}", kinds.join("/"))
+    };
+    let trunc = if matches!(set, Set::Nlu) && d.nlu_events_truncated {
+        " (first 5000)"
+    } else {
+        ""
+    };
+    Ok((held, format!("{ok}/{} hold{range}{trunc}", vals.len())))
 }
 
 #[cfg(test)]

@@ -160,11 +160,35 @@ pub fn analyze_run_by(dir: &Path, checks: Option<&[String]>) -> anyhow::Result<V
         aborted |= v.get("status").and_then(|s| s.as_str()) == Some("aborted");
     }
     let client = read_client(dir)?;
-    let expectations: Vec<Expectation> = checks
+    let expectations = evaluate(&checks, &diagnosis, client.as_ref());
+    let (status, summary) = run_status(dir, aborted, access.is_empty(), &injections, &expectations);
+    let mut diagnosis = diagnosis;
+    // One `status` in the verdict JSON: the run's.
+    diagnosis.status.clear();
+    Ok(Verdict {
+        verdict_schema: VERDICT_SCHEMA.to_string(),
+        scenario,
+        status: status.to_string(),
+        summary,
+        injections,
+        expectations,
+        client,
+        diagnosis,
+    })
+}
+
+/// Each check evaluated on the diagnosis (and the client's view); one that does not parse does
+/// not hold, and says why.
+fn evaluate(
+    checks: &[String],
+    diagnosis: &Diagnosis,
+    client: Option<&crate::verdict::ClientStats>,
+) -> Vec<Expectation> {
+    checks
         .iter()
         .map(|text| match expect::parse(text) {
             Ok(c) => {
-                let (held, measured) = expect::eval(&c, &diagnosis, client.as_ref());
+                let (held, measured) = expect::eval(&c, diagnosis, client);
                 Expectation {
                     text: text.clone(),
                     held,
@@ -177,7 +201,19 @@ pub fn analyze_run_by(dir: &Path, checks: Option<&[String]>) -> anyhow::Result<V
                 measured: format!("cannot parse: {e}"),
             },
         })
-        .collect();
+        .collect()
+}
+
+/// The run's status and one-line summary: its own record first (a run that did not happen as
+/// written is never `completed`), then interruption, missing evidence, injections that missed
+/// (or hit when meant to miss), and only then the expectations.
+fn run_status(
+    dir: &Path,
+    aborted: bool,
+    no_access: bool,
+    injections: &[Injection],
+    expectations: &[Expectation],
+) -> (&'static str, String) {
     let missed: Vec<&Injection> = injections
         .iter()
         .filter(|i| i.hits == 0 && !i.expect_miss && !i.may_miss)
@@ -202,9 +238,7 @@ pub fn analyze_run_by(dir: &Path, checks: Option<&[String]>) -> anyhow::Result<V
         .to_string()
     };
     let record = run_record(dir);
-    let (status, summary) = if let Some((st, reason)) =
-        record.as_ref().filter(|r| r.0 != "completed")
-    {
+    if let Some((st, reason)) = record.as_ref().filter(|r| r.0 != "completed") {
         // The run's own integrity comes first: evidence of a run that did not happen as
         // written is never judged `completed`.
         match st.as_str() {
@@ -232,7 +266,7 @@ pub fn analyze_run_by(dir: &Path, checks: Option<&[String]>) -> anyhow::Result<V
             "aborted",
             "the run was interrupted: partial evidence".to_string(),
         )
-    } else if access.is_empty() {
+    } else if no_access {
         (
             "incomplete",
             "no access.log in the run directory".to_string(),
@@ -267,25 +301,9 @@ pub fn analyze_run_by(dir: &Path, checks: Option<&[String]>) -> anyhow::Result<V
             );
         }
         ("completed", s)
-    };
-    let mut diagnosis = diagnosis;
-    // One `status` in the verdict JSON: the run's.
-    diagnosis.status.clear();
-    Ok(Verdict {
-        verdict_schema: VERDICT_SCHEMA.to_string(),
-        scenario,
-        status: status.to_string(),
-        summary,
-        injections,
-        expectations,
-        client,
-        diagnosis,
-    })
+    }
 }
 
-/// The host's UTC offset recorded in `fingerprint.json` (`utc_offset: "+09:00"` or
-/// `utc_offset_s: 32400`, at the top level or under `host`). Lab access logs have no
-/// `$time_local`, so this is what joins the error log when the run is analyzed elsewhere.
 /// The run's own record, `run.json` (written by the runner at start, after setup, and at the
 /// end): its status and reason. None for directories without one (older fixtures, production).
 fn run_record(dir: &Path) -> Option<(String, Option<String>)> {
@@ -319,6 +337,9 @@ fn run_config_facts(dir: &Path) -> Option<crate::evidence::RuntimeFacts> {
     ))
 }
 
+/// The host's UTC offset recorded in `fingerprint.json` (`utc_offset: "+09:00"` or
+/// `utc_offset_s: 32400`, at the top level or under `host`). Lab access logs have no
+/// `$time_local`, so this is what joins the error log when the run is analyzed elsewhere.
 fn fingerprint_offset(dir: &Path) -> Option<i32> {
     let text =
         std::fs::read_to_string(dir.join(resolvelab_core::evidence::file::FINGERPRINT)).ok()?;

@@ -666,77 +666,10 @@ impl Engine {
         events: &mut Vec<QueryEvent>,
     ) -> Reply {
         let arrived = Instant::now();
-        if packet.len() < 12 {
-            self.stats.malformed_dropped.fetch_add(1, Ordering::Relaxed);
-            return Reply::none();
-        }
-        let mut dec = BinDecoder::new(packet);
-        let (header, counts) = match Header::read(&mut dec) {
-            Ok(h) => (h.metadata, h.counts),
-            Err(_) => {
-                self.stats.malformed_dropped.fetch_add(1, Ordering::Relaxed);
-                return Reply::none();
-            }
-        };
-        // Never answer a response: two servers would ping-pong forever.
-        if header.message_type == MessageType::Response {
-            self.stats.malformed_dropped.fetch_add(1, Ordering::Relaxed);
-            return Reply::none();
-        }
-        // The common query (one question, nothing else) is decoded question-only; anything with
-        // more sections (EDNS, …) goes through the full hickory decoder.
-        let simple = counts.queries == 1
-            && counts.answers == 0
-            && counts.authorities == 0
-            && counts.additionals == 0;
-        let decoded = if simple {
-            Query::read(&mut dec)
-                .map(|q| {
-                    let mut m = Message::new(header.id, header.message_type, header.op_code);
-                    m.metadata = header;
-                    m.queries.push(q);
-                    m
-                })
-                .map_err(|_| ())
-        } else {
-            Message::from_vec(packet).map_err(|_| ())
-        };
-        let req = match decoded {
+        let req = match self.decode(packet, client, transport, arrived, events) {
             Ok(m) => m,
-            Err(()) => {
-                self.stats.formerr.fetch_add(1, Ordering::Relaxed);
-                return self.error_reply(
-                    &header,
-                    ResponseCode::FormErr,
-                    client,
-                    transport,
-                    arrived,
-                    events,
-                );
-            }
+            Err(reply) => return reply,
         };
-        if req.metadata.op_code != OpCode::Query {
-            self.count_other("NOTIMP", transport);
-            return self.error_reply(
-                &header,
-                ResponseCode::NotImp,
-                client,
-                transport,
-                arrived,
-                events,
-            );
-        }
-        if req.queries.len() != 1 {
-            self.stats.formerr.fetch_add(1, Ordering::Relaxed);
-            return self.error_reply(
-                &header,
-                ResponseCode::FormErr,
-                client,
-                transport,
-                arrived,
-                events,
-            );
-        }
         let query = &req.queries[0];
         let qtype = query.query_type();
         let qname = lower_name(query.name());
@@ -883,6 +816,70 @@ impl Engine {
             });
         }
         Reply { bytes, delay }
+    }
+
+    /// Decode one packet into a query message, or the reply it gets instead: none for what is
+    /// not a query at all (too short, a response), FORMERR or NOTIMP for a malformed or
+    /// unsupported one.
+    fn decode(
+        &self,
+        packet: &[u8],
+        client: SocketAddr,
+        transport: Transport,
+        arrived: Instant,
+        events: &mut Vec<QueryEvent>,
+    ) -> Result<Message, Reply> {
+        if packet.len() < 12 {
+            self.stats.malformed_dropped.fetch_add(1, Ordering::Relaxed);
+            return Err(Reply::none());
+        }
+        let mut dec = BinDecoder::new(packet);
+        let (header, counts) = match Header::read(&mut dec) {
+            Ok(h) => (h.metadata, h.counts),
+            Err(_) => {
+                self.stats.malformed_dropped.fetch_add(1, Ordering::Relaxed);
+                return Err(Reply::none());
+            }
+        };
+        // Never answer a response: two servers would ping-pong forever.
+        if header.message_type == MessageType::Response {
+            self.stats.malformed_dropped.fetch_add(1, Ordering::Relaxed);
+            return Err(Reply::none());
+        }
+        // The common query (one question, nothing else) is decoded question-only; anything with
+        // more sections (EDNS, …) goes through the full hickory decoder.
+        let simple = counts.queries == 1
+            && counts.answers == 0
+            && counts.authorities == 0
+            && counts.additionals == 0;
+        let decoded = if simple {
+            Query::read(&mut dec)
+                .map(|q| {
+                    let mut m = Message::new(header.id, header.message_type, header.op_code);
+                    m.metadata = header;
+                    m.queries.push(q);
+                    m
+                })
+                .map_err(|_| ())
+        } else {
+            Message::from_vec(packet).map_err(|_| ())
+        };
+        let reply = |code, events: &mut Vec<QueryEvent>| {
+            Err(self.error_reply(&header, code, client, transport, arrived, events))
+        };
+        let Ok(req) = decoded else {
+            self.stats.formerr.fetch_add(1, Ordering::Relaxed);
+            return reply(ResponseCode::FormErr, events);
+        };
+        if req.metadata.op_code != OpCode::Query {
+            self.count_other("NOTIMP", transport);
+            return reply(ResponseCode::NotImp, events);
+        }
+        if req.queries.len() != 1 {
+            self.stats.formerr.fetch_add(1, Ordering::Relaxed);
+            return reply(ResponseCode::FormErr, events);
+        }
+        Ok(req)
     }
 
     fn count_other(&self, rcode: &'static str, transport: Transport) {

@@ -522,6 +522,8 @@ enum Msg {
     Eof,
 }
 
+// Over 150 lines on purpose: one direction's reader and writer halves, which share the
+// channel, the returned buffers and the kill/shutdown watches; the toxics act between them.
 async fn pump(
     inner: Arc<Inner>,
     id: u64,

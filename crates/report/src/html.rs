@@ -46,110 +46,125 @@ pub(crate) fn page(d: &Diagnosis, v: Option<&Verdict>) -> String {
         h(&title)
     );
     if let Some(v) = v {
-        let good = v.status == "completed" && v.expectations.iter().all(|e| e.held);
-        let _ = writeln!(
-            o,
-            "<p class=\"status {}\" id=\"status\">Status: <b>{}</b> — {}</p>",
-            if good { "good" } else { "bad" },
-            h(&v.status),
-            h(&v.summary)
-        );
-        if !v.expectations.is_empty() {
-            o.push_str("<h2>Expectations</h2><table id=\"expectations\"><tr><th></th><th>expectation</th><th>measured</th></tr>\n");
-            for e in &v.expectations {
-                let _ = writeln!(
-                    o,
-                    "<tr><td class=\"{}\">{}</td><td><code>{}</code></td><td>{}</td></tr>",
-                    if e.held { "held" } else { "nothold" },
-                    if e.held { "held" } else { "not held" },
-                    h(&e.text),
-                    h(&e.measured)
-                );
-            }
-            o.push_str("</table>\n");
-        }
-        if !v.injections.is_empty() {
-            o.push_str("<h2>Injections</h2><table><tr><th>kind</th><th>target</th><th>spec</th><th>hits</th></tr>\n");
-            for i in &v.injections {
-                let _ = writeln!(
-                    o,
-                    "<tr><td>{}</td><td>{}</td><td>{}</td><td class=\"{}\">{}{}</td></tr>",
-                    h(&i.kind),
-                    h(i.target.as_deref().unwrap_or("")),
-                    h(i.spec.as_deref().unwrap_or("")),
-                    if (i.hits == 0) == i.expect_miss {
-                        "held"
-                    } else {
-                        "nothold"
-                    },
-                    i.hits,
-                    match (i.hits, i.expect_miss) {
-                        (0, true) => " (missed as intended)",
-                        (0, false) => " (did not hit)",
-                        (_, true) => " (meant to miss, but hit)",
-                        _ => "",
-                    }
-                );
-            }
-            o.push_str("</table>\n");
-        }
-        if let Some(c) = &v.client {
-            let _ = writeln!(
-                o,
-                "<p id=\"client\">Client side (load.jsonl): {} requests sent, {} errors (≥ 500 or transport error), {} never sent by the load generator (late/dropped).</p>",
-                c.requests, c.errors, c.unsent
-            );
-            // Worth a chart only when some backend was slow enough to see (a second or more).
-            if c.backends.values().any(|b| b.max_ms >= 1000.0) {
-                let series: Vec<(&str, &[resolvelab_diagnose::verdict::BackendBin])> = c
-                    .backends
-                    .iter()
-                    .map(|(n, b)| (n.as_str(), b.bins.as_slice()))
-                    .collect();
-                let t0 = c
-                    .backends
-                    .values()
-                    .filter_map(|b| b.bins.first().map(|s| s.t_ms))
-                    .min()
-                    .unwrap_or(0);
-                let bin = c.backends.values().map(|b| b.bin_ms).max().unwrap_or(0);
-                let _ = writeln!(
-                    o,
-                    "<div class=\"chart\" id=\"backend-latency\">{}</div>",
-                    crate::charts::backend_latency_svg(
-                        &series,
-                        t0,
-                        &format!("Slowest answer per {bin} ms of scheduled time, by backend"),
-                        (900, 280)
-                    )
-                );
-            }
-            let ((bh, brows), (ph, prows)) = crate::backend_tables(c);
-            for (id, title, head, rows) in [
-                ("backends", "Backends as the client saw them", bh, brows),
-                ("probes", "Readiness probes", ph, prows),
-            ] {
-                if rows.is_empty() {
-                    continue;
-                }
-                let _ = write!(o, "<h3>{title}</h3><table id=\"{id}\"><tr>");
-                for c in head {
-                    let _ = write!(o, "<th>{}</th>", h(c));
-                }
-                o.push_str("</tr>\n");
-                for r in rows {
-                    o.push_str("<tr>");
-                    for c in r {
-                        let _ = write!(o, "<td>{}</td>", h(&c));
-                    }
-                    o.push_str("</tr>\n");
-                }
-                o.push_str("</table>\n");
-            }
-        }
+        verdict(&mut o, v);
     }
     evidence(&mut o, d);
-    // Totals.
+    totals(&mut o, d);
+    charts(&mut o, d);
+    incidents(&mut o, d);
+    classes_and_signatures(&mut o, d);
+    parsing(&mut o, d);
+    o.push_str("</table>\n</body></html>\n");
+    o
+}
+
+/// A lab run's head: status, expectations, injections, the client's view and its charts.
+fn verdict(o: &mut String, v: &Verdict) {
+    let good = v.status == "completed" && v.expectations.iter().all(|e| e.held);
+    let _ = writeln!(
+        o,
+        "<p class=\"status {}\" id=\"status\">Status: <b>{}</b> — {}</p>",
+        if good { "good" } else { "bad" },
+        h(&v.status),
+        h(&v.summary)
+    );
+    if !v.expectations.is_empty() {
+        o.push_str("<h2>Expectations</h2><table id=\"expectations\"><tr><th></th><th>expectation</th><th>measured</th></tr>\n");
+        for e in &v.expectations {
+            let _ = writeln!(
+                o,
+                "<tr><td class=\"{}\">{}</td><td><code>{}</code></td><td>{}</td></tr>",
+                if e.held { "held" } else { "nothold" },
+                if e.held { "held" } else { "not held" },
+                h(&e.text),
+                h(&e.measured)
+            );
+        }
+        o.push_str("</table>\n");
+    }
+    if !v.injections.is_empty() {
+        o.push_str("<h2>Injections</h2><table><tr><th>kind</th><th>target</th><th>spec</th><th>hits</th></tr>\n");
+        for i in &v.injections {
+            let _ = writeln!(
+                o,
+                "<tr><td>{}</td><td>{}</td><td>{}</td><td class=\"{}\">{}{}</td></tr>",
+                h(&i.kind),
+                h(i.target.as_deref().unwrap_or("")),
+                h(i.spec.as_deref().unwrap_or("")),
+                if (i.hits == 0) == i.expect_miss {
+                    "held"
+                } else {
+                    "nothold"
+                },
+                i.hits,
+                match (i.hits, i.expect_miss) {
+                    (0, true) => " (missed as intended)",
+                    (0, false) => " (did not hit)",
+                    (_, true) => " (meant to miss, but hit)",
+                    _ => "",
+                }
+            );
+        }
+        o.push_str("</table>\n");
+    }
+    if let Some(c) = &v.client {
+        let _ = writeln!(
+            o,
+            "<p id=\"client\">Client side (load.jsonl): {} requests sent, {} errors (≥ 500 or transport error), {} never sent by the load generator (late/dropped).</p>",
+            c.requests, c.errors, c.unsent
+        );
+        // Worth a chart only when some backend was slow enough to see (a second or more).
+        if c.backends.values().any(|b| b.max_ms >= 1000.0) {
+            let series: Vec<(&str, &[resolvelab_diagnose::verdict::BackendBin])> = c
+                .backends
+                .iter()
+                .map(|(n, b)| (n.as_str(), b.bins.as_slice()))
+                .collect();
+            let t0 = c
+                .backends
+                .values()
+                .filter_map(|b| b.bins.first().map(|s| s.t_ms))
+                .min()
+                .unwrap_or(0);
+            let bin = c.backends.values().map(|b| b.bin_ms).max().unwrap_or(0);
+            let _ = writeln!(
+                o,
+                "<div class=\"chart\" id=\"backend-latency\">{}</div>",
+                crate::charts::backend_latency_svg(
+                    &series,
+                    t0,
+                    &format!("Slowest answer per {bin} ms of scheduled time, by backend"),
+                    (900, 280)
+                )
+            );
+        }
+        let ((bh, brows), (ph, prows)) = crate::backend_tables(c);
+        for (id, title, head, rows) in [
+            ("backends", "Backends as the client saw them", bh, brows),
+            ("probes", "Readiness probes", ph, prows),
+        ] {
+            if rows.is_empty() {
+                continue;
+            }
+            let _ = write!(o, "<h3>{title}</h3><table id=\"{id}\"><tr>");
+            for c in head {
+                let _ = write!(o, "<th>{}</th>", h(c));
+            }
+            o.push_str("</tr>\n");
+            for r in rows {
+                o.push_str("<tr>");
+                for c in r {
+                    let _ = write!(o, "<td>{}</td>", h(&c));
+                }
+                o.push_str("</tr>\n");
+            }
+            o.push_str("</table>\n");
+        }
+    }
+}
+
+/// The totals table.
+fn totals(o: &mut String, d: &Diagnosis) {
     let _ = writeln!(
         o,
         "<h2>Totals</h2><table id=\"totals\"><tr><th>requests</th><td>{}</td></tr><tr><th>by status</th><td>{}</td></tr>\
@@ -185,7 +200,10 @@ pub(crate) fn page(d: &Diagnosis, v: Option<&Verdict>) -> String {
             _ => "—".into(),
         }
     );
-    // Charts.
+}
+
+/// Requests by outcome and latency percentiles over time, swaps and incidents marked.
+fn charts(o: &mut String, d: &Diagnosis) {
     let t0 = d.timeline.points.first().map(|p| p.t_ms).unwrap_or(0);
     let swaps: Vec<i64> = d.swap_list.iter().map(|s| s.t_ms).collect();
     let bands: Vec<(i64, i64)> = d.incidents.iter().map(|i| (i.start_ms, i.end_ms)).collect();
@@ -209,7 +227,11 @@ pub(crate) fn page(d: &Diagnosis, v: Option<&Verdict>) -> String {
         "<figure class=\"chart\" id=\"chart-latency\">{}<figcaption>Latency percentiles ($request_time) per bin.</figcaption></figure>",
         latency_svg(&d.timeline, t0, "latency percentiles", (1200, 300))
     );
-    // Incidents.
+}
+
+/// The incidents table and the evidence of each class's first incident.
+fn incidents(o: &mut String, d: &Diagnosis) {
+    let swaps: Vec<i64> = d.swap_list.iter().map(|s| s.t_ms).collect();
     o.push_str("<h2>Incidents</h2>\n");
     if d.incidents.is_empty() {
         o.push_str("<p>No failures.</p>\n");
@@ -274,6 +296,10 @@ pub(crate) fn page(d: &Diagnosis, v: Option<&Verdict>) -> String {
             o.push_str("</table></section>\n");
         }
     }
+}
+
+/// Each class's explanation and fix, and the error-log signatures.
+fn classes_and_signatures(o: &mut String, d: &Diagnosis) {
     if !d.classes.is_empty() {
         o.push_str("<h2>Classes and fixes</h2>\n");
         for c in &d.classes {
@@ -304,6 +330,10 @@ pub(crate) fn page(d: &Diagnosis, v: Option<&Verdict>) -> String {
         }
         o.push_str("</table>\n");
     }
+}
+
+/// Parse accounting per file (the page's last table, closed by the caller).
+fn parsing(o: &mut String, d: &Diagnosis) {
     o.push_str("<h2>Parsing</h2><table id=\"parse\"><tr><th>file</th><th>kind</th><th>lines</th><th>parsed</th><th>malformed</th><th>samples</th></tr>\n");
     for f in &d.parse.files {
         let mut samples = f
@@ -332,8 +362,6 @@ pub(crate) fn page(d: &Diagnosis, v: Option<&Verdict>) -> String {
             h(&samples)
         );
     }
-    o.push_str("</table>\n</body></html>\n");
-    o
 }
 
 /// "What these logs can show", before everything else.

@@ -11,86 +11,100 @@ fn esc(s: &str) -> String {
 pub(crate) fn diagnosis(d: &Diagnosis, v: Option<&Verdict>) -> String {
     let mut o = String::new();
     match v {
-        Some(v) => {
-            let _ = writeln!(
-                o,
-                "# resolvelab verdict — {}\n\n**Status: {}** — {}\n",
-                v.scenario.as_deref().unwrap_or("(unnamed run)"),
-                v.status,
-                v.summary
-            );
-            if !v.expectations.is_empty() {
-                o.push_str("## Expectations\n\n| | expectation | measured |\n|---|---|---|\n");
-                for e in &v.expectations {
-                    let _ = writeln!(
-                        o,
-                        "| {} | `{}` | {} |",
-                        if e.held { "✅ held" } else { "❌ not held" },
-                        esc(&e.text),
-                        esc(&e.measured)
-                    );
-                }
-                o.push('\n');
-            }
-            if !v.injections.is_empty() {
-                o.push_str("## Injections\n\n| kind | target | spec | hits | at |\n|---|---|---|---:|---|\n");
-                for i in &v.injections {
-                    let _ = writeln!(
-                        o,
-                        "| {} | {} | {} | {}{} | {} |",
-                        i.kind,
-                        esc(i.target.as_deref().unwrap_or("")),
-                        esc(i.spec.as_deref().unwrap_or("")),
-                        i.hits,
-                        match (i.hits, i.expect_miss) {
-                            (0, true) => " ✓ missed as intended",
-                            (0, false) => " ⚠ did not hit",
-                            (_, true) => " ⚠ meant to miss, but hit",
-                            _ => "",
-                        },
-                        i.at
-                    );
-                }
-                o.push('\n');
-            }
-            if let Some(c) = &v.client {
-                let _ = writeln!(
-                    o,
-                    "Client side (load.jsonl): {} requests sent, {} errors (≥ 500 or transport error), {} never sent by the load generator (late/dropped); by status: {}.\n",
-                    c.requests,
-                    c.errors,
-                    c.unsent,
-                    c.status
-                        .iter()
-                        .map(|(k, n)| format!("{k}: {n}"))
-                        .collect::<Vec<_>>()
-                        .join(", ")
-                );
-                let ((bh, brows), (ph, prows)) = crate::backend_tables(c);
-                for (title, head, rows) in [
-                    (
-                        "Backends as the client saw them (latency from the scheduled send)",
-                        bh,
-                        brows,
-                    ),
-                    ("Readiness probes", ph, prows),
-                ] {
-                    if rows.is_empty() {
-                        continue;
-                    }
-                    let _ = writeln!(o, "{title}:\n\n| {} |", head.join(" | "));
-                    let _ = writeln!(o, "|{}", "---|".repeat(head.len()));
-                    for r in rows {
-                        let r: Vec<String> = r.iter().map(|x| esc(x)).collect();
-                        let _ = writeln!(o, "| {} |", r.join(" | "));
-                    }
-                    o.push('\n');
-                }
-            }
-        }
+        Some(v) => verdict(&mut o, v),
         None => o.push_str("# resolvelab diagnosis\n\n"),
     }
     evidence(&mut o, d);
+    totals(&mut o, d);
+    incidents(&mut o, d);
+    classes_and_signatures(&mut o, d);
+    parsing(&mut o, d);
+    o
+}
+
+/// A lab run's head: status, expectations, injections, the client's view.
+fn verdict(o: &mut String, v: &Verdict) {
+    let _ = writeln!(
+        o,
+        "# resolvelab verdict — {}\n\n**Status: {}** — {}\n",
+        v.scenario.as_deref().unwrap_or("(unnamed run)"),
+        v.status,
+        v.summary
+    );
+    if !v.expectations.is_empty() {
+        o.push_str("## Expectations\n\n| | expectation | measured |\n|---|---|---|\n");
+        for e in &v.expectations {
+            let _ = writeln!(
+                o,
+                "| {} | `{}` | {} |",
+                if e.held { "✅ held" } else { "❌ not held" },
+                esc(&e.text),
+                esc(&e.measured)
+            );
+        }
+        o.push('\n');
+    }
+    if !v.injections.is_empty() {
+        o.push_str(
+            "## Injections\n\n| kind | target | spec | hits | at |\n|---|---|---|---:|---|\n",
+        );
+        for i in &v.injections {
+            let _ = writeln!(
+                o,
+                "| {} | {} | {} | {}{} | {} |",
+                i.kind,
+                esc(i.target.as_deref().unwrap_or("")),
+                esc(i.spec.as_deref().unwrap_or("")),
+                i.hits,
+                match (i.hits, i.expect_miss) {
+                    (0, true) => " ✓ missed as intended",
+                    (0, false) => " ⚠ did not hit",
+                    (_, true) => " ⚠ meant to miss, but hit",
+                    _ => "",
+                },
+                i.at
+            );
+        }
+        o.push('\n');
+    }
+    if let Some(c) = &v.client {
+        let _ = writeln!(
+            o,
+            "Client side (load.jsonl): {} requests sent, {} errors (≥ 500 or transport error), {} never sent by the load generator (late/dropped); by status: {}.\n",
+            c.requests,
+            c.errors,
+            c.unsent,
+            c.status
+                .iter()
+                .map(|(k, n)| format!("{k}: {n}"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+        let ((bh, brows), (ph, prows)) = crate::backend_tables(c);
+        for (title, head, rows) in [
+            (
+                "Backends as the client saw them (latency from the scheduled send)",
+                bh,
+                brows,
+            ),
+            ("Readiness probes", ph, prows),
+        ] {
+            if rows.is_empty() {
+                continue;
+            }
+            let _ = writeln!(o, "{title}:\n\n| {} |", head.join(" | "));
+            let _ = writeln!(o, "|{}", "---|".repeat(head.len()));
+            for r in rows {
+                let r: Vec<String> = r.iter().map(|x| esc(x)).collect();
+                let _ = writeln!(o, "| {} |", r.join(" | "));
+            }
+            o.push('\n');
+        }
+    }
+}
+
+/// Totals: span, statuses, NLU, swaps, re-query period, time to follow, clocks.
+fn totals(o: &mut String, d: &Diagnosis) {
     o.push_str("## Totals\n\n");
     let span = match (d.start_ms, d.end_ms) {
         (Some(a), Some(b)) => format!("{} → {} ({:.1} s)", ts(a), ts(b), (b - a) as f64 / 1000.0),
@@ -187,7 +201,10 @@ pub(crate) fn diagnosis(d: &Diagnosis, v: Option<&Verdict>) -> String {
         "- clocks: error log at UTC{} (from {}){changes}\n",
         d.inputs.tz_offset, d.inputs.tz_source
     );
+}
 
+/// The incidents table and the evidence of each class's first incident.
+fn incidents(o: &mut String, d: &Diagnosis) {
     o.push_str("## Incidents\n\n");
     if d.incidents.is_empty() {
         o.push_str("No failures.\n\n");
@@ -242,6 +259,10 @@ pub(crate) fn diagnosis(d: &Diagnosis, v: Option<&Verdict>) -> String {
             o.push('\n');
         }
     }
+}
+
+/// Each class's explanation and fix, and the error-log signatures.
+fn classes_and_signatures(o: &mut String, d: &Diagnosis) {
     if !d.classes.is_empty() {
         o.push_str("## Classes and fixes\n\n");
         for c in &d.classes {
@@ -268,6 +289,10 @@ pub(crate) fn diagnosis(d: &Diagnosis, v: Option<&Verdict>) -> String {
         }
         o.push('\n');
     }
+}
+
+/// Parse accounting per file, with samples of what did not parse.
+fn parsing(o: &mut String, d: &Diagnosis) {
     o.push_str(
         "## Parsing\n\n| file | kind | lines | parsed | malformed |\n|---|---|---:|---:|---:|\n",
     );
@@ -305,7 +330,6 @@ pub(crate) fn diagnosis(d: &Diagnosis, v: Option<&Verdict>) -> String {
             let _ = writeln!(o, "- nearest guess: {g}");
         }
     }
-    o
 }
 
 /// "What these logs can show", first: every class below is worded from this evidence.

@@ -311,6 +311,27 @@ fn real_nginx_runs_are_classified() {
             .contains("going DOWN for maintenance (DNS NX status)")),
         "{i:#}"
     );
+    // 40 s of SERVFAIL on HAProxy 2.6: `hold other` 30 s, then maintenance with another reason
+    // than an NXDOMAIN's (`unspecified DNS error`), until the first answer after the SERVFAILs.
+    let v = check(
+        "real/haproxy.dns-silent.servfail40s",
+        &["dns-hold-expired"],
+        &["dns-nxdomain", "maxfails-wipeout", "generation-race-retry"],
+    );
+    let i = &v["incidents"][0];
+    assert_eq!(i["count"], 3302, "{i:#}");
+    let d = i["duration_ms"].as_i64().unwrap();
+    assert!(
+        (10_500..=11_500).contains(&d),
+        "down 05:22:01.269 → up 05:22:12.278: {d}"
+    );
+    assert!(
+        i["evidence"].as_array().unwrap().iter().any(|e| e["text"]
+            .as_str()
+            .unwrap()
+            .contains("going DOWN for maintenance (unspecified DNS error)")),
+        "{i:#}"
+    );
     // Envoy 1.40 through a 3 s NXDOMAIN met by one 5 s refresh: its STRICT_DNS cluster applied
     // the empty answer (`DNS hosts have changed`) and had no host until the next refresh.
     let v = check(

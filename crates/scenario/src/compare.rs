@@ -291,12 +291,15 @@ fn classes_cell(c: &Cell) -> String {
         return format!("could not run: {e}");
     }
     if let Some(why) = &c.not_applicable {
-        // The reason inside `… cannot run on --engine X (REASON); run it with …`.
+        // The reason inside `… cannot run on --engine X (REASON); run it with …`, or the
+        // scenario's own `engines` (`FILE:LINE: scenario `X` applies to A, B only`).
         let short = why
             .split_once("cannot run on ")
             .and_then(|(_, r)| r.split_once(" ("))
             .and_then(|(_, r)| r.rsplit_once("); run it"))
-            .map_or(why.as_str(), |(reason, _)| reason);
+            .map(|(reason, _)| reason)
+            .or_else(|| why.find("applies to ").map(|i| &why[i..]))
+            .unwrap_or(why.as_str());
         return format!("not applicable: {short}");
     }
     if c.classes.is_empty() {

@@ -307,7 +307,187 @@ async fn play(
         }
     };
 
-    // DNS authority.
+    let (dns, first_queries) = start_dns(sc, net, seed, dir).await?;
+    let dns = Arc::new(dns);
+
+    let (targets, echo_dbs) = start_targets(sc, net, seed, dir).await?;
+
+    // The proxy.
+    let sup = Supervisor::new()?;
+    let nx = Running::start(bin, sc, net, dir, &sup)?;
+    let listen = net.nginx;
+    ev(&events, "phase", bin.kind(), None, None, Some("listening"));
+    say(&format!(
+        "{} listening on {listen}; run directory {}",
+        bin.short(),
+        dir.path.display()
+    ));
+
+    await_first_queries(sc, bin, dir, first_queries).await?;
+    ev(
+        &events,
+        "phase",
+        "dns",
+        None,
+        None,
+        Some("first answers given"),
+    );
+
+    record_start_faults(&targets, &events);
+
+    // Load + timeline.
+    let cfg = load_config(sc, net, seed)?;
+    let live = Live::new();
+    let cancel = CancellationToken::new();
+    let total = cfg.duration.unwrap_or_default();
+    record.load_start_us = now_us();
+    ev(&events, "phase", "load", None, None, Some("start"));
+    say(&format!(
+        "load {} rps for {}",
+        sc.load.rate,
+        resolvelab_core::dur::format(total)
+    ));
+
+    let t0 = Instant::now();
+    let targets = Arc::new(targets);
+    let next = Arc::new(std::sync::Mutex::new(String::new()));
+    let timeline = tokio::spawn(run_timeline(
+        sc.timeline.clone(),
+        seed,
+        bin.requery_period(sc)?,
+        dns.clone(),
+        targets.clone(),
+        net.clone(),
+        events.clone(),
+        t0,
+        cancel.clone(),
+        next.clone(),
+        nx.reloader(),
+    ));
+    let probers = spawn_probers(sc, net, dir, t0, &cancel)?;
+    let engine_watch = tokio::spawn(watch_run(
+        nx.pid().unwrap_or(0),
+        nx.reloader(),
+        dir.path.clone(),
+        events.clone(),
+        t0,
+        cancel.clone(),
+    ));
+    let watcher = tokio::spawn(watch(
+        live.clone(),
+        cancel.clone(),
+        t0,
+        total,
+        opts.progress && std::io::stderr().is_terminal(),
+        sc.name.clone(),
+        next,
+    ));
+    let summary = run_load(
+        &cfg,
+        Output::File(dir.file(resolvelab_core::evidence::file::LOAD)),
+        live.clone(),
+        cancel.clone(),
+    )
+    .await;
+    cancel.cancel();
+    let _ = watcher.await;
+    let engine_fault = engine_watch.await.unwrap_or(None);
+    for p in probers {
+        p.await.map_err(|e| anyhow!("probe task: {e}"))??;
+    }
+    let timeline_result = timeline.await.map_err(|e| anyhow!("timeline task: {e}"))?;
+    ev(&events, "phase", "load", None, None, Some("end"));
+    if INTERRUPTED.load(Ordering::SeqCst) {
+        ev(
+            &events,
+            "aborted",
+            "run",
+            None,
+            None,
+            Some("interrupted (Ctrl-C / SIGTERM / SIGHUP)"),
+        );
+    }
+
+    final_hits(&dns, sc, &targets, &events, record);
+
+    // The backends' own counters (DB pool waits and timeouts) next to the client's view.
+    let stats: BTreeMap<&String, resolvelab_backend::BackendStats> = targets
+        .iter()
+        .filter_map(|(n, t)| match t {
+            FaultTarget::Backend(b) => Some((n, b.stats())),
+            FaultTarget::Proxy(_) => None,
+        })
+        .collect();
+    dir.write_json(resolvelab_core::evidence::file::BACKENDS, &stats)?;
+
+    shut_down(nx, sup, dir, targets, echo_dbs, dns).await?;
+    let summary = summary?;
+    record.requests = summary.requests;
+    timeline_result?;
+    if let Some(fault) = engine_fault {
+        bail!("{fault}: the run did not happen as written (see events.jsonl)");
+    }
+    say(&format!(
+        "done: {} requests; evidence in {}",
+        summary.requests,
+        dir.path.display()
+    ));
+    Ok(())
+}
+
+/// Faults configured from the start are injections too: record them so their hits count.
+fn record_start_faults(targets: &BTreeMap<String, FaultTarget>, events: &JsonlWriter) {
+    for (name, t) in targets {
+        for (fname, _) in t.hits() {
+            ev(
+                events,
+                "fault-on",
+                name,
+                Some(&fname),
+                None,
+                Some("from start"),
+            );
+        }
+    }
+}
+
+/// The readiness probes of `[[probe]]`, each writing into `probes.jsonl` until `cancel`.
+fn spawn_probers(
+    sc: &Scenario,
+    net: &Net,
+    dir: &RunDir,
+    t0: Instant,
+    cancel: &CancellationToken,
+) -> Result<Vec<tokio::task::JoinHandle<Result<u64>>>> {
+    let mut probers = Vec::new();
+    if !sc.probes.is_empty() {
+        let out = Arc::new(JsonlWriter::create(
+            &dir.file(resolvelab_core::evidence::file::PROBES),
+            crate::probe::SCHEMA,
+        )?);
+        for p in &sc.probes {
+            probers.push(tokio::spawn(crate::probe::run(
+                p.clone(),
+                net.hosts[&p.target],
+                out.clone(),
+                tokio::time::Instant::from_std(t0),
+                cancel.clone(),
+            )));
+        }
+    }
+    Ok(probers)
+}
+
+/// The run's DNS authority, and a subscription to its queries (the first ones are awaited).
+async fn start_dns(
+    sc: &Scenario,
+    net: &Net,
+    seed: u64,
+    dir: &RunDir,
+) -> Result<(
+    DnsHandle,
+    tokio::sync::broadcast::Receiver<resolvelab_dns::QueryEvent>,
+)> {
     let mut names = Vec::new();
     for (name, mode) in &sc.dns.names {
         let spec = format!("{name}={}", net.expand(mode)?);
@@ -324,11 +504,21 @@ async fn play(
     })
     .await
     .context("starting the DNS authority")?;
-    let mut first_queries = dns.subscribe();
-    let dns = Arc::new(dns);
+    let first_queries = dns.subscribe();
+    Ok((dns, first_queries))
+}
 
-    // DB stand-ins, then proxies (which point at backends), then the backends that use them
-    // (their pools connect lazily, but their addresses must exist).
+/// DB stand-ins, then proxies (which point at backends), then the backends that use them
+/// (their pools connect lazily, but their addresses must exist).
+async fn start_targets(
+    sc: &Scenario,
+    net: &Net,
+    seed: u64,
+    dir: &RunDir,
+) -> Result<(
+    BTreeMap<String, FaultTarget>,
+    Vec<resolvelab_backend::EchoDb>,
+)> {
     let mut targets: BTreeMap<String, FaultTarget> = BTreeMap::new();
     let mut echo_dbs = Vec::new();
     for be in sc.backends.iter().filter(|b| b.echo_db) {
@@ -355,20 +545,17 @@ async fn play(
         let handle = start_backend(be, net, seed, dir).await?;
         targets.insert(be.name.clone(), FaultTarget::Backend(handle));
     }
+    Ok((targets, echo_dbs))
+}
 
-    // The proxy.
-    let sup = Supervisor::new()?;
-    let nx = Running::start(bin, sc, net, dir, &sup)?;
-    let listen = net.nginx;
-    ev(&events, "phase", bin.kind(), None, None, Some("listening"));
-    say(&format!(
-        "{} listening on {listen}; run directory {}",
-        bin.short(),
-        dir.path.display()
-    ));
-
-    // A resolve upstream is empty until its first answer: wait for nginx's first query of every
-    // resolve name, then a little for the answer to be applied.
+/// A resolve upstream is empty until its first answer: wait for the proxy's first query of
+/// every resolve name, then a little for the answer to be applied.
+async fn await_first_queries(
+    sc: &Scenario,
+    bin: &ProxyBin,
+    dir: &RunDir,
+    mut first_queries: tokio::sync::broadcast::Receiver<resolvelab_dns::QueryEvent>,
+) -> Result<()> {
     let resolve_names: Vec<String> = match &sc.nginx.inline {
         // An inline config names its own upstreams: wait for the served names it mentions.
         Some(text) => sc
@@ -416,30 +603,12 @@ async fn play(
     }
     drop(first_queries);
     tokio::time::sleep(Duration::from_millis(300)).await;
-    ev(
-        &events,
-        "phase",
-        "dns",
-        None,
-        None,
-        Some("first answers given"),
-    );
+    Ok(())
+}
 
-    // Faults configured from the start are injections too: record them so their hits count.
-    for (name, t) in &targets {
-        for (fname, _) in t.hits() {
-            ev(
-                &events,
-                "fault-on",
-                name,
-                Some(&fname),
-                None,
-                Some("from start"),
-            );
-        }
-    }
-
-    // Load + timeline.
+/// The lab's load: the scenario's `[load]` against the proxy's listen address.
+fn load_config(sc: &Scenario, net: &Net, seed: u64) -> Result<LoadConfig> {
+    let listen = net.nginx;
     let mut cfg = LoadConfig::new(
         &format!("http://{listen}{}", sc.load.path),
         RatePlan::parse(&sc.load.rate).map_err(|e| anyhow!("load.rate: {e}"))?,
@@ -456,94 +625,18 @@ async fn play(
     if let Some(m) = sc.load.max_in_flight {
         cfg.max_in_flight = m as usize;
     }
-    let live = Live::new();
-    let cancel = CancellationToken::new();
-    let total = cfg.duration.unwrap_or_default();
-    record.load_start_us = now_us();
-    ev(&events, "phase", "load", None, None, Some("start"));
-    say(&format!(
-        "load {} rps for {}",
-        sc.load.rate,
-        resolvelab_core::dur::format(total)
-    ));
+    Ok(cfg)
+}
 
-    let t0 = Instant::now();
-    let targets = Arc::new(targets);
-    let next = Arc::new(std::sync::Mutex::new(String::new()));
-    let timeline = tokio::spawn(run_timeline(
-        sc.timeline.clone(),
-        seed,
-        bin.requery_period(sc)?,
-        dns.clone(),
-        targets.clone(),
-        net.clone(),
-        events.clone(),
-        t0,
-        cancel.clone(),
-        next.clone(),
-        nx.reloader(),
-    ));
-    let mut probers = Vec::new();
-    if !sc.probes.is_empty() {
-        let out = Arc::new(JsonlWriter::create(
-            &dir.file(resolvelab_core::evidence::file::PROBES),
-            crate::probe::SCHEMA,
-        )?);
-        for p in &sc.probes {
-            probers.push(tokio::spawn(crate::probe::run(
-                p.clone(),
-                net.hosts[&p.target],
-                out.clone(),
-                tokio::time::Instant::from_std(t0),
-                cancel.clone(),
-            )));
-        }
-    }
-    let engine_watch = tokio::spawn(watch_run(
-        nx.pid().unwrap_or(0),
-        nx.reloader(),
-        dir.path.clone(),
-        events.clone(),
-        t0,
-        cancel.clone(),
-    ));
-    let watcher = tokio::spawn(watch(
-        live.clone(),
-        cancel.clone(),
-        t0,
-        total,
-        opts.progress && std::io::stderr().is_terminal(),
-        sc.name.clone(),
-        next,
-    ));
-    let summary = run_load(
-        &cfg,
-        Output::File(dir.file(resolvelab_core::evidence::file::LOAD)),
-        live.clone(),
-        cancel.clone(),
-    )
-    .await;
-    cancel.cancel();
-    let _ = watcher.await;
-    let engine_fault = engine_watch.await.unwrap_or(None);
-    for p in probers {
-        p.await.map_err(|e| anyhow!("probe task: {e}"))??;
-    }
-    let timeline_result = timeline.await.map_err(|e| anyhow!("timeline task: {e}"))?;
-    ev(&events, "phase", "load", None, None, Some("end"));
-    if INTERRUPTED.load(Ordering::SeqCst) {
-        ev(
-            &events,
-            "aborted",
-            "run",
-            None,
-            None,
-            Some("interrupted (Ctrl-C / SIGTERM / SIGHUP)"),
-        );
-    }
-
-    // Final hit counters of every injection.
-    if let Some(h) = dns_hits(&dns, sc) {
+/// Final hit counters of every injection, into `events.jsonl` and the run record.
+fn final_hits(
+    dns: &DnsHandle,
+    sc: &Scenario,
+    targets: &BTreeMap<String, FaultTarget>,
+    events: &JsonlWriter,
+    record: &mut RunRecord,
+) {
+    if let Some(h) = dns_hits(dns, sc) {
         for (name, hits) in h {
             record.hits.insert(format!("dns:{name}"), hits);
         }
@@ -551,7 +644,7 @@ async fn play(
     for (name, t) in targets.iter() {
         for (fname, hits) in t.hits() {
             ev(
-                &events,
+                events,
                 "fault-off",
                 name,
                 Some(&fname),
@@ -561,18 +654,17 @@ async fn play(
             record.hits.insert(format!("fault:{name}:{fname}"), hits);
         }
     }
+}
 
-    // The backends' own counters (DB pool waits and timeouts) next to the client's view.
-    let stats: BTreeMap<&String, resolvelab_backend::BackendStats> = targets
-        .iter()
-        .filter_map(|(n, t)| match t {
-            FaultTarget::Backend(b) => Some((n, b.stats())),
-            FaultTarget::Proxy(_) => None,
-        })
-        .collect();
-    dir.write_json(resolvelab_core::evidence::file::BACKENDS, &stats)?;
-
-    // Stop the proxy first (it owns connections to the backends), then the rest.
+/// Stop the proxy first (it owns connections to the backends), then the rest.
+async fn shut_down(
+    nx: Running,
+    sup: Supervisor,
+    dir: &RunDir,
+    targets: Arc<BTreeMap<String, FaultTarget>>,
+    echo_dbs: Vec<resolvelab_backend::EchoDb>,
+    dns: Arc<DnsHandle>,
+) -> Result<()> {
     nx.stop(dir)?;
     drop(sup);
     let targets = Arc::try_unwrap(targets).map_err(|_| anyhow!("fault targets still in use"))?;
@@ -596,17 +688,6 @@ async fn play(
             }
         }
     }
-    let summary = summary?;
-    record.requests = summary.requests;
-    timeline_result?;
-    if let Some(fault) = engine_fault {
-        bail!("{fault}: the run did not happen as written (see events.jsonl)");
-    }
-    say(&format!(
-        "done: {} requests; evidence in {}",
-        summary.requests,
-        dir.path.display()
-    ));
     Ok(())
 }
 
@@ -838,25 +919,16 @@ async fn run_timeline(
     nginx: resolvelab_core::supervise::Reloader,
 ) -> Result<()> {
     let set_next = |text: String| *next.lock().unwrap_or_else(|p| p.into_inner()) = text;
-    // Last query time per name, read live from the DNS authority.
-    let last_query: Arc<std::sync::Mutex<BTreeMap<String, Instant>>> = Default::default();
-    {
-        let mut rx = dns.subscribe();
-        let lq = last_query.clone();
-        let cancel = cancel.clone();
-        tokio::spawn(async move {
-            loop {
-                tokio::select! {
-                    _ = cancel.cancelled() => break,
-                    q = rx.recv() => match q {
-                        Ok(q) => { lq.lock().unwrap_or_else(|p| p.into_inner()).insert(q.qname.clone(), Instant::now()); }
-                        Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => continue,
-                        Err(_) => break,
-                    }
-                }
-            }
-        });
-    }
+    let last_query = last_queries(&dns, &cancel);
+    let act = Act {
+        dns: dns.clone(),
+        targets,
+        net,
+        events,
+        cancel: cancel.clone(),
+        nginx,
+        period,
+    };
     let mut rng = <rand_chacha::ChaCha8Rng as rand::SeedableRng>::seed_from_u64(seed ^ 0x7431_6d65);
     let mut prev = Duration::ZERO;
     for (i, e) in timeline.iter().enumerate() {
@@ -907,14 +979,59 @@ async fn run_timeline(
             return Ok(());
         }
         let n = (i + 1).to_string();
+        act.apply(&n, e, for_)?;
+    }
+    set_next("timeline done".into());
+    Ok(())
+}
+
+/// The last query time per name, kept up to date from the DNS authority until `cancel`.
+fn last_queries(dns: &DnsHandle, cancel: &CancellationToken) -> LastQueries {
+    let last_query: LastQueries = Default::default();
+    let mut rx = dns.subscribe();
+    let lq = last_query.clone();
+    let cancel = cancel.clone();
+    tokio::spawn(async move {
+        loop {
+            tokio::select! {
+                _ = cancel.cancelled() => break,
+                q = rx.recv() => match q {
+                    Ok(q) => { lq.lock().unwrap_or_else(|p| p.into_inner()).insert(q.qname.clone(), Instant::now()); }
+                    Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => continue,
+                    Err(_) => break,
+                }
+            }
+        }
+    });
+    last_query
+}
+
+/// When each name was last asked, read live from the DNS authority.
+type LastQueries = Arc<std::sync::Mutex<BTreeMap<String, Instant>>>;
+
+/// What the timeline acts on: the DNS authority, the fault targets, the proxy under test.
+struct Act {
+    dns: Arc<DnsHandle>,
+    targets: Arc<BTreeMap<String, FaultTarget>>,
+    net: Net,
+    events: Arc<JsonlWriter>,
+    cancel: CancellationToken,
+    nginx: resolvelab_core::supervise::Reloader,
+    period: Duration,
+}
+
+impl Act {
+    /// Carry out timeline event `n` (1-based, for errors), whose window is `for_`.
+    fn apply(&self, n: &str, e: &Event, for_: Option<Duration>) -> Result<()> {
         if let (Some(name), Some(mode)) = (&e.dns, &e.mode) {
-            let mode_text = net.expand(mode)?;
+            let mode_text = self.net.expand(mode)?;
             let m: DnsMode = mode_text
                 .parse()
                 .map_err(|err| anyhow!("timeline event {n}: mode `{mode}`: {err}"))?;
             let align = e.align == Some(resolvelab_core::spec::dns::Align::NextQuery);
-            let before = dns.hits_for(name).unwrap_or(0);
-            dns.set_mode(name, m, for_, align)
+            let before = self.dns.hits_for(name).unwrap_or(0);
+            self.dns
+                .set_mode(name, m, for_, align)
                 .map_err(|err| anyhow!("timeline event {n}: {err}"))?;
             let note = if align {
                 "armed: takes effect at the proxy's next query"
@@ -922,7 +1039,7 @@ async fn run_timeline(
                 "now"
             };
             ev(
-                &events,
+                &self.events,
                 "dns-mode",
                 name,
                 Some(&mode_text),
@@ -931,12 +1048,12 @@ async fn run_timeline(
             );
             if let Some(len) = for_ {
                 // Record the hits of this injection when its window is certainly over.
-                let dns = dns.clone();
-                let events = events.clone();
+                let dns = self.dns.clone();
+                let events = self.events.clone();
                 let name = name.clone();
                 let mode_text = mode_text.clone();
-                let wait = len + if align { period } else { Duration::ZERO };
-                let cancel = cancel.clone();
+                let wait = len + if align { self.period } else { Duration::ZERO };
+                let cancel = self.cancel.clone();
                 tokio::spawn(async move {
                     tokio::select! {
                         _ = tokio::time::sleep(wait) => {}
@@ -954,7 +1071,8 @@ async fn run_timeline(
                 });
             }
         } else if let (Some(t), Some(spec)) = (&e.fault, &e.spec) {
-            let target = targets
+            let target = self
+                .targets
                 .get(t)
                 .ok_or_else(|| anyhow!("timeline event {n}: no target `{t}`"))?;
             let spec_full = match for_ {
@@ -968,7 +1086,7 @@ async fn run_timeline(
                 .add(&spec_full)
                 .map_err(|err| anyhow!("timeline event {n}: {err:#}"))?;
             ev(
-                &events,
+                &self.events,
                 "fault-on",
                 t,
                 Some(&fname),
@@ -976,11 +1094,11 @@ async fn run_timeline(
                 e.note.as_deref(),
             );
         } else if let Some(NginxAction::Reload) = e.nginx {
-            nginx
+            self.nginx
                 .reload()
                 .map_err(|err| anyhow!("timeline event {n}: {err:#}"))?;
             ev(
-                &events,
+                &self.events,
                 "nginx-reload",
                 "nginx",
                 None,
@@ -988,12 +1106,13 @@ async fn run_timeline(
                 e.note.as_deref(),
             );
         } else if let Some(t) = &e.clear {
-            let target = targets
+            let target = self
+                .targets
                 .get(t)
                 .ok_or_else(|| anyhow!("timeline event {n}: no target `{t}`"))?;
             for (fname, hits) in target.hits() {
                 ev(
-                    &events,
+                    &self.events,
                     "fault-off",
                     t,
                     Some(&fname),
@@ -1003,9 +1122,8 @@ async fn run_timeline(
             }
             target.clear();
         }
+        Ok(())
     }
-    set_next("timeline done".into());
-    Ok(())
 }
 
 /// Sleep until `when` unless cancelled; false when cancelled.

@@ -120,7 +120,20 @@ pub fn policy(sc: &Scenario, proxy: Proxy) -> Result<Policy> {
                 .chain(&sc.haproxy.backend)
                 .any(|l| l.trim().starts_with("retry-on") && l.contains("all-retryable-errors"));
         }
-        Proxy::Envoy | Proxy::Caddy => p.retries = crate::foreign::retries(sc, 1),
+        Proxy::Envoy => {
+            // The model plays a STRICT_DNS cluster (hosts replaced, emptied by NXDOMAIN); a
+            // LOGICAL_DNS one keeps its host, which the model does not know.
+            if let Some(t) = sc.envoy.cluster.get("type").and_then(|t| t.as_str())
+                && t != "STRICT_DNS"
+            {
+                bail!(
+                    "{}: the Envoy model plays a STRICT_DNS cluster, not `{t}`; run it on `--engine envoy`",
+                    sc.at(&["envoy", "cluster", "type"])
+                );
+            }
+            p.retries = crate::foreign::retries(sc, 1)
+        }
+        Proxy::Caddy => p.retries = crate::foreign::retries(sc, 1),
     }
     Ok(p)
 }

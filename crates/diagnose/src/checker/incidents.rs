@@ -82,9 +82,18 @@ impl Near {
                 let t = hist.dns[i].t_us / 1000;
                 t >= cs - period - 2000 && t <= ce
             }),
-            hold: proxy_state(hist, cs - 2000, ce, "going DOWN for maintenance (DNS"),
-            emptied: proxy_state(hist, cs - period - 2000, ce, "DNS hosts have changed"),
-            lookup_failed: proxy_state(hist, cs - 1000, ce, "failed getting dynamic upstreams"),
+            // HAProxy says why: `(DNS NX status)`, `(DNS timeout status)`, `(DNS refused
+            // status)`, and for a SERVFAIL `(unspecified DNS error)`.
+            hold: proxy_state(hist, cs - 2000, ce, |n| {
+                n.split_once("going DOWN for maintenance (")
+                    .is_some_and(|(_, why)| why.contains("DNS"))
+            }),
+            emptied: proxy_state(hist, cs - period - 2000, ce, |n| {
+                n.contains("DNS hosts have changed")
+            }),
+            lookup_failed: proxy_state(hist, cs - 1000, ce, |n| {
+                n.contains("failed getting dynamic upstreams")
+            }),
             mem: ix
                 .first_in(Sig::ZoneMemoryExhausted, cs - period - 10_000, ce)
                 .or_else(|| ix.first_in(Sig::ZoneSlabAlloc, cs - period - 10_000, ce)),
@@ -94,13 +103,13 @@ impl Near {
     }
 }
 
-/// The first proxy-state event in `[from, to]` (ms) whose note contains `what`.
-fn proxy_state(hist: &History, from: i64, to: i64, what: &str) -> Option<usize> {
+/// The first proxy-state event in `[from, to]` (ms) whose note is `what`.
+fn proxy_state(hist: &History, from: i64, to: i64, what: impl Fn(&str) -> bool) -> Option<usize> {
     hist.events.iter().position(|e| {
         let t = e.t_us / 1000;
         e.kind == resolvelab_core::evidence::event_kind::PROXY_STATE
             && (from..=to).contains(&t)
-            && e.note.as_deref().is_some_and(|n| n.contains(what))
+            && e.note.as_deref().is_some_and(&what)
     })
 }
 

@@ -394,6 +394,8 @@ struct Conn {
 
 /// Run the model. Validates first; the DNS strategy fails with
 /// `DNS returned unhealthy backend X` when the cached answer holds an unhealthy backend.
+// Over 150 lines on purpose: one event loop whose arms share the connection and stream state;
+// the seed rows of `sim balance --golden` pin its behaviour.
 pub fn simulate(input: &BalanceInput, strategy: Strategy) -> Result<Vec<RequestTrace>> {
     input.validate()?;
     let backend = |id: &str| {

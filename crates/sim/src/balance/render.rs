@@ -89,6 +89,8 @@ fn pack(intervals: &[(i64, i64)]) -> (Vec<usize>, usize) {
 /// A self-contained HTML page: the inputs, an SVG timeline with one lane for the DNS authority,
 /// one for the DNS cache, one per backend and one per connection (streams stacked inside), and
 /// the table.
+// Over 150 lines on purpose: one SVG drawing whose lanes share one coordinate system (x of a
+// time, y of a lane) and the closures that compute it.
 pub fn render_html(input: &BalanceInput, strategy: Strategy, rows: &[RequestTrace]) -> String {
     let color = |backend: &str| {
         let i = input
