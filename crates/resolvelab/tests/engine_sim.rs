@@ -372,3 +372,40 @@ fn predict_on_another_proxy() {
     assert_eq!(rows[1]["variant"], "retry-on");
     assert_eq!(rows[1]["total"]["count"], 0);
 }
+
+#[test]
+fn a_variant_for_other_engines_is_passed_over_unless_named() {
+    // `swap-only [envoy-logical]` applies to Envoy only: running the scenario's variants on the
+    // model passes it over and says so; naming it is an error with the scenario's line.
+    let tmp = tempfile::tempdir().unwrap();
+    let o = bin()
+        .args(["run", "swap-only", "--engine", "sim", "-q", "--out"])
+        .arg(tmp.path())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("swap-only [envoy-logical]: passed over on --engine sim:")
+            && stderr.contains("applies to envoy only"),
+        "{stderr}"
+    );
+    assert_eq!(run_dirs(tmp.path()).len(), 1, "only the base ran");
+    let o = bin()
+        .args([
+            "run",
+            "swap-only",
+            "--variant",
+            "envoy-logical",
+            "--engine",
+            "sim",
+            "-q",
+            "--out",
+        ])
+        .arg(tmp.path())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("swap-only.toml:"), "{stderr}");
+}

@@ -287,9 +287,10 @@ pub fn replay_row(lab: &Path, sim_out: &Path) -> Result<Row> {
         None => rec.scenario.clone(),
     };
     title.push_str(&format!(" — seed {}", rec.seed));
-    // nginx 1.28 (the lab's first engine, `nginx` or unnamed in older records) goes unnamed;
-    // every other engine, nginx 1.31 included, is named, so that two rows never look alike.
-    if !rec.engine.is_empty() && rec.engine != "nginx" {
+    // nginx 1.28 (the lab's first engine, `nginx` or unnamed in older records, or its model)
+    // goes unnamed; every other engine, nginx 1.31 included, is named, so that two rows never
+    // look alike.
+    if !matches!(rec.engine.as_str(), "" | "nginx" | "sim") {
         title.push_str(&format!(" — {}", rec.engine));
     }
     let mut row = Row {

@@ -213,14 +213,38 @@ pub fn rejudge(dir: &Path) -> Result<(Vec<(Scenario, Judged)>, Distributions)> {
 }
 
 /// Every run `--all` meant to make: each scenario's variants times its repetitions.
-pub fn expected_runs(scenarios: &[Scenario], variant: Option<&str>) -> Result<usize> {
+pub fn expected_runs(
+    scenarios: &[Scenario],
+    variant: Option<&str>,
+    engine: &dyn Engine,
+    all: bool,
+) -> Result<usize> {
     let mut n = 0;
     for sc in scenarios {
         for v in expand_variants(sc, variant)? {
-            n += v.repeat.unwrap_or(1).max(1) as usize;
+            if passed_over(&v, engine, variant.is_some(), all).is_none() {
+                n += v.repeat.unwrap_or(1).max(1) as usize;
+            }
         }
     }
     Ok(n)
+}
+
+/// Why a planned run is passed over on `engine`: a run nobody asked for by name (`--all`, or
+/// a scenario's variants beside its base, without `--variant`) that does not apply to the
+/// engine (`engines = […]`, or what the engine cannot express). A run asked for by name is
+/// never passed over: it fails with the reason instead.
+pub fn passed_over(
+    v: &Scenario,
+    engine: &dyn Engine,
+    variant_named: bool,
+    all: bool,
+) -> Option<String> {
+    let asked_by_name = variant_named || (!all && v.variant_of.is_none());
+    if asked_by_name {
+        return None;
+    }
+    crate::engine::not_applicable(v, engine)
 }
 
 /// `rto: longest incident over 5 runs: 2510 / 3120 / 5790 ms … (mean 3800 ms)`.

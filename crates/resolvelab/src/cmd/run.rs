@@ -150,6 +150,14 @@ pub fn run(args: Args, ctx: &Ctx) -> Result<ExitCode> {
     let mut distributions = Vec::new();
     let mut all_held = true;
     for v in planned {
+        if let Some(why) = judge::passed_over(&v, engine, args.variant.is_some(), args.all) {
+            let title = match &v.variant_of {
+                Some(var) => format!("{} [{var}]", v.name),
+                None => v.name.clone(),
+            };
+            eprintln!("{title}: passed over on --engine {}: {why}", args.engine);
+            continue;
+        }
         // `repeat = N`: the same scenario N times with seeds seed, seed+1, … for a distribution.
         let reps = v.repeat.unwrap_or(1).max(1);
         let base_seed = opts.seed.or(v.seed).unwrap_or(1);
@@ -190,7 +198,8 @@ pub fn run(args: Args, ctx: &Ctx) -> Result<ExitCode> {
         let table = judge::reproduction_table(&judged, &distributions, &command);
         std::fs::create_dir_all(&args.out)?;
         let whole = !INTERRUPTED.load(Ordering::SeqCst)
-            && judged.len() == judge::expected_runs(&scenarios, args.variant.as_deref())?;
+            && judged.len()
+                == judge::expected_runs(&scenarios, args.variant.as_deref(), engine, args.all)?;
         write_tables(
             &args.out.join("summary.md"),
             args.table.as_deref(),
