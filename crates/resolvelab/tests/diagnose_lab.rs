@@ -49,6 +49,15 @@ fn notes(incident: &serde_json::Value) -> Vec<&str> {
         .collect()
 }
 
+/// Does the incident cite an evidence line containing `text`?
+fn cites(i: &serde_json::Value, text: &str) -> bool {
+    i["evidence"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|e| e["text"].as_str().unwrap().contains(text))
+}
+
 fn check(rel: &str, must: &[&str], must_not: &[&str]) -> serde_json::Value {
     let dir = run_copy(rel);
     let (code, v) = analyze(dir.path());
@@ -305,10 +314,7 @@ fn real_nginx_runs_are_classified() {
         "40 s − hold nx 30 s + ≤ 1 s poll: {d}"
     );
     assert!(
-        i["evidence"].as_array().unwrap().iter().any(|e| e["text"]
-            .as_str()
-            .unwrap()
-            .contains("going DOWN for maintenance (DNS NX status)")),
+        cites(i, "going DOWN for maintenance (DNS NX status)"),
         "{i:#}"
     );
     // 40 s of SERVFAIL on HAProxy 2.6: `hold other` 30 s, then maintenance with another reason
@@ -326,10 +332,7 @@ fn real_nginx_runs_are_classified() {
         "down 05:22:01.269 → up 05:22:12.278: {d}"
     );
     assert!(
-        i["evidence"].as_array().unwrap().iter().any(|e| e["text"]
-            .as_str()
-            .unwrap()
-            .contains("going DOWN for maintenance (unspecified DNS error)")),
+        cites(i, "going DOWN for maintenance (unspecified DNS error)"),
         "{i:#}"
     );
     // Envoy 1.40 through a 3 s NXDOMAIN met by one 5 s refresh: its STRICT_DNS cluster applied
@@ -357,13 +360,7 @@ fn real_nginx_runs_are_classified() {
     let i = &v["incidents"][0];
     let d = i["duration_ms"].as_i64().unwrap();
     assert!((2700..=3300).contains(&d), "{d}");
-    assert!(
-        i["evidence"].as_array().unwrap().iter().any(|e| e["text"]
-            .as_str()
-            .unwrap()
-            .contains("failed getting dynamic upstreams")),
-        "{i:#}"
-    );
+    assert!(cites(i, "failed getting dynamic upstreams"), "{i:#}");
     let v = check("real/swap-only", &[], &[]);
     assert!(v["swaps"].as_u64().unwrap() >= 2);
     check("real/zone-churn", &[], &["zone-memory-exhausted"]);
