@@ -140,7 +140,6 @@ const GUESS_LINES: usize = 20;
 
 /// Streaming reader of one access-log file.
 pub struct AccessReader {
-    file: u32,
     reader: Box<dyn BufRead + Send>,
     buf: Vec<u8>,
     line_no: u64,
@@ -155,8 +154,6 @@ pub struct AccessReader {
     /// Checkpoints for reading cited lines again (plain files only).
     index: Option<LineIndex>,
     eof: bool,
-    start: usize,
-    end: usize,
     /// Cache of the last textual timestamp: `$time_local` repeats for every request of a second.
     tcache: Vec<u8>,
     tcache_val: (i64, i32),
@@ -200,26 +197,34 @@ impl JsonShape {
     }
 }
 
+/// What [`AccessReader::advance`] found.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Next {
+    /// A line: its range in the reader's buffer.
+    Line(usize, usize),
+    /// The buffer is used up.
+    Refill,
+    /// The end of the file.
+    End,
+}
+
 impl AccessReader {
-    /// Open `path` (plain or gzip) for `fmt`; `file` is the index reported in every line.
-    pub fn open(path: &Path, file: u32, fmt: Arc<LogFormat>) -> anyhow::Result<AccessReader> {
+    /// Open `path` (plain or gzip) for `fmt`.
+    pub fn open(path: &Path, fmt: Arc<LogFormat>) -> anyhow::Result<AccessReader> {
         let reader = open_maybe_gz(path)?;
         Ok(AccessReader {
-            file,
             reader,
-            buf: vec![0; 1 << 18],
+            buf: Vec::new(),
             head: 0,
             filled: 0,
             base: 0,
             index: (!crate::is_gzip(path)).then(LineIndex::default),
             eof: false,
-            start: 0,
             line_no: 0,
             fmt,
             spans: [None; N_FIELDS],
             t_us: 0,
             offset: None,
-            end: 0,
             tcache: Vec::new(),
             tcache_val: (0, 0),
             stats: FileStats::new(path, "access"),
@@ -237,35 +242,52 @@ impl AccessReader {
         self
     }
 
-    /// The next raw line as a range of `buf` (without its newline), reading more as needed.
-    /// Lines are sliced out of a large buffer in place: no copy per line.
+    /// The next raw line as a range of `buf` (without its newline), if the buffer holds one;
+    /// [`Next::Refill`] when it holds only the start of one (see [`AccessReader::refill`]).
     #[inline]
-    fn next_line(&mut self) -> Option<(usize, usize)> {
-        loop {
-            if let Some(r) = memchr::memchr(b'\n', &self.buf[self.head..self.filled]) {
-                let s = self.head;
-                self.head = s + r + 1;
-                return Some((s, s + r));
-            }
-            if self.eof {
-                if self.head < self.filled {
-                    let s = self.head;
-                    self.head = self.filled;
-                    return Some((s, self.filled));
-                }
-                return None;
-            }
-            self.buf.copy_within(self.head..self.filled, 0);
-            self.base += self.head as u64;
-            self.filled -= self.head;
-            self.head = 0;
-            if self.filled == self.buf.len() {
-                let n = self.buf.len() * 2;
-                self.buf.resize(n, 0);
-            }
+    fn next_line(&mut self) -> Next {
+        if let Some(r) = memchr::memchr(b'\n', &self.buf[self.head..self.filled]) {
+            let s = self.head;
+            self.head = s + r + 1;
+            return Next::Line(s, s + r);
+        }
+        if !self.eof {
+            return Next::Refill;
+        }
+        if self.head < self.filled {
+            let s = self.head;
+            self.head = self.filled;
+            return Next::Line(s, self.filled);
+        }
+        Next::End
+    }
+
+    /// Move the unread tail (the start of the next line) into `fresh`, read more after it, and
+    /// return the old buffer: the lines already handed out stay valid in it, so a batch takes
+    /// it whole instead of copying its lines.
+    fn refill(&mut self, mut fresh: Vec<u8>) -> Vec<u8> {
+        let tail = self.filled - self.head;
+        // A line longer than the buffer doubles it.
+        let size = if tail * 2 > self.buf.len() {
+            self.buf.len() * 2
+        } else {
+            self.buf.len()
+        };
+        if fresh.len() < size {
+            fresh.resize(size, 0);
+        }
+        fresh[..tail].copy_from_slice(&self.buf[self.head..self.filled]);
+        self.base += self.head as u64;
+        let old = std::mem::replace(&mut self.buf, fresh);
+        self.filled = tail;
+        self.head = 0;
+        while !self.eof && self.filled < self.buf.len() {
             match self.reader.read(&mut self.buf[self.filled..]) {
                 Ok(0) => self.eof = true,
-                Ok(n) => self.filled += n,
+                Ok(n) => {
+                    self.filled += n;
+                    break;
+                }
                 Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
                 Err(e) => {
                     self.stats.error = Some(e.to_string());
@@ -273,17 +295,23 @@ impl AccessReader {
                 }
             }
         }
+        old
     }
 
-    /// Advance to the next well-formed line; false at end of file.
-    pub fn advance(&mut self) -> bool {
+    /// Advance to the next well-formed line in the buffer. [`Next::Refill`]: the buffer is
+    /// used up; call [`AccessReader::refill`] and advance again.
+    pub fn advance(&mut self) -> Next {
         if self.done {
-            return false;
+            return Next::End;
         }
         loop {
-            let Some((ls, mut le)) = self.next_line() else {
-                self.done = true;
-                return false;
+            let (ls, mut le) = match self.next_line() {
+                Next::Line(ls, le) => (ls, le),
+                Next::Refill => return Next::Refill,
+                Next::End => {
+                    self.done = true;
+                    return Next::End;
+                }
             };
             self.line_no += 1;
             if let Some(ix) = &mut self.index {
@@ -319,26 +347,26 @@ impl AccessReader {
             match res {
                 Ok(()) => {
                     self.stats.parsed += 1;
-                    self.start = start;
-                    self.end = le;
-                    return true;
+                    return Next::Line(start, le);
                 }
-                Err(reason) => {
-                    let raw = &self.buf[ls..le];
-                    let other = self.mixed
-                        && (crate::errorlog::looks_like_entry(raw)
-                            || crate::errorlog::is_continuation(raw));
-                    let text = String::from_utf8_lossy(raw).into_owned();
-                    if self.mixed {
-                        self.stats.skipped += 1;
-                    } else {
-                        self.stats.malformed(self.line_no, &reason, &text);
-                    }
-                    if !other && self.bad_lines.len() < GUESS_LINES {
-                        self.bad_lines.push(text);
-                    }
-                }
+                Err(reason) => self.rejected(ls, le, reason),
             }
+        }
+    }
+
+    /// Count a line that did not match, and keep it for the nearest-format guess.
+    fn rejected(&mut self, ls: usize, le: usize, reason: String) {
+        let raw = &self.buf[ls..le];
+        let other = self.mixed
+            && (crate::errorlog::looks_like_entry(raw) || crate::errorlog::is_continuation(raw));
+        let text = String::from_utf8_lossy(raw).into_owned();
+        if self.mixed {
+            self.stats.skipped += 1;
+        } else {
+            self.stats.malformed(self.line_no, &reason, &text);
+        }
+        if !other && self.bad_lines.len() < GUESS_LINES {
+            self.bad_lines.push(text);
         }
     }
 
@@ -396,18 +424,6 @@ impl AccessReader {
         Ok(())
     }
 
-    /// The current line (valid after `advance` returned true).
-    pub fn current(&self) -> AccessLine<'_> {
-        AccessLine {
-            file: self.file,
-            line: self.line_no,
-            t_us: self.t_us,
-            utc_offset_s: self.offset,
-            raw: &self.buf[self.start..self.end],
-            spans: &self.spans,
-        }
-    }
-
     /// Statistics so far; the nearest-guess is computed when more than half the lines failed.
     pub fn finish(mut self) -> FileStats {
         let failing = self.stats.malformed.max(self.bad_lines.len() as u64);
@@ -456,7 +472,7 @@ pub fn fetch_lines(
     match index.filter(|ix| !ix.starts.is_empty()) {
         Some(ix) => {
             use std::io::{Seek, SeekFrom};
-            let mut r = std::io::BufReader::with_capacity(1 << 16, std::fs::File::open(path)?);
+            let mut r = std::io::BufReader::with_capacity(1 << 15, std::fs::File::open(path)?);
             let mut rest = &want[..];
             while let Some(&w) = rest.first() {
                 let Some((n, off)) = ix.before(w) else { break };
@@ -634,7 +650,6 @@ struct Parsed {
 /// flight (about 0.4 MB a file then), not by the number of files times 2 MB.
 #[derive(Clone, Copy)]
 struct Batching {
-    lines: usize,
     bytes: usize,
     ahead: usize,
 }
@@ -643,12 +658,10 @@ impl Batching {
     fn for_files(n: usize) -> Batching {
         match n {
             0..=4 => Batching {
-                lines: 1024,
-                bytes: 1 << 18,
+                bytes: 1 << 20,
                 ahead: 4,
             },
             _ => Batching {
-                lines: 256,
                 bytes: 1 << 16,
                 ahead: 1,
             },
@@ -720,37 +733,48 @@ impl Source {
 }
 
 /// The reader thread: match lines into batches until the end of the file or until the stream
-/// is gone; its statistics are the thread's result.
+/// is gone; its statistics are the thread's result. A batch is one read buffer and the lines
+/// matched in it, so no line is copied.
 fn produce(
     mut r: AccessReader,
     tx: std::sync::mpsc::SyncSender<Batch>,
     back: std::sync::mpsc::Receiver<Batch>,
     plan: Batching,
 ) -> FileStats {
+    r.buf = vec![0; plan.bytes];
+    let mut lines = Vec::new();
     loop {
-        let mut b = back.try_recv().unwrap_or_default();
-        b.buf.clear();
-        b.lines.clear();
-        let mut more = true;
-        while b.lines.len() < plan.lines && b.buf.len() < plan.bytes {
-            if !r.advance() {
-                more = false;
+        match r.advance() {
+            Next::Line(start, end) => lines.push(Parsed {
+                start: start as u32,
+                end: end as u32,
+                line: r.line_no,
+                t_us: r.t_us,
+                utc_offset_s: r.offset,
+                spans: r.spans,
+            }),
+            Next::Refill => {
+                let spare = back.try_recv().unwrap_or_default();
+                let buf = r.refill(spare.buf);
+                if lines.is_empty() {
+                    continue;
+                }
+                let full = Batch {
+                    buf,
+                    lines: std::mem::replace(&mut lines, spare.lines),
+                };
+                lines.clear();
+                if tx.send(full).is_err() {
+                    break;
+                }
+            }
+            Next::End => {
+                if !lines.is_empty() {
+                    let buf = std::mem::take(&mut r.buf);
+                    let _ = tx.send(Batch { buf, lines });
+                }
                 break;
             }
-            let a = r.current();
-            let start = b.buf.len() as u32;
-            b.buf.extend_from_slice(a.raw);
-            b.lines.push(Parsed {
-                start,
-                end: b.buf.len() as u32,
-                line: a.line,
-                t_us: a.t_us,
-                utc_offset_s: a.utc_offset_s,
-                spans: *a.spans,
-            });
-        }
-        if (!b.lines.is_empty() && tx.send(b).is_err()) || !more {
-            break;
         }
     }
     r.finish()
@@ -781,7 +805,7 @@ impl AccessStream {
         let plain = paths.len().saturating_sub(mixed);
         let mut readers = Vec::new();
         for (i, p) in paths.iter().enumerate() {
-            let r = AccessReader::open(p, first_file + i as u32, fmt.clone())?;
+            let r = AccessReader::open(p, fmt.clone())?;
             readers.push(if i >= plain { r.mixed() } else { r });
         }
         let plan = Batching::for_files(paths.len());

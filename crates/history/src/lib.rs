@@ -104,7 +104,7 @@ pub struct LineIndex {
 
 impl LineIndex {
     /// Lines between two checkpoints: a cited line is found by reading at most this many.
-    pub const EVERY: u64 = 4096;
+    pub const EVERY: u64 = 256;
 
     /// Note that 1-based line `line` starts at byte `offset` (called for every line, in order).
     #[inline]
@@ -552,6 +552,57 @@ mod tests {
             for (_, l) in want {
                 assert_eq!(got[&(0, l)], line(l).into_bytes(), "line {l}");
             }
+        }
+    }
+
+    #[test]
+    fn lines_across_read_buffers_and_longer_than_one_are_whole() {
+        // Batches are whole read buffers (1 MiB for one file): lines cross their ends, one
+        // line is longer than three of them, and the last has no newline.
+        let dir = tempfile::tempdir().unwrap();
+        let line = |i: u64, pad: usize| {
+            format!(
+                "{}.{:03} 200 \"127.0.0.20:8080\" \"200\" 0.001 GET {i} 1 \"0.001\" \"0.000\" \"GET /{} HTTP/1.1\" 127.0.0.1",
+                1_796_018_401 + i / 1000,
+                i % 1000,
+                "x".repeat(pad)
+            )
+        };
+        let pad = |i: u64| match i {
+            5_000 => 3 << 20,
+            _ => (i as usize * 37) % 300,
+        };
+        let n = 12_000u64;
+        let mut text = String::new();
+        for i in 1..=n {
+            text += &line(i, pad(i));
+            if i < n {
+                text += "\n";
+            }
+        }
+        let path = dir.path().join("access.log");
+        std::fs::write(&path, &text).unwrap();
+        let h = History::load(&Sources {
+            access: vec![path],
+            ..Default::default()
+        })
+        .unwrap();
+        let fmt = logformat::LogFormat::lab();
+        let mut s = h.access_stream(&fmt).unwrap();
+        let mut count = 0;
+        while let Some(a) = s.next() {
+            count += 1;
+            assert_eq!(a.line, count);
+            assert_eq!(a.raw(), line(count, pad(count)).as_bytes(), "line {count}");
+        }
+        assert_eq!(count, n);
+        let stats = s.finish();
+        assert_eq!((stats[0].parsed, stats[0].malformed), (n, 0));
+        // The checkpoints count the bytes of every buffer before.
+        let want = [(0, 4_999), (0, 5_001), (0, 11_999), (0, n)];
+        let got = h.fetch_access(&fmt, &want, &stats).unwrap();
+        for (_, l) in want {
+            assert_eq!(got[&(0, l)], line(l, pad(l)).into_bytes(), "line {l}");
         }
     }
 
