@@ -31,6 +31,8 @@ pub mod schema {
     pub const RUN: &str = "resolvelab.run/v1";
     /// `fingerprint.json`: tool version, seed, engine, host and config hashes.
     pub const FINGERPRINT: &str = "resolvelab.fingerprint/v1";
+    /// `expect.json`: what the scenario expects of the run ([`super::Expectations`]).
+    pub const EXPECT: &str = "resolvelab.expect/v1";
     /// `verdict.json`: the checker's verdict on a run.
     pub const VERDICT: &str = "resolvelab.verdict/v1";
     /// `diagnose --format json`: a diagnosis.
@@ -63,6 +65,8 @@ pub mod file {
     pub const RUN: &str = "run.json";
     /// The run's fingerprint ([`super::schema::FINGERPRINT`]).
     pub const FINGERPRINT: &str = "fingerprint.json";
+    /// What the scenario expects of the run ([`super::Expectations`]).
+    pub const EXPECT: &str = "expect.json";
     /// The model's configuration and summary (simulated runs only).
     pub const SIM: &str = "sim.json";
     /// The verdict, as JSON ([`super::schema::VERDICT`]).
@@ -162,5 +166,93 @@ impl Event {
     pub fn note(mut self, note: &str) -> Event {
         self.note = Some(note.to_string());
         self
+    }
+}
+
+/// What a scenario expects of one run (`expect.json`), written by the engine when the run starts
+/// and read by the checker, which so never reads the scenario's own format: its name, the checks
+/// this run's engine is judged by, and the injections the scenario meant to miss or allowed to.
+///
+/// ```
+/// use resolvelab_core::evidence::{Expectations, Injected};
+/// let e = Expectations {
+///     checks: vec!["nlu = 0".into()],
+///     meant_to_miss: vec![Injected { target: "api.lab".into(), spec: Some("nxdomain".into()) }],
+///     ..Expectations::new("dns-nxdomain", "nginx")
+/// };
+/// let back: Expectations = serde_json::from_str(&serde_json::to_string(&e).unwrap()).unwrap();
+/// assert_eq!(back, e);
+/// assert!(e.is_meant_to_miss("api.lab", Some("nxdomain")));
+/// assert!(!e.may_miss("api.lab"));
+/// ```
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct Expectations {
+    /// Always [`schema::EXPECT`].
+    pub schema: String,
+    /// The scenario's name.
+    pub scenario: String,
+    /// The variant, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub variant: Option<String>,
+    /// The engine the checks were chosen for (a scenario may have checks per engine).
+    #[serde(default)]
+    pub engine: String,
+    /// The checks, in the expectation language (docs/diagnose.md).
+    #[serde(default)]
+    pub checks: Vec<String>,
+    /// Injections meant to miss the proxy: 0 hits is the finding, a hit spoils the run.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub meant_to_miss: Vec<Injected>,
+    /// Injections that may miss it (they reach some engines only): any hit counter is a finding.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub may_miss: Vec<Injected>,
+}
+
+/// A timeline injection as the events name it: its target and spec.
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct Injected {
+    /// The DNS name, backend or proxy.
+    pub target: String,
+    /// The mode or fault spec as the scenario wrote it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub spec: Option<String>,
+}
+
+impl Expectations {
+    /// No checks yet, for `scenario` on `engine`.
+    pub fn new(scenario: &str, engine: &str) -> Expectations {
+        Expectations {
+            schema: schema::EXPECT.to_string(),
+            scenario: scenario.to_string(),
+            engine: engine.to_string(),
+            ..Expectations::default()
+        }
+    }
+
+    /// Whether the injection on `target` with `spec` was meant to miss.
+    pub fn is_meant_to_miss(&self, target: &str, spec: Option<&str>) -> bool {
+        self.meant_to_miss
+            .iter()
+            .any(|i| i.target == target && (i.spec.is_none() || i.spec.as_deref() == spec))
+    }
+
+    /// Whether an injection on `target` may miss. By target alone: a fault's spec is logged
+    /// normalised (`toxicity=0.3` → `p=0.3`).
+    pub fn may_miss(&self, target: &str) -> bool {
+        self.may_miss.iter().any(|i| i.target == target)
+    }
+
+    /// Read `expect.json` of a run directory; `None` when the run has none (production logs, a
+    /// run from before 2026-12-02).
+    pub fn read(dir: &std::path::Path) -> std::io::Result<Option<Expectations>> {
+        let p = dir.join(file::EXPECT);
+        let text = match std::fs::read_to_string(&p) {
+            Ok(t) => t,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(e),
+        };
+        serde_json::from_str(&text)
+            .map(Some)
+            .map_err(|e| std::io::Error::other(format!("{}: {e}", p.display())))
     }
 }

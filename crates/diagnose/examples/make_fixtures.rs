@@ -149,13 +149,13 @@ impl Run {
         std::fs::write(dir.join("dns.jsonl"), &self.dns).unwrap();
         std::fs::write(dir.join("events.jsonl"), &self.events).unwrap();
         std::fs::write(dir.join("load.jsonl"), &self.load).unwrap();
-        let checks: Vec<String> = checks
-            .iter()
-            .map(|c| format!("  {},", toml_str(c)))
-            .collect();
+        let expect = resolvelab_core::evidence::Expectations {
+            checks: checks.iter().map(|c| c.to_string()).collect(),
+            ..resolvelab_core::evidence::Expectations::new(name, "")
+        };
         std::fs::write(
-            dir.join("scenario.toml"),
-            format!("version = 1\nname = \"{name}\"\ndescription = \"synthetic fixture ({name})\"\n\n[expect]\nchecks = [\n{}\n]\n", checks.join("\n")),
+            dir.join(resolvelab_core::evidence::file::EXPECT),
+            serde_json::to_string_pretty(&expect).unwrap() + "\n",
         )
         .unwrap();
         std::fs::write(
@@ -181,10 +181,6 @@ fn fmt_off(s: i64) -> String {
         s.abs() / 3600,
         (s.abs() % 3600) / 60
     )
-}
-
-fn toml_str(s: &str) -> String {
-    format!("\"{}\"", s.replace('\\', "\\\\").replace('"', "\\\""))
 }
 
 const ONE_RESOLVE: &str = "    upstream be { zone be 64k; server be.lab:8080 resolve; }";

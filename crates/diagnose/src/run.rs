@@ -3,6 +3,7 @@
 use crate::checker::{Options, diagnose_with_history};
 use crate::expect;
 use crate::verdict::*;
+use resolvelab_core::evidence::Expectations;
 use resolvelab_history::logformat::{self, LogFormat};
 use resolvelab_history::ours;
 use std::path::{Path, PathBuf};
@@ -83,7 +84,7 @@ pub fn analyze_run(dir: &Path) -> anyhow::Result<Verdict> {
     analyze_run_by(dir, None)
 }
 
-/// [`analyze_run`], judging the run by `checks` instead of its own `scenario.toml`'s when given:
+/// [`analyze_run`], judging the run by `checks` instead of its own (`expect.json`) when given:
 /// an earlier run of a scenario whose expectations have changed since, judged by today's.
 pub fn analyze_run_by(dir: &Path, checks: Option<&[String]>) -> anyhow::Result<Verdict> {
     if !dir.is_dir() {
@@ -92,14 +93,9 @@ pub fn analyze_run_by(dir: &Path, checks: Option<&[String]>) -> anyhow::Result<V
             dir.display()
         );
     }
-    let (scenario, own) = read_scenario(dir)?;
-    let checks = checks.map_or(own, <[String]>::to_vec);
-    let meant_to_miss = scenario_misses(dir, "expect_miss");
-    // By target alone: a fault's spec is logged normalised (`toxicity=0.3` → `p=0.3`).
-    let may_miss: Vec<(String, Option<String>)> = scenario_misses(dir, "may_miss")
-        .into_iter()
-        .map(|(t, _)| (t, None))
-        .collect();
+    let expect = Expectations::read(dir)?.unwrap_or_default();
+    let scenario = (!expect.scenario.is_empty()).then(|| expect.scenario.clone());
+    let checks = checks.map_or_else(|| expect.checks.clone(), <[String]>::to_vec);
     let access = with_rotations(dir, resolvelab_core::evidence::file::ACCESS_LOG);
     let opts = Options {
         access: access.clone(),
@@ -140,8 +136,8 @@ pub fn analyze_run_by(dir: &Path, checks: Option<&[String]>) -> anyhow::Result<V
                 target: e.target.clone(),
                 spec: e.spec.clone(),
                 hits,
-                expect_miss: e.expect_miss || names(&meant_to_miss, e),
-                may_miss: names(&may_miss, e),
+                expect_miss: e.expect_miss || meant_to_miss(&expect, e),
+                may_miss: e.target.as_deref().is_some_and(|t| expect.may_miss(t)),
                 at: format!(
                     "{}:{}",
                     opts.events
@@ -357,77 +353,11 @@ fn fingerprint_offset(dir: &Path) -> Option<i32> {
     None
 }
 
-fn read_scenario(dir: &Path) -> anyhow::Result<(Option<String>, Vec<String>)> {
-    let p = dir.join(resolvelab_core::evidence::file::SCENARIO);
-    let Ok(text) = std::fs::read_to_string(&p) else {
-        return Ok((None, Vec::new()));
-    };
-    let v: toml::Value = toml::from_str(&text).map_err(|e| {
-        anyhow::anyhow!(
-            "{}: {}",
-            p.display(),
-            e.to_string().lines().next().unwrap_or("")
-        )
-    })?;
-    let name = v.get("name").and_then(|n| n.as_str()).map(str::to_string);
-    // The run's engine may have checks of its own (`[expect.engines]`).
-    let engine = std::fs::read_to_string(dir.join(resolvelab_core::evidence::file::FINGERPRINT))
-        .ok()
-        .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok())
-        .and_then(|f| f["engine"].as_str().map(str::to_string))
-        .unwrap_or_default();
-    let expect = v.get("expect");
-    // A proxy's model is judged by that proxy's checks (`sim-haproxy` → `haproxy`).
-    let proxy = engine.strip_prefix("sim-").unwrap_or(&engine);
-    let engines = expect.and_then(|e| e.get("engines"));
-    let checks = engines
-        .and_then(|e| e.get(&engine).or_else(|| e.get(proxy)))
-        .or_else(|| expect.and_then(|e| e.get("checks")))
-        .and_then(|c| c.as_array())
-        .map(|a| {
-            a.iter()
-                .filter_map(|x| x.as_str().map(str::to_string))
-                .collect()
-        })
-        .unwrap_or_default();
-    Ok((name, checks))
-}
-
-/// Injections the scenario meant to miss nginx, as (target, spec): timeline entries with
-/// `expect_miss = true` or `align = "between-requeries"` (runs written before events.jsonl
-/// carried `expect_miss`).
-/// Whether the event `e` is one of the scenario's `(target, spec)` injections.
-fn names(list: &[(String, Option<String>)], e: &resolvelab_history::ours::EventRecord) -> bool {
-    list.iter().any(|(t, s)| {
-        e.target.as_deref() == Some(t.as_str())
-            && (s.is_none() || s.as_deref() == e.spec.as_deref())
-    })
-}
-
-fn scenario_misses(dir: &Path, flag: &str) -> Vec<(String, Option<String>)> {
-    let Ok(text) = std::fs::read_to_string(dir.join(resolvelab_core::evidence::file::SCENARIO))
-    else {
-        return Vec::new();
-    };
-    let Ok(v) = toml::from_str::<toml::Value>(&text) else {
-        return Vec::new();
-    };
-    let s = |t: &toml::Value, k: &str| t.get(k).and_then(|x| x.as_str()).map(str::to_string);
-    v.get("timeline")
-        .and_then(|t| t.as_array())
-        .into_iter()
-        .flatten()
-        .filter(|t| {
-            t.get(flag).and_then(|x| x.as_bool()) == Some(true)
-                || (flag == "expect_miss" && s(t, "align").as_deref() == Some("between-requeries"))
-        })
-        .filter_map(|t| {
-            let target = s(t, "dns")
-                .or_else(|| s(t, "fault"))
-                .or_else(|| s(t, "proxy"))?;
-            Some((target, s(t, "mode").or_else(|| s(t, "spec"))))
-        })
-        .collect()
+/// Whether the event is one of the injections the scenario meant to miss.
+fn meant_to_miss(expect: &Expectations, e: &resolvelab_history::ours::EventRecord) -> bool {
+    e.target
+        .as_deref()
+        .is_some_and(|t| expect.is_meant_to_miss(t, e.spec.as_deref()))
 }
 
 /// Bins of the per-backend latency series: fine enough to show a burst's staircase, coarser for

@@ -227,11 +227,11 @@ fn injection_that_never_hit_is_not_interpretable() {
 #[test]
 fn unheld_expectation_fails_the_run_and_aborted_is_kept() {
     let dir = run_copy("synthetic/swap-only");
-    let sc = dir.path().join("scenario.toml");
-    let text = std::fs::read_to_string(&sc)
+    let ex = dir.path().join("expect.json");
+    let text = std::fs::read_to_string(&ex)
         .unwrap()
         .replace("\"nlu = 0\"", "\"nlu > 0\", \"bogus = 1\"");
-    std::fs::write(&sc, text).unwrap();
+    std::fs::write(&ex, text).unwrap();
     let (code, v) = analyze(dir.path());
     assert_eq!(code, 1);
     let ex = v["expectations"].as_array().unwrap();

@@ -19,7 +19,7 @@ fn fixtures() -> Vec<PathBuf> {
     let mut v: Vec<PathBuf> = std::fs::read_dir(root)
         .unwrap()
         .map(|e| e.unwrap().path())
-        .filter(|p| p.join("scenario.toml").exists())
+        .filter(|p| p.join("expect.json").exists())
         // nginx's logs only: `diagnose` reads production nginx logs, not another proxy's (such a
         // lab run is judged with its own events, `tests/diagnose_lab.rs`).
         .filter(|p| {

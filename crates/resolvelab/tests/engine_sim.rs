@@ -47,6 +47,7 @@ fn verdict(dir: &Path) -> serde_json::Value {
 fn assert_green(dir: &Path) -> serde_json::Value {
     for f in [
         "scenario.toml",
+        "expect.json",
         "fingerprint.json",
         "nginx.conf",
         "access.log",

@@ -60,6 +60,7 @@ fn assert_all_held(name: &str, args: &[&str]) -> Vec<(PathBuf, Value)> {
     for (dir, v) in &vs {
         for f in [
             "scenario.toml",
+            "expect.json",
             "fingerprint.json",
             "nginx.conf",
             "access.log",

@@ -487,6 +487,41 @@ pub struct Expect {
     pub engines: std::collections::BTreeMap<String, Vec<String>>,
 }
 
+impl Event {
+    /// The injection as the events name it (`None` for `clear` and nginx actions).
+    fn injected(&self) -> Option<resolvelab_core::evidence::Injected> {
+        Some(resolvelab_core::evidence::Injected {
+            target: self.dns.clone().or_else(|| self.fault.clone())?,
+            spec: self.mode.clone().or_else(|| self.spec.clone()),
+        })
+    }
+}
+
+impl Scenario {
+    /// What this scenario expects of a run on `engine` (`expect.json`): the checks that
+    /// engine is judged by, and the injections meant to miss (`expect_miss`, or placed
+    /// `between-requeries`) or allowed to (`may_miss`).
+    pub fn expectations(&self, engine: &str) -> resolvelab_core::evidence::Expectations {
+        use resolvelab_core::spec::dns::Align;
+        let meant = |e: &&Event| e.expect_miss || e.align == Some(Align::BetweenQueries);
+        resolvelab_core::evidence::Expectations {
+            variant: self.variant_of.clone(),
+            checks: self.expect.for_engine(engine).to_vec(),
+            meant_to_miss: self
+                .timeline
+                .iter()
+                .filter(meant)
+                .filter_map(Event::injected)
+                .collect(),
+            may_miss: (self.timeline.iter())
+                .filter(|e| e.may_miss)
+                .filter_map(Event::injected)
+                .collect(),
+            ..resolvelab_core::evidence::Expectations::new(&self.name, engine)
+        }
+    }
+}
+
 impl Expect {
     /// The checks a run of `engine` is judged by: its own, a model's proxy's (`sim-haproxy` →
     /// `haproxy`), else `checks`.
@@ -1210,6 +1245,36 @@ expect = { checks = ["nlu = 0"] }
         assert_eq!(v.expect.checks, ["nlu = 0"]);
         assert_eq!(v.variant_of.as_deref(), Some("mf0"));
         assert!(s.variant("nope").unwrap_err().to_string().contains("mf0"));
+    }
+
+    #[test]
+    fn expectations_name_the_engines_checks_and_the_injections_meant_to_miss() {
+        let text = MIN
+            .replace(
+                "[[variant]]",
+                "[expect.engines]\nhaproxy = [\"nlu = 0\"]\n[[variant]]",
+            )
+            .replace(
+                "[expect]",
+                "[[timeline]]\nafter = \"5s\"\ndns = \"app.test.local\"\nmode = \"nxdomain\"\nfor = \"1s\"\nalign = \"between-requeries\"\n\
+                 [[timeline]]\nafter = \"1s\"\nfault = \"b1\"\nspec = \"rst\"\nfor = \"1s\"\nmay_miss = true\n[expect]",
+            );
+        let s = Scenario::from_toml(&text, "t.toml").unwrap();
+        let e = s.expectations("sim-haproxy");
+        assert_eq!(
+            (e.scenario.as_str(), e.engine.as_str()),
+            ("t", "sim-haproxy")
+        );
+        assert_eq!(e.checks, ["nlu = 0"]);
+        // The first NXDOMAIN window is aligned on a re-query: it is meant to hit.
+        assert!(e.is_meant_to_miss("app.test.local", Some("nxdomain")));
+        assert_eq!(e.meant_to_miss.len(), 1);
+        assert!(e.may_miss("b1") && !e.may_miss("b2"));
+        let v = s.variant("mf0").unwrap().expectations("nginx");
+        assert_eq!(
+            (v.variant.as_deref(), v.checks.as_slice()),
+            (Some("mf0"), &["nlu = 0".to_string()][..])
+        );
     }
 
     #[test]

@@ -122,6 +122,18 @@ impl RunRecord {
     }
 }
 
+/// Write what the run will play into its directory, for both engines: the scenario as run
+/// (`scenario.toml`, variant merged, scale applied) and what it expects of this engine's run
+/// (`expect.json`, the checker's only source of expectations).
+pub(crate) fn write_plan(dir: &RunDir, sc: &Scenario, engine: &str) -> Result<()> {
+    use resolvelab_core::evidence::file;
+    let path = dir.file(file::SCENARIO);
+    resolvelab_core::rundir::write_atomic(&path, toml::to_string(sc)?.as_bytes())
+        .with_context(|| format!("cannot write {}", path.display()))?;
+    dir.write_json(file::EXPECT, &sc.expectations(engine))
+        .with_context(|| format!("cannot write {}", dir.file(file::EXPECT).display()))
+}
+
 /// Set by Ctrl-C / SIGTERM handlers (installed by the binary) to stop a run early; the run then
 /// still leaves a valid directory marked `aborted`.
 pub static INTERRUPTED: AtomicBool = AtomicBool::new(false);
@@ -166,10 +178,7 @@ pub fn run(sc: &Scenario, opts: &RunOptions, engine: &str, bin: &ProxyBin) -> Re
         dir.write_json(resolvelab_core::evidence::file::RUN, &record)?;
         return Err(e);
     }
-    resolvelab_core::rundir::write_atomic(
-        &dir.file(resolvelab_core::evidence::file::SCENARIO),
-        toml::to_string(&sc)?.as_bytes(),
-    )?;
+    write_plan(&dir, &sc, engine)?;
     // Before the runtime: its threads and nginx inherit this thread's namespace.
     let netns = if sc.host.netns {
         let g = match crate::netns::enter(&sc.host.sysctl) {

@@ -176,17 +176,7 @@ fn run_with(
     };
     let dir = RunDir::create(&opts.out, &id)?;
     let started_us = now_us();
-    resolvelab_core::rundir::write_atomic(
-        &dir.file(resolvelab_core::evidence::file::SCENARIO),
-        toml::to_string(&sc)?.as_bytes(),
-    )
-    .with_context(|| {
-        format!(
-            "cannot write {}",
-            dir.file(resolvelab_core::evidence::file::SCENARIO)
-                .display()
-        )
-    })?;
+    crate::runner::write_plan(&dir, &sc, &engine)?;
     // For reference only: the configuration the real engine would run.
     match proxy {
         None => {

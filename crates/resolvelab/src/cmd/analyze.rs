@@ -11,7 +11,7 @@ use std::process::ExitCode;
   resolvelab analyze runs/dns-nxdomain-20261130T060000Z
   resolvelab analyze runs/generation-race-20261130T060000Z --format json --no-write
 
-Reads scenario.toml ([expect] checks), nginx.conf (log_format), access.log, error.log, dns.jsonl,
+Reads expect.json (the checks, written when the run started), nginx.conf (log_format), access.log, error.log, dns.jsonl,
 events.jsonl and load.jsonl; writes verdict.md, verdict.json and verdict.html into RUN_DIR and prints
 the verdict. Exit status: 0 = completed and every expectation held, 1 = an expectation did not hold,
 3 = not interpretable (an injection never hit, or one meant to miss hit), aborted or incomplete.")]
@@ -29,6 +29,14 @@ pub struct Args {
 
 /// Run `resolvelab analyze`.
 pub fn run(args: Args, _ctx: &Ctx) -> anyhow::Result<ExitCode> {
+    use resolvelab_core::evidence::file;
+    if !args.dir.join(file::EXPECT).exists() && args.dir.join(file::SCENARIO).exists() {
+        eprintln!(
+            "note: {} has no {} (a run recorded before 2026-12-02): its scenario's expectations are not judged",
+            args.dir.display(),
+            file::EXPECT
+        );
+    }
     let v = resolvelab_diagnose::analyze_run(&args.dir)?;
     if !args.no_write {
         write_verdict_files(&args.dir, &v)?;

@@ -17,7 +17,7 @@ resolvelab run nxdomain --variant valid30-aligned\n  \
 resolvelab run dual-resolve --scale 0.5 --seed 7\n  \
 resolvelab run ./my-scenario.toml --out /tmp/runs\n  \
 resolvelab run --all --scale 0.5 --table docs/REPRODUCTION.md\n\n\
-Each run leaves runs/<scenario>-<UTC stamp>/ with scenario.toml, fingerprint.json, nginx.conf, \
+Each run leaves runs/<scenario>-<UTC stamp>/ with scenario.toml, expect.json, fingerprint.json, nginx.conf, \
 access.log, error.log, dns.jsonl, events.jsonl, load.jsonl and verdict.{md,json,html}.\n\
 Exit status: 0 every expectation held, 1 some did not (or the run was not interpretable), 2 error.")]
 pub struct Args {
