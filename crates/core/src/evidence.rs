@@ -13,6 +13,9 @@
 /// every `$upstream_*` field the checker reads, and the connection for pairing error lines.
 pub const LAB_LOG_FORMAT: &str = "$msec $status \"$upstream_addr\" \"$upstream_status\" $request_time $request_method $connection $connection_requests \"$upstream_response_time\" \"$upstream_connect_time\" \"$request\" $remote_addr";
 
+pub mod load;
+pub mod run;
+
 /// Schema ids: the `schema` of a JSON Lines file's first line, or of a JSON document.
 pub mod schema {
     /// `dns.jsonl`: one line per query the authority answered.
@@ -255,4 +258,152 @@ impl Expectations {
             .map(Some)
             .map_err(|e| std::io::Error::other(format!("{}: {e}", p.display())))
     }
+}
+
+/// How a DNS query arrived.
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    Default,
+    PartialEq,
+    Eq,
+    PartialOrd,
+    Ord,
+    Hash,
+    serde::Serialize,
+    serde::Deserialize,
+)]
+#[serde(rename_all = "lowercase")]
+pub enum Transport {
+    /// UDP datagram.
+    #[default]
+    Udp,
+    /// TCP, 2-byte length prefix.
+    Tcp,
+}
+
+impl Transport {
+    /// `udp` or `tcp`, as the log writes it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Transport::Udp => "udp",
+            Transport::Tcp => "tcp",
+        }
+    }
+}
+
+/// One DNS query and what it was answered: a line of `dns.jsonl` ([`schema::DNS`]). The one
+/// type of its writers (the lab authority, `dns watch`, the model) and its reader (`history`).
+///
+/// ```
+/// use resolvelab_core::evidence::DnsQuery;
+/// let q = DnsQuery {
+///     t_us: 1_000,
+///     qname: "api.lab".into(),
+///     qtype: "A".into(),
+///     rcode: "NOERROR".into(),
+///     answers: vec!["127.0.0.20".parse().unwrap()],
+///     ttl: 1,
+///     ..DnsQuery::default()
+/// };
+/// let line = serde_json::to_string(&q).unwrap();
+/// assert!(line.starts_with(r#"{"t_us":1000,"client":"0.0.0.0:0","qname":"api.lab""#));
+/// let back: DnsQuery = serde_json::from_str(&line).unwrap();
+/// assert_eq!(back, q);
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct DnsQuery {
+    /// Epoch microseconds when the query arrived.
+    pub t_us: i64,
+    /// The client's `ip:port` (`0.0.0.0:0` when a line does not say).
+    #[serde(default = "no_client")]
+    pub client: std::net::SocketAddr,
+    /// Lowercase, no trailing dot (empty for an undecodable packet).
+    #[serde(default)]
+    pub qname: String,
+    /// `A`, `AAAA`, … (empty for an undecodable packet).
+    #[serde(default)]
+    pub qtype: String,
+    /// `udp` or `tcp`.
+    #[serde(default)]
+    pub transport: Transport,
+    /// The DNS message id.
+    #[serde(default)]
+    pub id: u16,
+    /// The mode string in force (`unknown` for names the authority does not serve).
+    #[serde(default)]
+    pub mode: String,
+    /// `NOERROR`, `NXDOMAIN`, `SERVFAIL`, `REFUSED`, `FORMERR`, `NOTIMP` or `DROPPED`.
+    #[serde(default)]
+    pub rcode: String,
+    /// The addresses in the answer section.
+    #[serde(default)]
+    pub answers: Vec<std::net::IpAddr>,
+    /// TTL of the answer records (the name's TTL when there are none).
+    #[serde(default)]
+    pub ttl: u32,
+    /// The answer differs from the previous answer given to this client (by IP) for this
+    /// name and qtype. The first answer to a client is not a change.
+    #[serde(default)]
+    pub changed: bool,
+    /// Answered under a mode other than the name's configured one.
+    #[serde(default)]
+    pub injected: bool,
+    /// The UDP answer had the TC bit set (too large, or `truncate` mode).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub truncated: bool,
+    /// `watch`: a probe's query and what it was answered (`resolvelab dns watch`), not a query
+    /// the server answered — an answer history, not the proxy's; `mode` is then empty.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub probe: Option<String>,
+    /// A probe's wait for the answer (µs).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub latency_us: Option<u64>,
+    /// What a probe flags in the answer: `two-records`, `nxdomain`, `nodata`, `servfail`,
+    /// `refused`, `timeout`, `aaaa`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub flags: Vec<String>,
+    /// Reader only: index of the file in the history's file list.
+    #[serde(skip)]
+    pub file: u32,
+    /// Reader only: 1-based line number.
+    #[serde(skip)]
+    pub line: u64,
+}
+
+impl DnsQuery {
+    /// The answer addresses as the log writes them, in the order given.
+    pub fn answer_texts(&self) -> Vec<String> {
+        self.answers.iter().map(ToString::to_string).collect()
+    }
+}
+
+impl Default for DnsQuery {
+    fn default() -> DnsQuery {
+        DnsQuery {
+            t_us: 0,
+            client: no_client(),
+            qname: String::new(),
+            qtype: String::new(),
+            transport: Transport::Udp,
+            id: 0,
+            mode: String::new(),
+            rcode: String::new(),
+            answers: Vec::new(),
+            ttl: 0,
+            changed: false,
+            injected: false,
+            truncated: false,
+            probe: None,
+            latency_us: None,
+            flags: Vec::new(),
+            file: 0,
+            line: 0,
+        }
+    }
+}
+
+fn no_client() -> std::net::SocketAddr {
+    std::net::SocketAddr::from(([0, 0, 0, 0], 0))
 }

@@ -4,6 +4,8 @@ use crate::checker::{Options, diagnose_with_history};
 use crate::expect;
 use crate::verdict::*;
 use resolvelab_core::evidence::Expectations;
+use resolvelab_core::evidence::load::ErrorKind;
+use resolvelab_core::evidence::run::{Run, RunStatus};
 use resolvelab_history::logformat::{self, LogFormat};
 use resolvelab_history::ours;
 use std::path::{Path, PathBuf};
@@ -234,15 +236,15 @@ fn run_status(
         .to_string()
     };
     let record = run_record(dir);
-    if let Some((st, reason)) = record.as_ref().filter(|r| r.0 != "completed") {
+    if let Some((st, reason)) = record.as_ref().filter(|r| r.0 != RunStatus::Completed) {
         // The run's own integrity comes first: evidence of a run that did not happen as
         // written is never judged `completed`.
-        match st.as_str() {
-            "running" => (
+        match st {
+            RunStatus::Running => (
                 "aborted",
                 "the run did not finish: run.json says `running` or cannot be read (killed, hung up, out of disk, or still going): partial evidence".to_string(),
             ),
-            "failed" => (
+            RunStatus::Failed => (
                 "failed",
                 format!(
                     "the run failed: {}",
@@ -301,18 +303,16 @@ fn run_status(
 }
 
 /// The run's own record, `run.json` (written by the runner at start, after setup, and at the
-/// end): its status and reason. None for directories without one (older fixtures, production).
-fn run_record(dir: &Path) -> Option<(String, Option<String>)> {
-    let text = std::fs::read_to_string(dir.join(resolvelab_core::evidence::file::RUN)).ok()?;
-    let Some(status) = serde_json::from_str::<serde_json::Value>(&text)
-        .ok()
-        .and_then(|v| Some(v.get("status")?.as_str()?.to_string()))
-    else {
-        return Some(("running".into(), None));
-    };
-    let v: serde_json::Value = serde_json::from_str(&text).ok()?;
-    let reason = v.get("reason").and_then(|r| r.as_str()).map(str::to_string);
-    Some((status, reason))
+/// end): its status and reason. None for directories without one (older fixtures, production);
+/// one that cannot be read says the run never ended.
+fn run_record(dir: &Path) -> Option<(RunStatus, Option<String>)> {
+    if !dir.join(resolvelab_core::evidence::file::RUN).is_file() {
+        return None;
+    }
+    Some(match Run::read(dir) {
+        Ok(r) => (r.status, r.reason),
+        Err(_) => (RunStatus::Running, None),
+    })
 }
 
 /// The nginx version the run used (`nginx_v` of fingerprint.json; none for the simulator).
@@ -395,7 +395,7 @@ fn read_client(dir: &Path) -> anyhow::Result<Option<ClientStats>> {
             // keep its schedule (a CPU-starved run), not an answer from nginx.
             if r.sent_us.is_none()
                 && r.status.is_none()
-                && matches!(r.error.as_deref(), Some("late" | "dropped"))
+                && matches!(r.error, Some(ErrorKind::Late | ErrorKind::Dropped))
             {
                 c.unsent += 1;
                 return;

@@ -32,68 +32,12 @@ const EDNS_PAYLOAD: u16 = 1232;
 /// Per-name memory of previous answers (for `changed`) is reset past this many clients.
 const MAX_CLIENTS_PER_NAME: usize = 65_536;
 
-/// How a query arrived.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Transport {
-    /// UDP datagram.
-    Udp,
-    /// TCP, 2-byte length prefix.
-    Tcp,
-}
+/// How a query arrived (the query log's type, shared with its reader).
+pub use resolvelab_core::evidence::Transport;
 
-impl Transport {
-    fn as_str(self) -> &'static str {
-        match self {
-            Transport::Udp => "udp",
-            Transport::Tcp => "tcp",
-        }
-    }
-}
-
-/// One query and what it was answered: a line of the query log (`resolvelab.dns/v1`).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct QueryEvent {
-    /// Epoch microseconds when the query arrived.
-    pub t_us: i64,
-    /// The client's `ip:port`.
-    pub client: SocketAddr,
-    /// Lowercase, no trailing dot (empty for an undecodable packet).
-    pub qname: String,
-    /// `A`, `AAAA`, … (empty for an undecodable packet).
-    pub qtype: String,
-    /// `udp` or `tcp`.
-    pub transport: Transport,
-    /// The DNS message id.
-    pub id: u16,
-    /// The mode string in force (`unknown` for names we do not serve).
-    pub mode: String,
-    /// `NOERROR`, `NXDOMAIN`, `SERVFAIL`, `REFUSED`, `FORMERR`, `NOTIMP` or `DROPPED`.
-    pub rcode: String,
-    /// The addresses in the answer section.
-    pub answers: Vec<IpAddr>,
-    /// TTL of the answer records (the name's TTL when there are none).
-    pub ttl: u32,
-    /// The answer differs from the previous answer given to this client (by IP) for this
-    /// name and qtype. The first answer to a client is not a change.
-    pub changed: bool,
-    /// Answered under a mode other than the name's configured one.
-    pub injected: bool,
-    /// The UDP answer had the TC bit set (too large, or `truncate` mode).
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-    pub truncated: bool,
-    /// `watch`: a probe's query and what it was answered (`resolvelab dns watch`), not a query
-    /// the server answered; `mode` is then unknown (empty).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub probe: Option<String>,
-    /// A probe's wait for the answer (µs).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub latency_us: Option<u64>,
-    /// What a probe flags in the answer: `two-records`, `nxdomain`, `nodata`, `servfail`,
-    /// `refused`, `timeout`, `aaaa`.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub flags: Vec<String>,
-}
+/// One query and what it was answered: a line of the query log (`resolvelab.dns/v1`), the type
+/// its reader (`history`) shares.
+pub use resolvelab_core::evidence::DnsQuery as QueryEvent;
 
 /// A mode change, as it happens (set, aligned set taking effect, revert, timeline).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -810,9 +754,7 @@ impl Engine {
                 changed,
                 injected,
                 truncated,
-                probe: None,
-                latency_us: None,
-                flags: Vec::new(),
+                ..QueryEvent::default()
             });
         }
         Reply { bytes, delay }
@@ -914,9 +856,7 @@ impl Engine {
                 changed: false,
                 injected: false,
                 truncated: false,
-                probe: None,
-                latency_us: None,
-                flags: Vec::new(),
+                ..QueryEvent::default()
             });
         }
         Reply {

@@ -189,6 +189,7 @@ async fn observe(
         truncated: transport == Transport::Tcp,
         probe: Some("watch".into()),
         latency_us: Some(latency_us),
+        ..QueryEvent::default()
     }
 }
 

@@ -1,95 +1,19 @@
 //! Our own JSON Lines logs: `resolvelab.dns/v1`, `resolvelab.events/v1`, `resolvelab.load/v1`.
 
 use crate::{FileStats, open_maybe_gz};
-use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::io::BufRead;
 use std::path::Path;
 
-/// One DNS query and its answer (`dns.jsonl`).
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct DnsRecord {
-    /// Index of the file in the history's file list.
-    #[serde(default)]
-    pub file: u32,
-    /// 1-based line number.
-    #[serde(default)]
-    pub line: u64,
-    /// Epoch µs of the answer.
-    pub t_us: i64,
-    /// `ip:port` of the asking client (nginx's resolver).
-    #[serde(default)]
-    pub client: String,
-    /// Query name.
-    #[serde(default)]
-    pub qname: String,
-    /// Query type (`A`, `AAAA`, …).
-    #[serde(default)]
-    pub qtype: String,
-    /// `udp` / `tcp`.
-    #[serde(default)]
-    pub transport: String,
-    /// Authority mode in force.
-    #[serde(default)]
-    pub mode: String,
-    /// `NOERROR`, `NXDOMAIN`, `SERVFAIL`, … (`none` when the authority stayed silent).
-    #[serde(default)]
-    pub rcode: String,
-    /// Answer addresses.
-    #[serde(default)]
-    pub answers: Vec<String>,
-    /// Answer TTL.
-    #[serde(default)]
-    pub ttl: Option<u64>,
-    /// The authority's own "answer changed" flag.
-    #[serde(default)]
-    pub changed: Option<bool>,
-    /// True when the answer was an injection (fault mode).
-    #[serde(default)]
-    pub injected: Option<bool>,
-    /// `watch`: a probe's query (`resolvelab dns watch`), not one nginx's resolver made — an
-    /// answer history, not nginx's swaps.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub probe: Option<String>,
-}
+/// One DNS query and its answer (`dns.jsonl`): the writers' own type.
+pub use resolvelab_core::evidence::DnsQuery as DnsRecord;
 
 /// One lab event (`events.jsonl`): mode changes, injections and their hit counters, phases —
 /// the writers' own type.
 pub use resolvelab_core::evidence::Event as EventRecord;
 
-/// One load-generator request (`load.jsonl`).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct LoadRecord {
-    /// Scheduled time, epoch µs.
-    pub t_us: i64,
-    /// Actual send time.
-    #[serde(default)]
-    pub sent_us: Option<i64>,
-    /// Latency corrected for coordinated omission.
-    #[serde(default)]
-    pub latency_us: Option<i64>,
-    /// Latency from the actual send.
-    #[serde(default)]
-    pub uncorrected_us: Option<i64>,
-    /// HTTP status (absent on transport errors).
-    #[serde(default)]
-    pub status: Option<u16>,
-    /// Response bytes.
-    #[serde(default)]
-    pub bytes: Option<u64>,
-    /// Transport error text.
-    #[serde(default)]
-    pub error: Option<String>,
-    /// Client connection number.
-    #[serde(default)]
-    pub conn: Option<u64>,
-    /// Method.
-    #[serde(default)]
-    pub method: Option<String>,
-    /// The captured response header (`--header-capture`; the lab captures `x-backend`).
-    #[serde(default)]
-    pub header: Option<String>,
-}
+/// One load-generator request (`load.jsonl`): the writers' own type.
+pub use resolvelab_core::evidence::load::Request as LoadRecord;
 
 /// Read a JSON Lines file, calling `f` for each non-schema line; bad lines are counted.
 pub fn for_each_line(
@@ -141,23 +65,24 @@ pub fn for_each_line(
     Ok((schema, stats))
 }
 
-fn answers_of(v: &Value) -> Vec<String> {
-    match v.get("answers") {
-        Some(Value::Array(a)) => a
-            .iter()
-            .filter_map(|x| match x {
-                Value::String(s) => Some(s.clone()),
-                Value::Object(o) => o
-                    .get("addr")
-                    .or_else(|| o.get("address"))
-                    .or_else(|| o.get("ip"))
-                    .and_then(Value::as_str)
-                    .map(str::to_string),
-                _ => None,
-            })
-            .collect(),
-        _ => Vec::new(),
-    }
+/// The answer addresses, also when a line names them as objects (`{"addr": …}`, `address`,
+/// `ip`); what is not an address is left out.
+fn answers_of(v: &Value) -> Vec<Value> {
+    let Some(Value::Array(a)) = v.get("answers") else {
+        return Vec::new();
+    };
+    a.iter()
+        .filter_map(|x| match x {
+            Value::String(s) => Some(s.as_str()),
+            Value::Object(o) => ["addr", "address", "ip"]
+                .iter()
+                .find_map(|k| o.get(*k))
+                .and_then(Value::as_str),
+            _ => None,
+        })
+        .filter(|s| s.parse::<std::net::IpAddr>().is_ok())
+        .map(|s| Value::String(s.to_string()))
+        .collect()
 }
 
 /// Read a `dns.jsonl`.
@@ -166,13 +91,12 @@ pub fn read_dns(path: &Path, file: u32) -> anyhow::Result<(Vec<DnsRecord>, FileS
     let (_, stats) = for_each_line(path, "dns", |n, mut v| {
         let answers = answers_of(&v);
         if let Some(o) = v.as_object_mut() {
-            o.remove("answers");
+            o.insert("answers".into(), Value::Array(answers));
             if o.get("ttl").is_some_and(|t| !t.is_u64()) {
                 o.remove("ttl");
             }
         }
         let mut r: DnsRecord = serde_json::from_value(v).map_err(|e| e.to_string())?;
-        r.answers = answers;
         r.file = file;
         r.line = n;
         out.push(r);
@@ -222,8 +146,8 @@ mod tests {
         .unwrap();
         let (rows, stats) = read_dns(&p, 3).unwrap();
         assert_eq!(rows.len(), 2);
-        assert_eq!(rows[0].answers, vec!["127.0.0.20"]);
-        assert_eq!(rows[1].answers, vec!["127.0.0.30"]);
+        assert_eq!(rows[0].answer_texts(), vec!["127.0.0.20"]);
+        assert_eq!(rows[1].answer_texts(), vec!["127.0.0.30"]);
         assert_eq!((rows[1].file, rows[1].line), (3, 3));
         assert_eq!(stats.malformed, 1);
         assert_eq!(stats.samples[0].line, 4);

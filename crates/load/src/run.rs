@@ -524,6 +524,7 @@ impl LoadConfig {
             seed: self.seed,
             connections: if self.keepalive { self.connections } else { 0 },
             header_capture: self.header_capture.as_ref().map(|h| h.to_string()),
+            engine: None,
         }
     }
 }

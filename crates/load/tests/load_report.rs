@@ -38,6 +38,7 @@ fn hand_file(dir: &std::path::Path, name: &str, t0: i64, n: u64, status: u16) ->
         seed: 1,
         connections: 1,
         header_capture: Some("x-backend".into()),
+        engine: None,
     };
     let mut sink = JsonlSink::create(&p, &h).unwrap();
     // Completion order, not schedule order, as a real run writes them.

@@ -200,7 +200,7 @@ fn reusable_run(
         .ok()?
         .into_iter()
         .filter_map(|d| crate::runner::RunRecord::read(&d).ok())
-        .filter(|r| r.status == "completed" && r.seed == seed)
+        .filter(|r| r.status == crate::runner::RunStatus::Completed && r.seed == seed)
         .filter(|r| r.scenario == sc.name && r.variant == sc.variant_of)
         .filter(|r| engine_of(&r.dir) == engine)
         .filter(|r| {

@@ -139,7 +139,7 @@ pub fn judge_dir_by(record: RunRecord, checks: Option<&[String]>) -> Result<Judg
     crate::foreign::rederive(&record.dir, &record.engine)?;
     let mut verdict = resolvelab_diagnose::run::analyze_run_by(&record.dir, checks)
         .with_context(|| format!("analyzing {}", record.dir.display()))?;
-    if record.status == "aborted" {
+    if record.status == crate::runner::RunStatus::Aborted {
         verdict.status = "aborted".into();
     }
     resolvelab_report::write_verdict_files(&record.dir, &verdict)?;

@@ -13,7 +13,6 @@ use resolvelab_core::supervise::Supervisor;
 use resolvelab_core::time::now_us;
 use resolvelab_dns::{DnsConfig, DnsHandle, DnsMode, DnsServer, NameConfig};
 use resolvelab_load::{CancellationToken, Live, LoadConfig, Output, RatePlan, run_load};
-use serde::Serialize;
 use std::collections::BTreeMap;
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
@@ -73,54 +72,8 @@ impl Default for RunOptions {
     }
 }
 
-/// What a run left (`run.json`).
-#[derive(Debug, Clone, Serialize, serde::Deserialize)]
-pub struct RunRecord {
-    /// Always `resolvelab.run/v1`.
-    pub schema: String,
-    /// The scenario id.
-    pub scenario: String,
-    /// The engine that played it (`nginx`, `nginx-1.31`, `sim`; empty in older records).
-    #[serde(default)]
-    pub engine: String,
-    /// The variant, if any.
-    pub variant: Option<String>,
-    /// `completed`, `aborted` or `failed`.
-    pub status: String,
-    /// Why the run did not complete.
-    pub reason: Option<String>,
-    /// The run directory.
-    pub dir: PathBuf,
-    /// Epoch µs when the run started / the load started / the run ended.
-    pub started_us: i64,
-    /// When the load started (µs), 0 if it never did.
-    pub load_start_us: i64,
-    /// When the run ended (µs).
-    pub ended_us: i64,
-    /// The loopback /24 of the run.
-    pub net: String,
-    /// nginx's listen address.
-    pub nginx_addr: String,
-    /// The seed.
-    pub seed: u64,
-    /// Requests sent and their status classes.
-    pub requests: u64,
-    /// Injection hit counters by injection (`dns:NAME`, `fault:TARGET:SPEC`).
-    pub hits: BTreeMap<String, u64>,
-}
-
-impl RunRecord {
-    /// Read `run.json` of a run directory.
-    pub fn read(dir: &Path) -> Result<RunRecord> {
-        let p = dir.join(resolvelab_core::evidence::file::RUN);
-        let text =
-            std::fs::read_to_string(&p).with_context(|| format!("cannot read {}", p.display()))?;
-        let mut r: RunRecord = serde_json::from_str(&text)
-            .with_context(|| format!("{}: not a resolvelab run record", p.display()))?;
-        r.dir = dir.to_path_buf();
-        Ok(r)
-    }
-}
+/// What a run left (`run.json`): the evidence type, shared with its readers.
+pub use resolvelab_core::evidence::run::{Network, Run as RunRecord, RunStatus};
 
 /// Write what the run will play into its directory, for both engines: the scenario as run
 /// (`scenario.toml`, variant merged, scale applied) and what it expects of this engine's run
@@ -158,13 +111,13 @@ pub fn run(sc: &Scenario, opts: &RunOptions, engine: &str, bin: &ProxyBin) -> Re
         scenario: sc.name.clone(),
         engine: engine.into(),
         variant: sc.variant_of.clone(),
-        status: "running".into(),
+        status: RunStatus::Running,
         reason: None,
         dir: dir.path.clone(),
         started_us,
         load_start_us: 0,
         ended_us: 0,
-        net: format!("127.{a}.{b}.0/24"),
+        net: Network::loopback(a, b),
         nginx_addr: net.nginx.to_string(),
         seed,
         requests: 0,
@@ -172,7 +125,7 @@ pub fn run(sc: &Scenario, opts: &RunOptions, engine: &str, bin: &ProxyBin) -> Re
     };
     dir.write_json(resolvelab_core::evidence::file::RUN, &record)?;
     if let Err(e) = check_free_space(&sc, &dir.path) {
-        record.status = "failed".into();
+        record.status = RunStatus::Failed;
         record.reason = Some(e.to_string());
         record.ended_us = now_us();
         dir.write_json(resolvelab_core::evidence::file::RUN, &record)?;
@@ -184,17 +137,14 @@ pub fn run(sc: &Scenario, opts: &RunOptions, engine: &str, bin: &ProxyBin) -> Re
         let g = match crate::netns::enter(&sc.host.sysctl) {
             Ok(g) => g,
             Err(e) => {
-                record.status = "failed".into();
+                record.status = RunStatus::Failed;
                 record.reason = Some(format!("{e:#}"));
                 record.ended_us = now_us();
                 dir.write_json(resolvelab_core::evidence::file::RUN, &record)?;
                 return Err(e);
             }
         };
-        record.net += " in a private network namespace";
-        for (k, v) in &sc.host.sysctl {
-            record.net += &format!(", {k} = {v}");
-        }
+        record.net = record.net.in_namespace(&sc.host.sysctl);
         Some(g)
     } else {
         None
@@ -211,12 +161,12 @@ pub fn run(sc: &Scenario, opts: &RunOptions, engine: &str, bin: &ProxyBin) -> Re
     record.ended_us = now_us();
     match &result {
         Ok(()) if INTERRUPTED.load(Ordering::SeqCst) => {
-            record.status = "aborted".into();
+            record.status = RunStatus::Aborted;
             record.reason = Some("interrupted (Ctrl-C / SIGTERM / SIGHUP)".into());
         }
-        Ok(()) => record.status = "completed".into(),
+        Ok(()) => record.status = RunStatus::Completed,
         Err(e) => {
-            record.status = "failed".into();
+            record.status = RunStatus::Failed;
             record.reason = Some(format!("{e:#}"));
         }
     }

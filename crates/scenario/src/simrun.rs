@@ -216,13 +216,13 @@ fn run_with(
         scenario: sc.name.clone(),
         engine: engine.clone(),
         variant: sc.variant_of.clone(),
-        status: "running".into(),
+        status: crate::runner::RunStatus::Running,
         reason: None,
         dir: dir.path.clone(),
         started_us,
         load_start_us: plan.cfg.epoch_us,
         ended_us: 0,
-        net: format!("127.{a}.{b}.0/24"),
+        net: crate::runner::Network::loopback(a, b),
         nginx_addr: plan.net.nginx.to_string(),
         seed,
         requests: 0,
@@ -242,14 +242,14 @@ fn run_with(
     record.ended_us = now_us();
     let summary = match result {
         Ok((summary, hits)) => {
-            record.status = "completed".into();
+            record.status = crate::runner::RunStatus::Completed;
             record.requests = summary.requests;
             record.hits = hits;
             summary
         }
         Err(e) => {
             // Like the real runner: the directory still says what happened.
-            record.status = "failed".into();
+            record.status = crate::runner::RunStatus::Failed;
             record.reason = Some(format!("{e:#}"));
             dir.write_json(resolvelab_core::evidence::file::RUN, &record)?;
             return Err(e);

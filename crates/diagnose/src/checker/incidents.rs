@@ -486,7 +486,7 @@ fn evidence(
                 r.qname,
                 r.qtype,
                 r.rcode,
-                r.answers.join(",")
+                r.answer_texts().join(",")
             ),
         });
     }

@@ -52,7 +52,7 @@ impl Answers {
             let name = r.qname.trim_end_matches('.').to_ascii_lowercase();
             last.insert(
                 (name.clone(), r.qtype.clone()),
-                r.answers.iter().cloned().collect(),
+                r.answer_texts().into_iter().collect(),
             );
             let ips = last
                 .iter()
@@ -231,7 +231,7 @@ mod tests {
             qname: "app.test.local".into(),
             qtype: qtype.into(),
             rcode: rcode.into(),
-            answers: answers.iter().map(|s| s.to_string()).collect(),
+            answers: answers.iter().map(|s| s.parse().unwrap()).collect(),
             ..DnsRecord::default()
         }
     }

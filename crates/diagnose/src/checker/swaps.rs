@@ -190,7 +190,7 @@ fn swaps_from_dns(h: &History) -> (Vec<Swap>, Vec<usize>, Option<f64>, Vec<Chang
     let mut per_client: HashMap<(String, String, String), Vec<i64>> = HashMap::new();
     for (i, r) in h.dns.iter().enumerate().filter(|(_, r)| r.probe.is_none()) {
         per_client
-            .entry((r.client.clone(), r.qname.clone(), r.qtype.clone()))
+            .entry((r.client.to_string(), r.qname.clone(), r.qtype.clone()))
             .or_default()
             .push(r.t_us / 1000);
         let k = (r.qname.clone(), r.qtype.clone());
@@ -212,7 +212,7 @@ fn swaps_from_dns(h: &History) -> (Vec<Swap>, Vec<usize>, Option<f64>, Vec<Chang
         if !r.rcode.eq_ignore_ascii_case("NOERROR") || r.answers.is_empty() {
             continue;
         }
-        let mut set = r.answers.clone();
+        let mut set = r.answer_texts();
         set.sort();
         if removed.insert(k.clone(), false).unwrap_or(false) && last.get(&k) == Some(&set) {
             // Peers restored after NXDOMAIN: a change, not a swap.

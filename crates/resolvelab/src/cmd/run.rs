@@ -253,7 +253,9 @@ fn rejudge(dir: &Path, args: &Args) -> Result<ExitCode> {
     }
     let command = format!("resolvelab run --all --rejudge {}", dir.display());
     let table = judge::reproduction_table(&judged, &distributions, &command);
-    let whole = judged.iter().all(|(_, j)| j.record.status == "completed");
+    let whole = judged
+        .iter()
+        .all(|(_, j)| j.record.status == resolvelab_scenario::runner::RunStatus::Completed);
     write_tables(
         &dir.join("summary.md"),
         args.table.as_deref(),

@@ -4,6 +4,7 @@
 
 use super::config::SimConfig;
 use super::engine::{Addr, BE, PoolState, Req};
+use resolvelab_core::evidence::load;
 use std::fs::File;
 use std::io::{self, BufWriter, Write};
 use std::net::IpAddr;
@@ -39,6 +40,24 @@ pub(crate) struct AccessLine<'a> {
     pub bytes: u64,
     /// The answering backend's `x-backend` header, if it has a name.
     pub header: Option<&'a str>,
+}
+
+/// A `GET` sent when it was scheduled and done at `end_us` (the model's client never lags).
+fn answered(arrival_us: i64, end_us: i64, seq: u64) -> load::Request {
+    let lat = end_us - arrival_us;
+    load::Request {
+        t_us: arrival_us,
+        sent_us: Some(arrival_us),
+        latency_us: Some(lat),
+        uncorrected_us: Some(lat),
+        status: None,
+        bytes: 0,
+        error: None,
+        conn: None,
+        method: "GET".into(),
+        header: None,
+        seq,
+    }
 }
 
 fn create(dir: &Path, name: &str) -> io::Result<BufWriter<File>> {
@@ -124,17 +143,18 @@ impl Logs {
         } else {
             format!("{} scheduled requests", cfg.arrivals.len())
         };
-        let header = serde_json::json!({
-            "schema": resolvelab_core::evidence::schema::LOAD,
-            "target": format!("http://{}{}", cfg.listen, cfg.uri),
-            "plan": plan,
-            "start_us": cfg.epoch_us,
-            "seed": cfg.seed,
-            "connections": cfg.client_connections,
-            "header_capture": if cfg.names.is_empty() { None } else { Some("x-backend") },
-            "engine": "sim",
-        });
-        writeln!(l.load, "{header}")?;
+        let header = load::Header {
+            schema: resolvelab_core::evidence::schema::LOAD.into(),
+            target: format!("http://{}{}", cfg.listen, cfg.uri),
+            plan,
+            start_us: cfg.epoch_us,
+            seed: cfg.seed,
+            connections: cfg.client_connections as usize,
+            header_capture: (!cfg.names.is_empty()).then(|| "x-backend".into()),
+            engine: Some("sim".into()),
+        };
+        serde_json::to_writer(&mut l.load, &header)?;
+        writeln!(l.load)?;
         Ok(l)
     }
 
@@ -199,25 +219,26 @@ impl Logs {
         tcp: bool,
         truncated: bool,
     ) -> io::Result<()> {
-        let mut v = serde_json::json!({
-            "t_us": t_us,
-            "client": format!("127.0.0.1:{client_port}"),
-            "qname": qname,
-            "qtype": qtype,
-            "transport": if tcp { "tcp" } else { "udp" },
-            "id": id,
-            "mode": mode,
-            "rcode": rcode,
-            "answers": answers.iter().map(|a| a.to_string()).collect::<Vec<_>>(),
-            "ttl": ttl,
-            "changed": changed,
-            "injected": injected,
-        });
-        // Like the lab authority: the flag only on a truncated UDP answer.
-        if truncated {
-            v["truncated"] = serde_json::Value::Bool(true);
-        }
-        writeln!(self.dns, "{v}")
+        use resolvelab_core::evidence::{DnsQuery, Transport};
+        let q = DnsQuery {
+            t_us,
+            client: std::net::SocketAddr::from(([127, 0, 0, 1], client_port)),
+            qname: qname.to_string(),
+            qtype: qtype.to_string(),
+            transport: if tcp { Transport::Tcp } else { Transport::Udp },
+            id,
+            mode: mode.to_string(),
+            rcode: rcode.to_string(),
+            answers: answers.to_vec(),
+            ttl: ttl.clamp(0, u32::MAX as i64) as u32,
+            changed,
+            injected,
+            // Like the lab authority: the flag only on a truncated UDP answer.
+            truncated,
+            ..DnsQuery::default()
+        };
+        serde_json::to_writer(&mut self.dns, &q)?;
+        writeln!(self.dns)
     }
 
     pub(crate) fn event(
@@ -283,18 +304,20 @@ impl Logs {
             a.uri,
             self.client,
         )?;
-        let lat = a.end_us - q.arrival_us;
-        writeln!(
-            self.load,
-            r#"{{"t_us":{t},"sent_us":{t},"latency_us":{lat},"uncorrected_us":{lat},"status":{s},"bytes":{b},"error":null,"conn":{c},"method":"{m}","header":{h},"seq":{seq}}}"#,
-            h = serde_json::Value::from(a.header),
-            t = q.arrival_us,
-            s = a.status,
-            b = a.bytes,
-            c = q.conn,
-            m = a.method,
-            seq = q.seq,
-        )
+        self.load_line(load::Request {
+            status: Some(a.status),
+            bytes: a.bytes,
+            conn: Some(q.conn),
+            method: a.method.to_string().into(),
+            header: a.header.map(str::to_string),
+            ..answered(q.arrival_us, a.end_us, q.seq)
+        })
+    }
+
+    /// One line of `load.jsonl`, as the lab's load generator writes it.
+    fn load_line(&mut self, r: load::Request) -> io::Result<()> {
+        serde_json::to_writer(&mut self.load, &r)?;
+        writeln!(self.load)
     }
 
     /// A request of a proxy model (`crate::proxies`): one try or none, its access line in the
@@ -318,22 +341,21 @@ impl Logs {
             self.uri,
             self.client,
         )?;
-        let lat = end_us - arrival_us;
-        writeln!(
-            self.load,
-            r#"{{"t_us":{arrival_us},"sent_us":{arrival_us},"latency_us":{lat},"uncorrected_us":{lat},"status":{status},"bytes":0,"error":null,"conn":{conn},"method":"GET","header":null,"seq":{seq}}}"#,
-        )
+        self.load_line(load::Request {
+            status: Some(status),
+            conn: Some(conn),
+            ..answered(arrival_us, end_us, seq)
+        })
     }
 
     /// A request whose client connection the proxy closed without an answer (nothing in its
     /// access log): only the load generator's line, as the lab's load writes it.
     pub(crate) fn load_closed(&mut self, arrival_us: i64, end_us: i64, seq: u64) -> io::Result<()> {
-        let lat = end_us - arrival_us;
-        let conn = seq % 64 + 1;
-        writeln!(
-            self.load,
-            r#"{{"t_us":{arrival_us},"sent_us":{arrival_us},"latency_us":{lat},"uncorrected_us":{lat},"status":null,"bytes":0,"error":"closed","conn":{conn},"method":"GET","header":null,"seq":{seq}}}"#,
-        )
+        self.load_line(load::Request {
+            error: Some(load::ErrorKind::Closed),
+            conn: Some(seq % 64 + 1),
+            ..answered(arrival_us, end_us, seq)
+        })
     }
 
     /// A proxy's own state line as a `proxy-state` event.
