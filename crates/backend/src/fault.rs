@@ -1,6 +1,20 @@
 //! Backend faults at run time: a parsed fault ([`BackendFault`], written
 //! `KIND[:key=value,…]` with the common keys `toxicity`, `for`, `seed`, `name`) installed on a
-//! running backend with its gate and counters.
+//! running backend with its gate, its counters and its kind's behaviour: one file per kind
+//! (`fault/<kind>.rs`), each a [`hooks::Behaviour`] at the server's hook points (accept, before
+//! the headers, after the response, idle), registered in [`behaviour`].
+
+mod close_after_headers;
+mod hang;
+pub(crate) mod hooks;
+mod idle_timeout;
+mod reclaim;
+mod refuse;
+mod rst;
+mod slow_headers;
+mod status;
+
+use hooks::Behaviour;
 
 use resolvelab_inject::gate::Gate;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -18,6 +32,22 @@ pub struct Fault {
     /// Kind-specific second counter: for `reclaim`, requests that arrived in the gap and were
     /// dropped (each is one first-try failure on the client side).
     pub(crate) caught: AtomicU64,
+    /// What the kind does at the server's hook points.
+    pub(crate) behaviour: Box<dyn Behaviour>,
+}
+
+/// Each kind's behaviour: the table a new kind adds its row (and its file) to.
+fn behaviour(kind: &BackendFaultKind) -> Box<dyn Behaviour> {
+    match *kind {
+        BackendFaultKind::Reclaim { delay } => Box::new(reclaim::Reclaim { delay }),
+        BackendFaultKind::IdleTimeout { after } => Box::new(idle_timeout::IdleTimeout { after }),
+        BackendFaultKind::Rst => Box::new(rst::Rst),
+        BackendFaultKind::Refuse => Box::new(refuse::Refuse),
+        BackendFaultKind::Hang => Box::new(hang::Hang),
+        BackendFaultKind::CloseAfterHeaders => Box::new(close_after_headers::CloseAfterHeaders),
+        BackendFaultKind::Status { code } => Box::new(status::Status { code }),
+        BackendFaultKind::SlowHeaders { delay } => Box::new(slow_headers::SlowHeaders { delay }),
+    }
 }
 
 impl resolvelab_inject::gate::Gated for Fault {
@@ -55,6 +85,7 @@ impl Fault {
         Fault {
             name: spec.name(),
             gate: Gate::new(spec.common.clone()),
+            behaviour: behaviour(&spec.kind),
             spec,
             caught: AtomicU64::new(0),
         }

@@ -32,6 +32,11 @@
 //! connection and makes K sequential round trips, and [`BackendStats::pool`] exports the pool
 //! gauges and the wait-time histogram.
 
+// A library says what it has to say through `resolvelab_core::progress`, never on its own
+// stdout/stderr, and links only what it uses (docs/ARCHITECTURE.md, "Lints").
+#![cfg_attr(not(test), deny(clippy::print_stdout, clippy::print_stderr))]
+#![cfg_attr(not(test), deny(unused_crate_dependencies))]
+
 mod control;
 pub mod db;
 pub mod fault;

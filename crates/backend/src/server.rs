@@ -1,7 +1,8 @@
 //! The HTTP/1.1 origin: accept loop, connection-level faults, the request handler.
 
 use crate::db::{DbConfig, DbError, Pool, PoolStats};
-use crate::fault::{BackendFault, BackendFaultKind, Fault, FaultStatus};
+use crate::fault::hooks::{AtAccept, Headers};
+use crate::fault::{BackendFault, Fault, FaultStatus};
 use crate::log::{LogSender, Rec};
 use crate::response::{Latency, Sample, StatusMix};
 use bytes::Bytes;
@@ -133,7 +134,7 @@ impl Shared {
     fn active_refuse(&self) -> Option<Arc<Fault>> {
         self.current()
             .iter()
-            .find(|f| f.spec.kind == BackendFaultKind::Refuse && f.gate.in_window())
+            .find(|f| f.behaviour.refuses(&f.gate))
             .cloned()
     }
 }
@@ -392,8 +393,8 @@ async fn handle_conn(sh: Arc<Shared>, stream: TcpStream, peer: SocketAddr) {
     open.peer = Some(peer.to_string());
     sh.log(open);
     for f in faults.iter() {
-        match f.spec.kind {
-            BackendFaultKind::Rst if f.gate.roll() => {
+        match f.behaviour.at_accept(&f.gate) {
+            AtAccept::Reset => {
                 f.gate.hit();
                 let _ = set_reset_on_close(&stream);
                 drop(stream);
@@ -403,7 +404,7 @@ async fn handle_conn(sh: Arc<Shared>, stream: TcpStream, peer: SocketAddr) {
                 sh.log(rec);
                 return;
             }
-            BackendFaultKind::Hang if f.gate.roll() => {
+            AtAccept::Hang => {
                 f.gate.hit();
                 let mut rec = Rec::new("fault", &sh.name, id);
                 rec.faults = vec![f.name.clone()];
@@ -415,15 +416,12 @@ async fn handle_conn(sh: Arc<Shared>, stream: TcpStream, peer: SocketAddr) {
                 sh.log(rec);
                 return;
             }
-            _ => {}
+            AtAccept::Serve => {}
         }
     }
     let idle = faults
         .iter()
-        .filter_map(|f| match f.spec.kind {
-            BackendFaultKind::IdleTimeout { after } if f.gate.roll() => Some((after, f.clone())),
-            _ => None,
-        })
+        .filter_map(|f| Some((f.behaviour.idle_close(&f.gate)?, f.clone())))
         .min_by_key(|(after, _)| *after);
     sh.open.fetch_add(1, Ordering::Relaxed);
     let conn = Arc::new(ConnState {
@@ -741,28 +739,15 @@ async fn serve(
             },
         },
         _ => {
-            let mut forced = None;
-            let mut slow = Duration::ZERO;
+            let mut h = Headers::default();
             for f in faults.iter() {
-                match f.spec.kind {
-                    BackendFaultKind::Status { code } if forced.is_none() && f.gate.roll() => {
-                        f.gate.hit();
-                        forced = Some(code);
-                        applied.push(f.name.clone());
-                    }
-                    BackendFaultKind::SlowHeaders { delay } if f.gate.roll() => {
-                        f.gate.hit();
-                        slow += delay;
-                        applied.push(f.name.clone());
-                    }
-                    BackendFaultKind::CloseAfterHeaders if !cut && f.gate.roll() => {
-                        f.gate.hit();
-                        cut = true;
-                        applied.push(f.name.clone());
-                    }
-                    _ => {}
+                if f.behaviour.before_headers(&f.gate, &mut h) {
+                    f.gate.hit();
+                    applied.push(f.name.clone());
                 }
             }
+            let (forced, slow) = (h.status, h.delay);
+            cut = h.cut;
             let (lat, mixed) = if sh.latency.is_zero() && sh.status.fixed().is_some() {
                 (Duration::ZERO, sh.status.fixed().unwrap_or(200))
             } else {
@@ -798,10 +783,7 @@ async fn serve(
     };
     // Decide now whether this connection will be reclaimed after this response.
     for f in faults.iter() {
-        if let BackendFaultKind::Reclaim { delay } = f.spec.kind
-            && f.gate.roll()
-        {
-            let d = delay.at(f.gate.unit());
+        if let Some(d) = f.behaviour.after_response(&f.gate) {
             *conn.doom.lock().unwrap_or_else(|p| p.into_inner()) = Some((d, f.clone()));
             applied.push(f.name.clone());
             break;

@@ -20,10 +20,17 @@
 //! assert!(policy::check_target("192.0.2.1:80".parse().unwrap(), false).is_err());
 //! ```
 
+// A library says what it has to say through `resolvelab_core::progress`, never on its own
+// stdout/stderr, and links only what it uses (docs/ARCHITECTURE.md, "Lints").
+#![cfg_attr(not(test), deny(clippy::print_stdout, clippy::print_stderr))]
+#![cfg_attr(not(test), deny(unused_crate_dependencies))]
+
+pub mod doc;
 pub mod dur;
 pub mod evidence;
 pub mod jsonl;
 pub mod policy;
+pub mod progress;
 pub mod rundir;
 pub mod spec;
 pub mod supervise;

@@ -96,6 +96,7 @@ impl RunDir {
             binary_sha256: None,
             host: HostFacts::here(),
             configs,
+            utc_offset_s: None,
         }
     }
 }
@@ -122,6 +123,10 @@ pub struct Fingerprint {
     pub host: HostFacts,
     /// sha256 of every configuration file of the run, by file name.
     pub configs: std::collections::BTreeMap<String, String>,
+    /// The UTC offset the run's local-time logs are written in, when it is not the host's (the
+    /// model writes its error log in the scenario's zone); the checker joins the logs with it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub utc_offset_s: Option<i32>,
 }
 
 /// Facts about the machine a run happened on.

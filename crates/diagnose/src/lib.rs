@@ -21,6 +21,11 @@
 //! assert_eq!(d.incidents[0].class, "upstream-failure");
 //! ```
 
+// A library says what it has to say through `resolvelab_core::progress`, never on its own
+// stdout/stderr, and links only what it uses (docs/ARCHITECTURE.md, "Lints").
+#![cfg_attr(not(test), deny(clippy::print_stdout, clippy::print_stderr))]
+#![cfg_attr(not(test), deny(unused_crate_dependencies))]
+
 pub mod checker;
 pub mod classes;
 pub mod classify;

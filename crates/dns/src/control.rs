@@ -162,7 +162,7 @@ pub fn router(engine: Arc<Engine>, token: Option<String>) -> Router {
 
 pub(crate) async fn serve(listener: TcpListener, engine: Arc<Engine>, token: Option<String>) {
     if let Err(e) = axum::serve(listener, router(engine, token)).await {
-        eprintln!("dns: control API stopped: {e}");
+        resolvelab_core::progress::line(format!("dns: control API stopped: {e}"));
     }
 }
 

@@ -43,6 +43,11 @@
 //! files), [`engine`] (the packet handler, state, metrics), [`server`] (sockets, query log),
 //! [`control`] (the HTTP JSON control API and its client), [`client`] (a one-query stub resolver).
 
+// A library says what it has to say through `resolvelab_core::progress`, never on its own
+// stdout/stderr, and links only what it uses (docs/ARCHITECTURE.md, "Lints").
+#![cfg_attr(not(test), deny(clippy::print_stdout, clippy::print_stderr))]
+#![cfg_attr(not(test), deny(unused_crate_dependencies))]
+
 pub mod client;
 pub mod control;
 pub mod engine;

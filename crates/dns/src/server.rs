@@ -354,7 +354,10 @@ async fn run_timeline(engine: Arc<Engine>, tl: Timeline, started: Instant) {
     for c in tl.changes {
         tokio::time::sleep_until((started + c.at).into()).await;
         if let Err(e) = engine.set_mode(&c.name, c.mode.clone(), c.for_, c.align) {
-            eprintln!("dns: timeline change at {:?} for {}: {e}", c.at, c.name);
+            resolvelab_core::progress::line(format!(
+                "dns: timeline change at {:?} for {}: {e}",
+                c.at, c.name
+            ));
         }
     }
 }

@@ -33,6 +33,11 @@
 //! assert_eq!((stats[0].parsed, stats[0].malformed), (1, 1));
 //! ```
 
+// A library says what it has to say through `resolvelab_core::progress`, never on its own
+// stdout/stderr, and links only what it uses (docs/ARCHITECTURE.md, "Lints").
+#![cfg_attr(not(test), deny(clippy::print_stdout, clippy::print_stderr))]
+#![cfg_attr(not(test), deny(unused_crate_dependencies))]
+
 pub mod access;
 pub mod caddy;
 pub mod envoy;

@@ -14,6 +14,11 @@
 //! assert!((400..600).contains(&hits));
 //! ```
 
+// A library says what it has to say through `resolvelab_core::progress`, never on its own
+// stdout/stderr, and links only what it uses (docs/ARCHITECTURE.md, "Lints").
+#![cfg_attr(not(test), deny(clippy::print_stdout, clippy::print_stderr))]
+#![cfg_attr(not(test), deny(unused_crate_dependencies))]
+
 pub mod control;
 pub mod gate;
 pub mod net;

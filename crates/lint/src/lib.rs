@@ -20,6 +20,11 @@
 //! assert_eq!(report.exit_code(resolvelab_lint::Severity::Warning), 1);
 //! ```
 
+// A library says what it has to say through `resolvelab_core::progress`, never on its own
+// stdout/stderr, and links only what it uses (docs/ARCHITECTURE.md, "Lints").
+#![cfg_attr(not(test), deny(clippy::print_stdout, clippy::print_stderr))]
+#![cfg_attr(not(test), deny(unused_crate_dependencies))]
+
 pub mod facts;
 pub mod load;
 pub mod parse;

@@ -47,6 +47,11 @@
 //! assert!(Target::parse("http://192.0.2.7/", false).is_err()); // not loopback
 //! ```
 
+// A library says what it has to say through `resolvelab_core::progress`, never on its own
+// stdout/stderr, and links only what it uses (docs/ARCHITECTURE.md, "Lints").
+#![cfg_attr(not(test), deny(clippy::print_stdout, clippy::print_stderr))]
+#![cfg_attr(not(test), deny(unused_crate_dependencies))]
+
 mod client;
 mod closed;
 pub mod config;

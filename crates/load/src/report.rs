@@ -59,10 +59,10 @@ pub fn merge(paths: &[PathBuf]) -> anyhow::Result<Merged> {
         let f = read_file(p)?;
         malformed += f.malformed as u64;
         for (line, err) in &f.malformed_samples {
-            eprintln!(
+            resolvelab_core::progress::line(format!(
                 "warning: {}:{line}: skipped a malformed record ({err})",
                 p.display()
-            );
+            ));
         }
         records.extend(f.records.into_iter().map(|r| (i, r)));
         files.push((p.clone(), f.header));
@@ -148,8 +148,6 @@ pub fn to_csv(m: &Merged) -> String {
     }
     s
 }
-
-use resolvelab_core::text::html_escape as esc;
 
 type Series<'a> = (&'a str, RGBColor, Vec<(f64, f64)>);
 
@@ -264,50 +262,65 @@ pub fn to_html(m: &Merged) -> anyhow::Result<String> {
             ("errors", RGBColor(0, 0, 0), cls(|x| x.classes.errors)),
         ],
     )?;
-    let mut h = String::new();
-    h.push_str(
-        "<!doctype html>\n<html><head><meta charset=\"utf-8\"><title>resolvelab load report</title>\n\
-         <style>body{font-family:sans-serif;margin:2em;max-width:960px}pre{background:#f6f6f6;\
-         padding:1em;white-space:pre-wrap;overflow-wrap:anywhere}table{border-collapse:collapse}td,th{border:1px solid #ccc;\
-         padding:2px 8px;text-align:right}</style></head><body>\n<h1>resolvelab load report</h1>\n<ul>\n",
-    );
-    for (p, hd) in &m.files {
-        let _ = writeln!(
-            h,
-            "<li><code>{}</code> — target <code>{}</code>, plan <code>{}</code></li>",
-            esc(&p.display().to_string()),
-            esc(&hd.target),
-            esc(&hd.plan)
-        );
-    }
-    h.push_str("</ul>\n<h2>Summary</h2>\n<pre>");
-    h.push_str(&esc(&s.to_text()));
-    h.push_str("</pre>\n<h2>Latency over time</h2>\n");
-    h.push_str(&latency);
-    h.push_str("\n<h2>Status classes per second</h2>\n");
-    h.push_str(&classes);
-    h.push_str(
-        "\n<h2>Per second</h2>\n<table><tr><th>t (s)</th><th>requests</th><th>2xx</th><th>3xx</th>\
-                <th>4xx</th><th>5xx</th><th>errors</th><th>p50</th><th>p99</th><th>max</th></tr>\n",
-    );
-    for x in &s.per_second {
-        let _ = writeln!(
-            h,
-            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
-            x.t,
-            x.requests,
-            x.classes.c2xx,
-            x.classes.c3xx,
-            x.classes.c4xx,
-            x.classes.c5xx,
-            x.classes.errors,
-            crate::summary::human_us(x.p50_us),
-            crate::summary::human_us(x.p99_us),
-            crate::summary::human_us(x.max_us)
-        );
-    }
-    h.push_str("</table>\n</body></html>\n");
-    Ok(h)
+    use resolvelab_core::doc::{self, Block, Doc, Table, code, html, n};
+    let files = (m.files.iter())
+        .map(|(p, hd)| {
+            vec![
+                code(p.display().to_string()),
+                doc::m(" — target "),
+                code(&hd.target),
+                doc::m(", plan "),
+                code(&hd.plan),
+            ]
+        })
+        .collect();
+    let cols = [
+        "t (s)", "requests", "2xx", "3xx", "4xx", "5xx", "errors", "p50", "p99", "max",
+    ];
+    let human = crate::summary::human_us;
+    let rows = (s.per_second.iter())
+        .map(|x| {
+            vec![
+                n(x.t),
+                n(x.requests),
+                n(x.classes.c2xx),
+                n(x.classes.c3xx),
+                n(x.classes.c4xx),
+                n(x.classes.c5xx),
+                n(x.classes.errors),
+                n(human(x.p50_us)),
+                n(human(x.p99_us)),
+                n(human(x.max_us)),
+            ]
+        })
+        .collect();
+    let chart = |id, svg| Block::Chart {
+        id: Some(id),
+        svg,
+        caption: None,
+    };
+    let h2 = |t: &str| Block::Heading(2, vec![doc::m(t)]);
+    let page = Doc {
+        title: "resolvelab load report".into(),
+        blocks: vec![
+            Block::List(files),
+            h2("Summary"),
+            Block::Pre(s.to_text()),
+            h2("Latency over time"),
+            chart("chart-latency", latency),
+            h2("Status classes per second"),
+            chart("chart-classes", classes),
+            h2("Per second"),
+            Block::Table(Table {
+                id: Some("per-second"),
+                cols: cols.iter().map(|c| (*c, true)).collect(),
+                rows,
+                keyed: false,
+            }),
+        ],
+    };
+    let css = "pre{background:#f6f6f6;padding:1em;white-space:pre-wrap;overflow-wrap:anywhere}";
+    Ok(html::render(&page, css))
 }
 
 /// Write `text` to `out` (`None` or `-`: standard output).

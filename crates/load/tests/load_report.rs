@@ -156,7 +156,7 @@ fn merging_files_and_every_format() {
     assert_eq!(reset[1], "0");
 
     let html = report::render(&m, Format::Html).unwrap();
-    assert!(html.starts_with("<!doctype html>"));
+    assert!(html.starts_with("<!DOCTYPE html>"));
     assert_eq!(html.matches("<svg").count(), 2);
     assert!(
         !html.contains("http://") || !html.contains("src=\"http"),

@@ -20,6 +20,11 @@
 //! # Ok::<(), anyhow::Error>(())
 //! ```
 
+// A library says what it has to say through `resolvelab_core::progress`, never on its own
+// stdout/stderr, and links only what it uses (docs/ARCHITECTURE.md, "Lints").
+#![cfg_attr(not(test), deny(clippy::print_stdout, clippy::print_stderr))]
+#![cfg_attr(not(test), deny(unused_crate_dependencies))]
+
 pub mod conf;
 pub mod instance;
 pub mod provision;
@@ -86,7 +91,7 @@ impl Nginx {
             (Release::Mainline1_31, Some(p)) => Nginx::at(p),
             (Release::Mainline1_31, None) => {
                 let got = resolvelab_provision::ensure(&provision::wheel_1_31(), &|line| {
-                    eprintln!("{line}")
+                    resolvelab_core::progress::line(line)
                 })?;
                 let info = VersionInfo::of(&got.path)?;
                 Ok(Nginx {

@@ -7,7 +7,7 @@
 
 use anyhow::{Context, Result, anyhow, bail};
 use std::fs::{self, File};
-use std::io::{BufRead, BufReader, IsTerminal, Write};
+use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
@@ -55,7 +55,7 @@ pub fn ensure_built() -> Result<PathBuf> {
     resolvelab_provision::once_locked(
         &dir,
         "nginx",
-        &|line| eprintln!("{line}"),
+        &|line| resolvelab_core::progress::line(line),
         cached_binary,
         || {
             fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
@@ -79,35 +79,27 @@ pub fn wheel_1_31() -> resolvelab_provision::Pinned {
     .for_engine("nginx-1.31")
 }
 
-struct Progress {
-    tty: bool,
-}
+/// The build's stages and fractions, through the program's progress sink.
+struct Progress;
 
 impl Progress {
     fn stage(&self, msg: &str) {
-        eprintln!("resolvelab: {msg}");
+        resolvelab_core::progress::line(format!("resolvelab: {msg}"));
     }
     fn fraction(&self, what: &str, done: usize, total: usize) {
-        if self.tty && total > 0 {
-            eprint!(
-                "\r  {what}: {done}/{total} ({}%)   ",
-                done * 100 / total.max(1)
-            );
-            let _ = std::io::stderr().flush();
+        if total > 0 {
+            let pct = done * 100 / total.max(1);
+            resolvelab_core::progress::status(format!("  {what}: {done}/{total} ({pct}%)"));
         }
     }
     fn end_line(&self) {
-        if self.tty {
-            eprintln!();
-        }
+        resolvelab_core::progress::end_status();
     }
 }
 
 fn build_into(dir: &Path) -> Result<PathBuf> {
     let started = std::time::Instant::now();
-    let progress = Progress {
-        tty: std::io::stderr().is_terminal(),
-    };
+    let progress = Progress;
     let log_path = dir.join("build.log");
     let mut log =
         File::create(&log_path).with_context(|| format!("cannot create {}", log_path.display()))?;
@@ -367,7 +359,9 @@ fn find_source(env: &str, krate: &str, version: &str) -> Result<PathBuf> {
     if let Some(p) = in_registry(krate, version) {
         return Ok(p);
     }
-    eprintln!("resolvelab: fetching the {krate} {version} crate with cargo…");
+    resolvelab_core::progress::line(format!(
+        "resolvelab: fetching the {krate} {version} crate with cargo…"
+    ));
     cargo_fetch(krate, version)?;
     in_registry(krate, version).ok_or_else(|| {
         anyhow!(

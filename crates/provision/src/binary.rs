@@ -25,7 +25,7 @@ impl Binary {
         if let Some(p) = explicit {
             return Binary::at(pin, p, family);
         }
-        let got = crate::ensure(pin, &|line| eprintln!("{line}"))?;
+        let got = crate::ensure(pin, &|line| resolvelab_core::progress::line(line))?;
         Ok(Binary {
             env: got.env(),
             path: got.path,

@@ -18,6 +18,11 @@
 //! # Ok::<(), anyhow::Error>(())
 //! ```
 
+// A library says what it has to say through `resolvelab_core::progress`, never on its own
+// stdout/stderr, and links only what it uses (docs/ARCHITECTURE.md, "Lints").
+#![cfg_attr(not(test), deny(clippy::print_stdout, clippy::print_stderr))]
+#![cfg_attr(not(test), deny(unused_crate_dependencies))]
+
 use anyhow::{Context, Result, bail};
 use resolvelab_core::rundir::{sha256_file, sha256_hex};
 use serde::{Deserialize, Serialize};

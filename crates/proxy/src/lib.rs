@@ -29,6 +29,11 @@
 //! connection), `for` (window from the moment the toxic is added), `seed`, `name`, and
 //! `direction` (`upstream` = client→server, `downstream` = server→client, the default).
 
+// A library says what it has to say through `resolvelab_core::progress`, never on its own
+// stdout/stderr, and links only what it uses (docs/ARCHITECTURE.md, "Lints").
+#![cfg_attr(not(test), deny(clippy::print_stdout, clippy::print_stderr))]
+#![cfg_attr(not(test), deny(unused_crate_dependencies))]
+
 pub mod control;
 pub mod file;
 pub mod proxy;

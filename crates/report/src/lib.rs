@@ -1,5 +1,7 @@
 //! Reports of resolvelab diagnoses and lab verdicts: Markdown, JSON, and a self-contained HTML
 //! page with inline SVG charts drawn by plotters' SVG backend (no scripts, no external assets).
+//! A report's sections are built once as data (`sections.rs` → `resolvelab_core::doc::Doc`) and rendered twice
+//! (`markdown.rs`, `html.rs`), so the two formats cannot drift apart.
 //!
 //! ```
 //! use resolvelab_report::{render_diagnosis, Format};
@@ -15,128 +17,20 @@
 //! assert!(html.contains("<svg") && !html.contains("<script"));
 //! ```
 
+// A library says what it has to say through `resolvelab_core::progress`, never on its own
+// stdout/stderr, and links only what it uses (docs/ARCHITECTURE.md, "Lints").
+#![cfg_attr(not(test), deny(clippy::print_stdout, clippy::print_stderr))]
+#![cfg_attr(not(test), deny(unused_crate_dependencies))]
+
 mod charts;
-mod html;
-mod markdown;
+mod sections;
+
+use resolvelab_core::doc::{html, markdown};
 
 use resolvelab_diagnose::{Diagnosis, Verdict};
 use std::path::Path;
 
 pub use charts::{backend_latency_svg, incident_svg, latency_svg, rate_svg};
-
-/// The per-backend table of a lab verdict (client view from `x-backend`, pool counters from
-/// `backends.json`) and the readiness-probe table, as header + rows of plain text, so Markdown and
-/// HTML show the same numbers.
-pub(crate) fn backend_tables(c: &resolvelab_diagnose::verdict::ClientStats) -> (Table, Table) {
-    let ms = |v: f64| format!("{v:.1}");
-    let opt = |v: Option<f64>| v.map(ms).unwrap_or_else(|| "–".into());
-    let bh = vec![
-        "backend",
-        "answers",
-        "≥ 500",
-        "min ms",
-        "p50 ms",
-        "p90 ms",
-        "p99 ms",
-        "max ms",
-        "pool wait max ms",
-        "pool timeouts",
-    ];
-    let brows = c
-        .backends
-        .iter()
-        .map(|(n, b)| {
-            vec![
-                n.clone(),
-                b.requests.to_string(),
-                b.errors.to_string(),
-                ms(b.min_ms),
-                ms(b.p50_ms),
-                ms(b.p90_ms),
-                ms(b.p99_ms),
-                ms(b.max_ms),
-                opt(b.pool_wait_max_ms),
-                b.pool_timeouts
-                    .map(|n| n.to_string())
-                    .unwrap_or_else(|| "–".into()),
-            ]
-        })
-        .collect();
-    let ph = vec![
-        "probed backend",
-        "probes",
-        "ok",
-        "failed",
-        "of them timeouts",
-        "slowest ms",
-    ];
-    let prows = c
-        .probes
-        .iter()
-        .map(|(n, p)| {
-            vec![
-                n.clone(),
-                p.probes.to_string(),
-                p.ok.to_string(),
-                p.failed.to_string(),
-                p.timeouts.to_string(),
-                ms(p.max_ms),
-            ]
-        })
-        .collect();
-    ((bh, brows), (ph, prows))
-}
-
-/// A header and its rows.
-pub(crate) type Table = (Vec<&'static str>, Vec<Vec<String>>);
-
-/// "What these logs can show": (label, value) rows and the missing inputs as a table
-/// (missing, what it would decide, how to add it) — rendered by both Markdown and HTML.
-pub(crate) fn evidence_tables(
-    e: &resolvelab_diagnose::evidence::Observability,
-) -> (Vec<(&'static str, String)>, Table) {
-    let yes = |b: bool| if b { "yes" } else { "no" }.to_string();
-    let mut rows = vec![
-        ("access log", yes(e.inputs.access_log)),
-        (
-            "`$upstream_addr` (trajectories)",
-            yes(e.inputs.upstream_addr),
-        ),
-        ("`$connection` (pairing by *cid)", yes(e.inputs.connection)),
-        ("`$msec` (ms timing)", yes(e.inputs.msec)),
-        ("error log", yes(e.inputs.error_log)),
-        ("DNS answer history", yes(e.inputs.dns_log)),
-        ("peer-list changes from", e.peer_changes.clone()),
-        (
-            "nginx version",
-            e.nginx_version.clone().unwrap_or_else(|| "unknown".into()),
-        ),
-    ];
-    rows.push(match &e.config {
-        Some(c) => (
-            "configuration",
-            format!(
-                "{}: resolve {}, variable *_pass {}{}",
-                c.source,
-                yes(c.resolve),
-                yes(c.variable_pass),
-                if c.lua_balancer {
-                    ", Lua balancer (ingress-nginx)"
-                } else {
-                    ""
-                }
-            ),
-        ),
-        None => ("configuration", "not given".into()),
-    });
-    rows.push(("generation race", format!("{} — {}", e.race, e.race_why)));
-    let missing = e
-        .missing
-        .iter()
-        .map(|m| vec![m.what.clone(), m.decides.clone(), m.add.clone()])
-        .collect();
-    (rows, (vec!["missing", "it would decide", "add"], missing))
-}
 
 /// Output format.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -164,18 +58,18 @@ impl std::str::FromStr for Format {
 /// Render a production diagnosis.
 pub fn render_diagnosis(d: &Diagnosis, f: Format) -> anyhow::Result<String> {
     Ok(match f {
-        Format::Md => markdown::diagnosis(d, None),
+        Format::Md => markdown::render(&sections::doc(d, None)),
         Format::Json => serde_json::to_string_pretty(d)? + "\n",
-        Format::Html => html::page(d, None),
+        Format::Html => html::render(&sections::doc(d, None), ""),
     })
 }
 
 /// Render a lab verdict.
 pub fn render_verdict(v: &Verdict, f: Format) -> anyhow::Result<String> {
     Ok(match f {
-        Format::Md => markdown::diagnosis(&v.diagnosis, Some(v)),
+        Format::Md => markdown::render(&sections::doc(&v.diagnosis, Some(v))),
         Format::Json => serde_json::to_string_pretty(v)? + "\n",
-        Format::Html => html::page(&v.diagnosis, Some(v)),
+        Format::Html => html::render(&sections::doc(&v.diagnosis, Some(v)), ""),
     })
 }
 

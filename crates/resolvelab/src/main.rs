@@ -10,6 +10,9 @@
 //! resolvelab lint /etc/nginx/nginx.conf
 //! ```
 
+// The binary links only what it uses (docs/ARCHITECTURE.md, "Lints").
+#![cfg_attr(not(test), deny(unused_crate_dependencies))]
+
 mod cmd;
 
 use clap::{Parser, Subcommand};
@@ -132,8 +135,26 @@ fn quiet_on_closed_stdout() {
     }));
 }
 
+/// Where the libraries' progress lands: stderr, the live status line only on a terminal (where
+/// `\x1b[K` clears what a longer previous line left behind).
+fn progress_to_stderr() {
+    use resolvelab_core::progress::Note;
+    use std::io::{IsTerminal, Write};
+    let tty = std::io::stderr().is_terminal();
+    resolvelab_core::progress::set(move |n| match n {
+        Note::Line(l) => eprintln!("{l}"),
+        Note::Status(s) if tty => {
+            eprint!("\r{s}\x1b[K");
+            let _ = std::io::stderr().flush();
+        }
+        Note::EndStatus if tty => eprintln!(),
+        Note::Status(_) | Note::EndStatus => {}
+    });
+}
+
 fn main() -> ExitCode {
     quiet_on_closed_stdout();
+    progress_to_stderr();
     // The lab's servers (backends, proxies, DNS, load) each hold many sockets.
     cmd::raise_fd_limit();
     let cli = Cli::parse();

@@ -13,6 +13,11 @@
 //! assert!(body.contains("resolve"));
 //! ```
 
+// A library says what it has to say through `resolvelab_core::progress`, never on its own
+// stdout/stderr, and links only what it uses (docs/ARCHITECTURE.md, "Lints").
+#![cfg_attr(not(test), deny(clippy::print_stdout, clippy::print_stderr))]
+#![cfg_attr(not(test), deny(unused_crate_dependencies))]
+
 pub mod compare;
 pub mod engine;
 pub mod fidelity;
@@ -20,6 +25,7 @@ pub mod foreign;
 pub mod format;
 pub mod judge;
 pub mod library;
+pub mod lifecycle;
 pub mod locate;
 pub mod netns;
 pub mod probe;
@@ -28,5 +34,6 @@ pub mod render;
 pub mod replay;
 pub mod runner;
 pub mod simrun;
+pub mod timeline;
 
 pub use format::Scenario;

@@ -25,10 +25,10 @@ impl Drop for NetnsGuard {
         // SAFETY: setns on a namespace fd we opened; failure leaves the thread where it is.
         let rc = unsafe { libc::setns(self.original.as_raw_fd(), libc::CLONE_NEWNET) };
         if rc != 0 {
-            eprintln!(
+            resolvelab_core::progress::line(format!(
                 "warning: could not return to the original network namespace: {}",
                 std::io::Error::last_os_error()
-            );
+            ));
         }
     }
 }

@@ -3,18 +3,20 @@
 //! dns.jsonl, events.jsonl, load.jsonl, run.json). Judging the evidence is the checker's job
 //! (`resolvelab-diagnose`); the binary calls it after [`run`].
 
-use crate::format::{Event, NginxAction, Route, Scenario, dur};
+use crate::format::{Route, Scenario, dur};
+use crate::lifecycle::Lifecycle;
 use crate::proxy::{ProxyBin, Running};
 use crate::render::Net;
+use crate::timeline::{Action, Step};
 use anyhow::{Context, Result, anyhow, bail};
 use resolvelab_core::jsonl::JsonlWriter;
 use resolvelab_core::rundir::RunDir;
+use resolvelab_core::spec::dns::Align;
 use resolvelab_core::supervise::Supervisor;
 use resolvelab_core::time::now_us;
 use resolvelab_dns::{DnsConfig, DnsHandle, DnsMode, DnsServer, NameConfig};
 use resolvelab_load::{CancellationToken, Live, LoadConfig, Output, RatePlan, run_load};
 use std::collections::BTreeMap;
-use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -75,18 +77,6 @@ impl Default for RunOptions {
 /// What a run left (`run.json`): the evidence type, shared with its readers.
 pub use resolvelab_core::evidence::run::{Network, Run as RunRecord, RunStatus};
 
-/// Write what the run will play into its directory, for both engines: the scenario as run
-/// (`scenario.toml`, variant merged, scale applied) and what it expects of this engine's run
-/// (`expect.json`, the checker's only source of expectations).
-pub(crate) fn write_plan(dir: &RunDir, sc: &Scenario, engine: &str) -> Result<()> {
-    use resolvelab_core::evidence::file;
-    let path = dir.file(file::SCENARIO);
-    resolvelab_core::rundir::write_atomic(&path, toml::to_string(sc)?.as_bytes())
-        .with_context(|| format!("cannot write {}", path.display()))?;
-    dir.write_json(file::EXPECT, &sc.expectations(engine))
-        .with_context(|| format!("cannot write {}", dir.file(file::EXPECT).display()))
-}
-
 /// Set by Ctrl-C / SIGTERM handlers (installed by the binary) to stop a run early; the run then
 /// still leaves a valid directory marked `aborted`.
 pub static INTERRUPTED: AtomicBool = AtomicBool::new(false);
@@ -100,95 +90,44 @@ pub fn run(sc: &Scenario, opts: &RunOptions, engine: &str, bin: &ProxyBin) -> Re
     bin.refuse(&sc)?;
     let (a, b) = opts.net.unwrap_or_else(pick_net);
     let net = Net::assign(&sc, a, b)?;
-    let id = match &sc.variant_of {
-        Some(v) => format!("{}.{}", sc.name, sanitize(v)),
-        None => sc.name.clone(),
-    };
-    let dir = RunDir::create(&opts.out, &id)?;
-    let started_us = now_us();
-    let mut record = RunRecord {
-        schema: resolvelab_core::evidence::schema::RUN.into(),
-        scenario: sc.name.clone(),
-        engine: engine.into(),
-        variant: sc.variant_of.clone(),
-        status: RunStatus::Running,
-        reason: None,
-        dir: dir.path.clone(),
-        started_us,
-        load_start_us: 0,
-        ended_us: 0,
-        net: Network::loopback(a, b),
-        nginx_addr: net.nginx.to_string(),
-        seed,
-        requests: 0,
-        hits: BTreeMap::new(),
-    };
-    dir.write_json(resolvelab_core::evidence::file::RUN, &record)?;
-    if let Err(e) = check_free_space(&sc, &dir.path) {
-        record.status = RunStatus::Failed;
-        record.reason = Some(e.to_string());
-        record.ended_us = now_us();
-        dir.write_json(resolvelab_core::evidence::file::RUN, &record)?;
-        return Err(e);
+    let mut run = Lifecycle::begin(&sc, opts, engine, (a, b), net.nginx.to_string(), seed)?;
+    if let Err(e) = check_free_space(&sc, &run.dir.path) {
+        return Err(run.fail(e));
     }
-    write_plan(&dir, &sc, engine)?;
     // Before the runtime: its threads and nginx inherit this thread's namespace.
     let netns = if sc.host.netns {
         let g = match crate::netns::enter(&sc.host.sysctl) {
             Ok(g) => g,
-            Err(e) => {
-                record.status = RunStatus::Failed;
-                record.reason = Some(format!("{e:#}"));
-                record.ended_us = now_us();
-                dir.write_json(resolvelab_core::evidence::file::RUN, &record)?;
-                return Err(e);
-            }
+            Err(e) => return Err(run.fail(e)),
         };
-        record.net = record.net.in_namespace(&sc.host.sysctl);
+        run.record.net = run.record.net.clone().in_namespace(&sc.host.sysctl);
+        run.save()?;
         Some(g)
     } else {
         None
     };
-    dir.write_json(resolvelab_core::evidence::file::RUN, &record)?;
 
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
         .build()?;
-    let result = rt.block_on(play(&sc, &net, bin, &dir, seed, opts, &mut record));
+    let result = rt.block_on(play(&sc, &net, bin, &run.dir, seed, opts, &mut run.record));
     rt.shutdown_timeout(Duration::from_secs(5));
     drop(netns);
-    record.ended_us = now_us();
-    match &result {
-        Ok(()) if INTERRUPTED.load(Ordering::SeqCst) => {
-            record.status = RunStatus::Aborted;
-            record.reason = Some("interrupted (Ctrl-C / SIGTERM / SIGHUP)".into());
-        }
-        Ok(()) => record.status = RunStatus::Completed,
-        Err(e) => {
-            record.status = RunStatus::Failed;
-            record.reason = Some(format!("{e:#}"));
-        }
-    }
+    let (status, reason) = match &result {
+        Ok(()) if INTERRUPTED.load(Ordering::SeqCst) => (
+            RunStatus::Aborted,
+            Some("interrupted (Ctrl-C / SIGTERM / SIGHUP)".into()),
+        ),
+        Ok(()) => (RunStatus::Completed, None),
+        Err(e) => (RunStatus::Failed, Some(format!("{e:#}"))),
+    };
     let fingerprint = resolvelab_core::rundir::Fingerprint {
         binary_sha256: Some(bin.sha256()),
-        ..dir.fingerprint(seed, started_us, engine, bin.version_text())
+        ..(run.dir).fingerprint(seed, run.record.started_us, engine, bin.version_text())
     };
-    dir.write_json(resolvelab_core::evidence::file::FINGERPRINT, &fingerprint)?;
-    dir.write_json(resolvelab_core::evidence::file::RUN, &record)?;
+    let record = run.end(status, reason, &fingerprint)?;
     result.map(|()| record)
-}
-
-fn sanitize(s: &str) -> String {
-    s.chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
-                c
-            } else {
-                '_'
-            }
-        })
-        .collect()
 }
 
 /// A loopback /24 unlikely to be used by another run at the same time.
@@ -262,7 +201,7 @@ async fn play(
     )?);
     let say = |msg: &str| {
         if opts.progress {
-            eprintln!("[{}] {msg}", sc.name);
+            resolvelab_core::progress::line(format!("[{}] {msg}", sc.name));
         }
     };
 
@@ -311,8 +250,7 @@ async fn play(
     let targets = Arc::new(targets);
     let next = Arc::new(std::sync::Mutex::new(String::new()));
     let timeline = tokio::spawn(run_timeline(
-        sc.timeline.clone(),
-        seed,
+        crate::timeline::steps(&sc.timeline, seed)?,
         bin.requery_period(sc)?,
         dns.clone(),
         targets.clone(),
@@ -337,7 +275,7 @@ async fn play(
         cancel.clone(),
         t0,
         total,
-        opts.progress && std::io::stderr().is_terminal(),
+        opts.progress,
         sc.name.clone(),
         next,
     ));
@@ -827,7 +765,7 @@ async fn watch(
     cancel: CancellationToken,
     t0: Instant,
     total: Duration,
-    tty: bool,
+    show: bool,
     name: String,
     next: Arc<std::sync::Mutex<String>>,
 ) {
@@ -842,31 +780,29 @@ async fn watch(
             cancel.cancel();
             break;
         }
-        if tty {
+        if show {
             let s = live.snapshot();
             let rps = s.sent.saturating_sub(last_sent);
             last_sent = s.sent;
             let next = next.lock().unwrap_or_else(|p| p.into_inner()).clone();
-            // \x1b[K clears what a longer previous line left behind.
-            eprint!(
-                "\r[{name}] load {:>4.0}/{:.0} s  {rps:>5} rps  2xx {}  5xx {}  errors {}  {next}\x1b[K",
+            resolvelab_core::progress::status(format!(
+                "[{name}] load {:>4.0}/{:.0} s  {rps:>5} rps  2xx {}  5xx {}  errors {}  {next}",
                 t0.elapsed().as_secs_f64(),
                 total.as_secs_f64(),
                 s.classes.c2xx,
                 s.classes.c5xx,
                 s.classes.errors,
-            );
+            ));
         }
     }
-    if tty {
-        eprintln!();
+    if show {
+        resolvelab_core::progress::end_status();
     }
 }
 
 #[allow(clippy::too_many_arguments)]
 async fn run_timeline(
-    timeline: Vec<Event>,
-    seed: u64,
+    steps: Vec<Step>,
     period: Duration,
     dns: Arc<DnsHandle>,
     targets: Arc<BTreeMap<String, FaultTarget>>,
@@ -888,45 +824,30 @@ async fn run_timeline(
         nginx,
         period,
     };
-    let mut rng = <rand_chacha::ChaCha8Rng as rand::SeedableRng>::seed_from_u64(seed ^ 0x7431_6d65);
-    let mut prev = Duration::ZERO;
-    for (i, e) in timeline.iter().enumerate() {
-        let mut at = match (&e.at, &e.after) {
-            (Some(a), _) => dur("at", a)?,
-            (None, Some(a)) => prev + dur("after", a)?,
-            (None, None) => prev,
+    for step in &steps {
+        let aligned = if step.align.is_some() {
+            " (aligned)"
+        } else {
+            ""
         };
-        if let Some(j) = &e.jitter {
-            at += dur("jitter", j)?.mul_f64(rand::RngExt::random::<f64>(&mut rng));
-        }
-        prev = at;
-        let what = match (&e.dns, &e.mode, &e.fault, &e.spec, &e.clear) {
-            (Some(d), Some(m), ..) => format!("dns {d} → {m}"),
-            (_, _, Some(t), Some(sp), _) => format!("fault {t} {sp}"),
-            (.., Some(t)) => format!("clear {t}"),
-            _ if e.nginx.is_some() => "nginx reload".into(),
-            _ => "event".into(),
-        };
-        let aligned = if e.align.is_some() { " (aligned)" } else { "" };
         set_next(format!(
-            "next: {what} at {:.0} s{aligned}",
-            at.as_secs_f64()
+            "next: {} at {:.0} s{aligned}",
+            step.action.describe(),
+            step.at.as_secs_f64()
         ));
-        let mut when = t0 + at;
-        let for_ = e.for_.as_deref().map(|f| dur("for", f)).transpose()?;
-        if e.align == Some(resolvelab_core::spec::dns::Align::BetweenQueries) {
+        let mut when = t0 + step.at;
+        if let (Some(Align::BetweenQueries), Action::Dns { name, .. }) = (step.align, &step.action)
+        {
             // Place the window in the middle of a gap between two re-queries, so that no
             // re-query falls inside it.
-            let name = e.dns.as_deref().unwrap_or_default().to_lowercase();
             sleep_until(when, &cancel).await;
             let last = last_query
                 .lock()
                 .unwrap_or_else(|p| p.into_inner())
-                .get(&name)
+                .get(&name.to_lowercase())
                 .copied();
-            let len = for_.unwrap_or_default();
             if let Some(last) = last {
-                let slack = period.saturating_sub(len) / 2;
+                let slack = period.saturating_sub(step.window.unwrap_or_default()) / 2;
                 let mut start = last + slack;
                 while start < Instant::now() {
                     start += period;
@@ -937,8 +858,7 @@ async fn run_timeline(
         if !sleep_until(when, &cancel).await {
             return Ok(());
         }
-        let n = (i + 1).to_string();
-        act.apply(&n, e, for_)?;
+        act.apply(step)?;
     }
     set_next("timeline done".into());
     Ok(())
@@ -980,107 +900,94 @@ struct Act {
 }
 
 impl Act {
-    /// Carry out timeline event `n` (1-based, for errors), whose window is `for_`.
-    fn apply(&self, n: &str, e: &Event, for_: Option<Duration>) -> Result<()> {
-        if let (Some(name), Some(mode)) = (&e.dns, &e.mode) {
-            let mode_text = self.net.expand(mode)?;
-            let m: DnsMode = mode_text
-                .parse()
-                .map_err(|err| anyhow!("timeline event {n}: mode `{mode}`: {err}"))?;
-            let align = e.align == Some(resolvelab_core::spec::dns::Align::NextQuery);
-            let before = self.dns.hits_for(name).unwrap_or(0);
-            self.dns
-                .set_mode(name, m, for_, align)
-                .map_err(|err| anyhow!("timeline event {n}: {err}"))?;
-            let note = if align {
-                "armed: takes effect at the proxy's next query"
-            } else {
-                "now"
-            };
-            ev(
-                &self.events,
-                "dns-mode",
-                name,
-                Some(&mode_text),
-                None,
-                Some(note),
-            );
-            if let Some(len) = for_ {
-                // Record the hits of this injection when its window is certainly over.
-                let dns = self.dns.clone();
-                let events = self.events.clone();
-                let name = name.clone();
-                let mode_text = mode_text.clone();
-                let wait = len + if align { self.period } else { Duration::ZERO };
-                let cancel = self.cancel.clone();
-                tokio::spawn(async move {
-                    tokio::select! {
-                        _ = tokio::time::sleep(wait) => {}
-                        _ = cancel.cancelled() => {}
+    /// Carry out one timeline step.
+    fn apply(&self, step: &Step) -> Result<()> {
+        let for_ = step.window;
+        let note = step.note.as_deref();
+        let target = |t: &str| {
+            (self.targets.get(t)).ok_or_else(|| anyhow!("{}: no target `{t}`", step.field("")))
+        };
+        match &step.action {
+            Action::Dns { name, mode } => self.set_mode(step, name, mode)?,
+            Action::Fault { target: t, spec } => {
+                let spec_full = match for_ {
+                    Some(len) if !spec.contains("for=") => {
+                        let sep = if spec.contains(':') { "," } else { ":" };
+                        format!("{spec}{sep}for={}", resolvelab_core::dur::format(len))
                     }
-                    let hits = dns.hits_for(&name).unwrap_or(0).saturating_sub(before);
-                    ev(
-                        &events,
-                        "dns-mode-end",
-                        &name,
-                        Some(&mode_text),
-                        Some(hits),
-                        None,
-                    );
-                });
+                    _ => spec.clone(),
+                };
+                let fname = target(t)?
+                    .add(&spec_full)
+                    .map_err(|err| anyhow!("{}: {err:#}", step.field("")))?;
+                ev(&self.events, "fault-on", t, Some(&fname), None, note);
             }
-        } else if let (Some(t), Some(spec)) = (&e.fault, &e.spec) {
-            let target = self
-                .targets
-                .get(t)
-                .ok_or_else(|| anyhow!("timeline event {n}: no target `{t}`"))?;
-            let spec_full = match for_ {
-                Some(len) if !spec.contains("for=") => {
-                    let sep = if spec.contains(':') { "," } else { ":" };
-                    format!("{spec}{sep}for={}", resolvelab_core::dur::format(len))
+            Action::Reload => {
+                self.nginx
+                    .reload()
+                    .map_err(|err| anyhow!("{}: {err:#}", step.field("")))?;
+                ev(&self.events, "nginx-reload", "nginx", None, None, note);
+            }
+            Action::Clear { target: t } => {
+                let target = target(t)?;
+                for (fname, hits) in target.hits() {
+                    let f = Some(fname.as_str());
+                    ev(&self.events, "fault-off", t, f, Some(hits), Some("cleared"));
                 }
-                _ => spec.clone(),
-            };
-            let fname = target
-                .add(&spec_full)
-                .map_err(|err| anyhow!("timeline event {n}: {err:#}"))?;
-            ev(
-                &self.events,
-                "fault-on",
-                t,
-                Some(&fname),
-                None,
-                e.note.as_deref(),
-            );
-        } else if let Some(NginxAction::Reload) = e.nginx {
-            self.nginx
-                .reload()
-                .map_err(|err| anyhow!("timeline event {n}: {err:#}"))?;
-            ev(
-                &self.events,
-                "nginx-reload",
-                "nginx",
-                None,
-                None,
-                e.note.as_deref(),
-            );
-        } else if let Some(t) = &e.clear {
-            let target = self
-                .targets
-                .get(t)
-                .ok_or_else(|| anyhow!("timeline event {n}: no target `{t}`"))?;
-            for (fname, hits) in target.hits() {
-                ev(
-                    &self.events,
-                    "fault-off",
-                    t,
-                    Some(&fname),
-                    Some(hits),
-                    Some("cleared"),
-                );
+                target.clear();
             }
-            target.clear();
         }
+        Ok(())
+    }
+
+    /// A DNS step: set the mode (armed for the next query when aligned), and record the
+    /// injection's hits once its window is certainly over.
+    fn set_mode(&self, step: &Step, name: &str, mode: &str) -> Result<()> {
+        let mode_text = self.net.expand(mode)?;
+        let m: DnsMode = mode_text
+            .parse()
+            .map_err(|err| anyhow!("{}: {err}", step.field(&format!("mode `{mode}`"))))?;
+        let align = step.align == Some(Align::NextQuery);
+        let before = self.dns.hits_for(name).unwrap_or(0);
+        self.dns
+            .set_mode(name, m, step.window, align)
+            .map_err(|err| anyhow!("{}: {err}", step.field("")))?;
+        let note = if align {
+            "armed: takes effect at the proxy's next query"
+        } else {
+            "now"
+        };
+        ev(
+            &self.events,
+            "dns-mode",
+            name,
+            Some(&mode_text),
+            None,
+            Some(note),
+        );
+        let Some(len) = step.window else {
+            return Ok(());
+        };
+        let dns = self.dns.clone();
+        let events = self.events.clone();
+        let name = name.to_string();
+        let wait = len + if align { self.period } else { Duration::ZERO };
+        let cancel = self.cancel.clone();
+        tokio::spawn(async move {
+            tokio::select! {
+                _ = tokio::time::sleep(wait) => {}
+                _ = cancel.cancelled() => {}
+            }
+            let hits = dns.hits_for(&name).unwrap_or(0).saturating_sub(before);
+            ev(
+                &events,
+                "dns-mode-end",
+                &name,
+                Some(&mode_text),
+                Some(hits),
+                None,
+            );
+        });
         Ok(())
     }
 }

@@ -16,16 +16,16 @@
 //! ```
 
 use crate::Scenario;
-use crate::format::{NginxAction, Route, dur};
+use crate::format::{Route, dur};
+use crate::lifecycle::Lifecycle;
 use crate::render::{Net, http_body};
-use crate::runner::{RunOptions, RunRecord};
+use crate::runner::{RunOptions, RunRecord, RunStatus};
+use crate::timeline::{Action, Step};
 use anyhow::{Context, Result, anyhow, bail};
 use resolvelab_core::evidence::{Event, event_kind};
-use resolvelab_core::rundir::RunDir;
 use resolvelab_core::spec::dns::Align;
 use resolvelab_core::spec::fault::BackendFault;
 use resolvelab_core::spec::toxic::ToxicSpec;
-use resolvelab_core::time::now_us;
 use resolvelab_load::Scheduled;
 use resolvelab_sim::nginx::{
     BackendPool, DnsMode, DnsPhase, EphemeralPorts, FaultKind, FaultWindow, Latency, NextUpstream,
@@ -170,13 +170,9 @@ fn run_with(
         plan.cfg.arrivals = lab_arrivals(path, plan.cfg.duration)?;
         plan.cfg.rps = plan.cfg.arrivals.len() as f64 * 1e6 / plan.cfg.duration.0 as f64;
     }
-    let id = match &sc.variant_of {
-        Some(v) => format!("{}.{}", sc.name, sanitize(v)),
-        None => sc.name.clone(),
-    };
-    let dir = RunDir::create(&opts.out, &id)?;
-    let started_us = now_us();
-    crate::runner::write_plan(&dir, &sc, &engine)?;
+    let mut run = Lifecycle::begin(&sc, opts, &engine, (a, b), plan.net.nginx.to_string(), seed)?;
+    run.record.load_start_us = plan.cfg.epoch_us;
+    let dir = &run.dir;
     // For reference only: the configuration the real engine would run.
     match proxy {
         None => {
@@ -203,31 +199,14 @@ fn run_with(
         }
     }
     if opts.progress {
-        eprintln!(
+        resolvelab_core::progress::line(format!(
             "[{}] simulating {} rps for {} (seed {seed}); run directory {}",
             sc.name,
             plan.cfg.rps,
             resolvelab_core::dur::format(Duration::from_micros(plan.cfg.duration.0 as u64)),
             dir.path.display()
-        );
+        ));
     }
-    let mut record = RunRecord {
-        schema: resolvelab_core::evidence::schema::RUN.into(),
-        scenario: sc.name.clone(),
-        engine: engine.clone(),
-        variant: sc.variant_of.clone(),
-        status: crate::runner::RunStatus::Running,
-        reason: None,
-        dir: dir.path.clone(),
-        started_us,
-        load_start_us: plan.cfg.epoch_us,
-        ended_us: 0,
-        net: crate::runner::Network::loopback(a, b),
-        nginx_addr: plan.net.nginx.to_string(),
-        seed,
-        requests: 0,
-        hits: BTreeMap::new(),
-    };
     let simulated = match &policy {
         None => simulate(&plan.cfg, &dir.path),
         Some(p) => resolvelab_sim::proxies::simulate(&plan.cfg, p, &dir.path),
@@ -239,35 +218,31 @@ fn run_with(
             let hits = finish_events(&dir.path, &plan, &summary, target)?;
             Ok((summary, hits))
         });
-    record.ended_us = now_us();
-    let summary = match result {
-        Ok((summary, hits)) => {
-            record.status = crate::runner::RunStatus::Completed;
-            record.requests = summary.requests;
-            record.hits = hits;
-            summary
-        }
-        Err(e) => {
-            // Like the real runner: the directory still says what happened.
-            record.status = crate::runner::RunStatus::Failed;
-            record.reason = Some(format!("{e:#}"));
-            dir.write_json(resolvelab_core::evidence::file::RUN, &record)?;
-            return Err(e);
-        }
+    let (summary, hits) = match result {
+        Ok(done) => done,
+        // Like the real runner: the directory still says what happened.
+        Err(e) => return Err(run.fail(e)),
     };
-    write_fingerprint(&dir, seed, started_us, plan.cfg.tz_offset_s, &engine)?;
-    dir.write_json(resolvelab_core::evidence::file::RUN, &record)?;
+    run.record.requests = summary.requests;
+    run.record.hits = hits;
+    let fingerprint = resolvelab_core::rundir::Fingerprint {
+        // The simulated error log is written in this offset's local time; the checker joins
+        // the logs with it.
+        utc_offset_s: Some(plan.cfg.tz_offset_s),
+        ..(run.dir).fingerprint(seed, run.record.started_us, &engine, "")
+    };
     // The model's own counts (ground truth for its logs, and the first-pick expectation that
     // `sim fidelity --replay` pools over every row).
-    dir.write_json(resolvelab_core::evidence::file::SIM, &summary)?;
+    (run.dir).write_json(resolvelab_core::evidence::file::SIM, &summary)?;
+    let record = run.end(RunStatus::Completed, None, &fingerprint)?;
     if opts.progress {
-        eprintln!(
+        resolvelab_core::progress::line(format!(
             "[{}] done: {} requests simulated, {} NLU; evidence in {}",
             sc.name,
             summary.requests,
             summary.nlu_total(),
-            dir.path.display()
-        );
+            record.dir.display()
+        ));
     }
     Ok((record, summary))
 }
@@ -304,18 +279,6 @@ struct DnsWindow {
     from: i64,
     until: i64,
     expect_miss: bool,
-}
-
-fn sanitize(s: &str) -> String {
-    s.chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
-                c
-            } else {
-                '_'
-            }
-        })
-        .collect()
 }
 
 fn us(d: Duration) -> Us {
@@ -468,8 +431,8 @@ fn plan(
         t.schedule = Some(first);
     }
     standing_faults(&mut t, &cfg, sc, &net, &links)?;
-    for (i, e) in sc.timeline.iter().enumerate() {
-        t.event(&mut cfg, sc, &net, &links, i, e)?;
+    for step in crate::timeline::steps(&sc.timeline, seed)? {
+        t.event(&mut cfg, sc, &net, &links, &step)?;
     }
     t.settle_all();
     cfg.dns = to_phases(&t.phases)?;
@@ -803,8 +766,6 @@ struct Timeline {
     schedule: Option<i64>,
     /// The end of the run (µs after the load start, warm-up included).
     end_all: i64,
-    rng: rand_chacha::ChaCha8Rng,
-    prev: Duration,
 }
 
 impl Timeline {
@@ -842,40 +803,21 @@ impl Timeline {
             period: cfg.valid_us() + 1_000_000,
             schedule: None,
             end_all: cfg.duration.0 + cfg.warmup.0,
-            rng: <rand_chacha::ChaCha8Rng as rand::SeedableRng>::seed_from_u64(
-                cfg.seed ^ 0x7431_6d65,
-            ),
-            prev: Duration::ZERO,
         })
     }
 
-    /// One timeline event (the `i`-th, 0-based).
+    /// One timeline step.
     fn event(
         &mut self,
         cfg: &mut SimConfig,
         sc: &Scenario,
         net: &Net,
         links: &BTreeMap<String, Vec<usize>>,
-        i: usize,
-        e: &crate::format::Event,
+        step: &Step,
     ) -> Result<()> {
-        let field = format!("timeline event {}", i + 1);
-        let mut at = match (&e.at, &e.after) {
-            (Some(a), _) => dur(&format!("{field}: at"), a)?,
-            (None, Some(a)) => self.prev + dur(&format!("{field}: after"), a)?,
-            (None, None) => self.prev,
-        };
-        if let Some(j) = &e.jitter {
-            at += dur(&format!("{field}: jitter"), j)?
-                .mul_f64(rand::RngExt::random::<f64>(&mut self.rng));
-        }
-        self.prev = at;
-        let at = at.as_micros() as i64;
-        let for_ = e
-            .for_
-            .as_deref()
-            .map(|f| field_dur(&format!("{field}: for"), f))
-            .transpose()?;
+        let field = step.field("");
+        let at = us(step.at).0;
+        let for_ = step.window.map(us);
         let link_only = |what: String| {
             Err(unsupported(
                 sc,
@@ -883,66 +825,71 @@ impl Timeline {
                 "a database link's faults are modelled from the start of the run only",
             ))
         };
-        if let (Some(name), Some(mode)) = (&e.dns, &e.mode) {
-            self.dns_event(cfg, net, &field, at, for_, name, mode, e)
-        } else if let (Some(t), Some(spec)) = (&e.fault, &e.spec) {
-            if links.contains_key(t) {
-                return link_only(format!("{field}: fault on `{t}`"));
+        match &step.action {
+            Action::Dns { name, mode } => self.dns_event(cfg, net, step, name, mode),
+            Action::Fault { target: t, .. } | Action::Clear { target: t }
+                if links.contains_key(t) =>
+            {
+                let what = if matches!(step.action, Action::Clear { .. }) {
+                    "clear"
+                } else {
+                    "fault on"
+                };
+                link_only(format!("{field}: {what} `{t}`"))
             }
-            let kind = lab_fault(spec, sc.proxies.iter().any(|p| &p.name == t))
-                .map_err(|err| anyhow!("{field}: fault `{spec}`: {err:#}"))?;
-            let end = match for_ {
-                Some(len) => at + len.0,
-                None => self.end_all,
-            };
-            if end > at {
-                self.faults.push(FaultWindow {
-                    start: Us(at),
-                    end: Us(end),
-                    target: Some(net.hosts[t].to_string()),
-                    fault: kind,
-                });
-                self.fault_names.push((t.clone(), fault_name(spec)));
-            }
-            Ok(())
-        } else if let Some(t) = &e.clear {
-            if links.contains_key(t) {
-                return link_only(format!("{field}: clear `{t}`"));
-            }
-            let addr = net.hosts[t].to_string();
-            for f in self.faults.iter_mut() {
-                if f.target.as_deref() == Some(addr.as_str()) && f.start.0 < at && f.end.0 > at {
-                    f.end = Us(at);
+            Action::Fault { target: t, spec } => {
+                let kind = lab_fault(spec, sc.proxies.iter().any(|p| &p.name == t))
+                    .map_err(|err| anyhow!("{field}: fault `{spec}`: {err:#}"))?;
+                let end = match for_ {
+                    Some(len) => at + len.0,
+                    None => self.end_all,
+                };
+                if end > at {
+                    self.faults.push(FaultWindow {
+                        start: Us(at),
+                        end: Us(end),
+                        target: Some(net.hosts[t].to_string()),
+                        fault: kind,
+                    });
+                    self.fault_names.push((t.clone(), fault_name(spec)));
                 }
+                Ok(())
             }
-            Ok(())
-        } else if e.nginx == Some(NginxAction::Reload) {
-            cfg.reloads.push(Us(at));
-            Ok(())
-        } else {
-            bail!("{field}: exactly one of `dns`, `fault`, `clear`, `nginx` is needed");
+            Action::Clear { target: t } => {
+                let addr = net.hosts[t].to_string();
+                for f in self.faults.iter_mut() {
+                    if f.target.as_deref() == Some(addr.as_str()) && f.start.0 < at && f.end.0 > at
+                    {
+                        f.end = Us(at);
+                    }
+                }
+                Ok(())
+            }
+            Action::Reload => {
+                cfg.reloads.push(Us(at));
+                Ok(())
+            }
         }
     }
 
-    /// A DNS change at `at` (aligned on a re-query when asked), with its revert after `for_`.
-    #[allow(clippy::too_many_arguments)]
+    /// A DNS change (aligned on a re-query when asked), with its revert after the window.
     fn dns_event(
         &mut self,
         cfg: &SimConfig,
         net: &Net,
-        field: &str,
-        at: i64,
-        for_: Option<Us>,
+        step: &Step,
         name: &String,
         mode: &str,
-        e: &crate::format::Event,
     ) -> Result<()> {
+        let field = step.field("");
+        let at = us(step.at).0;
+        let for_ = step.window.map(us);
         let text = net.expand(mode).map_err(|err| anyhow!("{field}: {err}"))?;
         DnsPhase::lab(Us(0), name, &text)
             .map_err(|err| anyhow!("{field}: mode `{mode}`: {err:#}"))?;
         let tracked = self.resolved.contains(name);
-        let when = if tracked && e.align.is_some() {
-            self.aligned(cfg, field, at, for_, name, e.align)?
+        let when = if tracked && step.align.is_some() {
+            self.aligned(cfg, &field, at, for_, name, step.align)?
         } else {
             at
         };
@@ -974,7 +921,7 @@ impl Timeline {
         if let Some(len) = for_ {
             // The real runner counts this injection's hits once its window is certainly
             // over: `for`, plus one period when it waited for the re-query.
-            let until = if e.align == Some(Align::NextQuery) {
+            let until = if step.align == Some(Align::NextQuery) {
                 at + len.0 + self.period
             } else {
                 when + len.0
@@ -984,7 +931,7 @@ impl Timeline {
                 mode: text,
                 from: when,
                 until: until.max(when + len.0),
-                expect_miss: e.expect_miss,
+                expect_miss: step.expect_miss,
             });
         }
         Ok(())
@@ -1376,20 +1323,6 @@ fn finish_events(
         *hits.entry(format!("fault:{target}:{fname}")).or_insert(0) += h;
     }
     Ok(hits)
-}
-
-fn write_fingerprint(
-    dir: &RunDir,
-    seed: u64,
-    started_us: i64,
-    tz_offset_s: i32,
-    engine: &str,
-) -> Result<()> {
-    let mut v = serde_json::to_value(dir.fingerprint(seed, started_us, engine, ""))?;
-    // The simulated error log is written in this offset's local time; the checker joins the
-    // logs with it.
-    v["utc_offset_s"] = Value::from(tz_offset_s);
-    Ok(dir.write_json(resolvelab_core::evidence::file::FINGERPRINT, &v)?)
 }
 
 #[cfg(test)]

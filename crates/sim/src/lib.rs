@@ -16,6 +16,11 @@
 //! assert_eq!(picks, "AAAAABCAAAAA"); // weight slots A×5, B, C — independent of DNS
 //! ```
 
+// A library says what it has to say through `resolvelab_core::progress`, never on its own
+// stdout/stderr, and links only what it uses (docs/ARCHITECTURE.md, "Lints").
+#![cfg_attr(not(test), deny(clippy::print_stdout, clippy::print_stderr))]
+#![cfg_attr(not(test), deny(unused_crate_dependencies))]
+
 pub mod balance;
 pub mod nginx;
 pub mod proxies;

@@ -20,6 +20,11 @@
 //! # Ok::<(), anyhow::Error>(())
 //! ```
 
+// A library says what it has to say through `resolvelab_core::progress`, never on its own
+// stdout/stderr, and links only what it uses (docs/ARCHITECTURE.md, "Lints").
+#![cfg_attr(not(test), deny(clippy::print_stdout, clippy::print_stderr))]
+#![cfg_attr(not(test), deny(unused_crate_dependencies))]
+
 use anyhow::{Context, Result};
 use resolvelab_core::supervise::{Master, Reloader, Supervisor};
 use resolvelab_provision::{Binary, Pinned};

@@ -1,0 +1,79 @@
+//! Markdown: the report model ([`super`]) as GitHub-flavoured Markdown. Charts are left
+//! out (the HTML page has them); tables escape `|` so that a log line cannot break a row.
+
+use super::{Block, Cell, Doc, Line, Table, Text};
+use std::fmt::Write;
+
+/// The document as Markdown.
+pub fn render(doc: &Doc) -> String {
+    let mut o = format!("# {}\n\n", doc.title);
+    for b in &doc.blocks {
+        block(&mut o, b);
+    }
+    o
+}
+
+fn block(o: &mut String, b: &Block) {
+    match b {
+        Block::Heading(level, line) => {
+            let _ = writeln!(o, "{} {}\n", "#".repeat(*level as usize), text(line, false));
+        }
+        Block::Status(_, line) | Block::Para(line) => {
+            let _ = writeln!(o, "{}\n", text(line, false));
+        }
+        Block::List(items) => {
+            for i in items {
+                let _ = writeln!(o, "- {}", text(i, false));
+            }
+            o.push('\n');
+        }
+        Block::Table(t) => table(o, t),
+        // A fence inside would end the block early.
+        Block::Pre(text) => {
+            let body = text.trim_end().replace("```", "'''");
+            let _ = writeln!(o, "```\n{body}\n```\n");
+        }
+        Block::Chart { .. } => {}
+        Block::Section(_, blocks) => {
+            for b in blocks {
+                block(o, b);
+            }
+        }
+    }
+}
+
+fn table(o: &mut String, t: &Table) {
+    let head: Vec<&str> = t.cols.iter().map(|(c, _)| *c).collect();
+    let _ = writeln!(o, "| {} |", head.join(" | "));
+    let align: String = (t.cols.iter())
+        .map(|(_, right)| if *right { "---:|" } else { "---|" })
+        .collect();
+    let _ = writeln!(o, "|{align}");
+    for r in &t.rows {
+        let cells: Vec<String> = r.iter().map(cell).collect();
+        let _ = writeln!(o, "| {} |", cells.join(" | "));
+    }
+    o.push('\n');
+}
+
+fn cell(c: &Cell) -> String {
+    text(&c.line, true)
+}
+
+/// A line; inside a table `|` is escaped and a line break becomes a space.
+fn text(line: &Line, in_table: bool) -> String {
+    let mut out = String::new();
+    for t in line {
+        let s = match t {
+            Text::Marked(s) => s.clone(),
+            Text::Plain(s) => s.replace('\n', " "),
+            // A backtick inside would end the span early.
+            Text::Code(s) => format!("`{}`", s.replace('`', "'").replace('\n', " ")),
+        };
+        out.push_str(&s);
+    }
+    match in_table {
+        true => out.replace('|', "\\|").replace('\n', " "),
+        false => out,
+    }
+}
