@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Diagnose benchmark, production formats: for every `--log-format` preset, LINES access lines of
 # which FAIL fail (outages: every peer refusing, `no live upstreams`, upstream timeouts) are
-# generated (crates/report/examples/gen_preset_log.rs, seeded) with their error log, and read side
+# generated (`cargo xtask gen-preset-log`, xtask/src/gen_preset_log.rs, seeded) with their error log, and read side
 # by side in one run by
 #   - `resolvelab diagnose` (access log alone, then with the error log: pairing),
 #   - mawk counting the 5xx (split on spaces; a JSON line by its "status" key),
@@ -43,9 +43,9 @@ fi
 GA=(env "LD_LIBRARY_PATH=$GA_DIR/usr/lib/x86_64-linux-gnu" "$GA_DIR/usr/bin/goaccess")
 "${GA[@]}" --version | head -1 | grep -q "1.7" || { echo "goaccess in $GA_DIR does not run"; exit 1; }
 
-(cd "$ROOT" && cargo build --release -q && cargo build --release -q -p resolvelab-report --example gen_preset_log)
+(cd "$ROOT" && cargo build --release -q && cargo build --release -q -p xtask)
 RL="$ROOT/target/release/resolvelab"
-GEN="$ROOT/target/release/examples/gen_preset_log"
+GEN=("$ROOT/target/release/xtask" gen-preset-log)
 
 calc() { awk "BEGIN { printf \"%.2f\", $1 }"; }
 stat_cpu() { awk '/^cpu /{print $2+$3+$4+$5+$6+$7+$8+$9, $9}' /proc/stat; }
@@ -109,7 +109,7 @@ ROWS=()
 NOTES=()
 for p in main combined upstreaminfo vhost npm json lab; do
   A="$WORK/access-$p.log"
-  "$GEN" "$p" "$A" "$LINES" "$FAIL" "$RATE"
+  "${GEN[@]}" "$p" "$A" "$LINES" "$FAIL" "$RATE"
   E="$WORK/error.log"
   head -n "$GA_LINES" "$A" > "$WORK/head.log"
   SIZE=$(du -h "$A" | cut -f1)
@@ -138,7 +138,7 @@ done
 # Benchmark: diagnose on production log formats, beside mawk and GoAccess
 
 Rerun: \`scripts/bench-diagnose-presets.sh $LINES $REPS $GA_LINES\` (builds the release binary and
-\`gen_preset_log\`, fetches GoAccess 1:1.7-1 from Debian into \`~/.cache/resolvelab/bench\`, rewrites
+\`cargo xtask gen-preset-log\`, fetches GoAccess 1:1.7-1 from Debian into \`~/.cache/resolvelab/bench\`, rewrites
 this file).
 
 - Input per preset: $LINES access lines at $RATE rps ($(calc "$LINES / $RATE / 3600") h), $(calc "$FAIL * 100")% of them failing

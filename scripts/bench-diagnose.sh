@@ -21,11 +21,10 @@ OUT="$ROOT/docs/bench/diagnose.md"
 mkdir -p "$WORK"
 command -v /usr/bin/time >/dev/null || { echo "needs /usr/bin/time (apt-get install time)"; exit 1; }
 
-(cd "$ROOT" && cargo build --release -q -p resolvelab-report --examples \
-  && cargo build --release -q -p resolvelab-history --example gen_error_log)
-BIN="$ROOT/target/release/examples"
+(cd "$ROOT" && cargo build --release -q -p xtask)
+XT="$ROOT/target/release/xtask"
 if [ ! -s "$WORK/access-$LINES.log" ]; then
-  "$BIN/gen_lab_log" "$WORK/access-$LINES.log" "$LINES"
+  "$XT" gen-lab-log "$WORK/access-$LINES.log" "$LINES"
   mv "$WORK/error.log" "$WORK/error-$LINES.log"
 fi
 ACCESS="$WORK/access-$LINES.log"
@@ -33,7 +32,7 @@ ERROR="$WORK/error-$LINES.log"
 BIG="$WORK/error-$LINES-big-$ELINES.log"
 if [ ! -s "$BIG" ]; then
   # Spread over the access log's span (300 rps from 2026-11-30T06:00:00Z).
-  "$BIN/gen_error_log" "$ERROR" "$BIG" "$ELINES" 1796018400 $(( LINES / 300 + 1 ))
+  "$XT" gen-error-log "$ERROR" "$BIG" "$ELINES" 1796018400 $(( LINES / 300 + 1 ))
 fi
 # The error pass alone: the first 1,000 access lines (a few failures) beside the large error log.
 head -1000 "$ACCESS" > "$WORK/access-head.log"
@@ -56,9 +55,9 @@ measure() {
 }
 
 LOAD=$(cut -d' ' -f1-3 /proc/loadavg)
-read -r R_CPU R_WALL R_RSS < <(measure resolvelab "$BIN/bench_pipeline" "$ACCESS" "$ERROR")
-read -r B_CPU B_WALL B_RSS < <(measure resolvelab-big "$BIN/bench_pipeline" "$ACCESS" "$BIG")
-read -r E_CPU E_WALL E_RSS < <(measure resolvelab-err "$BIN/bench_pipeline" "$WORK/access-head.log" "$BIG")
+read -r R_CPU R_WALL R_RSS < <(measure resolvelab "$XT" bench-pipeline "$ACCESS" "$ERROR")
+read -r B_CPU B_WALL B_RSS < <(measure resolvelab-big "$XT" bench-pipeline "$ACCESS" "$BIG")
+read -r E_CPU E_WALL E_RSS < <(measure resolvelab-err "$XT" bench-pipeline "$WORK/access-head.log" "$BIG")
 read -r A_CPU A_WALL A_RSS < <(measure awk awk '$2==502{n++} END{print n}' "$ACCESS")
 read -r AB_CPU AB_WALL AB_RSS < <(measure awk-big awk 'FNR==NR{if($2==502)n++; next} /no live upstreams/{m++} END{print n, m}' "$ACCESS" "$BIG")
 read -r P_CPU P_WALL P_RSS < <(measure python python3 "$ROOT/scripts/bench-diagnose-python.py" "$ACCESS")
@@ -83,8 +82,8 @@ PYV=$(cat "$WORK/out-python.txt")
 cat > "$OUT" <<MD
 # Benchmark: diagnose (streaming pipeline: access logs and error logs)
 
-Rerun: \`scripts/bench-diagnose.sh $LINES $REPS $ELINES\` (builds \`resolvelab-report\`'s examples and
-\`resolvelab-history\`'s \`gen_error_log\` in release mode, generates the logs, runs the tools side by
+Rerun: \`scripts/bench-diagnose.sh $LINES $REPS $ELINES\` (builds the \`xtask\` generators and
+\`bench-pipeline\` in release mode, generates the logs, runs the tools side by
 side, rewrites this file).
 
 - Input: $LINES lab-format access lines ($SIZE), 300 rps over $(calc "$LINES / 300 / 3600") h, two
@@ -100,7 +99,7 @@ side, rewrites this file).
 
 | tool | what it does | CPU s | wall s | access lines/s (CPU) | peak RSS |
 |---|---|---:|---:|---:|---:|
-| resolvelab pipeline (\`bench_pipeline\`) | parse every field + join error log + classify + JSON/MD/HTML | $R_CPU | $R_WALL | ${R_RATE} M | $((R_RSS / 1024)) MB |
+| resolvelab pipeline (\`cargo xtask bench-pipeline\`) | parse every field + join error log + classify + JSON/MD/HTML | $R_CPU | $R_WALL | ${R_RATE} M | $((R_RSS / 1024)) MB |
 | resolvelab pipeline, **$BIGLINES-line error log** | the same, streaming and pairing the large error log | $B_CPU | $B_WALL | ${B_RATE} M (${B_ALL} M lines/s of both logs) | $((B_RSS / 1024)) MB |
 | resolvelab, the error pass alone | 1,000 access lines beside the $BIGLINES-line error log | $E_CPU | $E_WALL | — (${E_RATE} M error lines/s) | $((E_RSS / 1024)) MB |
 | \`awk '\$2==502{n++}'\` (mawk) | split on spaces, count 502s | $A_CPU | $A_WALL | ${A_RATE} M | $((A_RSS / 1024)) MB |

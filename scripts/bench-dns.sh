@@ -24,12 +24,12 @@ done
 
 cd "$(dirname "$0")/.."
 TARGET=$(cargo metadata --format-version 1 --no-deps | python3 -c 'import json,sys; print(json.load(sys.stdin)["target_directory"])')
-# SERVER=example benchmarks the same library through crates/dns/examples/dns_serve.rs (for when
+# SERVER=example benchmarks the same library through `cargo xtask dns-serve` (for when
 # the full binary does not build); the default is the real `resolvelab dns`.
 if [ "${SERVER:-cli}" = example ]; then
-  [ "${BUILD:-1}" = 1 ] && cargo build --release -q -p resolvelab-dns --example dns_serve
-  serve() { exec "$TARGET/release/examples/dns_serve" "$RL_ADDR:$PORT" "$NAME=$MODE" ${1:+"$1"}; }
-  WHAT="dns_serve example (resolvelab-dns library)"
+  [ "${BUILD:-1}" = 1 ] && cargo build --release -q -p xtask
+  serve() { exec "$TARGET/release/xtask" dns-serve "$RL_ADDR:$PORT" "$NAME=$MODE" ${1:+"$1"}; }
+  WHAT="cargo xtask dns-serve (resolvelab-dns library)"
 else
   [ "${BUILD:-1}" = 1 ] && cargo build --release -q -p resolvelab
   serve() { exec "$TARGET/release/resolvelab" dns --listen "$RL_ADDR:$PORT" --name "$NAME=$MODE" ${1:+--log "$1"}; }

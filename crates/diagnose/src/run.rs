@@ -81,6 +81,32 @@ pub fn diagnose_run_dir(dir: &Path) -> anyhow::Result<Diagnosis> {
     crate::diagnose(&o).map_err(|e| anyhow::anyhow!("diagnosing {}: {e:#}", dir.display()))
 }
 
+/// The checker's diagnosis of a run directory as production would give it: the access and
+/// error logs, the configuration and the nginx version, but no DNS answer history and none of
+/// the lab's events — what a user without `resolvelab dns watch` is told about the same
+/// failures. Its classes may be less certain than the run's own verdict, never different in
+/// kind (tests/diagnose_without_dns.rs checks that on the lab fixtures).
+pub fn diagnose_without_dns(dir: &Path) -> anyhow::Result<Diagnosis> {
+    use resolvelab_core::evidence::file;
+    let access = with_rotations(dir, file::ACCESS_LOG);
+    if access.is_empty() {
+        anyhow::bail!("{} has no access.log", dir.display());
+    }
+    let opts = Options {
+        access,
+        error: with_rotations(dir, file::ERROR_LOG),
+        mixed: Vec::new(),
+        dns: Vec::new(),
+        events: Vec::new(),
+        log_format: run_log_format(dir)?,
+        upstream: None,
+        tz_offset_s: fingerprint_offset(dir),
+        nginx_version: fingerprint_version(dir),
+        config: run_config_facts(dir),
+    };
+    crate::diagnose(&opts).map_err(|e| anyhow::anyhow!("diagnosing {}: {e:#}", dir.display()))
+}
+
 /// Analyze a run directory: diagnosis, scenario expectations, injection hit counters, status.
 pub fn analyze_run(dir: &Path) -> anyhow::Result<Verdict> {
     analyze_run_by(dir, None)

@@ -52,6 +52,11 @@ pub struct Cell {
     /// Time to follow the authority's answer changes (absent: no answer history).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub swap_follow: Option<resolvelab_diagnose::verdict::SwapFollow>,
+    /// The classes the checker gives from the access and error logs and the configuration
+    /// alone, as production without a DNS history would see the run: failed requests and the
+    /// highest confidence, per class.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub without_dns: BTreeMap<String, Seen>,
     /// p99 of the client's latency (from the scheduled send), ms.
     pub p99_ms: Option<f64>,
     /// Why the engine could not run, if it could not.
@@ -78,11 +83,21 @@ impl Cell {
             longest_outage_ms: None,
             requery_period_ms: None,
             swap_follow: None,
+            without_dns: BTreeMap::new(),
             p99_ms: None,
             error: None,
             not_applicable: None,
         }
     }
+}
+
+/// A class as seen without a DNS history.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct Seen {
+    /// Failed requests of the class.
+    pub requests: u64,
+    /// The highest confidence of its incidents.
+    pub confidence: f64,
 }
 
 /// A scenario (variant) across engines.
@@ -94,6 +109,8 @@ pub struct Comparison {
     pub variant: Option<String>,
     /// The question the scenario asks.
     pub question: String,
+    /// What the scenario (or the variant) sets up.
+    pub description: String,
     /// One cell per engine, in the order asked.
     pub cells: Vec<Cell>,
 }
@@ -104,6 +121,14 @@ impl Comparison {
         match &self.variant {
             Some(v) => format!("{} [{v}]", self.scenario),
             None => self.scenario.clone(),
+        }
+    }
+
+    /// What a reader needs above the table: the question, and for a variant what it changes.
+    pub fn setup(&self) -> String {
+        match &self.variant {
+            Some(_) => format!("{} This variant: {}", self.question, self.description),
+            None => self.question.clone(),
         }
     }
 
@@ -173,6 +198,7 @@ pub fn compare_reusing(
         scenario: sc.name.clone(),
         variant: sc.variant_of.clone(),
         question: sc.question.clone(),
+        description: sc.description.clone(),
         cells,
     }
 }
@@ -244,10 +270,29 @@ fn cell_of(engine: &str, j: &Judged) -> Cell {
             f.list.clear();
             f
         }),
+        without_dns: without_dns(&j.record.dir),
         p99_ms: p99_of(&j.record.dir),
         error: None,
         not_applicable: None,
     }
+}
+
+/// The run's classes from its logs and configuration alone (empty when that fails: the
+/// column then says nothing rather than something wrong).
+fn without_dns(dir: &Path) -> BTreeMap<String, Seen> {
+    let Ok(d) = resolvelab_diagnose::run::diagnose_without_dns(dir) else {
+        return BTreeMap::new();
+    };
+    let mut out: BTreeMap<String, Seen> = BTreeMap::new();
+    for i in &d.incidents {
+        let s = out.entry(i.class.clone()).or_insert(Seen {
+            requests: 0,
+            confidence: 0.0,
+        });
+        s.requests += i.count;
+        s.confidence = s.confidence.max(i.confidence);
+    }
+    out
 }
 
 /// The proxy's own version line from `fingerprint.json` (`nginx/1.31.3`), `model` for the sim.
@@ -312,10 +357,23 @@ fn classes_cell(c: &Cell) -> String {
         .join(", ")
 }
 
+fn without_dns_cell(c: &Cell) -> String {
+    if c.error.is_some() || c.not_applicable.is_some() {
+        return "—".into();
+    }
+    if c.without_dns.is_empty() {
+        return "none".into();
+    }
+    (c.without_dns.iter())
+        .map(|(k, s)| format!("`{k}` {} ({:.2})", s.requests, s.confidence))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
 /// A row's cells as every rendering shows them: engine, version, requests, client errors, NLU,
-/// classes, longest outage, re-query period, time to follow a swap, p99, expectations (the run
-/// apart).
-fn columns(e: &Cell) -> [String; 11] {
+/// classes, classes without a DNS history, longest outage, re-query period, time to follow a
+/// swap, p99, expectations (the run apart).
+fn columns(e: &Cell) -> [String; 12] {
     [
         e.engine.clone(),
         e.version.clone(),
@@ -323,6 +381,7 @@ fn columns(e: &Cell) -> [String; 11] {
         e.client_errors.to_string(),
         e.nlu.to_string(),
         classes_cell(e),
+        without_dns_cell(e),
         ms(e.longest_outage_ms),
         e.requery_period_ms
             .map_or("—".into(), |p| format!("{:.1} s", p / 1000.0)),
@@ -336,10 +395,10 @@ fn columns(e: &Cell) -> [String; 11] {
 pub fn markdown(comparisons: &[Comparison]) -> String {
     let mut out = String::new();
     for c in comparisons {
-        let _ = writeln!(out, "### {}\n\n{}\n", c.title(), c.question);
+        let _ = writeln!(out, "### {}\n\n{}\n", c.title(), c.setup());
         out.push_str(
-            "| engine | version | requests | client errors | NLU | classes (failed requests) | longest outage | re-query period | time to follow a swap | p99 | expectations | run |\n\
-             |---|---|---:|---:|---:|---|---:|---:|---:|---:|---|---|\n",
+            "| engine | version | requests | client errors | NLU | classes (failed requests) | classes without a DNS history (confidence) | longest outage | re-query period | time to follow a swap | p99 | expectations | run |\n\
+             |---|---|---:|---:|---:|---|---|---:|---:|---:|---:|---|---|\n",
         );
         for e in &c.cells {
             let run = e
@@ -372,8 +431,8 @@ pub fn html(comparisons: &[Comparison]) -> String {
          .bad{color:#c62828}</style></head><body><h1>The same scenario on several engines</h1>\n",
     );
     for c in comparisons {
-        let _ = writeln!(out, "<h2>{}</h2><p>{}</p>", h(&c.title()), h(&c.question));
-        out.push_str("<table><tr><th>engine</th><th>version</th><th>requests</th><th>client errors</th><th>NLU</th><th>classes (failed requests)</th><th>longest outage</th><th>re-query period</th><th>time to follow a swap</th><th>p99</th><th>expectations</th><th>run</th></tr>\n");
+        let _ = writeln!(out, "<h2>{}</h2><p>{}</p>", h(&c.title()), h(&c.setup()));
+        out.push_str("<table><tr><th>engine</th><th>version</th><th>requests</th><th>client errors</th><th>NLU</th><th>classes (failed requests)</th><th>classes without a DNS history (confidence)</th><th>longest outage</th><th>re-query period</th><th>time to follow a swap</th><th>p99</th><th>expectations</th><th>run</th></tr>\n");
         for e in &c.cells {
             let run = e
                 .run
@@ -415,10 +474,11 @@ pub fn html(comparisons: &[Comparison]) -> String {
     out
 }
 
-/// The generated part of docs/COMPARISON.md, between its markers.
-pub fn page_section(comparisons: &[Comparison], engines: &[&str]) -> String {
+/// The generated part of a comparison page (docs/COMPARISON.md, docs/STALE-ADDRESS.md), between
+/// its markers; `what` is what was compared (`--all`, or the scenario).
+pub fn page_section(comparisons: &[Comparison], what: &str, engines: &[&str]) -> String {
     format!(
-        "<!-- BEGIN GENERATED by resolvelab compare --all --engines {} -->\n\n{}{}\n",
+        "<!-- BEGIN GENERATED by resolvelab compare {what} --engines {} -->\n\n{}{}\n",
         engines.join(","),
         markdown(comparisons),
         resolvelab_report::GENERATED_END
@@ -429,13 +489,14 @@ pub fn page_section(comparisons: &[Comparison], engines: &[&str]) -> String {
 pub fn update_page(
     path: &Path,
     comparisons: &[Comparison],
+    what: &str,
     engines: &[&str],
 ) -> anyhow::Result<()> {
-    let generated = page_section(comparisons, engines);
+    let generated = page_section(comparisons, what, engines);
     resolvelab_report::update_generated(path, &generated, |g| {
         format!(
             "# The same DNS timeline on several proxies\n\n\
-Regenerate with `resolvelab compare --all --engines {} --table {}`. Each scenario ran once per\n\
+Regenerate with `resolvelab compare {what} --engines {} --table {}`. Each scenario ran once per\n\
 engine with the same DNS timeline, backends, faults, load and seed, and the one checker judged\n\
 every run. The expectations are the scenario's (written for nginx 1.28): one that does not\n\
 hold on another engine is a finding, not a failure.\n\n{g}\n## What the runs show\n\n\

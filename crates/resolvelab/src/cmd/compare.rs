@@ -19,6 +19,7 @@ resolvelab compare generation-race --engines nginx,nginx-1.31,sim\n  \
 resolvelab compare nxdomain --variant nx40s         # longer than HAProxy's hold nx 30s\n  \
 resolvelab compare nxdomain --variant valid30-aligned --format json\n  \
 resolvelab compare --all --table docs/COMPARISON.md\n  \
+resolvelab compare stale-address --engines nginx,sim --table docs/STALE-ADDRESS.md\n  \
 resolvelab --engine-bin nginx-1.31=/opt/nginx/sbin/nginx compare swap-only\n\n\
 Each engine plays the same scenario (DNS timeline, backends, faults, load, seed) into \
 <out>/<engine>/<run>/, the one checker judges every run, and the side-by-side verdict goes to \
@@ -147,7 +148,11 @@ pub fn run(args: Args, ctx: &Ctx) -> Result<ExitCode> {
     let all_ran = done.iter().all(Comparison::all_ran);
     if let Some(t) = &args.table {
         if whole && (all_ran || !args.all) {
-            compare::update_page(t, &done, &ids)?;
+            let what = match (args.all, args.scenario.as_deref()) {
+                (false, Some(sc)) => sc,
+                _ => "--all",
+            };
+            compare::update_page(t, &done, what, &ids)?;
             eprintln!("comparison written into {}", t.display());
         } else {
             eprintln!(

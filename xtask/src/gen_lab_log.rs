@@ -3,13 +3,13 @@
 //! every 50th swap and an NXDOMAIN-like burst every 20,000 s. Deterministic (no RNG).
 //!
 //! ```text
-//! cargo run --release -p resolvelab-report --example gen_lab_log -- /tmp/bench/access.log 10000000
+//! cargo xtask gen-lab-log /tmp/bench/access.log 10000000
 //! ```
 
 use std::io::{BufWriter, Write};
 
-fn main() -> std::io::Result<()> {
-    let mut args = std::env::args().skip(1);
+pub fn main(args: Vec<String>) -> std::io::Result<()> {
+    let mut args = args.into_iter().skip(1);
     let path = args.next().unwrap_or_else(|| "access.log".into());
     let n: u64 = args
         .next()

@@ -3,7 +3,7 @@
 //! `log_format`, nginx's error-log line, our JSONL schemas). Deterministic: no RNG, no clock.
 //!
 //! ```text
-//! cargo run -p resolvelab-diagnose --example make_fixtures -- tests/fixtures/diagnose/synthetic
+//! cargo xtask make-fixtures tests/fixtures/diagnose/synthetic
 //! ```
 
 use serde_json::json;
@@ -222,8 +222,9 @@ fn swap_addr(t: i64) -> &'static str {
     }
 }
 
-fn main() {
-    let out = std::env::args()
+pub fn main(args: Vec<String>) {
+    let out = args
+        .into_iter()
         .nth(1)
         .unwrap_or_else(|| "tests/fixtures/diagnose/synthetic".into());
     let out = Path::new(&out);

@@ -2,7 +2,7 @@
 //! (parse + join + classify + render JSON, Markdown and HTML), timed, with lines per second.
 //!
 //! ```text
-//! cargo run --release -p resolvelab-report --example bench_pipeline -- access.log error.log [PRESET]
+//! cargo xtask bench-pipeline access.log error.log [PRESET]
 //! ```
 
 use resolvelab_diagnose::{Options, diagnose};
@@ -10,8 +10,8 @@ use resolvelab_history::logformat::LogFormat;
 use resolvelab_report::{Format, render_diagnosis};
 use std::time::Instant;
 
-fn main() -> anyhow::Result<()> {
-    let mut args = std::env::args().skip(1);
+pub fn main(args: Vec<String>) -> anyhow::Result<()> {
+    let mut args = args.into_iter().skip(1);
     let access = args.next().unwrap_or_else(|| "access.log".into());
     let error = args.next();
     let mut o = Options::new(

@@ -2,14 +2,14 @@
 //! `resolvelab load --rate R --threads 1 [--realtime]` runs it, summary as one line.
 //!
 //! ```text
-//! cargo run --release -p resolvelab-load --example rate_probe -- http://127.0.0.20:18080/ 5000 10s 512 [rt]
+//! cargo xtask rate-probe http://127.0.0.20:18080/ 5000 10s 512 [rt]
 //! NO_SHORT_SLICE=1 cargo run ... # the same without the lanes' short scheduler slice
 //! OUT=rate.jsonl cargo run ...    # and keep the per-request records
 //! ```
 use resolvelab_load::{CancellationToken, Live, LoadConfig, Output, RatePlan, run_load};
 
-fn main() -> anyhow::Result<()> {
-    let a: Vec<String> = std::env::args().collect();
+pub fn main(args: Vec<String>) -> anyhow::Result<()> {
+    let a: Vec<String> = args.into_iter().collect();
     let url = a
         .get(1)
         .map(String::as_str)

@@ -4,8 +4,8 @@
 
 use resolvelab_dns::{DnsConfig, DnsServer, NameConfig};
 
-fn main() -> anyhow::Result<()> {
-    let args: Vec<String> = std::env::args().skip(1).collect();
+pub fn main(args: Vec<String>) -> anyhow::Result<()> {
+    let args: Vec<String> = args.into_iter().skip(1).collect();
     let (Some(listen), Some(name)) = (args.first(), args.get(1)) else {
         anyhow::bail!("usage: dns_serve ADDR:PORT NAME=MODE [LOGFILE]");
     };

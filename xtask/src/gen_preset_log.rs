@@ -5,7 +5,7 @@
 //! user agents and sizes vary from a seeded generator, so every run writes the same bytes.
 //!
 //! ```text
-//! cargo run --release -p resolvelab-report --example gen_preset_log -- main /tmp/b/access.log 10000000 0.3 300
+//! cargo xtask gen-preset-log main /tmp/b/access.log 10000000 0.3 300
 //! ```
 
 use resolvelab_history::logformat::{JSON_EXAMPLE, PRESETS};
@@ -123,8 +123,8 @@ fn template(text: &str) -> Vec<(String, String)> {
     out
 }
 
-fn main() -> anyhow::Result<()> {
-    let mut args = std::env::args().skip(1);
+pub fn main(args: Vec<String>) -> anyhow::Result<()> {
+    let mut args = args.into_iter().skip(1);
     let preset = args.next().unwrap_or_else(|| "main".into());
     let path = args.next().unwrap_or_else(|| "access.log".into());
     let n: u64 = args

@@ -6,14 +6,14 @@
 //! nginx's own line format. Deterministic (no RNG).
 //!
 //! ```text
-//! cargo run --release -p resolvelab-history --example gen_error_log -- \
+//! cargo xtask gen-error-log \
 //!     nlu-error.log big-error.log 1000000 [START_EPOCH_S] [SPAN_S]
 //! ```
 
 use std::io::{BufRead, BufReader, BufWriter, Write};
 
-fn main() -> std::io::Result<()> {
-    let mut args = std::env::args().skip(1);
+pub fn main(args: Vec<String>) -> std::io::Result<()> {
+    let mut args = args.into_iter().skip(1);
     let input = args.next().unwrap_or_else(|| "error.log".into());
     let output = args.next().unwrap_or_else(|| "big-error.log".into());
     let n: u64 = args
