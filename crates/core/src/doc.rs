@@ -58,7 +58,7 @@ pub struct Cell {
     pub line: Line,
     /// A style in HTML (`held`, `nothold`, `ev` for a log line).
     pub class: Option<&'static str>,
-    /// An anchor in the same page it links to (HTML).
+    /// Where it links to in HTML (`#incident-3`, `run/verdict.html`).
     pub link: Option<String>,
 }
 
@@ -78,9 +78,9 @@ impl Cell {
         self
     }
 
-    /// Linking to `#anchor` (HTML).
-    pub fn link(mut self, anchor: String) -> Cell {
-        self.link = Some(anchor);
+    /// Linking to `href` (HTML).
+    pub fn link(mut self, href: String) -> Cell {
+        self.link = Some(href);
         self
     }
 }
@@ -135,6 +135,8 @@ pub enum Block {
     },
     /// A group with an anchor (an incident's own section).
     Section(String, Vec<Block>),
+    /// A collapsed block of literal text under a one-line summary (a configuration file).
+    Details(Line, String),
 }
 
 /// A whole report.

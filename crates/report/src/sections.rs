@@ -454,7 +454,7 @@ fn incidents(b: &mut Vec<Block>, d: &Diagnosis) {
 
 fn incident_row(i: &Incident) -> Vec<Cell> {
     vec![
-        n(i.id).link(format!("incident-{}", i.id)),
+        n(i.id).link(format!("#incident-{}", i.id)),
         code(&i.class).into(),
         n(format!("{:.2}", i.confidence)),
         p(&i.upstream).into(),

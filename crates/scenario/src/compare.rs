@@ -16,10 +16,10 @@ use crate::Scenario;
 use crate::engine::Engine;
 use crate::judge::{self, Judged};
 use crate::runner::RunOptions;
+use resolvelab_core::doc::{Block, Cell as DocCell, Doc, Table, code, m, n, p};
 use resolvelab_core::evidence::file;
 use serde::Serialize;
 use std::collections::BTreeMap;
-use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
 /// One engine's run of the scenario.
@@ -391,25 +391,98 @@ fn columns(e: &Cell) -> [String; 12] {
     ]
 }
 
-/// One Markdown section per comparison: a row per engine.
-pub fn markdown(comparisons: &[Comparison]) -> String {
-    let mut out = String::new();
+/// The comparisons as report blocks, one section (heading `level`) per comparison: the
+/// question and the setup, a row per engine, and (on the HTML page) each engine's
+/// configuration.
+fn blocks(comparisons: &[Comparison], level: u8) -> Vec<Block> {
+    let cols = [
+        ("engine", false),
+        ("version", false),
+        ("requests", true),
+        ("client errors", true),
+        ("NLU", true),
+        ("classes (failed requests)", false),
+        ("classes without a DNS history (confidence)", false),
+        ("longest outage", true),
+        ("re-query period", true),
+        ("time to follow a swap", true),
+        ("p99", true),
+        ("expectations", false),
+        ("run", false),
+    ];
+    let mut out = Vec::new();
     for c in comparisons {
-        let _ = writeln!(out, "### {}\n\n{}\n", c.title(), c.setup());
-        out.push_str(
-            "| engine | version | requests | client errors | NLU | classes (failed requests) | classes without a DNS history (confidence) | longest outage | re-query period | time to follow a swap | p99 | expectations | run |\n\
-             |---|---|---:|---:|---:|---|---|---:|---:|---:|---:|---|---|\n",
-        );
+        out.push(Block::Heading(level, vec![p(c.title())]));
+        out.push(Block::Para(vec![m(c.setup())]));
+        let rows = c.cells.iter().map(row).collect();
+        out.push(Block::Table(Table {
+            id: None,
+            cols: cols.to_vec(),
+            rows,
+            keyed: false,
+        }));
         for e in &c.cells {
-            let run = e
-                .run
-                .file_name()
-                .map_or(String::new(), |n| n.to_string_lossy().into_owned());
-            let _ = writeln!(out, "| {} | `{run}` |", columns(e).join(" | "));
+            if let Some((name, text)) = config_of(&e.run) {
+                out.push(Block::Details(
+                    vec![p(&e.engine), m(": "), code(name)],
+                    text,
+                ));
+            }
         }
-        out.push('\n');
     }
     out
+}
+
+/// One engine's row: [`columns`], then its run directory, linking the run's verdict.
+fn row(e: &Cell) -> Vec<DocCell> {
+    let [
+        engine,
+        version,
+        requests,
+        errors,
+        nlu,
+        classes,
+        without,
+        outage,
+        period,
+        follow,
+        p99,
+        held,
+    ] = columns(e);
+    let errors = match e.client_errors {
+        0 => n(errors),
+        _ => n(errors).class("nothold"),
+    };
+    let run = e
+        .run
+        .file_name()
+        .map_or(String::new(), |n| n.to_string_lossy().into_owned());
+    let run = match run.is_empty() {
+        true => DocCell::from(p("")),
+        false => {
+            DocCell::from(code(run)).link(e.run.join(file::VERDICT_HTML).display().to_string())
+        }
+    };
+    vec![
+        p(engine).into(),
+        p(version).into(),
+        n(requests),
+        errors,
+        n(nlu),
+        m(classes).into(),
+        m(without).into(),
+        n(outage),
+        n(period),
+        n(follow),
+        n(p99),
+        p(held).into(),
+        run,
+    ]
+}
+
+/// One Markdown section per comparison: a row per engine.
+pub fn markdown(comparisons: &[Comparison]) -> String {
+    resolvelab_core::doc::markdown::blocks(&blocks(comparisons, 3))
 }
 
 /// The run directory's configuration of the proxy that played it, for the HTML page.
@@ -422,56 +495,11 @@ fn config_of(dir: &Path) -> Option<(&'static str, String)> {
 /// The same comparisons as one self-contained HTML page (`comparison.html`): a table per
 /// scenario, each engine's row linking its run's verdict, and each engine's configuration.
 pub fn html(comparisons: &[Comparison]) -> String {
-    use resolvelab_core::text::html_escape as h;
-    let mut out = String::from(
-        "<!doctype html><html><head><meta charset=\"utf-8\"><title>resolvelab compare</title><style>\
-         body{font-family:system-ui,sans-serif;margin:24px;color:#222;max-width:1400px}\
-         table{border-collapse:collapse;margin:8px 0 16px}td,th{border:1px solid #ccc;padding:3px 7px;font-size:13px;text-align:left;vertical-align:top}\
-         th{background:#f3f3f3}pre{font-size:12px;background:#f6f6f6;padding:8px;overflow:auto;max-height:360px}\
-         .bad{color:#c62828}</style></head><body><h1>The same scenario on several engines</h1>\n",
-    );
-    for c in comparisons {
-        let _ = writeln!(out, "<h2>{}</h2><p>{}</p>", h(&c.title()), h(&c.setup()));
-        out.push_str("<table><tr><th>engine</th><th>version</th><th>requests</th><th>client errors</th><th>NLU</th><th>classes (failed requests)</th><th>classes without a DNS history (confidence)</th><th>longest outage</th><th>re-query period</th><th>time to follow a swap</th><th>p99</th><th>expectations</th><th>run</th></tr>\n");
-        for e in &c.cells {
-            let run = e
-                .run
-                .file_name()
-                .map_or(String::new(), |n| n.to_string_lossy().into_owned());
-            let link = if e.run.as_os_str().is_empty() {
-                String::new()
-            } else {
-                format!(
-                    "<a href=\"{}\">{}</a>",
-                    h(&e.run.join("verdict.html").display().to_string()),
-                    h(&run)
-                )
-            };
-            let tds: String = columns(e)
-                .iter()
-                .enumerate()
-                .map(|(i, v)| {
-                    let bad = i == 3 && e.client_errors > 0;
-                    let class = if bad { " class=\"bad\"" } else { "" };
-                    format!("<td{class}>{}</td>", h(&v.replace('`', "")))
-                })
-                .collect();
-            let _ = writeln!(out, "<tr>{tds}<td>{link}</td></tr>");
-        }
-        out.push_str("</table>\n");
-        for e in &c.cells {
-            if let Some((name, text)) = config_of(&e.run) {
-                let _ = writeln!(
-                    out,
-                    "<details><summary>{}: <code>{name}</code></summary><pre>{}</pre></details>",
-                    h(&e.engine),
-                    h(&text)
-                );
-            }
-        }
-    }
-    out.push_str("</body></html>\n");
-    out
+    let page = Doc {
+        title: "The same scenario on several engines".into(),
+        blocks: blocks(comparisons, 2),
+    };
+    resolvelab_core::doc::html::render(&page, "pre{max-height:360px;overflow:auto}")
 }
 
 /// The generated part of a comparison page (docs/COMPARISON.md, docs/STALE-ADDRESS.md), between

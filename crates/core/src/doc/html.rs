@@ -64,6 +64,14 @@ fn block(o: &mut String, b: &Block) {
                 .unwrap_or_default();
             let _ = writeln!(o, "<figure class=\"{class}\"{id}>{svg}{cap}</figure>");
         }
+        Block::Details(summary, body) => {
+            let _ = writeln!(
+                o,
+                "<details><summary>{}</summary><pre>{}</pre></details>",
+                text(summary),
+                h(body)
+            );
+        }
         Block::Section(id, blocks) => {
             let _ = writeln!(o, "<section class=\"incident\" id=\"{}\">", h(id));
             for b in blocks {
@@ -103,7 +111,7 @@ fn cell(o: &mut String, c: &Cell, head: bool, right: bool) {
         (None, false) => String::new(),
     };
     let inner = match &c.link {
-        Some(a) => format!("<a href=\"#{}\">{}</a>", h(a), text(&c.line)),
+        Some(href) => format!("<a href=\"{}\">{}</a>", h(href), text(&c.line)),
         None => text(&c.line),
     };
     let _ = write!(o, "<{tag}{class}>{inner}</{tag}>");

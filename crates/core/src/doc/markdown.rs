@@ -6,8 +6,13 @@ use std::fmt::Write;
 
 /// The document as Markdown.
 pub fn render(doc: &Doc) -> String {
-    let mut o = format!("# {}\n\n", doc.title);
-    for b in &doc.blocks {
+    format!("# {}\n\n{}", doc.title, blocks(&doc.blocks))
+}
+
+/// Blocks without a title: a generated part of a hand-written page.
+pub fn blocks(blocks: &[Block]) -> String {
+    let mut o = String::new();
+    for b in blocks {
         block(&mut o, b);
     }
     o
@@ -33,7 +38,8 @@ fn block(o: &mut String, b: &Block) {
             let body = text.trim_end().replace("```", "'''");
             let _ = writeln!(o, "```\n{body}\n```\n");
         }
-        Block::Chart { .. } => {}
+        // Configuration files stay on the HTML page; the run directory has them.
+        Block::Chart { .. } | Block::Details(..) => {}
         Block::Section(_, blocks) => {
             for b in blocks {
                 block(o, b);
