@@ -60,6 +60,8 @@ pub struct Cell {
     pub class: Option<&'static str>,
     /// Where it links to in HTML (`#incident-3`, `run/verdict.html`).
     pub link: Option<String>,
+    /// A colour swatch before the text in HTML (a CSS colour: the series it stands for).
+    pub swatch: Option<&'static str>,
 }
 
 impl Cell {
@@ -69,12 +71,19 @@ impl Cell {
             line,
             class: None,
             link: None,
+            swatch: None,
         }
     }
 
     /// With an HTML style.
     pub fn class(mut self, c: &'static str) -> Cell {
         self.class = Some(c);
+        self
+    }
+
+    /// With a colour swatch before it (HTML).
+    pub fn swatch(mut self, color: &'static str) -> Cell {
+        self.swatch = Some(color);
         self
     }
 

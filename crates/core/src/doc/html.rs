@@ -12,7 +12,8 @@ table{border-collapse:collapse;margin:8px 0 16px}td,th{border:1px solid #ccc;pad
 th{background:#f3f3f3}td.r{text-align:right}code{background:#f6f6f6;padding:0 3px}.held{color:#1a7f37}.nothold{color:#c62828}\
 .status{font-size:18px;padding:8px 12px;border-radius:6px;display:inline-block;background:#eef}\
 .status.bad{background:#fde2e2}.status.good{background:#e3f6e8}figure{margin:8px 0 20px}figcaption{font-size:13px;color:#555}\
-.ev{font-family:monospace;font-size:12px;white-space:pre-wrap;word-break:break-all}";
+.ev{font-family:monospace;font-size:12px;white-space:pre-wrap;word-break:break-all}\
+.sw{display:inline-block;width:10px;height:10px;margin-right:5px;border-radius:2px}";
 
 /// The document as one HTML page: [`CSS`], then `css` (the caller's own rules).
 pub fn render(doc: &Doc, css: &str) -> String {
@@ -110,10 +111,16 @@ fn cell(o: &mut String, c: &Cell, head: bool, right: bool) {
         (None, true) => " class=\"r\"".to_string(),
         (None, false) => String::new(),
     };
-    let inner = match &c.link {
+    let mut inner = match &c.link {
         Some(href) => format!("<a href=\"{}\">{}</a>", h(href), text(&c.line)),
         None => text(&c.line),
     };
+    if let Some(color) = c.swatch {
+        inner = format!(
+            "<span class=\"sw\" style=\"background:{}\"></span>{inner}",
+            h(color)
+        );
+    }
     let _ = write!(o, "<{tag}{class}>{inner}</{tag}>");
 }
 
