@@ -250,53 +250,8 @@ fn hit(id: &str, at: &Word, file: usize, message: String) -> Hit {
     }
 }
 
-/// Parses an nginx size (`128k`, `1m`, `65536`).
-pub fn parse_size(s: &str) -> Option<u64> {
-    let (num, mul) = match s.as_bytes().last()? {
-        b'k' | b'K' => (&s[..s.len() - 1], 1024),
-        b'm' | b'M' => (&s[..s.len() - 1], 1024 * 1024),
-        b'g' | b'G' => (&s[..s.len() - 1], 1024 * 1024 * 1024),
-        _ => (s, 1),
-    };
-    num.parse::<u64>().ok()?.checked_mul(mul)
-}
-
-/// Parses an nginx time (`30s`, `1m30s`, `500ms`, bare seconds) into milliseconds.
-pub fn parse_time_ms(s: &str) -> Option<u64> {
-    if s.is_empty() {
-        return None;
-    }
-    if let Ok(n) = s.parse::<u64>() {
-        return n.checked_mul(1000);
-    }
-    let mut total: u64 = 0;
-    let mut rest = s;
-    while !rest.is_empty() {
-        let digits = rest.find(|c: char| !c.is_ascii_digit())?;
-        if digits == 0 {
-            return None;
-        }
-        let n: u64 = rest[..digits].parse().ok()?;
-        rest = &rest[digits..];
-        let unit_len = rest
-            .find(|c: char| c.is_ascii_digit())
-            .unwrap_or(rest.len());
-        let mul: u64 = match &rest[..unit_len] {
-            "ms" => 1,
-            "s" => 1000,
-            "m" => 60_000,
-            "h" => 3_600_000,
-            "d" => 86_400_000,
-            "w" => 604_800_000,
-            "M" => 2_592_000_000,
-            "y" => 31_536_000_000,
-            _ => return None,
-        };
-        rest = &rest[unit_len..];
-        total = total.checked_add(n.checked_mul(mul)?)?;
-    }
-    Some(total)
-}
+/// nginx's size and time values (one parser for the linter and the model).
+pub use resolvelab_core::spec::nginx::{size as parse_size, time_ms as parse_time_ms};
 
 fn fmt_ms(ms: u64) -> String {
     if ms.is_multiple_of(1000) {
@@ -1399,19 +1354,6 @@ fn check_error_logs(cfg: &Config, m: &Model, hits: &mut Vec<Hit>) {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn sizes_and_times() {
-        assert_eq!(parse_size("128k"), Some(131072));
-        assert_eq!(parse_size("1m"), Some(1 << 20));
-        assert_eq!(parse_size("x"), None);
-        assert_eq!(parse_time_ms("30s"), Some(30_000));
-        assert_eq!(parse_time_ms("1m30s"), Some(90_000));
-        assert_eq!(parse_time_ms("500ms"), Some(500));
-        assert_eq!(parse_time_ms("5"), Some(5000));
-        assert_eq!(parse_time_ms("5x"), None);
-        assert_eq!(parse_time_ms("s"), None);
-    }
 
     #[test]
     fn zone_model_matches_the_seed_measurement() {

@@ -291,15 +291,8 @@ fn field_dur(field: &str, v: &str) -> Result<Us> {
 
 /// `64k`, `1m`, `65536` → bytes.
 fn size(field: &str, v: &str) -> Result<u64> {
-    let t = v.trim();
-    let (num, mul) = match t.chars().last() {
-        Some('k' | 'K') => (&t[..t.len() - 1], 1024),
-        Some('m' | 'M') => (&t[..t.len() - 1], 1024 * 1024),
-        _ => (t, 1),
-    };
-    num.parse::<u64>()
-        .map(|n| n * mul)
-        .map_err(|_| anyhow!("{field} = {v:?}: expected a size like 64k or 1m"))
+    resolvelab_core::spec::nginx::size(v)
+        .ok_or_else(|| anyhow!("{field} = {v:?}: expected a size like 64k or 1m"))
 }
 
 /// `[host] sysctl` → the model's ephemeral port pool. Only a host that never reuses TIME_WAIT

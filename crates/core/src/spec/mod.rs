@@ -9,6 +9,7 @@
 //! * [`toxic`] — the proxy's fault kinds (Toxiproxy's `latency`, `reset_peer`, `down`, …).
 //! * [`latency`] — latency models (`2ms`, `uniform:1ms..5ms`, `lognormal:p50=2ms,p99=40ms`).
 //! * [`rate`] — rate plans (`300`, `100@10s,0..500@30s`) and their scaling.
+//! * [`nginx`] — nginx's own size and time values (`128k`, `1m30s`).
 //! * [`Spec`] — the `KIND[:key=value,…]` syntax the fault specs are written in.
 //!
 //! ```
@@ -21,6 +22,7 @@
 pub mod dns;
 pub mod fault;
 pub mod latency;
+pub mod nginx;
 pub mod rate;
 pub mod toxic;
 
