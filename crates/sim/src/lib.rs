@@ -24,3 +24,4 @@
 pub mod balance;
 pub mod nginx;
 pub mod proxies;
+pub mod text;

@@ -4,8 +4,9 @@
 use crate::Ctx;
 use anyhow::Context;
 use resolvelab_sim::balance::{self, BalanceInput, Strategy};
-use resolvelab_sim::nginx::predict::{PredictInput, Prediction, predict};
-use resolvelab_sim::nginx::{Latency, SimConfig, SimSummary, Us};
+use resolvelab_sim::nginx::predict::{PredictInput, predict};
+use resolvelab_sim::nginx::{Latency, SimConfig, Us};
+use resolvelab_sim::text;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -393,7 +394,7 @@ fn run_nginx(a: NginxArgs) -> anyhow::Result<ExitCode> {
     match a.format {
         SummaryFormat::Json => emit(&(serde_json::to_string_pretty(&summary)? + "\n"))?,
         SummaryFormat::Text => {
-            let mut text = summary_text(&summary);
+            let mut text = text::summary(&summary);
             text += &format!(
                 "simulated {:.0} s of traffic in {wall:.2} s ({:.0} requests/s)\n",
                 summary.simulated_us as f64 / 1e6,
@@ -409,40 +410,6 @@ fn run_nginx(a: NginxArgs) -> anyhow::Result<ExitCode> {
         }
     }
     Ok(ExitCode::SUCCESS)
-}
-
-fn summary_text(s: &SimSummary) -> String {
-    let mut out = format!(
-        "requests {}  ok {}  502 {} (no live upstreams {}, upstream failures {})\n",
-        s.requests,
-        s.ok,
-        s.status_502,
-        s.nlu_total(),
-        s.upstream_failures
-    );
-    for (c, n) in s.nlu.iter().filter(|(_, n)| *n > 0) {
-        out.push_str(&format!("  {:<28} {n}\n", c.id()));
-    }
-    out.push_str(&format!(
-        "failed tries {}  retries {}  shim passes {}  requeries {}  swaps {}  resolver errors {}  disabled warnings {}  memory exhausted {}\n",
-        s.try_failures,
-        s.retries,
-        s.shim_passes,
-        s.requeries,
-        s.swaps,
-        s.dns_errors,
-        s.disabled_warnings,
-        s.memory_exhausted
-    ));
-    if !s.fault_hits.is_empty() {
-        out.push_str(&format!("fault hits {:?}\n", s.fault_hits));
-        if s.fault_hits.contains(&0) {
-            out.push_str(
-                "warning: a fault window hit nothing — that injection is not interpretable\n",
-            );
-        }
-    }
-    out
 }
 
 fn run_predict(a: PredictArgs) -> anyhow::Result<ExitCode> {
@@ -478,7 +445,7 @@ fn run_predict(a: PredictArgs) -> anyhow::Result<ExitCode> {
         let rows = resolvelab_sim::proxies::predict(&input, proxy)?;
         match a.format {
             SummaryFormat::Json => emit(&(serde_json::to_string_pretty(&rows)? + "\n"))?,
-            SummaryFormat::Text => emit(&proxy_table(&a.engine, &input, &rows))?,
+            SummaryFormat::Text => emit(&text::proxy_table(&a.engine, &input, &rows))?,
         }
         return Ok(ExitCode::SUCCESS);
     }
@@ -492,7 +459,7 @@ fn run_predict(a: PredictArgs) -> anyhow::Result<ExitCode> {
     };
     match a.format {
         SummaryFormat::Json => emit(&(serde_json::to_string_pretty(&rows)? + "\n"))?,
-        SummaryFormat::Text => emit(&predict_table(&input, &rows))?,
+        SummaryFormat::Text => emit(&text::predict_table(&input, &rows))?,
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -514,129 +481,8 @@ fn run_moves(a: &PredictArgs, moves_per_day: f64) -> anyhow::Result<ExitCode> {
         emit(&(serde_json::to_string_pretty(&rows)? + "\n"))?;
         return Ok(ExitCode::SUCCESS);
     }
-    let mut out = format!(
-        "Failed requests per day when the backend moves {moves_per_day} times a day at {} rps (the old address refuses {} s after the move; {} moves simulated per setup, random phase, seed {}; 95 % interval).\n\n",
-        a.rps,
-        m.grace.0 as f64 / 1e6,
-        m.samples,
-        m.seed
-    );
-    let mut table = vec![vec![
-        "setup".to_string(),
-        "failed/day".into(),
-        "per move".into(),
-        "outage per move".into(),
-        "configuration".into(),
-    ]];
-    for r in &rows {
-        table.push(vec![
-            r.setup.clone(),
-            per_day(&r.per_day),
-            format!("{:.0}", r.per_move),
-            format!("{:.1} s", r.outage_s),
-            r.config.clone(),
-        ]);
-    }
-    out.push_str(&columns(&table));
-    emit(&out)?;
+    emit(&text::moves_table(&m, &rows))?;
     Ok(ExitCode::SUCCESS)
-}
-
-/// Left-aligned columns, two spaces apart.
-fn columns(table: &[Vec<String>]) -> String {
-    let widths: Vec<usize> = (0..table[0].len())
-        .map(|c| {
-            table
-                .iter()
-                .map(|r| r[c].chars().count())
-                .max()
-                .unwrap_or(0)
-        })
-        .collect();
-    let mut out = String::new();
-    for r in table {
-        let line: Vec<String> = r
-            .iter()
-            .zip(&widths)
-            .map(|(c, w)| format!("{c:<w$}"))
-            .collect();
-        out.push_str(line.join("  ").trim_end());
-        out.push('\n');
-    }
-    out
-}
-
-fn per_day(p: &resolvelab_sim::nginx::predict::PerDay) -> String {
-    if p.count == 0 {
-        format!("0 (< {:.0})", p.hi)
-    } else {
-        format!("{:.0} ({:.0}–{:.0})", p.per_day, p.lo, p.hi)
-    }
-}
-
-fn proxy_table(
-    engine: &str,
-    input: &PredictInput,
-    rows: &[resolvelab_sim::proxies::ProxyPrediction],
-) -> String {
-    let mut out = format!(
-        "Expected client errors per day on {engine}'s policy at {:.0} rps, the answer changing every {} s (95 % interval; {} s simulated per variant, seed {}).\n\n",
-        rows[0].requests as f64 / (input.sample.0 as f64 / 1e6),
-        input.swap_interval.0 / 1_000_000,
-        input.sample.0 / 1_000_000,
-        input.seed
-    );
-    let mut table = vec![
-        [
-            "variant",
-            "errors/day",
-            "502/day (failed try)",
-            "503/day (no server)",
-            "closed/day",
-            "change",
-        ]
-        .map(String::from)
-        .to_vec(),
-    ];
-    for r in rows {
-        table.push(vec![
-            r.variant.clone(),
-            per_day(&r.total),
-            per_day(&r.failed_try),
-            per_day(&r.no_server),
-            per_day(&r.closed),
-            r.change.clone(),
-        ]);
-    }
-    out.push_str(&columns(&table));
-    out
-}
-
-fn predict_table(input: &PredictInput, rows: &[Prediction]) -> String {
-    let mut out = format!(
-        "Expected client-visible `no live upstreams` per day at {:.0} rps (95 % interval; {} s simulated per variant, seed {}).\n\n",
-        rows[0].requests as f64 / (input.sample.0 as f64 / 1e6),
-        input.sample.0 / 1_000_000,
-        input.seed
-    );
-    // Only the classes that occur somewhere.
-    let classes: Vec<usize> = (0..rows[0].classes.len())
-        .filter(|&i| rows.iter().any(|r| r.classes[i].1.count > 0))
-        .collect();
-    let mut header = vec!["variant".to_string(), "NLU/day".to_string()];
-    header.extend(classes.iter().map(|&i| rows[0].classes[i].0.clone()));
-    header.push("other 502/day".into());
-    header.push("change".into());
-    let mut table: Vec<Vec<String>> = vec![header];
-    for r in rows {
-        let mut row = vec![r.variant.clone(), per_day(&r.total)];
-        row.extend(classes.iter().map(|&i| per_day(&r.classes[i].1)));
-        row.push(per_day(&r.upstream_failures));
-        row.push(r.change.clone());
-        table.push(row);
-    }
-    out.push_str(&columns(&table));
-    out
 }
 
 fn run_fidelity(a: FidelityArgs) -> anyhow::Result<ExitCode> {
