@@ -3,20 +3,24 @@
 use super::{BalanceInput, RequestTrace, Strategy};
 use std::fmt::Write as _;
 
+/// The trace's columns, in the text table and on the HTML page (the JSON keys of a
+/// [`RequestTrace`]).
+const COLUMNS: [&str; 10] = [
+    "id",
+    "arrival",
+    "service",
+    "dnsReturned",
+    "dnsCacheExpiresAt",
+    "selected",
+    "reused",
+    "connection",
+    "activeBefore",
+    "doneAt",
+];
+
 /// A fixed-width text table, one row per request.
 pub fn render_table(rows: &[RequestTrace]) -> String {
-    let header = [
-        "id",
-        "arrival",
-        "service",
-        "dnsReturned",
-        "dnsCacheExpiresAt",
-        "selected",
-        "reused",
-        "connection",
-        "activeBefore",
-        "doneAt",
-    ];
+    let header = COLUMNS;
     let cells: Vec<[String; 10]> = rows
         .iter()
         .map(|r| {
@@ -114,18 +118,6 @@ pub fn render_html(input: &BalanceInput, strategy: Strategy, rows: &[RequestTrac
             ]
         })
         .collect();
-    let cols = [
-        "id",
-        "arrival",
-        "service",
-        "dnsReturned",
-        "dnsCacheExpiresAt",
-        "selected",
-        "reused",
-        "connection",
-        "activeBefore",
-        "doneAt",
-    ];
     let page = Doc {
         title: format!("DNS vs proxy balancing — strategy {strategy}"),
         blocks: vec![
@@ -145,7 +137,7 @@ connection when one to the same address has a free stream (maxStreams = {}).",
             Block::Heading(2, vec![m("Trace")]),
             Block::Table(Table {
                 id: Some("trace"),
-                cols: cols.iter().map(|c| (*c, false)).collect(),
+                cols: COLUMNS.iter().map(|c| (*c, false)).collect(),
                 rows: trace,
                 keyed: false,
             }),
