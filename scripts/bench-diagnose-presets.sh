@@ -149,9 +149,9 @@ this file).
   other guests during the measurement.
 - Columns: throughput in access lines per CPU second. "× mawk (CPU)" and "× GoAccess" are
   CPU-time ratios on the same file (GoAccess: its first $GA_LINES lines, resolvelab timed on the
-  same ones). resolvelab matches each access log's lines on a thread of its own while the
+  same ones). resolvelab matches an access log's lines on one thread per core while the
   checker reads them, so its wall time is below its CPU time on two cores: the wall column gives
-  both wall times of the median repetition and their ratio.
+  both wall times of the median repetition and their ratio (mawk runs on one core).
 
 | preset | size | resolvelab, access log | resolvelab + error log (pairing) | mawk (count 5xx) | × mawk (CPU) | wall: resolvelab / mawk | resolvelab ($GA_LINES lines) | GoAccess ($GA_LINES lines) | × GoAccess |
 |---|---:|---:|---:|---:|---:|---:|---:|---:|---:|

@@ -23,24 +23,70 @@ pub struct AccessLine<'a> {
     /// UTC offset seen in `$time_local` / `$time_iso8601`, if the format has one.
     pub utc_offset_s: Option<i32>,
     raw: &'a [u8],
-    spans: &'a Spans,
+    spans: View<'a>,
+    status: Option<u16>,
+    request_time_us: Option<i64>,
+}
+
+/// A line's spans as its batch keeps them.
+#[derive(Clone, Copy)]
+enum View<'a> {
+    Packed(&'a Packed),
+    Wide(&'a Spans),
+}
+
+/// Spans as pairs of `u16` offsets ([`Packed::NONE`]: the line lacks the field). A third of the
+/// size of [`Spans`]: the batches the matchers hand over stay in cache. Lines of 64 KiB or more
+/// keep [`Spans`] in their batch's `wide` list instead.
+#[derive(Clone, Copy)]
+struct Packed([u16; 2 * N_FIELDS]);
+
+impl Packed {
+    const NONE: u16 = u16::MAX;
+    const EMPTY: Packed = Packed([Packed::NONE; 2 * N_FIELDS]);
+
+    /// Pack the `present` fields of `spans`, if the line is short enough.
+    #[inline]
+    fn of(spans: &Spans, present: &[u8], len: usize) -> Option<Packed> {
+        if len >= Packed::NONE as usize {
+            return None;
+        }
+        let mut p = Packed::EMPTY;
+        for &f in present {
+            if let Some((a, b)) = spans[f as usize] {
+                p.0[2 * f as usize] = a as u16;
+                p.0[2 * f as usize + 1] = b as u16;
+            }
+        }
+        Some(p)
+    }
 }
 
 impl<'a> AccessLine<'a> {
     /// Raw bytes of a field (`-` is returned as is).
     #[inline]
     pub fn get(&self, f: Field) -> Option<&'a [u8]> {
-        self.spans[f as usize].map(|(a, b)| &self.raw[a as usize..b as usize])
+        self.get_index(f as usize)
     }
 
     /// Raw bytes of the field with index `i` (`Field as usize`).
     #[inline]
     pub fn get_index(&self, i: usize) -> Option<&'a [u8]> {
-        self.spans
-            .get(i)
-            .copied()
-            .flatten()
-            .map(|(a, b)| &self.raw[a as usize..b as usize])
+        let (a, b) = match self.spans {
+            View::Packed(p) => {
+                let a = *p.0.get(2 * i)?;
+                if a == Packed::NONE {
+                    return None;
+                }
+                (a as usize, p.0[2 * i + 1] as usize)
+            }
+            View::Wide(w) => w
+                .get(i)
+                .copied()
+                .flatten()
+                .map(|(a, b)| (a as usize, b as usize))?,
+        };
+        Some(&self.raw[a..b])
     }
 
     /// A field as text (lossy only for invalid UTF-8, which nginx escapes anyway).
@@ -51,15 +97,13 @@ impl<'a> AccessLine<'a> {
     /// `$status`.
     #[inline]
     pub fn status(&self) -> Option<u16> {
-        self.get(Field::Status)
-            .and_then(time::parse_u64)
-            .map(|v| v as u16)
+        self.status
     }
 
     /// `$request_time` in µs.
     #[inline]
     pub fn request_time_us(&self) -> Option<i64> {
-        self.get(Field::RequestTime).and_then(time::parse_secs_us)
+        self.request_time_us
     }
 
     /// `$connection`.
@@ -138,28 +182,119 @@ pub const MAX_SAMPLES: usize = 5;
 /// Raw malformed lines kept per file to compute the nearest guess.
 const GUESS_LINES: usize = 20;
 
-/// Streaming reader of one access-log file.
-pub struct AccessReader {
+/// The sequential half of reading one access log: its bytes cut into chunks of whole lines,
+/// each line's number, and the file's [`LineIndex`]. The file's matchers share it and take
+/// turns ([`Turns`]), so the chunks are read in order and handed out round robin.
+struct Chunker {
     reader: Box<dyn BufRead + Send>,
-    buf: Vec<u8>,
-    line_no: u64,
-    fmt: Arc<LogFormat>,
-    spans: Spans,
-    t_us: i64,
-    offset: Option<i32>,
-    head: usize,
-    filled: usize,
-    /// The file offset of `buf[0]`.
+    /// The start of a line the last chunk did not end.
+    carry: Vec<u8>,
+    /// The file offset of the next chunk's first byte.
     base: u64,
+    /// Lines before the next chunk.
+    lines: u64,
     /// Checkpoints for reading cited lines again (plain files only).
     index: Option<LineIndex>,
     eof: bool,
+    error: Option<String>,
+    /// The size of a chunk (a line longer than it doubles its chunk).
+    bytes: usize,
+    /// Batches the stream is done with, to be filled again.
+    spare: std::sync::mpsc::Receiver<Batch>,
+}
+
+impl Chunker {
+    /// The next chunk of whole lines (the last one may lack its newline), or `None` at the end.
+    fn next(&mut self) -> Option<Batch> {
+        if self.eof && self.carry.is_empty() {
+            return None;
+        }
+        let mut b = self.spare.try_recv().unwrap_or_default();
+        b.lines.clear();
+        b.ends.clear();
+        b.wide.clear();
+        let size = self.bytes.max(self.carry.len() * 2);
+        if b.buf.len() < size {
+            b.buf.resize(size, 0);
+        }
+        let mut filled = self.carry.len();
+        b.buf[..filled].copy_from_slice(&self.carry);
+        self.carry.clear();
+        let cut = loop {
+            filled = self.read_into(&mut b.buf, filled);
+            match memchr::memrchr(b'\n', &b.buf[..filled]) {
+                Some(p) => break p + 1,
+                None if self.eof => break filled,
+                None if filled == b.buf.len() => {
+                    let n = b.buf.len() * 2;
+                    b.buf.resize(n, 0);
+                }
+                None => {}
+            }
+        };
+        if cut == 0 {
+            return None;
+        }
+        self.carry.extend_from_slice(&b.buf[cut..filled]);
+        b.first_line = self.lines + 1;
+        let mut start = 0;
+        for p in memchr::memchr_iter(b'\n', &b.buf[..cut]) {
+            self.note(start);
+            b.ends.push(p as u32);
+            start = p + 1;
+        }
+        if start < cut {
+            self.note(start);
+            b.ends.push(cut as u32);
+        }
+        self.base += cut as u64;
+        Some(b)
+    }
+
+    /// Read once after `filled` (until something arrives or the end); the new fill level.
+    fn read_into(&mut self, buf: &mut [u8], mut filled: usize) -> usize {
+        while !self.eof && filled < buf.len() {
+            match self.reader.read(&mut buf[filled..]) {
+                Ok(0) => self.eof = true,
+                Ok(n) => {
+                    filled += n;
+                    break;
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) => {
+                    self.error = Some(e.to_string());
+                    self.eof = true;
+                }
+            }
+        }
+        filled
+    }
+
+    /// A line of the chunk being cut starts at `start`.
+    #[inline]
+    fn note(&mut self, start: usize) {
+        self.lines += 1;
+        if let Some(ix) = &mut self.index {
+            ix.note(self.lines, self.base + start as u64);
+        }
+    }
+}
+
+/// The parallel half: matching the lines of a chunk. Each of a file's matcher threads has one;
+/// their statistics are merged when the file is done ([`Matcher::merge`]).
+struct Matcher {
+    fmt: Arc<LogFormat>,
+    /// The fields the format can hold (all, for a format the lines tell).
+    present: Vec<u8>,
+    spans: Spans,
+    t_us: i64,
+    offset: Option<i32>,
     /// Cache of the last textual timestamp: `$time_local` repeats for every request of a second.
     tcache: Vec<u8>,
     tcache_val: (i64, i32),
     stats: FileStats,
-    bad_lines: Vec<String>,
-    done: bool,
+    /// Raw malformed lines (with their numbers) kept for the nearest-format guess.
+    bad_lines: Vec<(u64, String)>,
     /// A mixed stream (`--logs`): lines that do not match are passed over, not malformed.
     mixed: bool,
     json: JsonShape,
@@ -197,31 +332,14 @@ impl JsonShape {
     }
 }
 
-/// What [`AccessReader::advance`] found.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Next {
-    /// A line: its range in the reader's buffer.
-    Line(usize, usize),
-    /// The buffer is used up.
-    Refill,
-    /// The end of the file.
-    End,
-}
-
-impl AccessReader {
-    /// Open `path` (plain or gzip) for `fmt`.
-    pub fn open(path: &Path, fmt: Arc<LogFormat>) -> anyhow::Result<AccessReader> {
-        let reader = open_maybe_gz(path)?;
-        Ok(AccessReader {
-            reader,
-            buf: Vec::new(),
-            head: 0,
-            filled: 0,
-            base: 0,
-            index: (!crate::is_gzip(path)).then(LineIndex::default),
-            eof: false,
-            line_no: 0,
+impl Matcher {
+    fn new(path: &Path, fmt: Arc<LogFormat>, mixed: bool) -> Matcher {
+        let present = (0..N_FIELDS as u8)
+            .filter(|&f| !fmt.fields_known() || fmt.has_index(f as usize))
+            .collect();
+        Matcher {
             fmt,
+            present,
             spans: [None; N_FIELDS],
             t_us: 0,
             offset: None,
@@ -229,153 +347,116 @@ impl AccessReader {
             tcache_val: (0, 0),
             stats: FileStats::new(path, "access"),
             bad_lines: Vec::new(),
-            done: false,
-            mixed: false,
+            mixed,
             json: JsonShape::default(),
-        })
+        }
     }
 
-    /// Pass over lines that do not match (a mixed stream, `--logs`) instead of counting them
-    /// as malformed; those that are not error lines still feed the nearest-format guess.
-    pub fn mixed(mut self) -> AccessReader {
-        self.mixed = true;
-        self
+    /// Match every line of a chunk, keeping the well-formed ones in `b.lines`.
+    fn batch(&mut self, b: &mut Batch) {
+        let mut ls = 0usize;
+        for (k, &end) in b.ends.iter().enumerate() {
+            let line = b.first_line + k as u64;
+            let (s, e) = (ls, end as usize);
+            ls = e + 1;
+            if let Some((start, end)) = self.line(&mut b.buf, s, e, line) {
+                let raw = &b.buf[start..end];
+                let field =
+                    |f: Field| self.spans[f as usize].map(|(a, b)| &raw[a as usize..b as usize]);
+                let status = field(Field::Status)
+                    .and_then(time::parse_u64)
+                    .map(|v| v as u16);
+                let request_time_us = field(Field::RequestTime).and_then(time::parse_secs_us);
+                let (spans, wide) = match Packed::of(&self.spans, &self.present, end - start) {
+                    Some(p) => (p, u32::MAX),
+                    None => {
+                        b.wide.push(self.spans);
+                        (Packed::EMPTY, (b.wide.len() - 1) as u32)
+                    }
+                };
+                b.lines.push(Parsed {
+                    start: start as u32,
+                    end: end as u32,
+                    line,
+                    t_us: self.t_us,
+                    utc_offset_s: self.offset,
+                    status,
+                    request_time_us,
+                    spans,
+                    wide,
+                });
+            }
+        }
     }
 
-    /// The next raw line as a range of `buf` (without its newline), if the buffer holds one;
-    /// [`Next::Refill`] when it holds only the start of one (see [`AccessReader::refill`]).
-    #[inline]
-    fn next_line(&mut self) -> Next {
-        if let Some(r) = memchr::memchr(b'\n', &self.buf[self.head..self.filled]) {
-            let s = self.head;
-            self.head = s + r + 1;
-            return Next::Line(s, s + r);
+    /// One raw line `buf[ls..le]` (without its newline): the range that matched (behind a
+    /// stream prefix, without a `\r`), or `None` for an empty or rejected line.
+    fn line(
+        &mut self,
+        buf: &mut [u8],
+        ls: usize,
+        mut le: usize,
+        no: u64,
+    ) -> Option<(usize, usize)> {
+        if le > ls && buf[le - 1] == b'\r' {
+            le -= 1;
         }
-        if !self.eof {
-            return Next::Refill;
+        if le == ls {
+            return None;
         }
-        if self.head < self.filled {
-            let s = self.head;
-            self.head = self.filled;
-            return Next::Line(s, self.filled);
+        self.stats.lines += 1;
+        if self.mixed
+            && let Some(inner) = crate::jsonline::docker_log_line(&buf[ls..le])
+        {
+            // The record's line is never longer than the record: it takes its place.
+            buf[ls..ls + inner.len()].copy_from_slice(&inner);
+            le = ls + inner.len();
         }
-        Next::End
-    }
-
-    /// Move the unread tail (the start of the next line) into `fresh`, read more after it, and
-    /// return the old buffer: the lines already handed out stay valid in it, so a batch takes
-    /// it whole instead of copying its lines.
-    fn refill(&mut self, mut fresh: Vec<u8>) -> Vec<u8> {
-        let tail = self.filled - self.head;
-        // A line longer than the buffer doubles it.
-        let size = if tail * 2 > self.buf.len() {
-            self.buf.len() * 2
-        } else {
-            self.buf.len()
-        };
-        if fresh.len() < size {
-            fresh.resize(size, 0);
-        }
-        fresh[..tail].copy_from_slice(&self.buf[self.head..self.filled]);
-        self.base += self.head as u64;
-        let old = std::mem::replace(&mut self.buf, fresh);
-        self.filled = tail;
-        self.head = 0;
-        while !self.eof && self.filled < self.buf.len() {
-            match self.reader.read(&mut self.buf[self.filled..]) {
-                Ok(0) => self.eof = true,
-                Ok(n) => {
-                    self.filled += n;
+        let mut res = self.match_at(&buf[ls..le]);
+        let mut start = ls;
+        if res.is_err() {
+            // A mixed stream (`docker compose logs`, `kubectl logs --prefix/--timestamps`,
+            // journald, syslog): the line may match behind its prefix.
+            let ends: Vec<usize> = stream_prefix_ends(&buf[ls..le]).collect();
+            for p in ends {
+                if self.match_at(&buf[ls + p..le]).is_ok() {
+                    (start, res) = (ls + p, Ok(()));
                     break;
                 }
-                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-                Err(e) => {
-                    self.stats.error = Some(e.to_string());
-                    self.eof = true;
-                }
             }
         }
-        old
-    }
-
-    /// Advance to the next well-formed line in the buffer. [`Next::Refill`]: the buffer is
-    /// used up; call [`AccessReader::refill`] and advance again.
-    pub fn advance(&mut self) -> Next {
-        if self.done {
-            return Next::End;
-        }
-        loop {
-            let (ls, mut le) = match self.next_line() {
-                Next::Line(ls, le) => (ls, le),
-                Next::Refill => return Next::Refill,
-                Next::End => {
-                    self.done = true;
-                    return Next::End;
-                }
-            };
-            self.line_no += 1;
-            if let Some(ix) = &mut self.index {
-                ix.note(self.line_no, self.base + ls as u64);
+        match res {
+            Ok(()) => {
+                self.stats.parsed += 1;
+                Some((start, le))
             }
-            if le > ls && self.buf[le - 1] == b'\r' {
-                le -= 1;
-            }
-            if le == ls {
-                continue;
-            }
-            self.stats.lines += 1;
-            if self.mixed
-                && let Some(inner) = crate::jsonline::docker_log_line(&self.buf[ls..le])
-            {
-                // The record's line is never longer than the record: it takes its place.
-                self.buf[ls..ls + inner.len()].copy_from_slice(&inner);
-                le = ls + inner.len();
-            }
-            let mut res = self.match_at(ls, le);
-            let mut start = ls;
-            if res.is_err() {
-                // A mixed stream (`docker compose logs`, `kubectl logs --prefix/--timestamps`,
-                // journald, syslog): the line may match behind its prefix.
-                let ends: Vec<usize> = stream_prefix_ends(&self.buf[ls..le]).collect();
-                for p in ends {
-                    if self.match_at(ls + p, le).is_ok() {
-                        (start, res) = (ls + p, Ok(()));
-                        break;
-                    }
-                }
-            }
-            match res {
-                Ok(()) => {
-                    self.stats.parsed += 1;
-                    return Next::Line(start, le);
-                }
-                Err(reason) => self.rejected(ls, le, reason),
+            Err(reason) => {
+                self.rejected(&buf[ls..le], no, reason);
+                None
             }
         }
     }
 
     /// Count a line that did not match, and keep it for the nearest-format guess.
-    fn rejected(&mut self, ls: usize, le: usize, reason: String) {
-        let raw = &self.buf[ls..le];
+    fn rejected(&mut self, raw: &[u8], no: u64, reason: String) {
         let other = self.mixed
             && (crate::errorlog::looks_like_entry(raw) || crate::errorlog::is_continuation(raw));
         let text = String::from_utf8_lossy(raw).into_owned();
         if self.mixed {
             self.stats.skipped += 1;
         } else {
-            self.stats.malformed(self.line_no, &reason, &text);
+            self.stats.malformed(no, &reason, &text);
         }
         if !other && self.bad_lines.len() < GUESS_LINES {
-            self.bad_lines.push(text);
+            self.bad_lines.push((no, text));
         }
     }
 
-    fn match_at(&mut self, ls: usize, le: usize) -> Result<(), String> {
-        let line = &self.buf[ls..le];
+    fn match_at(&mut self, line: &[u8]) -> Result<(), String> {
         if let Some(t) = &self.json.template {
             if t.matches(line, &mut self.spans) {
                 self.json.misses = 0;
-                return self.time_of(ls, le);
+                return self.time_of(line);
             }
             self.json.missed();
         }
@@ -385,11 +466,10 @@ impl AccessReader {
         if let Some(keys) = self.fmt.json_keys() {
             self.json.learn(line, keys);
         }
-        self.time_of(ls, le)
+        self.time_of(line)
     }
 
-    fn time_of(&mut self, ls: usize, le: usize) -> Result<(), String> {
-        let line = &self.buf[ls..le];
+    fn time_of(&mut self, line: &[u8]) -> Result<(), String> {
         let span = |f: Field| self.spans[f as usize].map(|(a, b)| &line[a as usize..b as usize]);
         let mut offset = None;
         let mut cached = |b: &[u8], parse: fn(&[u8]) -> Option<(i64, i32)>| {
@@ -424,14 +504,38 @@ impl AccessReader {
         Ok(())
     }
 
-    /// Statistics so far; the nearest-guess is computed when more than half the lines failed.
-    pub fn finish(mut self) -> FileStats {
-        let failing = self.stats.malformed.max(self.bad_lines.len() as u64);
-        if failing > 0 && self.stats.parsed < failing {
-            self.stats.guess = nearest_guess(&self.bad_lines, &self.fmt);
+    /// One file's statistics from its matchers' and its chunker's: counts summed, the first
+    /// samples of all, and the nearest-format guess when more than half the lines failed.
+    fn merge(path: &Path, parts: Vec<Matcher>, chunker: Option<Chunker>) -> FileStats {
+        let mut st = FileStats::new(path, "access");
+        let mut bad = Vec::new();
+        let mut fmt = None;
+        for m in parts {
+            st.lines += m.stats.lines;
+            st.parsed += m.stats.parsed;
+            st.malformed += m.stats.malformed;
+            st.skipped += m.stats.skipped;
+            st.samples.extend(m.stats.samples);
+            bad.extend(m.bad_lines);
+            fmt = Some(m.fmt);
         }
-        self.stats.line_index = self.index;
-        self.stats
+        st.samples.sort_by_key(|s| s.line);
+        st.samples.truncate(MAX_SAMPLES);
+        bad.sort_by_key(|b| b.0);
+        bad.truncate(GUESS_LINES);
+        let bad: Vec<String> = bad.into_iter().map(|b| b.1).collect();
+        let failing = st.malformed.max(bad.len() as u64);
+        if let Some(fmt) = fmt
+            && failing > 0
+            && st.parsed < failing
+        {
+            st.guess = nearest_guess(&bad, &fmt);
+        }
+        if let Some(c) = chunker {
+            st.error = c.error;
+            st.line_index = c.index;
+        }
+        st
     }
 }
 
@@ -626,12 +730,19 @@ pub fn nearest_guess(lines: &[String], fmt: &LogFormat) -> Option<String> {
     }
 }
 
-/// Lines handed from a file's reader thread to the stream: the channel is crossed once per
-/// batch, not once per line.
+/// Lines handed from a file's matcher threads to the stream: a chunk of whole lines and those
+/// of them that matched. The channel is crossed once per chunk, not once per line, and no line
+/// is copied.
 #[derive(Default)]
 struct Batch {
     buf: Vec<u8>,
+    /// Where each line of the chunk ends (its newline, or the chunk's end).
+    ends: Vec<u32>,
+    /// The number of the chunk's first line.
+    first_line: u64,
     lines: Vec<Parsed>,
+    /// The spans of lines too long for [`Packed`].
+    wide: Vec<Spans>,
 }
 
 /// One matched line of a [`Batch`]: its bytes are `buf[start..end]`, its spans relative to them.
@@ -641,17 +752,23 @@ struct Parsed {
     line: u64,
     t_us: i64,
     utc_offset_s: Option<i32>,
-    spans: Spans,
+    status: Option<u16>,
+    request_time_us: Option<i64>,
+    spans: Packed,
+    /// Its index in the batch's `wide` list (`u32::MAX`: `spans` holds them).
+    wide: u32,
 }
 
-/// How much a file's reader thread may read ahead of the stream. One file (the common case)
-/// gets large batches and four of them in flight, which keeps both cores busy; many files
-/// (a year of daily rotations) get small ones, so that memory stays bounded by the batches in
-/// flight (about 0.4 MB a file then), not by the number of files times 2 MB.
+/// How a file is read: its chunk size, its matcher threads and the chunks each may have
+/// ready ahead of the stream. One file (the common case) gets large chunks and a matcher per
+/// core (up to 4), which keeps every core busy; many files (a year of daily rotations) get one
+/// matcher and small chunks each, so that memory stays bounded by the chunks in flight (about
+/// 0.3 MB a file then), not by the number of files times several MB.
 #[derive(Clone, Copy)]
 struct Batching {
     bytes: usize,
     ahead: usize,
+    workers: usize,
 }
 
 impl Batching {
@@ -659,40 +776,139 @@ impl Batching {
         match n {
             0..=4 => Batching {
                 bytes: 1 << 20,
-                ahead: 4,
+                ahead: 2,
+                workers: std::thread::available_parallelism().map_or(2, |c| c.get().clamp(2, 4)),
             },
             _ => Batching {
                 bytes: 1 << 16,
                 ahead: 1,
+                workers: 1,
             },
         }
     }
 }
 
-/// One file of the stream. It is read and matched on its own thread, so that on a machine
-/// with two cores matching the lines and checking them run side by side.
+/// Whose turn it is to cut the next chunk: chunk `k` is cut by matcher `k % workers`, so the
+/// stream finds chunk `k` in that matcher's channel.
+struct Turns {
+    state: std::sync::Mutex<Turn>,
+    changed: std::sync::Condvar,
+}
+
+struct Turn {
+    chunker: Chunker,
+    next: usize,
+    /// The stream is gone: every matcher stops.
+    closed: bool,
+}
+
+impl Turns {
+    /// Wait for turn `seq` and cut its chunk; `None`: the end of the file, or the stream is gone.
+    fn take(&self, seq: usize) -> Option<Batch> {
+        let mut t = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        while t.next != seq && !t.closed {
+            t = self.changed.wait(t).unwrap_or_else(|e| e.into_inner());
+        }
+        if t.closed {
+            return None;
+        }
+        let b = t.chunker.next();
+        t.next += 1;
+        self.changed.notify_all();
+        b
+    }
+
+    fn close(&self) {
+        self.state.lock().unwrap_or_else(|e| e.into_inner()).closed = true;
+        self.changed.notify_all();
+    }
+}
+
+/// One matcher thread: its turns' chunks, matched, in order into its channel.
+fn work(
+    turns: Arc<Turns>,
+    mut m: Matcher,
+    me: usize,
+    workers: usize,
+    tx: std::sync::mpsc::SyncSender<Batch>,
+) -> Matcher {
+    let mut seq = me;
+    while let Some(mut b) = turns.take(seq) {
+        m.batch(&mut b);
+        if tx.send(b).is_err() {
+            turns.close();
+            break;
+        }
+        seq += workers;
+    }
+    m
+}
+
+/// One file of the stream. It is cut into chunks and matched on threads of its own, so that
+/// matching the lines and checking them run side by side on every core.
 struct Source {
-    rx: Option<std::sync::mpsc::Receiver<Batch>>,
+    rxs: Vec<std::sync::mpsc::Receiver<Batch>>,
+    /// The chunk the stream takes next.
+    seq: usize,
     back: std::sync::mpsc::SyncSender<Batch>,
     cur: Batch,
     idx: usize,
-    handle: Option<std::thread::JoinHandle<FileStats>>,
+    handles: Vec<std::thread::JoinHandle<Matcher>>,
+    turns: Arc<Turns>,
     path: PathBuf,
 }
 
 impl Source {
-    fn spawn(r: AccessReader, path: &Path, plan: Batching) -> anyhow::Result<Source> {
-        let (tx, rx) = std::sync::mpsc::sync_channel(plan.ahead);
-        let (back, back_rx) = std::sync::mpsc::sync_channel(plan.ahead + 1);
-        let handle = std::thread::Builder::new()
-            .name("access-reader".into())
-            .spawn(move || produce(r, tx, back_rx, plan))?;
+    fn spawn(
+        reader: Box<dyn BufRead + Send>,
+        m: impl Fn() -> Matcher,
+        path: &Path,
+        plan: Batching,
+    ) -> anyhow::Result<Source> {
+        let (back, spare) = std::sync::mpsc::sync_channel(plan.workers * (plan.ahead + 1));
+        let chunker = Chunker {
+            reader,
+            carry: Vec::new(),
+            base: 0,
+            lines: 0,
+            index: (!crate::is_gzip(path)).then(LineIndex::default),
+            eof: false,
+            error: None,
+            bytes: plan.bytes,
+            spare,
+        };
+        let turns = Arc::new(Turns {
+            state: std::sync::Mutex::new(Turn {
+                chunker,
+                next: 0,
+                closed: false,
+            }),
+            changed: std::sync::Condvar::new(),
+        });
+        let (mut rxs, mut handles) = (Vec::new(), Vec::new());
+        for me in 0..plan.workers {
+            let (tx, rx) = std::sync::mpsc::sync_channel(plan.ahead);
+            let (t, m, w) = (turns.clone(), m(), plan.workers);
+            let spawned = std::thread::Builder::new()
+                .name(format!("access-match-{me}"))
+                .spawn(move || work(t, m, me, w, tx));
+            match spawned {
+                Ok(h) => handles.push(h),
+                Err(e) => {
+                    turns.close();
+                    return Err(e.into());
+                }
+            }
+            rxs.push(rx);
+        }
         let mut s = Source {
-            rx: Some(rx),
+            rxs,
+            seq: 0,
             back,
             cur: Batch::default(),
             idx: 0,
-            handle: Some(handle),
+            handles,
+            turns,
             path: path.to_path_buf(),
         };
         s.refill();
@@ -710,74 +926,52 @@ impl Source {
         }
     }
 
+    /// The next chunk with a matched line, in file order; at the end, an empty one.
     fn refill(&mut self) {
-        let next = self.rx.as_ref().and_then(|rx| rx.recv().ok());
-        let used = std::mem::replace(&mut self.cur, next.unwrap_or_default());
-        let _ = self.back.try_send(used);
         self.idx = 0;
+        loop {
+            let next = match self.rxs.get(self.seq % self.rxs.len().max(1)) {
+                Some(rx) => rx.recv().ok(),
+                None => None,
+            };
+            self.seq += 1;
+            let ended = next.is_none();
+            let used = std::mem::replace(&mut self.cur, next.unwrap_or_default());
+            let _ = self.back.try_send(used);
+            if ended {
+                // One matcher's channel closed: every later chunk is past the end too.
+                self.rxs.clear();
+            }
+            if ended || !self.cur.lines.is_empty() {
+                return;
+            }
+        }
     }
 
     fn finish(mut self) -> FileStats {
-        // A stream left early: the reader's next send fails and it stops.
-        self.rx = None;
-        let joined = self.handle.take().map(|h| h.join());
-        match joined {
-            Some(Ok(stats)) => stats,
-            _ => {
-                let mut st = FileStats::new(&self.path, "access");
-                st.error = Some("the reader thread stopped unexpectedly".into());
-                st
+        // A stream left early: the matchers' next sends fail and they stop.
+        self.rxs.clear();
+        self.turns.close();
+        let mut parts = Vec::new();
+        let mut lost = false;
+        for h in self.handles.drain(..) {
+            match h.join() {
+                Ok(m) => parts.push(m),
+                Err(_) => lost = true,
             }
         }
-    }
-}
-
-/// The reader thread: match lines into batches until the end of the file or until the stream
-/// is gone; its statistics are the thread's result. A batch is one read buffer and the lines
-/// matched in it, so no line is copied.
-fn produce(
-    mut r: AccessReader,
-    tx: std::sync::mpsc::SyncSender<Batch>,
-    back: std::sync::mpsc::Receiver<Batch>,
-    plan: Batching,
-) -> FileStats {
-    r.buf = vec![0; plan.bytes];
-    let mut lines = Vec::new();
-    loop {
-        match r.advance() {
-            Next::Line(start, end) => lines.push(Parsed {
-                start: start as u32,
-                end: end as u32,
-                line: r.line_no,
-                t_us: r.t_us,
-                utc_offset_s: r.offset,
-                spans: r.spans,
-            }),
-            Next::Refill => {
-                let spare = back.try_recv().unwrap_or_default();
-                let buf = r.refill(spare.buf);
-                if lines.is_empty() {
-                    continue;
-                }
-                let full = Batch {
-                    buf,
-                    lines: std::mem::replace(&mut lines, spare.lines),
-                };
-                lines.clear();
-                if tx.send(full).is_err() {
-                    break;
-                }
-            }
-            Next::End => {
-                if !lines.is_empty() {
-                    let buf = std::mem::take(&mut r.buf);
-                    let _ = tx.send(Batch { buf, lines });
-                }
-                break;
-            }
+        let chunker = Arc::try_unwrap(self.turns).ok().map(|t| {
+            t.state
+                .into_inner()
+                .unwrap_or_else(|e| e.into_inner())
+                .chunker
+        });
+        let mut st = Matcher::merge(&self.path, parts, chunker);
+        if lost {
+            st.error = Some("a reader thread stopped unexpectedly".into());
         }
+        st
     }
-    r.finish()
 }
 
 /// Several access logs (rotations, several servers) merged into one time-ordered stream.
@@ -801,17 +995,33 @@ impl AccessStream {
         fmt: &LogFormat,
         first_file: u32,
     ) -> anyhow::Result<Self> {
+        Self::open_planned(
+            paths,
+            mixed,
+            fmt,
+            first_file,
+            Batching::for_files(paths.len()),
+        )
+    }
+
+    fn open_planned(
+        paths: &[PathBuf],
+        mixed: usize,
+        fmt: &LogFormat,
+        first_file: u32,
+        plan: Batching,
+    ) -> anyhow::Result<Self> {
         let fmt = Arc::new(fmt.clone());
         let plain = paths.len().saturating_sub(mixed);
-        let mut readers = Vec::new();
-        for (i, p) in paths.iter().enumerate() {
-            let r = AccessReader::open(p, fmt.clone())?;
-            readers.push(if i >= plain { r.mixed() } else { r });
-        }
-        let plan = Batching::for_files(paths.len());
+        // Every file is opened before any is read: a missing one fails the run at once.
+        let readers = paths
+            .iter()
+            .map(|p| open_maybe_gz(p))
+            .collect::<anyhow::Result<Vec<_>>>()?;
         let mut sources = Vec::new();
-        for (r, p) in readers.into_iter().zip(paths) {
-            sources.push(Source::spawn(r, p, plan)?);
+        for (i, (r, p)) in readers.into_iter().zip(paths).enumerate() {
+            let matcher = || Matcher::new(p, fmt.clone(), i >= plain);
+            sources.push(Source::spawn(r, matcher, p, plan)?);
         }
         Ok(AccessStream {
             sources,
@@ -844,7 +1054,12 @@ impl AccessStream {
             t_us: p.t_us,
             utc_offset_s: p.utc_offset_s,
             raw: &s.cur.buf[p.start as usize..p.end as usize],
-            spans: &p.spans,
+            spans: match s.cur.wide.get(p.wide as usize) {
+                Some(w) => View::Wide(w),
+                None => View::Packed(&p.spans),
+            },
+            status: p.status,
+            request_time_us: p.request_time_us,
         })
     }
 
@@ -856,5 +1071,145 @@ impl AccessStream {
     /// Per-file statistics (consumes the stream).
     pub fn finish(self) -> Vec<FileStats> {
         self.sources.into_iter().map(Source::finish).collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::logformat::Field;
+
+    /// A log whose lines cross every chunk size tried: empty and CRLF lines, a malformed one,
+    /// one longer than 64 KiB (its spans are kept wide) and a last line without its newline.
+    fn awkward_log() -> String {
+        let mut text = String::new();
+        for i in 0..700u64 {
+            let path = match i {
+                300 => format!("/long/{}", "x".repeat(70_000)),
+                _ => format!("/p/{i}"),
+            };
+            let line = match i % 97 {
+                5 => String::new(),
+                6 => "not an access line".to_string(),
+                7 => format!(
+                    "10.0.0.1 - - [30/Nov/2026:06:00:{:02} +0100] \"GET {path} HTTP/1.1\" 502 0 \"-\" \"ua\"\r",
+                    i % 60
+                ),
+                _ => format!(
+                    "10.0.0.1 - - [30/Nov/2026:06:00:{:02} +0100] \"GET {path} HTTP/1.1\" {} 0 \"-\" \"ua {i}\"",
+                    i % 60,
+                    200 + i % 5
+                ),
+            };
+            text.push_str(&line);
+            if i < 699 {
+                text.push('\n');
+            }
+        }
+        text
+    }
+
+    /// What reading the text line by line gives: (line number, status, request) of each line
+    /// that matches, the malformed line numbers, and where lines 1, 257, 513 … start.
+    type Expected = (Vec<(u64, Option<u16>, Vec<u8>)>, Vec<u64>, Vec<u64>);
+
+    fn line_by_line(text: &str, fmt: &LogFormat) -> Expected {
+        let (mut ok, mut bad, mut starts) = (Vec::new(), Vec::new(), Vec::new());
+        let mut spans = [None; N_FIELDS];
+        let mut offset = 0u64;
+        for (k, raw) in text.split('\n').enumerate() {
+            let no = k as u64 + 1;
+            if (no - 1).is_multiple_of(LineIndex::EVERY) {
+                starts.push(offset);
+            }
+            offset += raw.len() as u64 + 1;
+            let line = raw.strip_suffix('\r').unwrap_or(raw).as_bytes();
+            if line.is_empty() {
+                continue;
+            }
+            if fmt.match_line(line, &mut spans).is_err() {
+                bad.push(no);
+                continue;
+            }
+            let f =
+                |x: Field| spans[x as usize].map(|(a, b)| line[a as usize..b as usize].to_vec());
+            let status =
+                f(Field::Status).map(|s| std::str::from_utf8(&s).unwrap().parse().unwrap());
+            ok.push((no, status, f(Field::Request).unwrap()));
+        }
+        (ok, bad, starts)
+    }
+
+    fn streamed(path: &Path, fmt: &LogFormat, plan: Batching) -> (Expected, FileStats) {
+        let mut s = AccessStream::open_planned(&[path.to_path_buf()], 0, fmt, 0, plan).unwrap();
+        let mut ok = Vec::new();
+        while let Some(a) = s.next() {
+            ok.push((a.line, a.status(), a.get(Field::Request).unwrap().to_vec()));
+        }
+        let st = s.finish().remove(0);
+        let bad = st.samples.iter().map(|x| x.line).collect();
+        let starts = st.line_index.clone().unwrap().starts;
+        ((ok, bad, starts), st)
+    }
+
+    #[test]
+    fn chunks_of_any_size_on_any_number_of_matchers_read_the_lines_in_order() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("access.log");
+        let text = awkward_log();
+        std::fs::write(&path, &text).unwrap();
+        let fmt = LogFormat::combined();
+        let (ok, bad, starts) = line_by_line(&text, &fmt);
+        assert_eq!(bad.len(), 8, "one malformed line in every 97");
+        assert!(
+            ok.iter().any(|l| l.2.len() > 70_000),
+            "the long line matched"
+        );
+        for bytes in [7, 100, 4096, 1 << 20] {
+            for workers in [1, 2, 3] {
+                let plan = Batching {
+                    bytes,
+                    ahead: 1,
+                    workers,
+                };
+                let ((got_ok, got_bad, got_starts), st) = streamed(&path, &fmt, plan);
+                let at = format!("{bytes} bytes, {workers} matchers");
+                assert_eq!(got_ok, ok, "{at}");
+                assert_eq!(
+                    got_bad,
+                    bad[..MAX_SAMPLES].to_vec(),
+                    "{at}: the first samples"
+                );
+                assert_eq!(got_starts, starts, "{at}: the line index");
+                assert_eq!((st.parsed, st.malformed), (ok.len() as u64, 8), "{at}");
+            }
+        }
+    }
+
+    #[test]
+    fn a_stream_left_early_stops_its_matchers() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("access.log");
+        std::fs::write(&path, awkward_log()).unwrap();
+        let plan = Batching {
+            bytes: 64,
+            ahead: 1,
+            workers: 3,
+        };
+        let mut s =
+            AccessStream::open_planned(&[path], 0, &LogFormat::combined(), 0, plan).unwrap();
+        for _ in 0..3 {
+            assert!(s.next().is_some());
+        }
+        // finish() joins the matchers: it returns only if every one of them stopped.
+        let st = s.finish().remove(0);
+        assert!(st.parsed >= 3 && st.error.is_none(), "{st:?}");
+    }
+
+    #[test]
+    fn every_field_is_at_its_index() {
+        for (i, f) in Field::ALL.iter().enumerate() {
+            assert_eq!(*f as usize, i);
+        }
     }
 }

@@ -41,6 +41,29 @@ pub enum Field {
 pub const N_FIELDS: usize = 19;
 
 impl Field {
+    /// Every field, in index order (`Field::ALL[f as usize] == f`).
+    pub const ALL: [Field; N_FIELDS] = [
+        Field::Msec,
+        Field::TimeLocal,
+        Field::TimeIso8601,
+        Field::Status,
+        Field::Request,
+        Field::RequestMethod,
+        Field::RequestUri,
+        Field::RequestTime,
+        Field::UpstreamAddr,
+        Field::UpstreamStatus,
+        Field::UpstreamResponseTime,
+        Field::UpstreamConnectTime,
+        Field::UpstreamHeaderTime,
+        Field::Connection,
+        Field::ConnectionRequests,
+        Field::RemoteAddr,
+        Field::Host,
+        Field::BodyBytesSent,
+        Field::ProxyUpstreamName,
+    ];
+
     /// Map an nginx variable name (without `$`) to a field.
     pub fn from_var(name: &str) -> Option<Field> {
         Some(match name {
@@ -431,6 +454,11 @@ impl LogFormat {
     /// The compiled items.
     pub fn items(&self) -> &[Item] {
         &self.items
+    }
+
+    /// True when the format contains the field with index `i` (`Field as usize`).
+    pub fn has_index(&self, i: usize) -> bool {
+        Field::ALL.get(i).is_some_and(|&f| self.has(f))
     }
 
     /// True when the format contains `field`.

@@ -366,10 +366,6 @@ impl Store {
         &self.kinds[self.recs[i].kind as usize]
     }
 
-    pub fn group(&self, i: usize) -> &str {
-        &self.groups[self.kind(i).group as usize]
-    }
-
     /// Failures kept and counted, internal NLUs left out.
     pub fn client_failures(&self) -> u64 {
         (0..self.recs.len())

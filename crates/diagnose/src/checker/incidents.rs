@@ -115,14 +115,19 @@ fn proxy_state(hist: &History, from: i64, to: i64, what: impl Fn(&str) -> bool) 
 
 /// Classify every failure and build the incidents, numbered in time order.
 pub(super) fn build(store: &mut Store, cx: &Ctx<'_>, cites: &mut Cites) -> Vec<Incident> {
-    let mut by_group: BTreeMap<&str, Vec<usize>> = BTreeMap::new();
+    // Bucketed by interned group id (a string comparison per failure costs more than the
+    // rest of the grouping), then put in name order.
+    let mut by_id: Vec<Vec<usize>> = vec![Vec::new(); store.groups.len()];
     for i in 0..store.recs.len() {
-        by_group.entry(store.group(i)).or_default().push(i);
+        by_id[store.kind(i).group as usize].push(i);
     }
-    let by_group: Vec<(String, Vec<usize>)> = by_group
+    let mut by_group: Vec<(String, Vec<usize>)> = by_id
         .into_iter()
-        .map(|(g, v)| (g.to_string(), v))
+        .enumerate()
+        .filter(|(_, v)| !v.is_empty())
+        .map(|(g, v)| (store.groups[g].clone(), v))
         .collect();
+    by_group.sort_by(|a, b| a.0.cmp(&b.0));
     let mut incidents: Vec<Incident> = Vec::new();
     for (g, idxs) in &by_group {
         for c in clusters(store, cx.groups, g, idxs) {
