@@ -2,6 +2,8 @@
 
 use resolvelab_core::spec::dns::Align;
 use resolvelab_core::spec::fault::BackendFault;
+use resolvelab_core::spec::latency::Latency;
+use resolvelab_core::spec::rate::RatePlan;
 use resolvelab_core::spec::toxic::ToxicSpec;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -336,6 +338,36 @@ pub struct BackendSpec {
     pub echo_db: bool,
 }
 
+/// A spec as the file writes it and as it reads: the lab names a standing fault by its kind as
+/// written, so both travel together.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Spelled<T> {
+    /// As written.
+    pub text: String,
+    /// As parsed.
+    pub value: T,
+}
+
+/// What [`Scenario::specs`] parses.
+#[derive(Debug, Clone)]
+pub struct Specs {
+    /// Each backend's latency model and standing faults, by name.
+    pub backends: BTreeMap<String, BackendSpecs>,
+    /// Each TCP proxy's standing faults (toxics), by name.
+    pub proxies: BTreeMap<String, Vec<Spelled<ToxicSpec>>>,
+    /// `[load] rate`.
+    pub rate: RatePlan,
+}
+
+/// One backend's parsed specs.
+#[derive(Debug, Clone, Default)]
+pub struct BackendSpecs {
+    /// `latency` (`None`: the backend answers at once).
+    pub latency: Option<Spelled<Latency>>,
+    /// `faults`, active from the start.
+    pub faults: Vec<Spelled<BackendFault>>,
+}
+
 /// One TCP fault proxy.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -645,7 +677,7 @@ impl Scenario {
         ] {
             dur(&path.join("."), v).map_err(|e| self.err_at(&path, e))?;
         }
-        if let Err(e) = resolvelab_load::RatePlan::parse(&self.load.rate) {
+        if let Err(e) = RatePlan::parse(&self.load.rate) {
             return Err(self.err_at(&["load", "rate"], e));
         }
         for (i, id) in self.engines.iter().enumerate() {
@@ -861,25 +893,58 @@ impl Scenario {
                 );
             }
         }
+        self.specs().map(drop)
+    }
+
+    /// The backends' and proxies' specs and the load's rate, parsed (each mistake at its
+    /// `file:line`). [`Scenario::validate`] made them once already, so for a loaded scenario
+    /// this cannot fail: the engines start from it rather than from the strings.
+    pub fn specs(&self) -> anyhow::Result<Specs> {
+        let mut backends = BTreeMap::new();
         for (i, b) in self.backends.iter().enumerate() {
             let n = i.to_string();
+            let mut faults = Vec::new();
             for (j, f) in b.faults.iter().enumerate() {
-                f.parse::<BackendFault>()
+                let value = f
+                    .parse::<BackendFault>()
                     .map_err(|e| self.err_at(&["backend", &n, "faults", &j.to_string()], e))?;
+                faults.push(Spelled {
+                    text: f.clone(),
+                    value,
+                });
             }
-            if let Some(l) = &b.latency {
-                l.parse::<resolvelab_core::spec::latency::Latency>()
-                    .map_err(|e| self.err_at(&["backend", &n, "latency"], e))?;
-            }
+            let latency = match &b.latency {
+                Some(l) => Some(Spelled {
+                    text: l.clone(),
+                    value: l
+                        .parse::<Latency>()
+                        .map_err(|e| self.err_at(&["backend", &n, "latency"], e))?,
+                }),
+                None => None,
+            };
+            backends.insert(b.name.clone(), BackendSpecs { latency, faults });
         }
+        let mut proxies = BTreeMap::new();
         for (i, p) in self.proxies.iter().enumerate() {
+            let mut faults = Vec::new();
             for (j, f) in p.faults.iter().enumerate() {
-                f.parse::<ToxicSpec>().map_err(|e| {
+                let value = f.parse::<ToxicSpec>().map_err(|e| {
                     self.err_at(&["proxy", &i.to_string(), "faults", &j.to_string()], e)
                 })?;
+                faults.push(Spelled {
+                    text: f.clone(),
+                    value,
+                });
             }
+            proxies.insert(p.name.clone(), faults);
         }
-        Ok(())
+        let rate =
+            RatePlan::parse(&self.load.rate).map_err(|e| self.err_at(&["load", "rate"], e))?;
+        Ok(Specs {
+            backends,
+            proxies,
+            rate,
+        })
     }
 
     /// `[[probe]]`: targets, intervals, paths.
@@ -1368,6 +1433,34 @@ expect = { checks = ["nlu = 0"] }
         );
         let e = err("nginx = { max_fails = 0 }", "nginx = { max_fail = 0 }");
         assert!(e.starts_with("t.toml:27:") && e.contains("max_fail"), "{e}");
+    }
+
+    #[test]
+    fn the_standing_specs_are_parsed_once_with_their_text() {
+        let text = MIN.replacen(
+            "name = \"b1\"",
+            "name = \"b1\"\nlatency = \"5ms\"\nfaults = [\"reclaim:toxicity=0.3\", \"rst\"]",
+            1,
+        );
+        let sc = Scenario::from_toml(&text, "t.toml").unwrap();
+        let specs = sc.specs().unwrap();
+        let b1 = &specs.backends["b1"];
+        assert_eq!(b1.latency.as_ref().map(|l| l.text.as_str()), Some("5ms"));
+        let faults: Vec<_> = b1
+            .faults
+            .iter()
+            .map(|f| (f.text.as_str(), f.value.name()))
+            .collect();
+        assert_eq!(
+            faults,
+            [
+                ("reclaim:toxicity=0.3", "reclaim".to_string()),
+                ("rst", "rst".to_string())
+            ]
+        );
+        assert_eq!(b1.faults[0].value.common.toxicity, 0.3);
+        assert!(specs.backends["b2"].faults.is_empty() && specs.backends["b2"].latency.is_none());
+        assert_eq!(specs.rate, RatePlan::parse("300").unwrap());
     }
 
     #[test]

@@ -3,7 +3,7 @@
 //! dns.jsonl, events.jsonl, load.jsonl, run.json). Judging the evidence is the checker's job
 //! (`resolvelab-diagnose`); the binary calls it after [`run`].
 
-use crate::format::{Route, Scenario, dur};
+use crate::format::{Route, Scenario, Specs, dur};
 use crate::lifecycle::Lifecycle;
 use crate::proxy::{ProxyBin, Running};
 use crate::render::Net;
@@ -12,10 +12,11 @@ use anyhow::{Context, Result, anyhow, bail};
 use resolvelab_core::jsonl::JsonlWriter;
 use resolvelab_core::rundir::RunDir;
 use resolvelab_core::spec::dns::Align;
+use resolvelab_core::spec::fault::Fault;
 use resolvelab_core::supervise::Supervisor;
 use resolvelab_core::time::now_us;
 use resolvelab_dns::{DnsConfig, DnsHandle, DnsMode, DnsServer, NameConfig};
-use resolvelab_load::{CancellationToken, Live, LoadConfig, Output, RatePlan, run_load};
+use resolvelab_load::{CancellationToken, Live, LoadConfig, Output, run_load};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -144,10 +145,14 @@ enum FaultTarget {
 }
 
 impl FaultTarget {
-    fn add(&self, spec: &str) -> Result<String> {
-        match self {
-            FaultTarget::Backend(b) => b.add_fault_str(spec),
-            FaultTarget::Proxy(p) => p.add_fault_str(spec),
+    fn add(&self, fault: &Fault) -> Result<String> {
+        match (self, fault) {
+            (FaultTarget::Backend(b), Fault::Backend(f)) => b.add_fault(f.clone()),
+            (FaultTarget::Proxy(p), Fault::Proxy(t)) => p.add_fault(t.clone()),
+            // The timeline reads a spec for its target's kind: only a mistake here gets this.
+            _ => Err(anyhow!(
+                "a backend's fault for a proxy, or a proxy's for a backend"
+            )),
         }
     }
     fn clear(&self) {
@@ -208,7 +213,8 @@ async fn play(
     let (dns, first_queries) = start_dns(sc, net, seed, dir).await?;
     let dns = Arc::new(dns);
 
-    let (targets, echo_dbs) = start_targets(sc, net, seed, dir).await?;
+    let specs = sc.specs()?;
+    let (targets, echo_dbs) = start_targets(sc, &specs, net, seed, dir).await?;
 
     // The proxy.
     let sup = Supervisor::new()?;
@@ -234,7 +240,7 @@ async fn play(
     record_start_faults(&targets, &events);
 
     // Load + timeline.
-    let cfg = load_config(sc, net, seed)?;
+    let cfg = load_config(sc, &specs, net, seed)?;
     let live = Live::new();
     let cancel = CancellationToken::new();
     let total = cfg.duration.unwrap_or_default();
@@ -250,7 +256,7 @@ async fn play(
     let targets = Arc::new(targets);
     let next = Arc::new(std::sync::Mutex::new(String::new()));
     let timeline = tokio::spawn(run_timeline(
-        crate::timeline::steps(&sc.timeline, seed)?,
+        crate::timeline::steps(&sc.timeline, &sc.proxies, seed)?,
         bin.requery_period(sc)?,
         dns.clone(),
         targets.clone(),
@@ -409,6 +415,7 @@ async fn start_dns(
 /// (their pools connect lazily, but their addresses must exist).
 async fn start_targets(
     sc: &Scenario,
+    specs: &Specs,
     net: &Net,
     seed: u64,
     dir: &RunDir,
@@ -429,17 +436,13 @@ async fn start_targets(
     for p in &sc.proxies {
         let mut cfg =
             resolvelab_proxy::ProxyConfig::new(&p.name, net.hosts[&p.name], net.hosts[&p.upstream]);
-        for f in &p.faults {
-            cfg.faults.push(
-                f.parse()
-                    .map_err(|e| anyhow!("proxy `{}` fault `{f}`: {e}", p.name))?,
-            );
-        }
+        cfg.faults
+            .extend(specs.proxies[&p.name].iter().map(|f| f.value.clone()));
         let h = resolvelab_proxy::Proxy::start(cfg).await?;
         targets.insert(p.name.clone(), FaultTarget::Proxy(h));
     }
     for be in sc.backends.iter().filter(|b| !b.echo_db) {
-        let handle = start_backend(be, net, seed, dir).await?;
+        let handle = start_backend(be, &specs.backends[&be.name], net, seed, dir).await?;
         targets.insert(be.name.clone(), FaultTarget::Backend(handle));
     }
     Ok((targets, echo_dbs))
@@ -504,11 +507,11 @@ async fn await_first_queries(
 }
 
 /// The lab's load: the scenario's `[load]` against the proxy's listen address.
-fn load_config(sc: &Scenario, net: &Net, seed: u64) -> Result<LoadConfig> {
+fn load_config(sc: &Scenario, specs: &Specs, net: &Net, seed: u64) -> Result<LoadConfig> {
     let listen = net.nginx;
     let mut cfg = LoadConfig::new(
         &format!("http://{listen}{}", sc.load.path),
-        RatePlan::parse(&sc.load.rate).map_err(|e| anyhow!("load.rate: {e}"))?,
+        specs.rate.clone(),
         false,
     )?;
     cfg.duration = Some(dur("load.duration", &sc.load.duration)?);
@@ -604,23 +607,18 @@ fn dns_hits(dns: &DnsHandle, sc: &Scenario) -> Option<Vec<(String, u64)>> {
 
 async fn start_backend(
     be: &crate::format::BackendSpec,
+    specs: &crate::format::BackendSpecs,
     net: &Net,
     seed: u64,
     dir: &RunDir,
 ) -> Result<resolvelab_backend::BackendHandle> {
     let mut cfg = resolvelab_backend::BackendConfig::new(&be.name, net.hosts[&be.name]);
     cfg.seed = seed ^ fxhash(&be.name);
-    if let Some(l) = &be.latency {
-        cfg.latency = l
-            .parse()
-            .map_err(|e| anyhow!("backend `{}` latency `{l}`: {e}", be.name))?;
+    if let Some(l) = &specs.latency {
+        cfg.latency = l.value.clone();
     }
-    for f in &be.faults {
-        cfg.faults.push(
-            f.parse()
-                .map_err(|e| anyhow!("backend `{}` fault `{f}`: {e}", be.name))?,
-        );
-    }
+    cfg.faults
+        .extend(specs.faults.iter().map(|f| f.value.clone()));
     if let Some(db) = &be.db {
         cfg.db = Some(resolvelab_backend::DbConfig {
             addr: net.hosts[db],
@@ -909,16 +907,11 @@ impl Act {
         };
         match &step.action {
             Action::Dns { name, mode } => self.set_mode(step, name, mode)?,
-            Action::Fault { target: t, spec } => {
-                let spec_full = match for_ {
-                    Some(len) if !spec.contains("for=") => {
-                        let sep = if spec.contains(':') { "," } else { ":" };
-                        format!("{spec}{sep}for={}", resolvelab_core::dur::format(len))
-                    }
-                    _ => spec.clone(),
-                };
+            Action::Fault {
+                target: t, fault, ..
+            } => {
                 let fname = target(t)?
-                    .add(&spec_full)
+                    .add(&fault.clone().lasting(for_))
                     .map_err(|err| anyhow!("{}: {err:#}", step.field("")))?;
                 ev(&self.events, "fault-on", t, Some(&fname), None, note);
             }

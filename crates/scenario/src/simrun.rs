@@ -16,7 +16,7 @@
 //! ```
 
 use crate::Scenario;
-use crate::format::{Route, dur};
+use crate::format::{Route, Specs, Spelled, dur};
 use crate::lifecycle::Lifecycle;
 use crate::render::{Net, http_body};
 use crate::runner::{RunOptions, RunRecord, RunStatus};
@@ -24,7 +24,7 @@ use crate::timeline::{Action, Step};
 use anyhow::{Context, Result, anyhow, bail};
 use resolvelab_core::evidence::{Event, event_kind};
 use resolvelab_core::spec::dns::Align;
-use resolvelab_core::spec::fault::BackendFault;
+use resolvelab_core::spec::fault::Fault;
 use resolvelab_core::spec::toxic::ToxicSpec;
 use resolvelab_load::Scheduled;
 use resolvelab_sim::nginx::{
@@ -404,8 +404,9 @@ fn plan(
     cfg.listen = net.nginx.to_string();
     cfg.uri = sc.load.path.clone();
     nginx_settings(&mut cfg, sc)?;
-    load_settings(&mut cfg, sc, &net)?;
-    let links = pools(&mut cfg, sc, &net)?;
+    let specs = sc.specs()?;
+    load_settings(&mut cfg, sc, &specs, &net)?;
+    let links = pools(&mut cfg, sc, &specs, &net)?;
     // Every backend answers with its name in `x-backend`, which the load records.
     cfg.names = sc
         .backends
@@ -423,8 +424,8 @@ fn plan(
         t.period = p.period.0;
         t.schedule = Some(first);
     }
-    standing_faults(&mut t, &cfg, sc, &net, &links)?;
-    for step in crate::timeline::steps(&sc.timeline, seed)? {
+    standing_faults(&mut t, &cfg, sc, &specs, &net, &links)?;
+    for step in crate::timeline::steps(&sc.timeline, &sc.proxies, seed)? {
         t.event(&mut cfg, sc, &net, &links, &step)?;
     }
     t.settle_all();
@@ -571,15 +572,14 @@ fn nginx_settings(cfg: &mut SimConfig, sc: &Scenario) -> Result<()> {
 
 /// The load (rate or staged plan, mix, connections), the shim that depends on its methods,
 /// and the backends' latency.
-fn load_settings(cfg: &mut SimConfig, sc: &Scenario, net: &Net) -> Result<()> {
+fn load_settings(cfg: &mut SimConfig, sc: &Scenario, specs: &Specs, net: &Net) -> Result<()> {
     let n = &sc.nginx;
     cfg.duration = field_dur("load.duration", &sc.load.duration)?;
     match sc.load.rate.trim().parse::<f64>() {
         Ok(r) => cfg.rps = r,
         Err(_) => {
             // A staged plan: the request times the lab's own scheduler gives it.
-            let plan = resolvelab_load::RatePlan::parse(&sc.load.rate)
-                .map_err(|e| anyhow!("load.rate = {:?}: {e}", sc.load.rate))?;
+            let plan = &specs.rate;
             let Some(schedule) =
                 plan.schedule(Some(Duration::from_micros(cfg.duration.0 as u64)), None)
             else {
@@ -617,19 +617,30 @@ fn load_settings(cfg: &mut SimConfig, sc: &Scenario, net: &Net) -> Result<()> {
             }
         });
     }
-    let specs: std::collections::BTreeSet<Option<&str>> =
+    // Backends alike when their latencies are written alike.
+    let written: std::collections::BTreeSet<Option<&str>> =
         sc.backends.iter().map(|b| b.latency.as_deref()).collect();
-    if specs.len() > 1 {
+    let model = |name: &str| {
+        specs.backends[name]
+            .latency
+            .as_ref()
+            .map(|l| Latency::from(&l.value))
+    };
+    if written.len() > 1 {
         // A slow and a fast backend: each its own distribution, loopback for the others.
         cfg.latency = LOOPBACK_LATENCY;
         for be in &sc.backends {
-            if let Some(spec) = &be.latency {
+            if let Some(l) = model(&be.name) {
                 cfg.backend_latency
-                    .insert(net.hosts[&be.name].to_string(), latency_spec(spec)?);
+                    .insert(net.hosts[&be.name].to_string(), l);
             }
         }
     } else {
-        cfg.latency = backend_latency(sc)?.unwrap_or(LOOPBACK_LATENCY);
+        cfg.latency = sc
+            .backends
+            .first()
+            .and_then(|b| model(&b.name))
+            .unwrap_or(LOOPBACK_LATENCY);
     }
     Ok(())
 }
@@ -637,7 +648,12 @@ fn load_settings(cfg: &mut SimConfig, sc: &Scenario, net: &Net) -> Result<()> {
 /// Backends with a database pool: the request's service is its round trips over the link.
 /// Returns the proxies that stand for a link, with the pools (indices into `cfg.pools`) using
 /// them.
-fn pools(cfg: &mut SimConfig, sc: &Scenario, net: &Net) -> Result<BTreeMap<String, Vec<usize>>> {
+fn pools(
+    cfg: &mut SimConfig,
+    sc: &Scenario,
+    specs: &Specs,
+    net: &Net,
+) -> Result<BTreeMap<String, Vec<usize>>> {
     let mut links: BTreeMap<String, Vec<usize>> = BTreeMap::new();
     for be in &sc.backends {
         let Some(db) = &be.db else {
@@ -656,8 +672,8 @@ fn pools(cfg: &mut SimConfig, sc: &Scenario, net: &Net) -> Result<BTreeMap<Strin
         // One round trip on loopback, plus every latency fault of a proxy in between.
         let mut round_trip = LOOPBACK_ROUND_TRIP.0;
         if let Some(px) = sc.proxies.iter().find(|p| &p.name == db) {
-            for f in &px.faults {
-                match lab_fault(f, true)
+            for Spelled { text: f, value } in &specs.proxies[&px.name] {
+                match lab_fault(&Fault::Proxy(value.clone()))
                     .map_err(|e| anyhow!("proxy `{}` fault `{f}`: {e:#}", px.name))?
                 {
                     FaultKind::Delay { by } => round_trip += by.0,
@@ -711,20 +727,30 @@ fn standing_faults(
     t: &mut Timeline,
     cfg: &SimConfig,
     sc: &Scenario,
+    specs: &Specs,
     net: &Net,
     links: &BTreeMap<String, Vec<usize>>,
 ) -> Result<()> {
-    let backends = sc.backends.iter().map(|b| (&b.name, &b.faults, false));
+    let backends = sc.backends.iter().map(|b| {
+        let faults = &specs.backends[&b.name].faults;
+        let faults = faults
+            .iter()
+            .map(|f| (&f.text, Fault::Backend(f.value.clone())));
+        (&b.name, faults.collect::<Vec<_>>(), "backend")
+    });
     let proxies = sc
         .proxies
         .iter()
         .filter(|p| !links.contains_key(&p.name))
-        .map(|p| (&p.name, &p.faults, true));
-    for (name, specs, proxy) in backends.chain(proxies) {
-        for f in specs {
-            let what = if proxy { "proxy" } else { "backend" };
+        .map(|p| {
+            let faults = specs.proxies[&p.name].iter();
+            let faults = faults.map(|f| (&f.text, Fault::Proxy(f.value.clone())));
+            (&p.name, faults.collect::<Vec<_>>(), "proxy")
+        });
+    for (name, faults, what) in backends.chain(proxies) {
+        for (f, fault) in faults {
             let kind =
-                lab_fault(f, proxy).map_err(|e| anyhow!("{what} `{name}` fault `{f}`: {e:#}"))?;
+                lab_fault(&fault).map_err(|e| anyhow!("{what} `{name}` fault `{f}`: {e:#}"))?;
             t.faults.push(FaultWindow {
                 start: Us(-cfg.warmup.0),
                 end: Us(t.end_all),
@@ -830,9 +856,13 @@ impl Timeline {
                 };
                 link_only(format!("{field}: {what} `{t}`"))
             }
-            Action::Fault { target: t, spec } => {
-                let kind = lab_fault(spec, sc.proxies.iter().any(|p| &p.name == t))
-                    .map_err(|err| anyhow!("{field}: fault `{spec}`: {err:#}"))?;
+            Action::Fault {
+                target: t,
+                spec,
+                fault,
+            } => {
+                let kind =
+                    lab_fault(fault).map_err(|err| anyhow!("{field}: fault `{spec}`: {err:#}"))?;
                 let end = match for_ {
                     Some(len) => at + len.0,
                     None => self.end_all,
@@ -1143,11 +1173,10 @@ const LAB_TIMER_HALF_TICK: Us = Us(500);
 
 /// A lab fault spec — a proxy's toxic, or a backend's fault — as the model plays it, with the
 /// lab's timer resolution on `reclaim`.
-fn lab_fault(spec: &str, proxy: bool) -> Result<FaultKind> {
-    let kind = if proxy {
-        FaultKind::from_toxic(&spec.parse::<ToxicSpec>().map_err(anyhow::Error::msg)?)?
-    } else {
-        FaultKind::from_backend(&spec.parse::<BackendFault>().map_err(anyhow::Error::msg)?)?
+fn lab_fault(fault: &Fault) -> Result<FaultKind> {
+    let kind = match fault {
+        Fault::Proxy(t) => FaultKind::from_toxic(t)?,
+        Fault::Backend(f) => FaultKind::from_backend(f)?,
     };
     Ok(match kind {
         FaultKind::Reclaim {
@@ -1172,21 +1201,6 @@ pub const LOOPBACK_LATENCY: Latency = Latency::Uniform {
     min: Us(100),
     max: Us(400),
 };
-
-/// The latency every backend shares (`None`: the scenario gives none).
-fn backend_latency(sc: &Scenario) -> Result<Option<Latency>> {
-    let specs: std::collections::BTreeSet<Option<&str>> =
-        sc.backends.iter().map(|b| b.latency.as_deref()).collect();
-    match specs.into_iter().next() {
-        Some(Some(spec)) => latency_spec(spec).map(Some),
-        _ => Ok(None),
-    }
-}
-
-/// A lab backend's `latency` (`100ms`, `1ms..5ms`, `lognormal:p50=…,p99=…`) as the model's.
-fn latency_spec(spec: &str) -> Result<Latency> {
-    Latency::parse(spec).map_err(|e| anyhow!("backend latency `{spec}`: {e:#}"))
-}
 
 /// The name a lab backend gives a fault (its kind: `reclaim`, `rst`, …).
 /// The lab proxy's name for a fault: `name=`, else its kind and direction

@@ -10,14 +10,15 @@
 //! ```
 //! use resolvelab_scenario::{library, timeline::{Action, steps}};
 //! let sc = library::get("nxdomain").unwrap();
-//! let plan = steps(&sc.timeline, 1).unwrap();
+//! let plan = steps(&sc.timeline, &sc.proxies, 1).unwrap();
 //! assert!(matches!(&plan[0].action, Action::Dns { mode, .. } if mode == "nxdomain"));
 //! assert_eq!(plan[0].at, std::time::Duration::from_secs(12));
 //! ```
 
-use crate::format::{Event, NginxAction, dur};
+use crate::format::{Event, NginxAction, ProxySpec, dur};
 use anyhow::{Result, anyhow};
 use resolvelab_core::spec::dns::Align;
+use resolvelab_core::spec::fault::Fault;
 use std::time::Duration;
 
 /// The seed stream the timeline's jitter is drawn from (the run's seed mixed with this), apart
@@ -38,8 +39,10 @@ pub enum Action {
     Fault {
         /// The backend or proxy.
         target: String,
-        /// The fault spec as written.
+        /// The fault spec as written (the model names a fault by its kind as written).
         spec: String,
+        /// The spec read in the target's vocabulary, the event's `for` not yet applied.
+        fault: Fault,
     },
     /// Remove every fault of a backend or proxy.
     Clear {
@@ -51,9 +54,10 @@ pub enum Action {
 }
 
 impl Action {
-    /// The one action an event names (the format checks there is exactly one at load).
-    fn of(e: &Event) -> Option<Action> {
-        Some(
+    /// The one action an event names (the format checks there is exactly one at load); a
+    /// fault spec is read as a toxic when its target is one of `proxies`.
+    fn of(e: &Event, proxies: &[ProxySpec]) -> Result<Option<Action>, String> {
+        Ok(Some(
             match (&e.dns, &e.mode, &e.fault, &e.spec, &e.clear, e.nginx) {
                 (Some(name), Some(mode), ..) => Action::Dns {
                     name: name.clone(),
@@ -62,21 +66,23 @@ impl Action {
                 (_, _, Some(target), Some(spec), ..) => Action::Fault {
                     target: target.clone(),
                     spec: spec.clone(),
+                    fault: Fault::parse(spec, proxies.iter().any(|p| &p.name == target))
+                        .map_err(|e| format!("fault `{spec}`: {e}"))?,
                 },
                 (.., Some(target), _) => Action::Clear {
                     target: target.clone(),
                 },
                 (.., Some(NginxAction::Reload)) => Action::Reload,
-                _ => return None,
+                _ => return Ok(None),
             },
-        )
+        ))
     }
 
     /// A few words for the live progress line.
     pub fn describe(&self) -> String {
         match self {
             Action::Dns { name, mode } => format!("dns {name} → {mode}"),
-            Action::Fault { target, spec } => format!("fault {target} {spec}"),
+            Action::Fault { target, spec, .. } => format!("fault {target} {spec}"),
             Action::Clear { target } => format!("clear {target}"),
             Action::Reload => "nginx reload".into(),
         }
@@ -113,8 +119,9 @@ impl Step {
 }
 
 /// The timeline's steps in order, their instants resolved with `seed`'s jitter stream (one draw
-/// per event that has `jitter`, in order: the draws the lab and the model share).
-pub fn steps(timeline: &[Event], seed: u64) -> Result<Vec<Step>> {
+/// per event that has `jitter`, in order: the draws the lab and the model share), their fault
+/// specs read for their targets (`proxies` are the scenario's TCP proxies).
+pub fn steps(timeline: &[Event], proxies: &[ProxySpec], seed: u64) -> Result<Vec<Step>> {
     let mut rng =
         <rand_chacha::ChaCha8Rng as rand::SeedableRng>::seed_from_u64(seed ^ JITTER_STREAM);
     let mut prev = Duration::ZERO;
@@ -132,9 +139,13 @@ pub fn steps(timeline: &[Event], seed: u64) -> Result<Vec<Step>> {
             at += parse("jitter", j)?.mul_f64(rand::RngExt::random::<f64>(&mut rng));
         }
         prev = at;
-        let action = Action::of(e).ok_or_else(|| {
-            anyhow!("timeline event {n}: exactly one of `dns`, `fault`, `clear`, `nginx` is needed")
-        })?;
+        let action = Action::of(e, proxies)
+            .map_err(|err| anyhow!("timeline event {n}: {err}"))?
+            .ok_or_else(|| {
+                anyhow!(
+                    "timeline event {n}: exactly one of `dns`, `fault`, `clear`, `nginx` is needed"
+                )
+            })?;
         out.push(Step {
             n,
             at,
@@ -164,7 +175,7 @@ mod tests {
             ev("clear = \"b1\""),
             ev("at = \"1s\"\nnginx = \"reload\""),
         ];
-        let a = steps(&tl, 7).unwrap();
+        let a = steps(&tl, &[], 7).unwrap();
         assert_eq!(a[0].at, Duration::from_secs(10));
         assert_eq!(a[0].window, Some(Duration::from_secs(2)));
         let j = a[1].at - Duration::from_secs(15);
@@ -181,7 +192,8 @@ mod tests {
                 },
                 Action::Fault {
                     target: "b1".into(),
-                    spec: "rst".into()
+                    spec: "rst".into(),
+                    fault: Fault::parse("rst", false).unwrap()
                 },
                 Action::Clear {
                     target: "b1".into()
@@ -190,13 +202,32 @@ mod tests {
             ]
         );
         // Same seed, same instants; another seed draws another jitter.
-        assert_eq!(steps(&tl, 7).unwrap(), a);
-        assert_ne!(steps(&tl, 8).unwrap()[1].at, a[1].at);
+        assert_eq!(steps(&tl, &[], 7).unwrap(), a);
+        assert_ne!(steps(&tl, &[], 8).unwrap()[1].at, a[1].at);
     }
 
     #[test]
     fn an_event_without_an_action_names_its_number() {
-        let e = steps(&[ev("at = \"1s\"")], 1).unwrap_err().to_string();
+        let e = steps(&[ev("at = \"1s\"")], &[], 1).unwrap_err().to_string();
         assert!(e.starts_with("timeline event 1: exactly one of"), "{e}");
+    }
+
+    #[test]
+    fn a_fault_is_read_in_its_targets_vocabulary() {
+        let tl = [ev(
+            "at = \"1s\"\nfault = \"link\"\nspec = \"latency:delay=200ms\"",
+        )];
+        let link: ProxySpec = toml::from_str("name = \"link\"\nupstream = \"b1\"").unwrap();
+        let proxy = steps(&tl, &[link], 1).unwrap();
+        assert!(matches!(
+            &proxy[0].action,
+            Action::Fault { fault: Fault::Proxy(t), .. } if t.name() == "latency_downstream"
+        ));
+        // `latency` is no backend fault: on a backend the same spec names its event.
+        let e = steps(&tl, &[], 1).unwrap_err().to_string();
+        assert!(
+            e.starts_with("timeline event 1: fault `latency:delay=200ms`: "),
+            "{e}"
+        );
     }
 }

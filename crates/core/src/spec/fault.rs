@@ -234,6 +234,40 @@ impl BackendFault {
     }
 }
 
+/// A fault for one of a scenario's targets: a backend's own, or a TCP proxy's (a toxic). Which
+/// vocabulary a spec is read in is the target's, so the kind says where it can go.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Fault {
+    /// For a backend.
+    Backend(BackendFault),
+    /// For a TCP fault proxy.
+    Proxy(super::toxic::ToxicSpec),
+}
+
+impl Fault {
+    /// Read `spec` as a proxy's toxic (`proxy`) or as a backend's fault.
+    pub fn parse(spec: &str, proxy: bool) -> Result<Fault, String> {
+        Ok(if proxy {
+            Fault::Proxy(spec.parse()?)
+        } else {
+            Fault::Backend(spec.parse()?)
+        })
+    }
+
+    /// Active for `len` after it is added (a timeline event's `for`), unless the spec gives
+    /// its own `for`.
+    pub fn lasting(mut self, len: Option<Duration>) -> Fault {
+        let common = match &mut self {
+            Fault::Backend(f) => &mut f.common,
+            Fault::Proxy(t) => &mut t.common,
+        };
+        if common.window.is_none() {
+            common.window = len;
+        }
+        self
+    }
+}
+
 fn positional_or<'a>(spec: &'a Spec, key: &str) -> Option<&'a str> {
     spec.get(key).or_else(|| spec.get(""))
 }
