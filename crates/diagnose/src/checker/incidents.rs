@@ -348,14 +348,19 @@ fn incident(
         (n as f64 / req as f64).min(1.0)
     };
     let mut hops = NluCounts::default();
-    let mut methods = BTreeMap::new();
+    // Counted by interned method id, named once per method (not once per failure).
+    let mut per_method = vec![0u64; store.methods.len()];
     for &i in members {
         let (f, w) = (store.kind(i), recs[i].weight());
         if f.nlu {
             hops.count_n(f.hops, w);
             hops.paired += f.paired.is_some() as u64 * w;
         }
-        let m = store.methods[f.method as usize].as_deref().unwrap_or("-");
+        per_method[f.method as usize] += w;
+    }
+    let mut methods = BTreeMap::new();
+    for (id, &w) in per_method.iter().enumerate().filter(|(_, w)| **w > 0) {
+        let m = store.methods[id].as_deref().unwrap_or("-");
         *methods.entry(m.to_string()).or_insert(0) += w;
     }
     // Offset after the swap: from the first failure's end (the failing selection happens after
