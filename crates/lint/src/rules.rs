@@ -253,32 +253,38 @@ fn hit(id: &str, at: &Word, file: usize, message: String) -> Hit {
 /// nginx's size and time values (one parser for the linter and the model).
 pub use resolvelab_core::spec::nginx::{size as parse_size, time_ms as parse_time_ms};
 
-fn fmt_ms(ms: u64) -> String {
-    if ms.is_multiple_of(1000) {
-        format!("{}s", ms / 1000)
-    } else {
-        format!("{ms}ms")
-    }
-}
+use resolvelab_core::spec::nginx::{ServerParams, time_text as fmt_ms};
 
-/// One `server` line of an upstream block.
+/// One `server` line of an upstream block, with the words a finding points at.
 struct ServerLine<'a> {
     d: &'a Directive,
     /// The address word.
     addr: &'a Word,
     /// Host part when the address is a DNS name (not an IP literal or unix socket).
     name: Option<String>,
-    resolve: bool,
-    backup: bool,
-    /// `service=NAME`: an SRV lookup, one peer per SRV record.
-    srv: bool,
-    /// `max_fails=N`: the value and its word.
-    max_fails: Option<(u64, &'a Word)>,
+    /// The parameters, as nginx reads them (a word nginx would refuse is left out: `nginx -t`
+    /// says so, and the rules judge what the line says).
+    params: ServerParams,
+    /// The `max_fails=` word, when the line has one.
+    max_fails_word: Option<&'a Word>,
 }
 
 impl ServerLine<'_> {
     fn max_fails_zero(&self) -> bool {
-        matches!(self.max_fails, Some((0, _)))
+        self.params.max_fails == Some(0)
+    }
+
+    fn resolve(&self) -> bool {
+        self.params.resolve
+    }
+
+    fn backup(&self) -> bool {
+        self.params.backup
+    }
+
+    /// Where a finding about `max_fails` points: its word, else the address.
+    fn max_fails_at(&self) -> &Word {
+        self.max_fails_word.unwrap_or(self.addr)
     }
 }
 
@@ -298,28 +304,20 @@ fn host_of(addr: &str) -> Option<String> {
 
 fn server_line(d: &Directive) -> Option<ServerLine<'_>> {
     let addr = d.args.first()?;
-    let mut s = ServerLine {
+    let mut params = ServerParams::default();
+    let mut max_fails_word = None;
+    for w in &d.args[1..] {
+        if params.read(&w.value).is_ok() && w.value.starts_with("max_fails=") {
+            max_fails_word = Some(w);
+        }
+    }
+    Some(ServerLine {
         d,
         addr,
         name: host_of(&addr.value),
-        resolve: false,
-        backup: false,
-        srv: false,
-        max_fails: None,
-    };
-    for w in &d.args[1..] {
-        match w.value.as_str() {
-            "resolve" => s.resolve = true,
-            "backup" => s.backup = true,
-            v if v.starts_with("service=") => s.srv = true,
-            v => {
-                if let Some(n) = v.strip_prefix("max_fails=") {
-                    s.max_fails = n.parse().ok().map(|n| (n, w));
-                }
-            }
-        }
-    }
-    Some(s)
+        params,
+        max_fails_word,
+    })
 }
 
 fn find<'a>(dirs: &'a [Directive], name: &str) -> Option<&'a Directive> {
@@ -528,7 +526,7 @@ pub(crate) fn check(cfg: &Config, opts: &LintOptions) -> Vec<Hit> {
             .collect();
         let resolve_lines: Vec<&ServerLine> = lines
             .iter()
-            .filter(|s| s.resolve && s.name.is_some())
+            .filter(|s| s.resolve() && s.name.is_some())
             .collect();
 
         check_zone(up, uname, &lines, opts, &mut hits);
@@ -679,7 +677,7 @@ fn check_name_resolution(cfg: &Config, m: &Model, hits: &mut Vec<Hit>) {
             if let Some(name) = s
                 .name
                 .as_deref()
-                .filter(|n| !s.resolve && *n != "localhost")
+                .filter(|n| !s.resolve() && *n != "localhost")
             {
                 hits.push(hit(
                     "resolve-once",
@@ -883,7 +881,7 @@ fn check_resolve_lines(
     resolve_lines: &[&ServerLine],
     hits: &mut Vec<Hit>,
 ) {
-    let primary: Vec<&&ServerLine> = resolve_lines.iter().filter(|s| !s.backup).collect();
+    let primary: Vec<&&ServerLine> = resolve_lines.iter().filter(|s| !s.backup()).collect();
     let mut by_name: BTreeMap<&str, Vec<&ServerLine>> = BTreeMap::new();
     for s in &primary {
         by_name
@@ -891,7 +889,7 @@ fn check_resolve_lines(
             .or_default()
             .push(s);
     }
-    let static_primary = lines.iter().filter(|s| !s.resolve && !s.backup).count();
+    let static_primary = lines.iter().filter(|s| !s.resolve() && !s.backup()).count();
     if by_name.len() == 1 {
         let (name, group) = by_name.iter().next().expect("one entry");
         let first = group[0];
@@ -916,11 +914,11 @@ fn check_resolve_lines(
             if s.max_fails_zero() {
                 continue;
             }
-            let current = match s.max_fails {
-                Some((n, _)) => format!("max_fails={n}"),
+            let current = match s.params.max_fails {
+                Some(n) => format!("max_fails={n}"),
                 None => "the hidden default max_fails=1 fail_timeout=10s".to_string(),
             };
-            let at = s.max_fails.map_or(s.addr, |(_, w)| w);
+            let at = s.max_fails_at();
             if group.len() >= 2 {
                 let where_: Vec<String> = group
                     .iter()
@@ -948,7 +946,7 @@ fn check_resolve_lines(
                         format!(
                             "upstream `{uname}` has {static_primary} static server line(s) beside `{name}`, so there are always >= 2 peers and {current} applies: one failure per peer disables every peer at once (a 1-hop `no live upstreams` burst)"
                         )
-                    } else if s.srv {
+                    } else if s.params.service.is_some() {
                         format!(
                             "`{name}` is an SRV lookup (`service=`): upstream `{uname}` gets one peer per SRV record, so with two or more records {current} applies and one failure per peer disables every peer at once (a 1-hop `no live upstreams` burst)"
                         )
@@ -960,7 +958,7 @@ fn check_resolve_lines(
                 );
                 h.fix = "add `max_fails=0` to this line (a no-op while there is one peer), or move to per-DC names with an explicit max_fails".into();
                 hits.push(h);
-            } else if s.max_fails.is_none() {
+            } else if s.params.max_fails.is_none() {
                 let mut h = hit(
                     "resolve-max-fails",
                     s.addr,
@@ -978,12 +976,12 @@ fn check_resolve_lines(
 }
 
 fn check_backup(uname: &str, lines: &[ServerLine], hits: &mut Vec<Hit>) {
-    if !lines.iter().any(|s| s.backup) {
+    if !lines.iter().any(|s| s.backup()) {
         return;
     }
     for s in lines.iter().filter(|s| !s.max_fails_zero()) {
-        let at = s.max_fails.map_or(s.addr, |(_, w)| w);
-        let role = if s.backup { "backup" } else { "primary" };
+        let at = s.max_fails_at();
+        let role = if s.backup() { "backup" } else { "primary" };
         hits.push(hit(
             "backup-max-fails",
             at,
@@ -1056,7 +1054,7 @@ fn check_zone(
     let mut peers = 0u64;
     let mut names = 0u64;
     for s in lines {
-        if s.resolve && s.name.is_some() {
+        if s.resolve() && s.name.is_some() {
             names += 1;
             peers += per_name;
         } else {

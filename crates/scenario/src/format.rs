@@ -719,9 +719,28 @@ impl Scenario {
                 );
             }
         }
+        self.check_server_params()?;
         self.check_timeline(&names)?;
         self.check_events_within_load()
             .map_err(|e| self.err_at(&["timeline"], e))?;
+        Ok(())
+    }
+
+    /// Each server line's parameters read as nginx reads them (`fail_timeout` is an nginx
+    /// time), with the `[nginx]` defaults applied: the value the renderer and the model use.
+    fn check_server_params(&self) -> anyhow::Result<()> {
+        let net = crate::render::Net::assign(self, 255, 255)?;
+        for (i, s) in self.nginx.servers.iter().enumerate() {
+            if let Err(e) = net.upstream_server(self, s) {
+                let i = i.to_string();
+                let path: &[&str] = if s.fail_timeout.is_some() {
+                    &["nginx", "server", &i, "fail_timeout"]
+                } else {
+                    &["nginx", "fail_timeout"]
+                };
+                return Err(self.err_at(path, e));
+            }
+        }
         Ok(())
     }
 
@@ -1235,9 +1254,8 @@ impl Scenario {
             .nginx
             .fail_timeout
             .as_deref()
-            .map(|v| dur("fail_timeout", v))
-            .transpose()?
-            .unwrap_or(Duration::from_secs(10));
+            .and_then(|v| resolvelab_core::spec::nginx::time_ms(v))
+            .map_or(Duration::from_secs(10), Duration::from_millis);
         let tail = (period * 2).max(fail + Duration::from_secs(2));
         let scaled = dur("load.duration", &scale(&s.load.duration)?)?;
         let need = if s.timeline.is_empty() {
@@ -1433,6 +1451,15 @@ expect = { checks = ["nlu = 0"] }
         );
         let e = err("nginx = { max_fails = 0 }", "nginx = { max_fail = 0 }");
         assert!(e.starts_with("t.toml:27:") && e.contains("max_fail"), "{e}");
+        // A server line's fail_timeout is an nginx time, at its own line or the [nginx] default's.
+        let e = err(
+            "nginx = { max_fails = 0 }",
+            "nginx = { fail_timeout = \"5 s\" }",
+        );
+        assert!(
+            e.starts_with("t.toml:29:") && e.contains("nginx time"),
+            "{e}"
+        );
     }
 
     #[test]

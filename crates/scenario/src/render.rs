@@ -4,8 +4,9 @@
 //! once without port collisions: nginx listens on `.1`, the DNS authority on `.53`, backends on
 //! `.20`, `.30`, … (or the `host` the scenario gives).
 
-use crate::format::{Route, Scenario, dur};
+use crate::format::{Route, Scenario, ServerLine, dur};
 use anyhow::{Result, bail};
+use resolvelab_core::spec::nginx::ServerParams;
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::net::{Ipv4Addr, SocketAddr};
@@ -23,7 +24,55 @@ pub struct Net {
     pub hosts: BTreeMap<String, SocketAddr>,
 }
 
+/// One `server` line of the upstream as nginx gets it: a backend's address (`@backend`) or the
+/// name with the port, and the parameters with the `[nginx]` defaults applied. The renderer
+/// writes it into nginx.conf and the model plays it, so both read one value.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UpstreamServer {
+    /// An IP literal (`@backend`) or a DNS name.
+    pub host: String,
+    /// The port.
+    pub port: u16,
+    /// `resolve` (a name, in an upstream block), `max_fails`, `fail_timeout`, `backup`.
+    pub params: ServerParams,
+}
+
 impl Net {
+    /// The upstream server a scenario's server line stands for in this run.
+    pub fn upstream_server(&self, sc: &Scenario, s: &ServerLine) -> Result<UpstreamServer> {
+        let n = &sc.nginx;
+        let (host, port, resolve) = match s.host.strip_prefix('@') {
+            Some(name) => {
+                let Some(addr) = self.hosts.get(name) else {
+                    bail!("server host `@{name}` names no backend or proxy");
+                };
+                (addr.ip().to_string(), addr.port(), false)
+            }
+            None => (
+                s.host.clone(),
+                n.port,
+                s.resolve && n.route == Route::Upstream,
+            ),
+        };
+        let fail_timeout_ms = match s.fail_timeout.as_ref().or(n.fail_timeout.as_ref()) {
+            Some(t) => Some(resolvelab_core::spec::nginx::time_ms(t).ok_or_else(|| {
+                anyhow::anyhow!("fail_timeout `{t}` is not an nginx time (`10s`, `500ms`)")
+            })?),
+            None => None,
+        };
+        Ok(UpstreamServer {
+            host,
+            port,
+            params: ServerParams {
+                resolve,
+                max_fails: s.max_fails.or(n.max_fails),
+                fail_timeout_ms,
+                backup: s.backup,
+                ..ServerParams::default()
+            },
+        })
+    }
+
     /// Assign addresses inside `127.a.b.0/24`.
     pub fn assign(sc: &Scenario, a: u8, b: u8) -> Result<Net> {
         let ip = |h: u8| Ipv4Addr::new(127, a, b, h);
@@ -137,24 +186,8 @@ fn upstream_block(w: &mut String, sc: &Scenario, net: &Net, resolver: &str) -> R
         }
     }
     for s in &n.servers {
-        let (target, resolve) = match s.host.strip_prefix('@') {
-            Some(name) => (net.hosts[name].to_string(), false),
-            None => (format!("{}:{}", s.host, n.port), s.resolve),
-        };
-        let mut line = format!("    server {target}");
-        if resolve {
-            line.push_str(" resolve");
-        }
-        if let Some(m) = s.max_fails.or(n.max_fails) {
-            write!(line, " max_fails={m}")?;
-        }
-        if let Some(f) = s.fail_timeout.as_ref().or(n.fail_timeout.as_ref()) {
-            write!(line, " fail_timeout={f}")?;
-        }
-        if s.backup {
-            line.push_str(" backup");
-        }
-        writeln!(w, "{line};")?;
+        let u = net.upstream_server(sc, s)?;
+        writeln!(w, "    server {}:{}{};", u.host, u.port, u.params)?;
     }
     if n.keepalive > 0 {
         writeln!(w, "    keepalive {};", n.keepalive)?;

@@ -500,28 +500,13 @@ fn refuse_unmodelled(sc: &Scenario) -> Result<()> {
 /// Server lines: a name without `resolve` (or in a direct proxy_pass) is resolved at start and
 /// at reloads; a variable proxy_pass per request.
 fn server_lines(sc: &Scenario, net: &Net) -> Result<Vec<ServerLine>> {
-    let n = &sc.nginx;
     let mut servers = Vec::new();
-    for (i, s) in n.servers.iter().enumerate() {
-        let mut line = match s.host.strip_prefix('@') {
-            Some(name) => {
-                let addr = net.hosts[name];
-                ServerLine::fixed(&addr.ip().to_string(), addr.port())
-            }
-            None if n.route == Route::Variable => ServerLine {
-                per_request: true,
-                ..ServerLine::fixed(&s.host, n.port)
-            },
-            None if s.resolve && n.route == Route::Upstream => ServerLine::resolve(&s.host, n.port),
-            None => ServerLine::fixed(&s.host, n.port),
-        };
-        if let Some(m) = s.max_fails.or(n.max_fails) {
-            line.max_fails = m;
-        }
-        if let Some(f) = s.fail_timeout.as_ref().or(n.fail_timeout.as_ref()) {
-            line.fail_timeout = field_dur(&format!("nginx.server[{i}].fail_timeout"), f)?;
-        }
-        line.backup = s.backup;
+    for (i, s) in sc.nginx.servers.iter().enumerate() {
+        let u = net
+            .upstream_server(sc, s)
+            .map_err(|e| anyhow!("nginx.server[{i}]: {e}"))?;
+        let mut line = ServerLine::from_params(&u.host, u.port, &u.params);
+        line.per_request = !s.host.starts_with('@') && sc.nginx.route == Route::Variable;
         servers.push(line);
     }
     Ok(servers)

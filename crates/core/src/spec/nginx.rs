@@ -1,13 +1,20 @@
 //! nginx's own size and time values, as its configuration writes them (`128k`, `1m`;
 //! `30s`, `1m30s`, `500ms`, bare seconds) and as nginx parses them (`ngx_parse_size`,
 //! `ngx_parse_time`): the linter reads them from real configurations, the model from a
-//! scenario's `[nginx]` table.
+//! scenario's `[nginx]` table. And the parameters of an upstream's `server` line
+//! ([`ServerParams`]), which the lab writes into its nginx.conf, the model plays and the linter
+//! reads from real configurations.
 //!
 //! ```
-//! use resolvelab_core::spec::nginx;
+//! use resolvelab_core::spec::nginx::{self, ServerParams};
 //! assert_eq!(nginx::size("64k"), Some(65536));
 //! assert_eq!(nginx::time_ms("1m30s"), Some(90_000));
+//! let p = ServerParams::parse(["resolve", "max_fails=0", "backup"]).unwrap();
+//! assert!(p.resolve && p.backup && p.max_fails == Some(0));
+//! assert_eq!(p.to_string(), " resolve max_fails=0 backup");
 //! ```
+
+use std::fmt;
 
 /// An nginx size (`128k`, `1m`, `1g`, `65536`) in bytes.
 pub fn size(s: &str) -> Option<u64> {
@@ -58,6 +65,131 @@ pub fn time_ms(s: &str) -> Option<u64> {
     Some(total)
 }
 
+/// A time in milliseconds as nginx's configuration writes it: whole seconds as `10s`, else
+/// `1500ms`.
+pub fn time_text(ms: u64) -> String {
+    if ms.is_multiple_of(1000) {
+        format!("{}s", ms / 1000)
+    } else {
+        format!("{ms}ms")
+    }
+}
+
+/// The parameters of an upstream `server` line after its address
+/// (`ngx_http_upstream_server`): `None` and `false` are nginx's defaults (`weight=1`,
+/// `max_fails=1`, `fail_timeout=10s`), kept apart from an explicit value because the linter
+/// and the lab's renderer care whether the line says it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ServerParams {
+    /// `resolve`: re-resolve the name and swap the peers (needs a zone).
+    pub resolve: bool,
+    /// `weight=N`.
+    pub weight: Option<u32>,
+    /// `max_fails=N` (0 disables the accounting).
+    pub max_fails: Option<u32>,
+    /// `fail_timeout=TIME`, in milliseconds.
+    pub fail_timeout_ms: Option<u64>,
+    /// `backup`.
+    pub backup: bool,
+    /// `down`.
+    pub down: bool,
+    /// `service=NAME`: an SRV lookup, one peer per SRV record.
+    pub service: Option<String>,
+    /// Words nginx knows that nothing here reads (`max_conns=`, `slow_start=`, `route=`, …).
+    pub other: Vec<String>,
+}
+
+/// nginx's own defaults for what a `server` line leaves out.
+impl ServerParams {
+    /// `weight` when the line does not say.
+    pub const DEFAULT_WEIGHT: u32 = 1;
+    /// `max_fails` when the line does not say.
+    pub const DEFAULT_MAX_FAILS: u32 = 1;
+    /// `fail_timeout` when the line does not say.
+    pub const DEFAULT_FAIL_TIMEOUT_MS: u64 = 10_000;
+
+    /// The words after the address, as nginx reads them; an error names the word and why.
+    pub fn parse<'a>(words: impl IntoIterator<Item = &'a str>) -> Result<ServerParams, String> {
+        let mut p = ServerParams::default();
+        for w in words {
+            p.read(w)?;
+        }
+        Ok(p)
+    }
+
+    /// Read one word into these parameters.
+    pub fn read(&mut self, word: &str) -> Result<(), String> {
+        let number = |v: &str| {
+            v.parse::<u32>()
+                .map_err(|_| format!("`{word}`: `{v}` is not a number"))
+        };
+        match word.split_once('=') {
+            None if word == "resolve" => self.resolve = true,
+            None if word == "backup" => self.backup = true,
+            None if word == "down" => self.down = true,
+            Some(("weight", v)) => self.weight = Some(number(v)?),
+            Some(("max_fails", v)) => self.max_fails = Some(number(v)?),
+            Some(("fail_timeout", v)) => {
+                let ms = time_ms(v).ok_or_else(|| {
+                    format!("`{word}`: `{v}` is not an nginx time (`10s`, `500ms`)")
+                })?;
+                self.fail_timeout_ms = Some(ms);
+            }
+            Some(("service", v)) => self.service = Some(v.to_string()),
+            _ => self.other.push(word.to_string()),
+        }
+        Ok(())
+    }
+
+    /// `max_fails`, or nginx's default.
+    pub fn max_fails_or_default(&self) -> u32 {
+        self.max_fails.unwrap_or(Self::DEFAULT_MAX_FAILS)
+    }
+
+    /// `fail_timeout` in milliseconds, or nginx's default.
+    pub fn fail_timeout_ms_or_default(&self) -> u64 {
+        self.fail_timeout_ms
+            .unwrap_or(Self::DEFAULT_FAIL_TIMEOUT_MS)
+    }
+
+    /// `weight`, or nginx's default.
+    pub fn weight_or_default(&self) -> u32 {
+        self.weight.unwrap_or(Self::DEFAULT_WEIGHT)
+    }
+}
+
+/// The words as a `server` line writes them, each after a space (`" resolve max_fails=0"`), so
+/// `server ADDR{params};` is the line.
+impl fmt::Display for ServerParams {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.resolve {
+            f.write_str(" resolve")?;
+        }
+        if let Some(w) = self.weight {
+            write!(f, " weight={w}")?;
+        }
+        if let Some(m) = self.max_fails {
+            write!(f, " max_fails={m}")?;
+        }
+        if let Some(t) = self.fail_timeout_ms {
+            write!(f, " fail_timeout={}", time_text(t))?;
+        }
+        if self.backup {
+            f.write_str(" backup")?;
+        }
+        if self.down {
+            f.write_str(" down")?;
+        }
+        if let Some(s) = &self.service {
+            write!(f, " service={s}")?;
+        }
+        for w in &self.other {
+            write!(f, " {w}")?;
+        }
+        Ok(())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -73,5 +205,44 @@ mod tests {
         assert_eq!(time_ms("5"), Some(5000));
         assert_eq!(time_ms("5x"), None);
         assert_eq!(time_ms("s"), None);
+    }
+
+    #[test]
+    fn server_params_read_and_write_nginx_words() {
+        let p = ServerParams::parse([
+            "weight=3",
+            "max_fails=0",
+            "fail_timeout=1m30s",
+            "service=_http._tcp",
+            "slow_start=5s",
+            "resolve",
+        ])
+        .unwrap();
+        assert_eq!(p.weight, Some(3));
+        assert_eq!(p.max_fails_or_default(), 0);
+        assert_eq!(p.fail_timeout_ms, Some(90_000));
+        assert_eq!(p.service.as_deref(), Some("_http._tcp"));
+        assert_eq!(p.other, ["slow_start=5s"]);
+        assert_eq!(
+            p.to_string(),
+            " resolve weight=3 max_fails=0 fail_timeout=90s service=_http._tcp slow_start=5s"
+        );
+        let d = ServerParams::default();
+        assert_eq!(
+            (
+                d.max_fails_or_default(),
+                d.fail_timeout_ms_or_default(),
+                d.weight_or_default()
+            ),
+            (1, 10_000, 1)
+        );
+        assert_eq!(d.to_string(), "");
+        assert!(
+            ServerParams::parse(["max_fails=x"])
+                .unwrap_err()
+                .contains("max_fails=x")
+        );
+        assert!(ServerParams::parse(["fail_timeout=5q"]).is_err());
+        assert_eq!(time_text(1500), "1500ms");
     }
 }

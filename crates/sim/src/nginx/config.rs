@@ -5,6 +5,7 @@
 use anyhow::{Result, bail};
 use resolvelab_core::spec::fault::{BackendFault, BackendFaultKind};
 use resolvelab_core::spec::latency::Latency as LabLatency;
+use resolvelab_core::spec::nginx::ServerParams;
 use resolvelab_core::spec::toxic::{ToxicKind, ToxicSpec};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use std::net::Ipv6Addr;
@@ -94,13 +95,13 @@ fn d_port() -> u16 {
     8080
 }
 fn d_max_fails() -> u32 {
-    1
+    ServerParams::DEFAULT_MAX_FAILS
 }
 fn d_fail_timeout() -> Us {
-    Us::s(10)
+    Us::ms(ServerParams::DEFAULT_FAIL_TIMEOUT_MS as i64)
 }
 fn d_weight() -> u32 {
-    1
+    ServerParams::DEFAULT_WEIGHT
 }
 
 impl ServerLine {
@@ -111,10 +112,10 @@ impl ServerLine {
             port,
             resolve: true,
             per_request: false,
-            max_fails: 1,
-            fail_timeout: Us::s(10),
+            max_fails: ServerParams::DEFAULT_MAX_FAILS,
+            fail_timeout: d_fail_timeout(),
             backup: false,
-            weight: 1,
+            weight: ServerParams::DEFAULT_WEIGHT,
         }
     }
     /// `server IP:PORT;` with nginx's defaults.
@@ -122,6 +123,20 @@ impl ServerLine {
         ServerLine {
             resolve: false,
             ..ServerLine::resolve(ip, port)
+        }
+    }
+    /// `server HOST:PORT PARAMS;`: what the line leaves out is nginx's default (`per_request`
+    /// is not a parameter of the line: false).
+    pub fn from_params(host: &str, port: u16, p: &ServerParams) -> ServerLine {
+        ServerLine {
+            host: host.into(),
+            port,
+            resolve: p.resolve,
+            per_request: false,
+            max_fails: p.max_fails_or_default(),
+            fail_timeout: Us::ms(p.fail_timeout_ms_or_default() as i64),
+            backup: p.backup,
+            weight: p.weight_or_default(),
         }
     }
 }
