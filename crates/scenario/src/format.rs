@@ -1254,7 +1254,7 @@ impl Scenario {
             .nginx
             .fail_timeout
             .as_deref()
-            .and_then(|v| resolvelab_core::spec::nginx::time_ms(v))
+            .and_then(resolvelab_core::spec::nginx::time_ms)
             .map_or(Duration::from_secs(10), Duration::from_millis);
         let tail = (period * 2).max(fail + Duration::from_secs(2));
         let scaled = dur("load.duration", &scale(&s.load.duration)?)?;
