@@ -77,13 +77,18 @@ impl NameConfig {
                 "--name `{s}`: expected NAME=MODE, e.g. `app.test.local=alternate:127.0.0.20,127.0.0.30`"
             )
         })?;
-        let name = normalize_name(name).map_err(|e| format!("--name `{s}`: {e}"))?;
-        let DnsSetting { mode, ttl, aaaa } =
-            setting.parse().map_err(|e| format!("--name `{s}`: {e}"))?;
+        let setting: DnsSetting = setting.parse().map_err(|e| format!("--name `{s}`: {e}"))?;
+        NameConfig::new(name, setting).map_err(|e| format!("--name `{s}`: {e}"))
+    }
+
+    /// A served name and its starting setting, which must be a complete mode.
+    pub fn new(name: &str, setting: DnsSetting) -> Result<NameConfig, String> {
+        let name = normalize_name(name)?;
+        let DnsSetting { mode, ttl, aaaa } = setting;
         if mode.is_partial() {
-            return Err(format!(
-                "--name `{s}`: a starting mode must be complete, e.g. `delay:200ms+static:127.0.0.20`"
-            ));
+            return Err(
+                "a starting mode must be complete, e.g. `delay:200ms+static:127.0.0.20`".into(),
+            );
         }
         Ok(NameConfig {
             name,
@@ -193,19 +198,12 @@ impl Zone {
         };
         for (raw, n) in file.names {
             let at = |e: String| format!("{origin}: [names.\"{raw}\"]: {e}");
-            let name = normalize_name(&raw).map_err(at)?;
-            let mode: DnsMode = n.mode.parse().map_err(at)?;
-            if mode.is_partial() {
-                return Err(at(
-                    "a starting mode must be complete, e.g. `delay:200ms+static:127.0.0.20`".into(),
-                ));
-            }
-            zone.names.push(NameConfig {
-                name,
-                mode,
+            let setting = DnsSetting {
+                mode: n.mode.parse().map_err(at)?,
                 ttl: n.ttl.map(|t| t.get()).transpose().map_err(at)?,
                 aaaa: parse_aaaa_list(&n.aaaa.join(",")).map_err(at)?,
-            });
+            };
+            zone.names.push(NameConfig::new(&raw, setting).map_err(at)?);
         }
         Ok(zone)
     }

@@ -1,6 +1,6 @@
 //! The scenario file format (`version = 1`), documented in docs/scenarios.md.
 
-use resolvelab_core::spec::dns::Align;
+use resolvelab_core::spec::dns::{Align, DnsSetting, HostRef};
 use resolvelab_core::spec::fault::BackendFault;
 use resolvelab_core::spec::latency::Latency;
 use resolvelab_core::spec::rate::RatePlan;
@@ -351,6 +351,9 @@ pub struct Spelled<T> {
 /// What [`Scenario::specs`] parses.
 #[derive(Debug, Clone)]
 pub struct Specs {
+    /// Each `[dns.names]` entry's starting setting, its `@name` references kept until the
+    /// run's addresses are known (`render::Net::resolve`).
+    pub dns: BTreeMap<String, DnsSetting<HostRef>>,
     /// Each backend's latency model and standing faults, by name.
     pub backends: BTreeMap<String, BackendSpecs>,
     /// Each TCP proxy's standing faults (toxics), by name.
@@ -893,16 +896,30 @@ impl Scenario {
         Ok(names)
     }
 
-    /// Every spec written in the lab's vocabulary parses: DNS modes (with `@name` references
-    /// resolved), backend and proxy faults, backend latency.
+    /// Every spec written in the lab's vocabulary parses: DNS modes (their `@name` references
+    /// resolved in a placeholder run), backend and proxy faults, backend latency.
     fn check_specs(&self) -> anyhow::Result<()> {
         let net = crate::render::Net::assign(self, 255, 255)?;
-        for (name, mode) in &self.dns.names {
+        let specs = self.specs()?;
+        for (name, setting) in &specs.dns {
+            net.resolve(setting).map_err(|e| {
+                anyhow::anyhow!(
+                    "{}: [dns.names] {name}: {e}",
+                    self.at(&["dns", "names", name])
+                )
+            })?;
+        }
+        Ok(())
+    }
+
+    /// The backends' and proxies' specs and the load's rate, parsed (each mistake at its
+    /// `file:line`). [`Scenario::validate`] made them once already, so for a loaded scenario
+    /// this cannot fail: the engines start from it rather than from the strings.
+    pub fn specs(&self) -> anyhow::Result<Specs> {
+        let mut dns = BTreeMap::new();
+        for (name, text) in &self.dns.names {
             let at = || self.at(&["dns", "names", name]);
-            let text = net
-                .expand(mode)
-                .map_err(|e| anyhow::anyhow!("{}: {e}", at()))?;
-            let setting: resolvelab_core::spec::dns::DnsSetting = text
+            let setting: DnsSetting<HostRef> = text
                 .parse()
                 .map_err(|e| anyhow::anyhow!("{}: [dns.names] {name}: {e}", at()))?;
             if setting.mode.is_partial() {
@@ -911,14 +928,8 @@ impl Scenario {
                     at()
                 );
             }
+            dns.insert(name.clone(), setting);
         }
-        self.specs().map(drop)
-    }
-
-    /// The backends' and proxies' specs and the load's rate, parsed (each mistake at its
-    /// `file:line`). [`Scenario::validate`] made them once already, so for a loaded scenario
-    /// this cannot fail: the engines start from it rather than from the strings.
-    pub fn specs(&self) -> anyhow::Result<Specs> {
         let mut backends = BTreeMap::new();
         for (i, b) in self.backends.iter().enumerate() {
             let n = i.to_string();
@@ -960,6 +971,7 @@ impl Scenario {
         let rate =
             RatePlan::parse(&self.load.rate).map_err(|e| self.err_at(&["load", "rate"], e))?;
         Ok(Specs {
+            dns,
             backends,
             proxies,
             rate,
@@ -1042,9 +1054,19 @@ impl Scenario {
                 let Some(mode) = &ev.mode else {
                     return Err(bad("dns", "`dns` needs a `mode`".into()));
                 };
-                let text = net.expand(mode).map_err(|e| bad("mode", e.to_string()))?;
-                text.parse::<resolvelab_core::spec::dns::DnsSetting>()
+                let setting = mode
+                    .parse::<DnsSetting<HostRef>>()
                     .map_err(|e| bad("mode", e))?;
+                if setting.ttl.is_some() || !setting.aaaa.is_empty() {
+                    return Err(bad(
+                        "mode",
+                        format!(
+                            "`{mode}`: a timeline event changes the mode only; a name's `ttl` and `aaaa` are set in [dns.names]"
+                        ),
+                    ));
+                }
+                net.resolve(&setting)
+                    .map_err(|e| bad("mode", e.to_string()))?;
             }
             if let Some(t) = ev.fault.as_ref().or(ev.clear.as_ref()) {
                 if !names.contains(t.as_str()) {
@@ -1460,6 +1482,50 @@ expect = { checks = ["nlu = 0"] }
             e.starts_with("t.toml:29:") && e.contains("nginx time"),
             "{e}"
         );
+    }
+
+    #[test]
+    fn dns_settings_are_read_once_and_resolved_per_run() {
+        let sc = Scenario::from_toml(MIN, "t.toml").unwrap();
+        let specs = sc.specs().unwrap();
+        let alt = &specs.dns["app.test.local"];
+        assert_eq!(
+            alt.mode,
+            resolvelab_core::spec::dns::DnsMode::Alternate(vec![
+                HostRef::Named("b1".into()),
+                HostRef::Named("b2".into())
+            ])
+        );
+        // Each run resolves the same typed value against its own /24.
+        for (a, b) in [(10, 2), (200, 7)] {
+            let net = crate::render::Net::assign(&sc, a, b).unwrap();
+            assert_eq!(
+                net.resolve(alt).unwrap().to_string(),
+                format!("alternate:127.{a}.{b}.20,127.{a}.{b}.30")
+            );
+        }
+        let err = |from: &str, to: &str| {
+            let text = MIN.replacen(from, to, 1);
+            assert_ne!(text, MIN, "{from}");
+            Scenario::from_toml(&text, "t.toml")
+                .unwrap_err()
+                .to_string()
+        };
+        // A timeline mode's reference is checked at its line, before anything runs.
+        let e = err("mode = \"nxdomain\"", "mode = \"static:@b9\"");
+        assert!(
+            e.starts_with("t.toml:22:") && e.contains("`@b9` names no"),
+            "{e}"
+        );
+        let e = err("mode = \"nxdomain\"", "mode = \"static:@b1;aaaa=::1\"");
+        assert!(
+            e.starts_with("t.toml:22:") && e.contains("[dns.names]"),
+            "{e}"
+        );
+        let e = err("alternate:@b1,@b2", "delay:1s");
+        assert!(e.starts_with("t.toml:11:") && e.contains("complete"), "{e}");
+        let e = err("alternate:@b1,@b2", "multi:25@@");
+        assert!(e.starts_with("t.toml:11:") && e.contains("`@`"), "{e}");
     }
 
     #[test]

@@ -6,10 +6,11 @@
 
 use crate::format::{Route, Scenario, ServerLine, dur};
 use anyhow::{Result, bail};
+use resolvelab_core::spec::dns::{DnsMode, DnsSetting, HostRef, check_multi};
 use resolvelab_core::spec::nginx::ServerParams;
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
-use std::net::{Ipv4Addr, SocketAddr};
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 
 /// The loopback addresses of one run.
 #[derive(Debug, Clone)]
@@ -115,30 +116,20 @@ impl Net {
         })
     }
 
-    /// Replace `@name` references with the named host's IP (DNS modes: `alternate:@b1,@b2`).
-    pub fn expand(&self, text: &str) -> Result<String> {
-        let mut out = String::new();
-        let mut rest = text;
-        while let Some(i) = rest.find('@') {
-            out.push_str(&rest[..i]);
-            let tail = &rest[i + 1..];
-            let end = tail
-                .find(|c: char| !(c.is_ascii_alphanumeric() || c == '-' || c == '_'))
-                .unwrap_or(tail.len());
-            let name = &tail[..end];
-            // `multi:25@127.0.0.1` style base addresses are not references.
-            if name.is_empty() || name.chars().next().is_some_and(|c| c.is_ascii_digit()) {
-                out.push('@');
-                rest = tail;
-                continue;
-            }
-            match self.hosts.get(name) {
-                Some(a) => out.push_str(&a.ip().to_string()),
-                None => bail!("`@{name}` in `{text}` names no backend or proxy"),
-            }
-            rest = &tail[end..];
+    /// A scenario's DNS setting with its `@name` references replaced by this run's addresses
+    /// (`alternate:@b1,@b2`, `multi:25@@b2`).
+    pub fn resolve(&self, s: &DnsSetting<HostRef>) -> Result<DnsSetting> {
+        let out = s.try_map(|h| match h {
+            HostRef::Ip(ip) => Ok(*ip),
+            HostRef::Named(name) => match self.hosts.get(name).map(SocketAddr::ip) {
+                Some(IpAddr::V4(ip)) => Ok(ip),
+                Some(IpAddr::V6(ip)) => bail!("`@{name}` is IPv6 ({ip}); A records need IPv4"),
+                None => bail!("`@{name}` names no backend or proxy"),
+            },
+        })?;
+        if let DnsMode::Multi { n, base } = out.mode.answered() {
+            check_multi(*n, base).map_err(anyhow::Error::msg)?;
         }
-        out.push_str(rest);
         Ok(out)
     }
 }
@@ -323,15 +314,34 @@ duration = "60s"
         assert_eq!(net.hosts["b1"].to_string(), "127.10.2.20:8080");
         assert_eq!(net.hosts["b2"].to_string(), "127.10.2.30:8080");
         assert_eq!(net.hosts["b3"].to_string(), "127.10.2.99:8080");
+        let resolve = |text: &str| {
+            net.resolve(&text.parse::<DnsSetting<HostRef>>().unwrap())
+                .map(|s| s.to_string())
+        };
         assert_eq!(
-            net.expand("alternate:@b1,@b2").unwrap(),
+            resolve("alternate:@b1,@b2").unwrap(),
             "alternate:127.10.2.20,127.10.2.30"
         );
         assert_eq!(
-            net.expand("multi:25@127.0.0.100").unwrap(),
+            resolve("multi:25@127.0.0.100").unwrap(),
             "multi:25@127.0.0.100"
         );
-        assert!(net.expand("static:@nope").is_err());
+        assert_eq!(
+            resolve("delay:1s+multi:25@@b3;aaaa=::1").unwrap(),
+            "delay:1s+multi:25@127.10.2.99;aaaa=::1"
+        );
+        assert!(
+            resolve("static:@nope")
+                .unwrap_err()
+                .to_string()
+                .contains("`@nope` names no backend or proxy")
+        );
+        assert!(
+            "static:@9x"
+                .parse::<DnsSetting<HostRef>>()
+                .unwrap_err()
+                .contains("neither an IPv4 address nor `@NAME`")
+        );
     }
 
     #[test]

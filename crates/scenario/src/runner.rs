@@ -11,11 +11,11 @@ use crate::timeline::{Action, Step};
 use anyhow::{Context, Result, anyhow, bail};
 use resolvelab_core::jsonl::JsonlWriter;
 use resolvelab_core::rundir::RunDir;
-use resolvelab_core::spec::dns::Align;
+use resolvelab_core::spec::dns::{Align, DnsSetting, HostRef};
 use resolvelab_core::spec::fault::Fault;
 use resolvelab_core::supervise::Supervisor;
 use resolvelab_core::time::now_us;
-use resolvelab_dns::{DnsConfig, DnsHandle, DnsMode, DnsServer, NameConfig};
+use resolvelab_dns::{DnsConfig, DnsHandle, DnsServer, NameConfig};
 use resolvelab_load::{CancellationToken, Live, LoadConfig, Output, run_load};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -210,10 +210,10 @@ async fn play(
         }
     };
 
-    let (dns, first_queries) = start_dns(sc, net, seed, dir).await?;
+    let specs = sc.specs()?;
+    let (dns, first_queries) = start_dns(sc, &specs, net, seed, dir).await?;
     let dns = Arc::new(dns);
 
-    let specs = sc.specs()?;
     let (targets, echo_dbs) = start_targets(sc, &specs, net, seed, dir).await?;
 
     // The proxy.
@@ -384,6 +384,7 @@ fn spawn_probers(
 /// The run's DNS authority, and a subscription to its queries (the first ones are awaited).
 async fn start_dns(
     sc: &Scenario,
+    specs: &Specs,
     net: &Net,
     seed: u64,
     dir: &RunDir,
@@ -392,9 +393,11 @@ async fn start_dns(
     tokio::sync::broadcast::Receiver<resolvelab_dns::QueryEvent>,
 )> {
     let mut names = Vec::new();
-    for (name, mode) in &sc.dns.names {
-        let spec = format!("{name}={}", net.expand(mode)?);
-        names.push(NameConfig::parse_cli(&spec).map_err(|e| anyhow!("[dns.names] {name}: {e}"))?);
+    for (name, setting) in &specs.dns {
+        let setting = net
+            .resolve(setting)
+            .map_err(|e| anyhow!("[dns.names] {name}: {e}"))?;
+        names.push(NameConfig::new(name, setting).map_err(|e| anyhow!("[dns.names] {name}: {e}"))?);
     }
     let ttl = dur("dns.ttl", &sc.dns.ttl)?.as_secs().max(1) as u32;
     let dns = DnsServer::start(DnsConfig {
@@ -906,7 +909,7 @@ impl Act {
             (self.targets.get(t)).ok_or_else(|| anyhow!("{}: no target `{t}`", step.field("")))
         };
         match &step.action {
-            Action::Dns { name, mode } => self.set_mode(step, name, mode)?,
+            Action::Dns { name, setting, .. } => self.set_mode(step, name, setting)?,
             Action::Fault {
                 target: t, fault, ..
             } => {
@@ -935,11 +938,13 @@ impl Act {
 
     /// A DNS step: set the mode (armed for the next query when aligned), and record the
     /// injection's hits once its window is certainly over.
-    fn set_mode(&self, step: &Step, name: &str, mode: &str) -> Result<()> {
-        let mode_text = self.net.expand(mode)?;
-        let m: DnsMode = mode_text
-            .parse()
-            .map_err(|err| anyhow!("{}: {err}", step.field(&format!("mode `{mode}`"))))?;
+    fn set_mode(&self, step: &Step, name: &str, setting: &DnsSetting<HostRef>) -> Result<()> {
+        let m = self
+            .net
+            .resolve(setting)
+            .map_err(|err| anyhow!("{}: {err}", step.field(&format!("mode `{setting}`"))))?
+            .mode;
+        let mode_text = m.to_string();
         let align = step.align == Some(Align::NextQuery);
         let before = self.dns.hits_for(name).unwrap_or(0);
         self.dns

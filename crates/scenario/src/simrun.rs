@@ -23,7 +23,7 @@ use crate::runner::{RunOptions, RunRecord, RunStatus};
 use crate::timeline::{Action, Step};
 use anyhow::{Context, Result, anyhow, bail};
 use resolvelab_core::evidence::{Event, event_kind};
-use resolvelab_core::spec::dns::Align;
+use resolvelab_core::spec::dns::{Align, DnsSetting, HostRef};
 use resolvelab_core::spec::fault::Fault;
 use resolvelab_core::spec::toxic::ToxicSpec;
 use resolvelab_load::Scheduled;
@@ -413,7 +413,7 @@ fn plan(
         .iter()
         .map(|b| (net.hosts[&b.name].to_string(), b.name.clone()))
         .collect();
-    let mut t = Timeline::new(&cfg, sc, &net)?;
+    let mut t = Timeline::new(&cfg, &specs, &net)?;
     if let Some(p) = proxy {
         // HAProxy and Envoy poll from their start; Caddy looks up at the first request and
         // again once the answer is older than its period.
@@ -429,7 +429,7 @@ fn plan(
         t.event(&mut cfg, sc, &net, &links, &step)?;
     }
     t.settle_all();
-    cfg.dns = to_phases(&t.phases)?;
+    cfg.dns = to_phases(&t.phases);
     let env_targets = environment_refusals(&cfg, &net, sc.nginx.port, &mut t);
     cfg.faults = t.faults;
     cfg.validate()
@@ -753,12 +753,12 @@ fn standing_faults(
 struct Timeline {
     /// Names some server line (or the zone filler) resolves: their phases are simulated.
     resolved: std::collections::BTreeSet<String>,
-    /// Each name's current mode text.
-    current: BTreeMap<String, String>,
-    /// (µs, name, mode text) in the order they were decided.
-    phases: Vec<(i64, String, String)>,
+    /// Each name's current setting.
+    current: BTreeMap<String, DnsSetting>,
+    /// (µs, name, setting) in the order they were decided.
+    phases: Vec<Phase>,
     /// Reverts still pending per name (a `for` window's end).
-    reverts: BTreeMap<String, Vec<(i64, String)>>,
+    reverts: BTreeMap<String, Vec<(i64, DnsSetting)>>,
     dns_windows: Vec<DnsWindow>,
     dns_injected: Vec<String>,
     faults: Vec<FaultWindow>,
@@ -774,7 +774,7 @@ struct Timeline {
 
 impl Timeline {
     /// The initial mode of every name a server line uses, from nginx's start.
-    fn new(cfg: &SimConfig, sc: &Scenario, net: &Net) -> Result<Timeline> {
+    fn new(cfg: &SimConfig, specs: &Specs, net: &Net) -> Result<Timeline> {
         let resolved: std::collections::BTreeSet<String> = cfg
             .servers
             .iter()
@@ -784,15 +784,13 @@ impl Timeline {
             .collect();
         let mut current = BTreeMap::new();
         let mut phases = Vec::new();
-        for (name, mode) in &sc.dns.names {
-            let text = net
-                .expand(mode)
+        for (name, setting) in &specs.dns {
+            let setting = net
+                .resolve(setting)
                 .map_err(|e| anyhow!("[dns.names] {name}: {e}"))?;
-            // Parse now so a mode the model does not know names its field.
-            DnsPhase::lab(Us(0), name, &text).map_err(|e| anyhow!("[dns.names] {name}: {e}"))?;
-            current.insert(name.clone(), text.clone());
+            current.insert(name.clone(), setting.clone());
             if resolved.contains(name) {
-                phases.push((-cfg.warmup.0, name.clone(), text));
+                phases.push((-cfg.warmup.0, name.clone(), setting));
             }
         }
         Ok(Timeline {
@@ -830,7 +828,7 @@ impl Timeline {
             ))
         };
         match &step.action {
-            Action::Dns { name, mode } => self.dns_event(cfg, net, step, name, mode),
+            Action::Dns { name, setting, .. } => self.dns_event(cfg, net, step, name, setting),
             Action::Fault { target: t, .. } | Action::Clear { target: t }
                 if links.contains_key(t) =>
             {
@@ -887,14 +885,14 @@ impl Timeline {
         net: &Net,
         step: &Step,
         name: &String,
-        mode: &str,
+        setting: &DnsSetting<HostRef>,
     ) -> Result<()> {
         let field = step.field("");
         let at = us(step.at).0;
         let for_ = step.window.map(us);
-        let text = net.expand(mode).map_err(|err| anyhow!("{field}: {err}"))?;
-        DnsPhase::lab(Us(0), name, &text)
-            .map_err(|err| anyhow!("{field}: mode `{mode}`: {err:#}"))?;
+        let setting = net
+            .resolve(setting)
+            .map_err(|err| anyhow!("{field}: {err}"))?;
         let tracked = self.resolved.contains(name);
         let when = if tracked && step.align.is_some() {
             self.aligned(cfg, &field, at, for_, name, step.align)?
@@ -908,7 +906,11 @@ impl Timeline {
             name,
             when,
         );
-        let before = self.current.get(name).cloned().unwrap_or_default();
+        let before = self
+            .current
+            .get(name)
+            .cloned()
+            .ok_or_else(|| anyhow!("{field}: dns name `{name}` is not in [dns.names]"))?;
         match for_ {
             Some(len) => self
                 .reverts
@@ -919,9 +921,9 @@ impl Timeline {
                 self.reverts.remove(name);
             }
         }
-        self.current.insert(name.clone(), text.clone());
+        self.current.insert(name.clone(), setting.clone());
         if tracked {
-            self.phases.push((when, name.clone(), text.clone()));
+            self.phases.push((when, name.clone(), setting.clone()));
         }
         if !self.dns_injected.contains(name) {
             self.dns_injected.push(name.clone());
@@ -936,7 +938,7 @@ impl Timeline {
             };
             self.dns_windows.push(DnsWindow {
                 name: name.clone(),
-                mode: text,
+                mode: setting.to_string(),
                 from: when,
                 until: until.max(when + len.0),
                 expect_miss: step.expect_miss,
@@ -1054,9 +1056,9 @@ fn environment_refusals(
 
 /// Apply the reverts of `name` due at or before `t`, as the lab DNS does.
 fn settle(
-    reverts: &mut BTreeMap<String, Vec<(i64, String)>>,
-    phases: &mut Vec<(i64, String, String)>,
-    current: &mut BTreeMap<String, String>,
+    reverts: &mut BTreeMap<String, Vec<(i64, DnsSetting)>>,
+    phases: &mut Vec<Phase>,
+    current: &mut BTreeMap<String, DnsSetting>,
     name: &str,
     t: i64,
 ) {
@@ -1064,7 +1066,7 @@ fn settle(
         return;
     };
     list.sort_by_key(|r| r.0);
-    let due: Vec<(i64, String)> = list.iter().filter(|r| r.0 <= t).cloned().collect();
+    let due: Vec<(i64, DnsSetting)> = list.iter().filter(|r| r.0 <= t).cloned().collect();
     list.retain(|r| r.0 > t);
     for (when, mode) in due {
         phases.push((when, name.to_string(), mode.clone()));
@@ -1072,11 +1074,14 @@ fn settle(
     }
 }
 
-fn to_phases(phases: &[(i64, String, String)]) -> Result<Vec<DnsPhase>> {
-    let mut v: Vec<&(i64, String, String)> = phases.iter().collect();
+/// A DNS phase as the timeline decides it: from µs, this name, this setting.
+type Phase = (i64, String, DnsSetting);
+
+fn to_phases(phases: &[Phase]) -> Vec<DnsPhase> {
+    let mut v: Vec<&Phase> = phases.iter().collect();
     v.sort_by_key(|p| p.0);
     v.into_iter()
-        .map(|(at, name, mode)| DnsPhase::lab(Us(*at), name, mode))
+        .map(|(at, name, setting)| DnsPhase::new(Us(*at), name, setting.clone()))
         .collect()
 }
 
@@ -1084,14 +1089,9 @@ fn to_phases(phases: &[(i64, String, String)]) -> Result<Vec<DnsPhase>> {
 /// so far: a trial run up to `horizon`. The schedule before a phase does not depend on later
 /// phases (DNS ids and timer jitter come from their own RNG stream), so the trial's query times
 /// are the real run's.
-fn query_times(
-    cfg: &SimConfig,
-    phases: &[(i64, String, String)],
-    name: &str,
-    horizon: i64,
-) -> Result<Vec<i64>> {
+fn query_times(cfg: &SimConfig, phases: &[Phase], name: &str, horizon: i64) -> Result<Vec<i64>> {
     let mut trial = cfg.clone();
-    trial.dns = to_phases(phases)?;
+    trial.dns = to_phases(phases);
     trial.faults = Vec::new();
     trial.duration = Us(horizon.max(1_000_000));
     // The load does not move the DNS schedule; a light one keeps the trial cheap.
@@ -1505,7 +1505,11 @@ mod tests {
         assert_eq!(c.dns[2].at.0 - nx.at.0, 3_000_000);
         let q = query_times(
             &c,
-            &[(c.dns[0].at.0, "app.test.local".into(), c.dns[0].spec())],
+            &[(
+                c.dns[0].at.0,
+                "app.test.local".into(),
+                c.dns[0].spec().parse().unwrap(),
+            )],
             "app.test.local",
             30_000_000,
         )
@@ -1515,7 +1519,11 @@ mod tests {
         let u = cfg("nxdomain", Some("valid30-unaligned"));
         let q = query_times(
             &u,
-            &[(u.dns[0].at.0, "app.test.local".into(), u.dns[0].spec())],
+            &[(
+                u.dns[0].at.0,
+                "app.test.local".into(),
+                u.dns[0].spec().parse().unwrap(),
+            )],
             "app.test.local",
             75_000_000,
         )

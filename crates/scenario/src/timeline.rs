@@ -17,7 +17,7 @@
 
 use crate::format::{Event, NginxAction, ProxySpec, dur};
 use anyhow::{Result, anyhow};
-use resolvelab_core::spec::dns::Align;
+use resolvelab_core::spec::dns::{Align, DnsSetting, HostRef};
 use resolvelab_core::spec::fault::Fault;
 use std::time::Duration;
 
@@ -28,12 +28,14 @@ const JITTER_STREAM: u64 = 0x7431_6d65;
 /// What one timeline event does.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Action {
-    /// Set a DNS name's mode (the text as written: `@backend` references not yet expanded).
+    /// Set a DNS name's mode.
     Dns {
         /// The name.
         name: String,
-        /// The mode.
+        /// The mode as written (for the progress line).
         mode: String,
+        /// The mode read, its `@backend` references resolved by each run (`Net::resolve`).
+        setting: DnsSetting<HostRef>,
     },
     /// Add a fault to a backend or proxy.
     Fault {
@@ -62,6 +64,7 @@ impl Action {
                 (Some(name), Some(mode), ..) => Action::Dns {
                     name: name.clone(),
                     mode: mode.clone(),
+                    setting: mode.parse().map_err(|e| format!("mode `{mode}`: {e}"))?,
                 },
                 (_, _, Some(target), Some(spec), ..) => Action::Fault {
                     target: target.clone(),
@@ -81,7 +84,7 @@ impl Action {
     /// A few words for the live progress line.
     pub fn describe(&self) -> String {
         match self {
-            Action::Dns { name, mode } => format!("dns {name} → {mode}"),
+            Action::Dns { name, mode, .. } => format!("dns {name} → {mode}"),
             Action::Fault { target, spec, .. } => format!("fault {target} {spec}"),
             Action::Clear { target } => format!("clear {target}"),
             Action::Reload => "nginx reload".into(),
@@ -188,7 +191,8 @@ mod tests {
             [
                 Action::Dns {
                     name: "a".into(),
-                    mode: "nxdomain".into()
+                    mode: "nxdomain".into(),
+                    setting: "nxdomain".parse().unwrap()
                 },
                 Action::Fault {
                     target: "b1".into(),

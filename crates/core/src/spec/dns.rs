@@ -36,21 +36,92 @@ pub const MODES_HELP: &str =
 const MODE_NAMES: &str = "static:IP,… alternate:IP1,IP2 weighted:IP=W,… multi:N[@BASE] nxdomain \
      servfail refused nodata drop delay:DUR[+MODE] truncate[+MODE]";
 
-/// One name's answer behaviour.
+/// An A record's address as a mode carries it: an [`Ipv4Addr`] once the addresses are known,
+/// or a [`HostRef`] as a scenario writes it (`@b1`), resolved per run by `Net::resolve`.
+pub trait RecordAddr: Sized + Clone + PartialEq + fmt::Display {
+    /// Read one address of a `kind:` mode's arguments.
+    fn parse_record(kind: &str, s: &str) -> Result<Self, String>;
+    /// An address given as such.
+    fn from_ip(ip: Ipv4Addr) -> Self;
+    /// The address, when it is one already (a reference is not).
+    fn ip(&self) -> Option<Ipv4Addr>;
+}
+
+impl RecordAddr for Ipv4Addr {
+    fn parse_record(kind: &str, s: &str) -> Result<Self, String> {
+        parse_v4(kind, s)
+    }
+    fn from_ip(ip: Ipv4Addr) -> Self {
+        ip
+    }
+    fn ip(&self) -> Option<Ipv4Addr> {
+        Some(*self)
+    }
+}
+
+/// An answer address in a scenario: a literal IPv4 address, or `@NAME`, the address the run
+/// gives that backend or proxy (every run has a /24 of its own, so it is known only then).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum DnsMode {
+pub enum HostRef {
+    /// A literal address.
+    Ip(Ipv4Addr),
+    /// `@NAME`: a backend's or proxy's address in the run.
+    Named(String),
+}
+
+impl RecordAddr for HostRef {
+    fn parse_record(kind: &str, s: &str) -> Result<Self, String> {
+        let Some(name) = s.strip_prefix('@') else {
+            return parse_v4(kind, s).map(HostRef::Ip);
+        };
+        let ok = name.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_')
+            && name
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_');
+        if ok {
+            Ok(HostRef::Named(name.to_string()))
+        } else {
+            Err(format!(
+                "`{kind}`: `{s}` is neither an IPv4 address nor `@NAME` of a backend or proxy"
+            ))
+        }
+    }
+    fn from_ip(ip: Ipv4Addr) -> Self {
+        HostRef::Ip(ip)
+    }
+    fn ip(&self) -> Option<Ipv4Addr> {
+        match self {
+            HostRef::Ip(ip) => Some(*ip),
+            HostRef::Named(_) => None,
+        }
+    }
+}
+
+impl fmt::Display for HostRef {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            HostRef::Ip(ip) => write!(f, "{ip}"),
+            HostRef::Named(n) => write!(f, "@{n}"),
+        }
+    }
+}
+
+/// One name's answer behaviour, its addresses of type `A`: [`Ipv4Addr`] (the default: what an
+/// authority answers) or [`HostRef`] (a scenario's mode before its run's addresses are known).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DnsMode<A = Ipv4Addr> {
     /// All these A records in every answer.
-    Static(Vec<Ipv4Addr>),
+    Static(Vec<A>),
     /// Exactly one A record per answer, rotating through the list on every A query.
-    Alternate(Vec<Ipv4Addr>),
+    Alternate(Vec<A>),
     /// Exactly one A record per answer, chosen by weight from the name's seeded RNG.
-    Weighted(Vec<(Ipv4Addr, u32)>),
+    Weighted(Vec<(A, u32)>),
     /// `n` consecutive A records starting at `base`.
     Multi {
         /// How many records.
         n: u32,
         /// The first address.
-        base: Ipv4Addr,
+        base: A,
     },
     /// NXDOMAIN.
     NxDomain,
@@ -67,20 +138,58 @@ pub enum DnsMode {
         /// The added latency.
         by: Duration,
         /// The mode whose answer is delayed.
-        inner: Option<Box<DnsMode>>,
+        inner: Option<Box<DnsMode<A>>>,
     },
     /// TC bit over UDP, `inner`'s full answer over TCP. `inner = None` as for [`DnsMode::Delay`].
     Truncate {
         /// The mode answered over TCP.
-        inner: Option<Box<DnsMode>>,
+        inner: Option<Box<DnsMode<A>>>,
     },
 }
 
-impl DnsMode {
+impl<A: RecordAddr> DnsMode<A> {
+    /// The same mode with every address mapped by `f` (a scenario's `@NAME` to the run's
+    /// address); the first error stops it.
+    pub fn try_map<B, E, F>(&self, f: &mut F) -> Result<DnsMode<B>, E>
+    where
+        F: FnMut(&A) -> Result<B, E>,
+    {
+        let list = |v: &[A], f: &mut F| v.iter().map(f).collect::<Result<Vec<B>, E>>();
+        let wrapped = |i: &Option<Box<DnsMode<A>>>, f: &mut F| match i {
+            Some(m) => m.try_map(f).map(|m| Some(Box::new(m))),
+            None => Ok(None),
+        };
+        Ok(match self {
+            DnsMode::Static(v) => DnsMode::Static(list(v, f)?),
+            DnsMode::Alternate(v) => DnsMode::Alternate(list(v, f)?),
+            DnsMode::Weighted(v) => DnsMode::Weighted(
+                v.iter()
+                    .map(|(a, w)| Ok((f(a)?, *w)))
+                    .collect::<Result<_, E>>()?,
+            ),
+            DnsMode::Multi { n, base } => DnsMode::Multi {
+                n: *n,
+                base: f(base)?,
+            },
+            DnsMode::NxDomain => DnsMode::NxDomain,
+            DnsMode::ServFail => DnsMode::ServFail,
+            DnsMode::Refused => DnsMode::Refused,
+            DnsMode::NoData => DnsMode::NoData,
+            DnsMode::Drop => DnsMode::Drop,
+            DnsMode::Delay { by, inner } => DnsMode::Delay {
+                by: *by,
+                inner: wrapped(inner, f)?,
+            },
+            DnsMode::Truncate { inner } => DnsMode::Truncate {
+                inner: wrapped(inner, f)?,
+            },
+        })
+    }
+
     /// A wrapper set alone (`delay:200ms`, `truncate`) is completed with the mode in force;
     /// a wrapper of the same kind already on `current` is replaced rather than stacked.
-    pub fn wrap_onto(self, current: &DnsMode) -> DnsMode {
-        let base = || -> Box<DnsMode> {
+    pub fn wrap_onto(self, current: &DnsMode<A>) -> DnsMode<A> {
+        let base = || -> Box<DnsMode<A>> {
             let mut m = current;
             // Peel the same kind of wrapper so `delay:1s` then `delay:2s` is 2 s, not 3 s.
             while let (DnsMode::Delay { inner: Some(i), .. }, DnsMode::Delay { .. })
@@ -104,7 +213,7 @@ impl DnsMode {
 
     /// The mode whose records are answered: `delay`/`truncate` wrappers peeled (a partial
     /// wrapper is its own answer).
-    pub fn answered(&self) -> &DnsMode {
+    pub fn answered(&self) -> &DnsMode<A> {
         match self {
             DnsMode::Delay { inner: Some(i), .. } | DnsMode::Truncate { inner: Some(i) } => {
                 i.answered()
@@ -122,7 +231,9 @@ impl DnsMode {
             _ => false,
         }
     }
+}
 
+impl DnsMode {
     /// The addresses this mode may hand out (for the loopback check).
     pub fn addresses(&self) -> Vec<Ipv4Addr> {
         match self {
@@ -174,12 +285,12 @@ pub fn non_loopback(ip: IpAddr) -> String {
     )
 }
 
-fn parse_v4_list(kind: &str, args: &str) -> Result<Vec<Ipv4Addr>, String> {
-    let ips: Result<Vec<Ipv4Addr>, String> = args
+fn parse_list<A: RecordAddr>(kind: &str, args: &str) -> Result<Vec<A>, String> {
+    let ips: Result<Vec<A>, String> = args
         .split(',')
         .map(str::trim)
         .filter(|s| !s.is_empty())
-        .map(|s| parse_v4(kind, s))
+        .map(|s| A::parse_record(kind, s))
         .collect();
     let ips = ips?;
     if ips.is_empty() {
@@ -200,10 +311,10 @@ fn parse_v4(kind: &str, s: &str) -> Result<Ipv4Addr, String> {
     }
 }
 
-impl FromStr for DnsMode {
+impl<A: RecordAddr> FromStr for DnsMode<A> {
     type Err = String;
 
-    fn from_str(s: &str) -> Result<DnsMode, String> {
+    fn from_str(s: &str) -> Result<DnsMode<A>, String> {
         let s = s.trim();
         let (head, tail) = match s.split_once('+') {
             Some((h, t)) => (h.trim(), Some(t.trim())),
@@ -214,7 +325,7 @@ impl FromStr for DnsMode {
             None => (head.to_ascii_lowercase(), None),
         };
         let inner = match tail {
-            Some(t) if !t.is_empty() => Some(Box::new(t.parse::<DnsMode>()?)),
+            Some(t) if !t.is_empty() => Some(Box::new(t.parse::<DnsMode<A>>()?)),
             Some(_) => return Err(format!("mode `{s}`: nothing after `+`")),
             None => None,
         };
@@ -223,7 +334,7 @@ impl FromStr for DnsMode {
                 "mode `{s}`: only `delay:DUR` and `truncate` can be chained with `+`"
             ));
         }
-        let no_args = |m: DnsMode| match args {
+        let no_args = |m: DnsMode<A>| match args {
             Some(a) if !a.is_empty() => {
                 Err(format!("mode `{kind}` takes no arguments (got `{a}`)"))
             }
@@ -234,11 +345,11 @@ impl FromStr for DnsMode {
                 .ok_or_else(|| format!("mode `{kind}` needs arguments, e.g. `{example}`"))
         };
         match kind.as_str() {
-            "static" => Ok(DnsMode::Static(parse_v4_list(
+            "static" => Ok(DnsMode::Static(parse_list(
                 "static",
                 need("static:127.0.0.20")?,
             )?)),
-            "alternate" => Ok(DnsMode::Alternate(parse_v4_list(
+            "alternate" => Ok(DnsMode::Alternate(parse_list(
                 "alternate",
                 need("alternate:127.0.0.20,127.0.0.30")?,
             )?)),
@@ -249,7 +360,7 @@ impl FromStr for DnsMode {
                     let (ip, w) = part.split_once('=').ok_or_else(|| {
                         format!("`weighted`: `{part}` should be IP=WEIGHT, e.g. `127.0.0.20=3`")
                     })?;
-                    let ip = parse_v4("weighted", ip.trim())?;
+                    let ip = A::parse_record("weighted", ip.trim())?;
                     let w: u32 = w.trim().parse().map_err(|_| {
                         format!("`weighted`: weight `{w}` of {ip} is not a whole number")
                     })?;
@@ -263,8 +374,8 @@ impl FromStr for DnsMode {
             "multi" => {
                 let a = need("multi:25@127.0.1.1")?;
                 let (n, base) = match a.split_once('@') {
-                    Some((n, b)) => (n.trim(), parse_v4("multi", b.trim())?),
-                    None => (a, MULTI_DEFAULT_BASE),
+                    Some((n, b)) => (n.trim(), A::parse_record("multi", b.trim())?),
+                    None => (a, A::from_ip(MULTI_DEFAULT_BASE)),
                 };
                 let n: u32 = n
                     .parse()
@@ -272,9 +383,7 @@ impl FromStr for DnsMode {
                 if n == 0 || n > MULTI_MAX {
                     return Err(format!("`multi`: count must be 1..={MULTI_MAX}, got {n}"));
                 }
-                if u32::from(base).checked_add(n - 1).is_none() {
-                    return Err(format!("`multi:{n}@{base}` runs past 255.255.255.255"));
-                }
+                check_multi(n, &base)?;
                 Ok(DnsMode::Multi { n, base })
             }
             "nxdomain" => no_args(DnsMode::NxDomain),
@@ -298,6 +407,16 @@ impl FromStr for DnsMode {
     }
 }
 
+/// `multi:N@BASE` stays inside the address space (checked again once a reference is resolved).
+pub fn check_multi<A: RecordAddr>(n: u32, base: &A) -> Result<(), String> {
+    match base.ip() {
+        Some(b) if u32::from(b).checked_add(n.saturating_sub(1)).is_none() => {
+            Err(format!("`multi:{n}@{b}` runs past 255.255.255.255"))
+        }
+        _ => Ok(()),
+    }
+}
+
 fn join<T: fmt::Display>(
     f: &mut fmt::Formatter<'_>,
     items: impl Iterator<Item = T>,
@@ -311,7 +430,7 @@ fn join<T: fmt::Display>(
     Ok(())
 }
 
-impl fmt::Display for DnsMode {
+impl<A: RecordAddr> fmt::Display for DnsMode<A> {
     /// The canonical spelling, which [`DnsMode::from_str`] parses back to the same mode.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
@@ -327,7 +446,9 @@ impl fmt::Display for DnsMode {
                 f.write_str("weighted:")?;
                 join(f, v.iter().map(|(ip, w)| format!("{ip}={w}")))
             }
-            DnsMode::Multi { n, base } if *base == MULTI_DEFAULT_BASE => write!(f, "multi:{n}"),
+            DnsMode::Multi { n, base } if base.ip() == Some(MULTI_DEFAULT_BASE) => {
+                write!(f, "multi:{n}")
+            }
             DnsMode::Multi { n, base } => write!(f, "multi:{n}@{base}"),
             DnsMode::NxDomain => f.write_str("nxdomain"),
             DnsMode::ServFail => f.write_str("servfail"),
@@ -355,9 +476,9 @@ impl fmt::Display for DnsMode {
 /// A name's answer setting: `MODE[;ttl=DUR][;aaaa=IP,…]` — the value of `resolvelab dns --name
 /// NAME=…`, of a scenario's `[dns.names]` and of a timeline event's `mode`.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct DnsSetting {
+pub struct DnsSetting<A = Ipv4Addr> {
     /// The mode (may be partial, like `delay:200ms`, where a change is meant).
-    pub mode: DnsMode,
+    pub mode: DnsMode<A>,
     /// TTL of the records (seconds); `None` = the server's default TTL.
     pub ttl: Option<u32>,
     /// AAAA records (AAAA queries get NODATA when empty).
@@ -392,11 +513,37 @@ pub fn parse_aaaa_list(s: &str) -> Result<Vec<Ipv6Addr>, String> {
         .collect()
 }
 
-impl FromStr for DnsSetting {
+impl<A: RecordAddr> DnsSetting<A> {
+    /// The same setting with every answer address mapped by `f` (see [`DnsMode::try_map`]).
+    pub fn try_map<B, E>(&self, mut f: impl FnMut(&A) -> Result<B, E>) -> Result<DnsSetting<B>, E> {
+        Ok(DnsSetting {
+            mode: self.mode.try_map(&mut f)?,
+            ttl: self.ttl,
+            aaaa: self.aaaa.clone(),
+        })
+    }
+}
+
+impl<A: RecordAddr> fmt::Display for DnsSetting<A> {
+    /// `MODE[;ttl=Ns][;aaaa=IP,…]`, which [`DnsSetting::from_str`] parses back.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.mode)?;
+        if let Some(t) = self.ttl {
+            write!(f, ";ttl={t}s")?;
+        }
+        if !self.aaaa.is_empty() {
+            f.write_str(";aaaa=")?;
+            join(f, self.aaaa.iter())?;
+        }
+        Ok(())
+    }
+}
+
+impl<A: RecordAddr> FromStr for DnsSetting<A> {
     type Err = String;
-    fn from_str(s: &str) -> Result<DnsSetting, String> {
+    fn from_str(s: &str) -> Result<DnsSetting<A>, String> {
         let mut parts = s.split(';');
-        let mode: DnsMode = parts.next().unwrap_or_default().parse()?;
+        let mode: DnsMode<A> = parts.next().unwrap_or_default().parse()?;
         let mut out = DnsSetting {
             mode,
             ttl: None,
@@ -539,6 +686,45 @@ mod tests {
                 Ipv4Addr::new(127, 0, 0, 20),
                 Ipv4Addr::new(127, 0, 0, 30)
             ])
+        );
+    }
+
+    #[test]
+    fn a_scenario_names_backends_and_resolves_them_later() {
+        let s: DnsSetting<HostRef> = "delay:1s+multi:25@@b2;aaaa=::1".parse().unwrap();
+        assert_eq!(s.to_string(), "delay:1s+multi:25@@b2;aaaa=::1");
+        let DnsMode::Delay { inner: Some(m), .. } = &s.mode else {
+            panic!("{s:?}")
+        };
+        assert_eq!(
+            **m,
+            DnsMode::Multi {
+                n: 25,
+                base: HostRef::Named("b2".into())
+            }
+        );
+        let ip = |h: &HostRef| match h {
+            HostRef::Ip(ip) => Ok(*ip),
+            HostRef::Named(n) if n == "b2" => Ok(Ipv4Addr::new(127, 9, 9, 30)),
+            HostRef::Named(n) => Err(format!("no @{n}")),
+        };
+        let r: DnsSetting = s.try_map(ip).unwrap();
+        assert_eq!(r.to_string(), "delay:1s+multi:25@127.9.9.30;aaaa=::1");
+        assert_eq!(r.to_string().parse::<DnsSetting>().unwrap(), r);
+        let w: DnsSetting<HostRef> = "weighted:@b2=3,127.0.0.40=1;ttl=5s".parse().unwrap();
+        assert_eq!(
+            w.try_map(ip).unwrap().to_string(),
+            "weighted:127.9.9.30=3,127.0.0.40=1;ttl=5s"
+        );
+        let e = "alternate:@b1,@b2".parse::<DnsMode<HostRef>>().unwrap();
+        assert_eq!(e.try_map(&mut |h| ip(h)).unwrap_err(), "no @b1");
+        // A reference is a scenario's word, not an authority's.
+        assert!("static:@b1".parse::<DnsMode>().is_err());
+        assert!(
+            "static:@1x"
+                .parse::<DnsMode<HostRef>>()
+                .unwrap_err()
+                .contains("@NAME")
         );
     }
 

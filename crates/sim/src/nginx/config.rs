@@ -145,6 +145,7 @@ impl ServerLine {
 /// spellings the authority does. The model answers instantly: `delay`/`truncate` wrappers answer
 /// their inner mode.
 pub use resolvelab_core::spec::dns::DnsMode;
+use resolvelab_core::spec::dns::DnsSetting;
 
 /// From `at` on, `name` is answered in `mode`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -165,15 +166,21 @@ impl DnsPhase {
     /// A phase from the lab DNS's spec syntax: `static:127.0.0.20`, `alternate:…`, or with
     /// AAAA records `static:127.0.0.20;aaaa=::1[,::2]`.
     pub fn lab(at: Us, name: &str, spec: &str) -> Result<DnsPhase> {
-        let setting: resolvelab_core::spec::dns::DnsSetting = spec
+        let setting: DnsSetting = spec
             .parse()
             .map_err(|e| anyhow::anyhow!("DNS mode {spec:?}: {e}"))?;
-        Ok(DnsPhase {
+        Ok(DnsPhase::new(at, name, setting))
+    }
+
+    /// A phase from a setting already read (its TTL is the lab authority's; the model uses
+    /// nginx's `valid`).
+    pub fn new(at: Us, name: &str, setting: DnsSetting) -> DnsPhase {
+        DnsPhase {
             at,
             name: name.into(),
             mode: setting.mode,
             aaaa: setting.aaaa,
-        })
+        }
     }
 
     /// The mode as the model answers it (`mode` in dns.jsonl; wrappers peeled).
