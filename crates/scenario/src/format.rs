@@ -1429,15 +1429,17 @@ expect = { checks = ["nlu = 0"] }
         );
     }
 
+    /// The error of `MIN` with `from` replaced by `to` once.
+    fn err(from: &str, to: &str) -> String {
+        let text = MIN.replacen(from, to, 1);
+        assert_ne!(text, MIN, "{from}");
+        Scenario::from_toml(&text, "t.toml")
+            .unwrap_err()
+            .to_string()
+    }
+
     #[test]
     fn every_spec_is_checked_at_load_with_its_line() {
-        let err = |from: &str, to: &str| {
-            let text = MIN.replacen(from, to, 1);
-            assert_ne!(text, MIN, "{from}");
-            Scenario::from_toml(&text, "t.toml")
-                .unwrap_err()
-                .to_string()
-        };
         let e = err("mode = \"nxdomain\"", "mode = \"nxdomian\"");
         assert!(
             e.starts_with("t.toml:22:") && e.contains("unknown mode"),
@@ -1504,13 +1506,6 @@ expect = { checks = ["nlu = 0"] }
                 format!("alternate:127.{a}.{b}.20,127.{a}.{b}.30")
             );
         }
-        let err = |from: &str, to: &str| {
-            let text = MIN.replacen(from, to, 1);
-            assert_ne!(text, MIN, "{from}");
-            Scenario::from_toml(&text, "t.toml")
-                .unwrap_err()
-                .to_string()
-        };
         // A timeline mode's reference is checked at its line, before anything runs.
         let e = err("mode = \"nxdomain\"", "mode = \"static:@b9\"");
         assert!(
