@@ -1429,61 +1429,63 @@ expect = { checks = ["nlu = 0"] }
         );
     }
 
-    /// The error of `MIN` with `from` replaced by `to` once.
-    fn err(from: &str, to: &str) -> String {
+    /// `MIN` with `from` replaced by `to` once fails to load at `t.toml:LINE`, saying `says`.
+    fn fails_at(from: &str, to: &str, line: u32, says: &str) {
         let text = MIN.replacen(from, to, 1);
         assert_ne!(text, MIN, "{from}");
-        Scenario::from_toml(&text, "t.toml")
+        let e = Scenario::from_toml(&text, "t.toml")
             .unwrap_err()
-            .to_string()
+            .to_string();
+        assert!(
+            e.starts_with(&format!("t.toml:{line}:")) && e.contains(says),
+            "{to}: {e}"
+        );
     }
 
     #[test]
     fn every_spec_is_checked_at_load_with_its_line() {
-        let e = err("mode = \"nxdomain\"", "mode = \"nxdomian\"");
-        assert!(
-            e.starts_with("t.toml:22:") && e.contains("unknown mode"),
-            "{e}"
-        );
-        let e = err("alternate:@b1,@b2", "alternate:@b1,@b3");
-        assert!(e.starts_with("t.toml:11:") && e.contains("@b3"), "{e}");
-        let e = err("rate = \"300\"", "rate = \"0..300\"");
-        assert!(e.starts_with("t.toml:17:") && e.contains("ramp"), "{e}");
-        let e = err(
-            "name = \"b1\"",
-            "name = \"b1\"\nfaults = [\"rst\", \"reclam\"]",
-        );
-        assert!(e.starts_with("t.toml:14:") && e.contains("reclam"), "{e}");
-        let e = err(
-            "name = \"b1\"",
-            "name = \"b1\"\nlatency = \"lognormal:p50=2ms\"",
-        );
-        assert!(e.starts_with("t.toml:14:") && e.contains("p99"), "{e}");
-        let e = err("align = \"next-requery\"", "align = \"next\"");
-        assert!(
-            e.starts_with("t.toml:24:") && e.contains("next-requery"),
-            "{e}"
-        );
-        // A variant's mistake is found when the scenario loads, at the variant's line.
-        let e = err(
-            "nginx = { max_fails = 0 }",
-            "timeline = [{ at = \"10s\", dns = \"app.test.local\", mode = \"bogus\" }]",
-        );
-        assert!(
-            e.starts_with("t.toml:29:") && e.contains("variant `mf0`"),
-            "{e}"
-        );
-        let e = err("nginx = { max_fails = 0 }", "nginx = { max_fail = 0 }");
-        assert!(e.starts_with("t.toml:27:") && e.contains("max_fail"), "{e}");
-        // A server line's fail_timeout is an nginx time, at its own line or the [nginx] default's.
-        let e = err(
-            "nginx = { max_fails = 0 }",
-            "nginx = { fail_timeout = \"5 s\" }",
-        );
-        assert!(
-            e.starts_with("t.toml:29:") && e.contains("nginx time"),
-            "{e}"
-        );
+        let b1 = "name = \"b1\"";
+        let mf0 = "nginx = { max_fails = 0 }";
+        for (from, to, line, says) in [
+            (
+                "mode = \"nxdomain\"",
+                "mode = \"nxdomian\"",
+                22,
+                "unknown mode",
+            ),
+            ("alternate:@b1,@b2", "alternate:@b1,@b3", 11, "@b3"),
+            ("rate = \"300\"", "rate = \"0..300\"", 17, "ramp"),
+            (
+                b1,
+                "name = \"b1\"\nfaults = [\"rst\", \"reclam\"]",
+                14,
+                "reclam",
+            ),
+            (
+                b1,
+                "name = \"b1\"\nlatency = \"lognormal:p50=2ms\"",
+                14,
+                "p99",
+            ),
+            (
+                "align = \"next-requery\"",
+                "align = \"next\"",
+                24,
+                "next-requery",
+            ),
+            // A variant's mistake is found when the scenario loads, at the variant's line.
+            (
+                mf0,
+                "timeline = [{ at = \"10s\", dns = \"app.test.local\", mode = \"bogus\" }]",
+                29,
+                "variant `mf0`",
+            ),
+            (mf0, "nginx = { max_fail = 0 }", 27, "max_fail"),
+            // A server line's fail_timeout is an nginx time, at its own line or the [nginx] default's.
+            (mf0, "nginx = { fail_timeout = \"5 s\" }", 29, "nginx time"),
+        ] {
+            fails_at(from, to, line, says);
+        }
     }
 
     #[test]
@@ -1507,20 +1509,11 @@ expect = { checks = ["nlu = 0"] }
             );
         }
         // A timeline mode's reference is checked at its line, before anything runs.
-        let e = err("mode = \"nxdomain\"", "mode = \"static:@b9\"");
-        assert!(
-            e.starts_with("t.toml:22:") && e.contains("`@b9` names no"),
-            "{e}"
-        );
-        let e = err("mode = \"nxdomain\"", "mode = \"static:@b1;aaaa=::1\"");
-        assert!(
-            e.starts_with("t.toml:22:") && e.contains("[dns.names]"),
-            "{e}"
-        );
-        let e = err("alternate:@b1,@b2", "delay:1s");
-        assert!(e.starts_with("t.toml:11:") && e.contains("complete"), "{e}");
-        let e = err("alternate:@b1,@b2", "multi:25@@");
-        assert!(e.starts_with("t.toml:11:") && e.contains("`@`"), "{e}");
+        let nx = "mode = \"nxdomain\"";
+        fails_at(nx, "mode = \"static:@b9\"", 22, "`@b9` names no");
+        fails_at(nx, "mode = \"static:@b1;aaaa=::1\"", 22, "[dns.names]");
+        fails_at("alternate:@b1,@b2", "delay:1s", 11, "complete");
+        fails_at("alternate:@b1,@b2", "multi:25@@", 11, "`@`");
     }
 
     #[test]
