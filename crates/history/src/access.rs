@@ -26,6 +26,7 @@ pub struct AccessLine<'a> {
     spans: View<'a>,
     status: Option<u16>,
     request_time_us: Option<i64>,
+    hashes: &'a Hashes,
 }
 
 /// A line's spans as its batch keeps them.
@@ -62,7 +63,91 @@ impl Packed {
     }
 }
 
+/// A fixed-key hash of a client or request text (deterministic across runs): the checker's
+/// pairing compares these rather than keeping the texts. A fast hash is enough: it only ever
+/// meets hashes of the same run.
+pub fn text_hash(s: &str) -> u64 {
+    use std::hash::BuildHasher;
+    rustc_hash::FxBuildHasher.hash_one(s)
+}
+
+/// Hashes a matcher thread computed for the checker, so that its one thread does not: of
+/// `$upstream_addr` on every line, of `$request` and `$remote_addr` on the lines that failed
+/// (status 500 and above).
+#[derive(Clone, Copy, Default)]
+struct Hashes {
+    /// [`AccessLine::upstream_key`], [`text_hash`] of `$request` and of `$remote_addr`; each
+    /// one only where its bit in `set` is on (two thirds of the size of three `Option`s: the
+    /// batches the matchers hand over stay in cache).
+    values: [u64; 3],
+    set: u8,
+    /// The texts' hashes were computed (a line that failed): a clear bit is an absent field.
+    texts: bool,
+}
+
+impl Hashes {
+    const UPSTREAM: usize = 0;
+    const REQUEST: usize = 1;
+    const REMOTE: usize = 2;
+
+    fn of<'b>(field: impl Fn(Field) -> Option<&'b [u8]>, status: Option<u16>) -> Hashes {
+        use std::hash::BuildHasher;
+        let mut h = Hashes {
+            texts: status.is_some_and(|s| s >= 500),
+            ..Hashes::default()
+        };
+        if let Some(b) = field(Field::UpstreamAddr).filter(|b| !b.is_empty() && *b != b"-") {
+            h.put(Hashes::UPSTREAM, rustc_hash::FxBuildHasher.hash_one(b));
+        }
+        if h.texts {
+            for (i, f) in [
+                (Hashes::REQUEST, Field::Request),
+                (Hashes::REMOTE, Field::RemoteAddr),
+            ] {
+                if let Some(s) = field(f).and_then(|b| std::str::from_utf8(b).ok()) {
+                    h.put(i, text_hash(s));
+                }
+            }
+        }
+        h
+    }
+
+    fn put(&mut self, i: usize, v: u64) {
+        self.values[i] = v;
+        self.set |= 1 << i;
+    }
+
+    fn get(&self, i: usize) -> Option<u64> {
+        (self.set & (1 << i) != 0).then_some(self.values[i])
+    }
+}
+
 impl<'a> AccessLine<'a> {
+    /// A 64-bit hash of `$upstream_addr` (`None`: not logged, empty or `-`): its value tells
+    /// trajectories apart without comparing their text on the checker's thread.
+    #[inline]
+    pub fn upstream_key(&self) -> Option<u64> {
+        self.hashes.get(Hashes::UPSTREAM)
+    }
+
+    /// [`text_hash`] of `$request`, computed on a matcher thread for a line that failed.
+    #[inline]
+    pub fn request_hash(&self) -> Option<u64> {
+        match self.hashes.texts {
+            true => self.hashes.get(Hashes::REQUEST),
+            false => self.text(Field::Request).map(text_hash),
+        }
+    }
+
+    /// [`text_hash`] of `$remote_addr` (see [`AccessLine::request_hash`]).
+    #[inline]
+    pub fn remote_hash(&self) -> Option<u64> {
+        match self.hashes.texts {
+            true => self.hashes.get(Hashes::REMOTE),
+            false => self.text(Field::RemoteAddr).map(text_hash),
+        }
+    }
+
     /// Raw bytes of a field (`-` is returned as is).
     #[inline]
     pub fn get(&self, f: Field) -> Option<&'a [u8]> {
@@ -367,6 +452,7 @@ impl Matcher {
                     .and_then(time::parse_u64)
                     .map(|v| v as u16);
                 let request_time_us = field(Field::RequestTime).and_then(time::parse_secs_us);
+                let hashes = Hashes::of(field, status);
                 let (spans, wide) = match Packed::of(&self.spans, &self.present, end - start) {
                     Some(p) => (p, u32::MAX),
                     None => {
@@ -382,6 +468,7 @@ impl Matcher {
                     utc_offset_s: self.offset,
                     status,
                     request_time_us,
+                    hashes,
                     spans,
                     wide,
                 });
@@ -754,6 +841,7 @@ struct Parsed {
     utc_offset_s: Option<i32>,
     status: Option<u16>,
     request_time_us: Option<i64>,
+    hashes: Hashes,
     spans: Packed,
     /// Its index in the batch's `wide` list (`u32::MAX`: `spans` holds them).
     wide: u32,
@@ -1060,6 +1148,7 @@ impl AccessStream {
             },
             status: p.status,
             request_time_us: p.request_time_us,
+            hashes: &p.hashes,
         })
     }
 

@@ -1,7 +1,7 @@
 //! The pass over the access logs: one streamed read that keeps the failures, per-key counts in
 //! 100 ms buckets, the chart timeline, and the success segments that swap inference needs.
 
-use super::errors::{Index, text_hash};
+use super::errors::Index;
 use super::failure::{Failure, Keys, Traj, parse_traj};
 use super::pairing::Pairer;
 use super::swaps::{Seg, Segments};
@@ -90,8 +90,9 @@ struct Reader<'h> {
     tz_flag: Option<i32>,
     out: AccessPass,
     pairer: Pairer,
-    traj_ids: rustc_hash::FxHashMap<Vec<u8>, u32>,
-    last_traj: (Vec<u8>, Option<u32>),
+    /// Trajectory ids by [`AccessLine::upstream_key`].
+    traj_ids: rustc_hash::FxHashMap<u64, u32>,
+    last_traj: Option<(u64, u32)>,
     served: Segments,
     tried: Segments,
     cur_bucket: i64,
@@ -169,7 +170,7 @@ impl Reader<'_> {
             Some(c) => *c += 1,
             None => *o.status.entry(st).or_default() += 1,
         }
-        let tid = self.traj_id(a.get(Field::UpstreamAddr), a);
+        let tid = self.traj_id(a);
         let traj = tid.map(|i| &self.out.trajs[i as usize]);
         let nlu = traj.is_some_and(|t| t.nlu);
         let failed = nlu || st == 502 || st == 504;
@@ -186,30 +187,38 @@ impl Reader<'_> {
             for &k in &t.tried {
                 self.tried.touch(k, t_ms);
             }
+            let p = &mut self.out.passes;
+            p.max_passes = p.max_passes.max(t.passes as u64);
+            p.multi_pass += (t.passes > 1) as u64;
+            p.rescued += (!t.internal.is_empty() && !failed) as u64;
         }
+        let internal = traj.is_some_and(|t| !t.internal.is_empty());
         if let Some(key) = traj.and_then(|t| t.key) {
             self.count(key, t_ms, failed, nlu);
         }
-        let kept = failed || tid.is_some_and(|i| !self.out.trajs[i as usize].internal.is_empty());
-        let method = if kept {
-            self.pairer.store.method_id(a.method())
-        } else {
-            0
-        };
-        let Some(tid) = tid else {
-            if failed {
-                let f = failure(a, method, t_ms, st, None, latency);
-                self.pairer.push(f);
-            }
-            return self.advance(t_ms, clock);
-        };
-        let t = &self.out.trajs[tid as usize];
-        let p = &mut self.out.passes;
-        p.max_passes = p.max_passes.max(t.passes as u64);
-        p.multi_pass += (t.passes > 1) as u64;
-        if !t.internal.is_empty() && !failed {
-            p.rescued += 1;
+        if failed || internal {
+            self.keep(a, (t_ms, st, latency), tid, failed, nlu);
         }
+        self.advance(t_ms, clock)
+    }
+
+    /// The failures of a kept line: its internal NLUs (earlier passes) and, if it failed, the
+    /// request itself.
+    fn keep(
+        &mut self,
+        a: &AccessLine<'_>,
+        (t_ms, st, latency): (i64, u16, Option<i64>),
+        tid: Option<u32>,
+        failed: bool,
+        nlu: bool,
+    ) {
+        // What every failure of this line shares, read from its fields once.
+        let method = self.pairer.store.method_id(a.method());
+        let base = failure(a, method, t_ms, st, tid, latency);
+        let Some(t) = tid.map(|i| &self.out.trajs[i as usize]) else {
+            self.pairer.push(base);
+            return;
+        };
         for (k, (ih, ig, _)) in t.internal.iter().enumerate() {
             self.pairer.push(Failure {
                 group: ig.clone(),
@@ -217,17 +226,16 @@ impl Reader<'_> {
                 hops: *ih,
                 internal: true,
                 pass: (k + 1).min(u8::MAX as usize) as u8,
-                ..failure(a, method, t_ms, st, Some(tid), latency)
+                ..base.clone()
             });
         }
         if failed {
             self.pairer.push(Failure {
                 nlu,
                 hops: if nlu { t.hops.len() as u32 } else { 0 },
-                ..failure(a, method, t_ms, st, Some(tid), latency)
+                ..base
             });
         }
-        self.advance(t_ms, clock)
     }
 
     #[inline]
@@ -237,18 +245,21 @@ impl Reader<'_> {
             .advance(t_ms, hist, clock.offset_s, &self.out.trajs)
     }
 
-    /// The trajectory id of an `$upstream_addr` value, parsed once per distinct value. With
-    /// `$proxy_upstream_name` (ingress-nginx) the addresses of a new trajectory belong to the
-    /// group it names.
-    fn traj_id(&mut self, b: Option<&[u8]>, a: &AccessLine<'_>) -> Option<u32> {
-        let b = b.filter(|b| *b != b"-" && !b.is_empty())?;
-        if self.last_traj.1.is_some() && self.last_traj.0 == b {
-            return self.last_traj.1;
+    /// The trajectory id of an `$upstream_addr` value, parsed once per distinct value (known by
+    /// its [`AccessLine::upstream_key`]). With `$proxy_upstream_name` (ingress-nginx) the
+    /// addresses of a new trajectory belong to the group it names.
+    fn traj_id(&mut self, a: &AccessLine<'_>) -> Option<u32> {
+        let key = a.upstream_key()?;
+        if let Some((k, id)) = self.last_traj
+            && k == key
+        {
+            return Some(id);
         }
         let o = &mut self.out;
-        let id = match self.traj_ids.get(b) {
+        let id = match self.traj_ids.get(&key) {
             Some(&id) => id,
             None => {
+                let b = a.get(Field::UpstreamAddr).unwrap_or_default();
                 let t = parse_traj(&String::from_utf8_lossy(b), &mut o.keys);
                 if let Some(g) = t.group.as_deref().or_else(|| upstream_name(a)) {
                     for ad in &t.addrs {
@@ -259,13 +270,11 @@ impl Reader<'_> {
                 }
                 o.trajs.push(t);
                 let id = (o.trajs.len() - 1) as u32;
-                self.traj_ids.insert(b.to_vec(), id);
+                self.traj_ids.insert(key, id);
                 id
             }
         };
-        self.last_traj.0.clear();
-        self.last_traj.0.extend_from_slice(b);
-        self.last_traj.1 = Some(id);
+        self.last_traj = Some((key, id));
         Some(id)
     }
 
@@ -339,8 +348,8 @@ fn failure(
         line: a.line,
         conn: a.connection(),
         method,
-        request: a.text(Field::Request).map(text_hash),
-        remote: a.text(Field::RemoteAddr).map(text_hash),
+        request: a.request_hash(),
+        remote: a.remote_hash(),
         group: upstream_name(a).map(str::to_string).unwrap_or_default(),
         ..Failure::default()
     }

@@ -6,6 +6,7 @@
 use super::failure::{Failure, Store, is_addr, trunc};
 use crate::classes::{self, Sig};
 use crate::verdict::{Evidence, Incident, Signature};
+use resolvelab_history::access::text_hash;
 use resolvelab_history::logformat::LogFormat;
 use resolvelab_history::{ErrorRecord, ErrorStream, History};
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
@@ -87,14 +88,6 @@ impl ERef {
             },
         )
     }
-}
-
-/// A fixed-key hash of a client or request text (deterministic across runs): pairing compares
-/// these rather than keeping the texts.
-pub(super) fn text_hash(s: &str) -> u64 {
-    use std::hash::BuildHasher;
-    // A fast hash is enough: it only ever meets hashes of the same run.
-    rustc_hash::FxBuildHasher.hash_one(s)
 }
 
 /// Insert `k` into a list kept in order (at the back, unless the line came late).

@@ -19,11 +19,12 @@ pub(super) struct Groups {
     /// (clustering asks one per failure).
     sums: HashMap<String, Sums>,
     empty: Buckets,
+    no_sums: Sums,
 }
 
 /// Buckets in order and the (requests, failed) totals before each (one more than buckets).
 #[derive(Default)]
-struct Sums {
+pub(super) struct Sums {
     buckets: Vec<i64>,
     before: Vec<(u64, u64)>,
 }
@@ -44,13 +45,87 @@ impl Sums {
         s
     }
 
+    /// A reader of windows that move forward (a group's failures in time order): each one
+    /// starts its searches where the last one ended, so a window costs a few steps, not two
+    /// binary searches.
+    pub fn cursor(&self) -> Cursor<'_> {
+        Cursor {
+            sums: self,
+            lo: 0,
+            hi: 0,
+        }
+    }
+
+    /// (requests, failed) between `a` and `b` ms ([`Cursor::window`]).
+    pub fn window(&self, a: i64, b: i64) -> (u64, u64) {
+        self.cursor().window(a, b)
+    }
+}
+
+/// One group's counts, several per bucket, as buckets (each summed).
+fn summed_by_bucket(mut v: Vec<(i64, [u64; 3])>) -> Buckets {
+    v.sort_by_key(|e| e.0);
+    v.dedup_by(|next, kept| {
+        let same = next.0 == kept.0;
+        if same {
+            for (k, n) in kept.1.iter_mut().zip(next.1) {
+                *k += n;
+            }
+        }
+        same
+    });
+    v.into_iter().collect()
+}
+
+/// See [`Sums::cursor`].
+pub(super) struct Cursor<'a> {
+    sums: &'a Sums,
+    /// Where the last window's searches ended.
+    lo: usize,
+    hi: usize,
+}
+
+impl Cursor<'_> {
+    /// (requests, failed) between `a` and `b` ms; a window under 2 s is widened to 2 s around
+    /// its middle (one bucket of a burst says little about its share).
+    pub fn window(&mut self, a: i64, b: i64) -> (u64, u64) {
+        let (a, b) = if b - a < 2000 {
+            let mid = (a + b) / 2;
+            (mid - 1000, mid + 1000)
+        } else {
+            (a, b)
+        };
+        self.between(a.div_euclid(BUCKET_MS), b.div_euclid(BUCKET_MS))
+    }
+
     /// Totals of the buckets `lo..=hi`.
-    fn between(&self, lo: i64, hi: i64) -> (u64, u64) {
-        let a = self.buckets.partition_point(|&k| k < lo);
-        let b = self.buckets.partition_point(|&k| k <= hi).max(a);
-        let (x, y) = (self.before[a], self.before[b]);
+    fn between(&mut self, lo: i64, hi: i64) -> (u64, u64) {
+        let ks = &self.sums.buckets;
+        if ks.is_empty() {
+            // A group with no counted request (its `Sums` may be the empty default).
+            return (0, 0);
+        }
+        self.lo = partition_near(ks, self.lo, |k| k < lo);
+        self.hi = partition_near(ks, self.hi, |k| k <= hi).max(self.lo);
+        let (x, y) = (self.sums.before[self.lo], self.sums.before[self.hi]);
         (y.0 - x.0, y.1 - x.1)
     }
+}
+
+/// `ks.partition_point(pred)`, searched from `hint` (a few steps forward, else by bisection).
+fn partition_near(ks: &[i64], hint: usize, pred: impl Fn(i64) -> bool) -> usize {
+    let hint = hint.min(ks.len());
+    if hint > 0 && !pred(ks[hint - 1]) {
+        return ks[..hint].partition_point(|&k| pred(k));
+    }
+    let mut i = hint;
+    for _ in 0..8 {
+        if i == ks.len() || !pred(ks[i]) {
+            return i;
+        }
+        i += 1;
+    }
+    i + ks[i..].partition_point(|&k| pred(k))
 }
 
 impl Groups {
@@ -99,18 +174,20 @@ impl Groups {
                 gnames.push(default_group.clone());
                 gnames.len() - 1
             });
-        let mut per_gid: Vec<Buckets> = vec![BTreeMap::new(); gnames.len()];
+        // Counts come nearly in bucket order: sorting each group's list and summing runs of one
+        // bucket costs far less than a map insertion per count.
+        let mut per_gid: Vec<Vec<(i64, [u64; 3])>> = vec![Vec::new(); gnames.len()];
         for (k, c) in std::mem::take(&mut acc.counts) {
             let gid = key_gid
                 .get((k & 0xfff) as usize)
                 .copied()
                 .unwrap_or(default_gid);
-            let e = per_gid[gid].entry((k >> 12) as i64).or_insert([0; 3]);
-            e[0] += c[0] as u64;
-            e[1] += c[1] as u64;
-            e[2] += c[2] as u64;
+            per_gid[gid].push(((k >> 12) as i64, c.map(u64::from)));
         }
-        let buckets: HashMap<String, Buckets> = gnames.into_iter().zip(per_gid).collect();
+        let buckets: HashMap<String, Buckets> = gnames
+            .into_iter()
+            .zip(per_gid.into_iter().map(summed_by_bucket))
+            .collect();
         Groups {
             default_group,
             key_group,
@@ -120,6 +197,7 @@ impl Groups {
                 .collect(),
             buckets,
             empty: Buckets::new(),
+            no_sums: Sums::default(),
         }
     }
 
@@ -128,18 +206,15 @@ impl Groups {
         self.buckets.get(g).unwrap_or(&self.empty)
     }
 
-    /// (requests, failed) of group `g` between `a` and `b` ms; a window under 2 s is widened to
-    /// 2 s around its middle (one bucket of a burst says little about its share).
+    /// Group `g`'s running totals (none when it had no counted request): look them up once
+    /// per group, then read windows with a [`Sums::cursor`].
+    pub fn sums(&self, g: &str) -> &Sums {
+        self.sums.get(g).unwrap_or(&self.no_sums)
+    }
+
+    /// (requests, failed) of group `g` between `a` and `b` ms ([`Cursor::window`]).
     pub fn window(&self, g: &str, a: i64, b: i64) -> (u64, u64) {
-        let (a, b) = if b - a < 2000 {
-            let mid = (a + b) / 2;
-            (mid - 1000, mid + 1000)
-        } else {
-            (a, b)
-        };
-        self.sums.get(g).map_or((0, 0), |s| {
-            s.between(a.div_euclid(BUCKET_MS), b.div_euclid(BUCKET_MS))
-        })
+        self.sums(g).window(a, b)
     }
 }
 
@@ -162,6 +237,12 @@ mod tests {
             e[1] += x % 7;
         }
         let s = Sums::of(&b);
+        let summed = |lo: i64, hi: i64| {
+            let sum = b
+                .range(lo..=hi.max(lo))
+                .fold((0, 0), |a, (_, c)| (a.0 + c[0], a.1 + c[1]));
+            if hi < lo { (0, 0) } else { sum }
+        };
         for (lo, hi) in [
             (-600, 2000),
             (-500, -500),
@@ -170,12 +251,26 @@ mod tests {
             (1499, 1600),
             (2000, 3000),
         ] {
-            let want = b
-                .range(lo..=hi.max(lo))
-                .fold((0, 0), |a, (_, c)| (a.0 + c[0], a.1 + c[1]));
-            let want = if hi < lo { (0, 0) } else { want };
-            assert_eq!(s.between(lo, hi), want, "{lo}..={hi}");
+            let want = summed(lo, hi);
+            assert_eq!(s.cursor().between(lo, hi), want, "{lo}..={hi}");
         }
-        assert_eq!(Sums::of(&Buckets::new()).between(0, 10), (0, 0));
+        assert_eq!(Sums::of(&Buckets::new()).cursor().between(0, 10), (0, 0));
+        assert_eq!(Sums::default().cursor().window(0, 10), (0, 0));
+        // One cursor over windows that mostly move forward, with jumps back and far ahead.
+        let mut c = s.cursor();
+        let mut y: u64 = 7;
+        let mut lo = -700;
+        for n in 0..3000 {
+            y = y
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            lo += (y >> 60) as i64 - 3;
+            if n % 500 == 0 {
+                lo += 400 - (y >> 54) as i64;
+            }
+            let hi = lo + (y >> 58) as i64 - 2;
+            let want = summed(lo, hi);
+            assert_eq!(c.between(lo, hi), want, "cursor at {lo}..={hi}");
+        }
     }
 }

@@ -165,15 +165,14 @@ pub(super) fn build(store: &mut Store, cx: &Ctx<'_>, cites: &mut Cites) -> Vec<I
 /// Group `g`'s failures (indexes in time order) cut into clusters.
 fn clusters(store: &Store, groups: &Groups, g: &str, idxs: &[usize]) -> Vec<Vec<usize>> {
     let recs = &store.recs;
+    let mut sums = groups.sums(g).cursor();
     let mut clusters: Vec<Vec<usize>> = Vec::new();
     for &i in idxs {
         let t = recs[i].t_ms;
         match clusters.last_mut() {
             Some(c)
                 if t - recs[*c.last().unwrap()].last_ms() <= CLUSTER_GAP_MS
-                    && !trickle(t - recs[c[0]].t_ms, || {
-                        groups.window(g, t - TRICKLE_SPAN_MS, t)
-                    }) =>
+                    && !trickle(t - recs[c[0]].t_ms, || sums.window(t - TRICKLE_SPAN_MS, t)) =>
             {
                 c.push(i)
             }

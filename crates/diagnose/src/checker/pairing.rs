@@ -51,6 +51,8 @@ pub(super) struct Pairer {
     offsets: Option<Offsets>,
     /// The paired failures.
     pub store: Store,
+    /// Each trajectory's group, once asked for ([`Pairer::traj_group`]).
+    traj_groups: Vec<Option<String>>,
 }
 
 impl Pairer {
@@ -197,11 +199,32 @@ impl Pairer {
             let upstream = pair_one(&mut f, &mut self.win);
             // A group the access line names (internal passes, `$proxy_upstream_name`) stays.
             if !f.internal && f.group.is_empty() {
-                f.group = group_of(&f, trajs, upstream);
+                f.group = match f.traj {
+                    // A trajectory's group is the same for each of its failures: made once.
+                    Some(t) => self.traj_group(t, trajs).to_string(),
+                    None => group_of(&f, trajs, upstream),
+                };
             }
         }
         self.store.push(&f);
         Ok(())
+    }
+}
+
+impl Pairer {
+    /// The group of trajectory `t`'s failures ([`group_of`]), made once per trajectory.
+    fn traj_group(&mut self, t: u32, trajs: &[Traj]) -> &str {
+        let t = t as usize;
+        if self.traj_groups.len() <= t {
+            self.traj_groups.resize(t + 1, None);
+        }
+        self.traj_groups[t].get_or_insert_with(|| {
+            let f = Failure {
+                traj: Some(t as u32),
+                ..Failure::default()
+            };
+            group_of(&f, trajs, None)
+        })
     }
 }
 
