@@ -1298,6 +1298,42 @@ mod tests {
     }
 
     #[test]
+    fn the_matchers_hashes_are_the_ones_the_checker_would_compute() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("access.log");
+        let line = |t: u32, st: u16, up: &str| {
+            format!(
+                "1796018400.{t:03} {st} \"{up}\" \"-\" 0.001 GET 7 1 \"-\" \"-\" \"GET /a?{t} HTTP/1.1\" 10.1.0.{t}\n"
+            )
+        };
+        let text = [
+            line(1, 502, "10.0.0.5:8080, 10.0.0.6:8080"),
+            line(2, 200, "10.0.0.5:8080"),
+            line(3, 504, "10.0.0.5:8080"),
+            line(4, 200, "-"),
+            line(5, 500, "10.0.0.5:8080, 10.0.0.6:8080"),
+        ]
+        .concat();
+        std::fs::write(&path, text).unwrap();
+        let mut s = AccessStream::open(&[path], &LogFormat::lab(), 0).unwrap();
+        let mut keys = Vec::new();
+        while let Some(a) = s.next() {
+            // Computed on a matcher thread (failed lines) or here (the others): the same value.
+            assert_eq!(a.request_hash(), a.text(Field::Request).map(text_hash));
+            assert_eq!(a.remote_hash(), a.text(Field::RemoteAddr).map(text_hash));
+            keys.push(a.upstream_key());
+        }
+        assert_eq!(keys.len(), 5);
+        assert_eq!(keys[0], keys[4], "one $upstream_addr, one key");
+        assert_eq!(keys[1], keys[2]);
+        assert_ne!(keys[0], keys[1]);
+        assert!(
+            keys[1].is_some() && keys[3].is_none(),
+            "`-` names no trajectory"
+        );
+    }
+
+    #[test]
     fn every_field_is_at_its_index() {
         for (i, f) in Field::ALL.iter().enumerate() {
             assert_eq!(*f as usize, i);

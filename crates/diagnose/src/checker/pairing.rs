@@ -209,9 +209,7 @@ impl Pairer {
         self.store.push(&f);
         Ok(())
     }
-}
 
-impl Pairer {
     /// The group of trajectory `t`'s failures ([`group_of`]), made once per trajectory.
     fn traj_group(&mut self, t: u32, trajs: &[Traj]) -> &str {
         let t = t as usize;
