@@ -67,8 +67,23 @@ impl Packed {
 /// pairing compares these rather than keeping the texts. A fast hash is enough: it only ever
 /// meets hashes of the same run.
 pub fn text_hash(s: &str) -> u64 {
-    use std::hash::BuildHasher;
-    rustc_hash::FxBuildHasher.hash_one(s)
+    utf8_hash(s.as_bytes())
+}
+
+/// [`text_hash`] of bytes known to be UTF-8 (hashed as `str` hashes: the bytes, then `0xff`).
+fn utf8_hash(b: &[u8]) -> u64 {
+    use std::hash::Hasher;
+    let mut h = rustc_hash::FxHasher::default();
+    h.write(b);
+    h.write_u8(0xff);
+    h.finish()
+}
+
+/// The bytes are UTF-8 text; the ASCII check first, as nearly every logged value is ASCII and
+/// it costs a fraction of full validation.
+#[inline]
+fn is_utf8(b: &[u8]) -> bool {
+    b.is_ascii() || std::str::from_utf8(b).is_ok()
 }
 
 /// Hashes a matcher thread computed for the checker, so that its one thread does not: of
@@ -104,8 +119,8 @@ impl Hashes {
                 (Hashes::REQUEST, Field::Request),
                 (Hashes::REMOTE, Field::RemoteAddr),
             ] {
-                if let Some(s) = field(f).and_then(|b| std::str::from_utf8(b).ok()) {
-                    h.put(i, text_hash(s));
+                if let Some(b) = field(f).filter(|b| is_utf8(b)) {
+                    h.put(i, utf8_hash(b));
                 }
             }
         }
@@ -1312,18 +1327,26 @@ mod tests {
             line(3, 504, "10.0.0.5:8080"),
             line(4, 200, "-"),
             line(5, 500, "10.0.0.5:8080, 10.0.0.6:8080"),
+            // Failed lines whose request is UTF-8 but not ASCII, and not UTF-8 at all.
+            line(6, 502, "10.0.0.5:8080").replace("/a?", "/é?"),
         ]
         .concat();
+        let mut text = text.into_bytes();
+        text.extend(line(7, 502, "10.0.0.5:8080").replace("/a?", "/\u{1}?").bytes());
+        let bad = text.iter().rposition(|&b| b == 1).unwrap();
+        text[bad] = 0xff;
         std::fs::write(&path, text).unwrap();
         let mut s = AccessStream::open(&[path], &LogFormat::lab(), 0).unwrap();
-        let mut keys = Vec::new();
+        let (mut keys, mut requests) = (Vec::new(), Vec::new());
         while let Some(a) = s.next() {
             // Computed on a matcher thread (failed lines) or here (the others): the same value.
             assert_eq!(a.request_hash(), a.text(Field::Request).map(text_hash));
             assert_eq!(a.remote_hash(), a.text(Field::RemoteAddr).map(text_hash));
             keys.push(a.upstream_key());
+            requests.push(a.request_hash());
         }
-        assert_eq!(keys.len(), 5);
+        assert!(requests[5].is_some() && requests[6].is_none(), "{requests:?}");
+        assert_eq!(keys.len(), 7);
         assert_eq!(keys[0], keys[4], "one $upstream_addr, one key");
         assert_eq!(keys[1], keys[2]);
         assert_ne!(keys[0], keys[1]);
