@@ -185,6 +185,11 @@ impl PairWindow {
         }
     }
 
+    /// No line is buffered that a failure could pair with.
+    pub fn is_empty(&self) -> bool {
+        self.live == 0
+    }
+
     pub fn evict_before(&mut self, t_ms: i64) {
         while self.lines.front().is_some_and(|x| x.0.t_ms < t_ms) {
             self.pop_front();

@@ -281,15 +281,16 @@ pub(super) struct Store {
 }
 
 impl Store {
-    /// Keep a paired failure (its group known), or count it into the last one of its kind.
-    pub fn push(&mut self, f: &Failure) {
+    /// Keep a paired failure in `group` (its group, known now: `f.group` is not read), or
+    /// count it into the last one of its kind.
+    pub fn push(&mut self, f: &Failure, group: &str) {
         let kind = Kind {
             status: f.status,
             traj: f.traj,
             group: match &self.last_kind {
                 // Failures come in runs of one group: skip hashing its name.
-                Some((k, _)) if self.groups[k.group as usize] == f.group => k.group,
-                _ => intern(&mut self.groups, &mut self.group_ids, &f.group),
+                Some((k, _)) if self.groups[k.group as usize] == group => k.group,
+                _ => intern(&mut self.groups, &mut self.group_ids, group),
             },
             method: f.method,
             nlu: f.nlu,
@@ -420,16 +421,17 @@ impl Store {
     }
 }
 
-fn intern<T: Clone + Eq + std::hash::Hash, S: std::hash::BuildHasher>(
-    v: &mut Vec<T>,
-    ids: &mut HashMap<T, u32, S>,
-    x: &T,
-) -> u32 {
+fn intern<T, Q, S>(v: &mut Vec<T>, ids: &mut HashMap<T, u32, S>, x: &Q) -> u32
+where
+    T: Clone + Eq + std::hash::Hash + std::borrow::Borrow<Q>,
+    Q: ToOwned<Owned = T> + Eq + std::hash::Hash + ?Sized,
+    S: std::hash::BuildHasher,
+{
     if let Some(&i) = ids.get(x) {
         return i;
     }
-    v.push(x.clone());
-    ids.insert(x.clone(), (v.len() - 1) as u32);
+    v.push(x.to_owned());
+    ids.insert(x.to_owned(), (v.len() - 1) as u32);
     (v.len() - 1) as u32
 }
 
@@ -489,7 +491,6 @@ mod tests {
             start_ms: t_ms - 3,
             status: 502,
             line,
-            group: "be".into(),
             nlu: true,
             hops: 1,
             ..Failure::default()
@@ -501,9 +502,9 @@ mod tests {
         let mut s = Store::default();
         // 10,000 NLUs of one kind in one second, then one in the next second.
         for i in 0..10_000u64 {
-            s.push(&nlu_at(1_000_000 + (i / 10) as i64, i + 1));
+            s.push(&nlu_at(1_000_000 + (i / 10) as i64, i + 1), "be");
         }
-        s.push(&nlu_at(1_001_500, 10_001));
+        s.push(&nlu_at(1_001_500, 10_001), "be");
         assert_eq!(s.recs.len(), KEEP_PER_SECOND as usize + 1);
         assert_eq!(s.client_failures(), 10_001);
         assert_eq!(s.collapsed, 10_000 - KEEP_PER_SECOND as u64);
@@ -521,10 +522,10 @@ mod tests {
         let seconds = (KEEP_BUDGET as u64).div_ceil(per_sec) + 2;
         for sec in 0..seconds {
             for i in 0..per_sec {
-                s.push(&nlu_at(
-                    sec as i64 * 1000 + i as i64 % 1000,
-                    sec * per_sec + i + 1,
-                ));
+                s.push(
+                    &nlu_at(sec as i64 * 1000 + i as i64 % 1000, sec * per_sec + i + 1),
+                    "be",
+                );
             }
         }
         let total = seconds * per_sec;

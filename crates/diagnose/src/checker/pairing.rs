@@ -15,6 +15,7 @@ use super::failure::{Failure, Store, Traj, is_addr};
 use crate::classes::Sig;
 use resolvelab_history::time::Offsets;
 use resolvelab_history::{ErrorStream, FileStats, History};
+use std::borrow::Cow;
 use std::collections::VecDeque;
 
 /// A failure is paired once the access log is this far (ms) past its end.
@@ -27,6 +28,8 @@ const RETAIN_MS: i64 = 60_000;
 /// seen, or `upstream`). A name after it is an address whose group a later NLU trajectory may
 /// still name.
 pub(super) const UNRESOLVED: char = '\0';
+/// [`UNRESOLVED`] alone: the group of a failure nothing names.
+const UNRESOLVED_GROUP: &str = "\0";
 
 /// What the error pass yields besides the paired failures.
 pub(super) struct ErrorPass {
@@ -51,7 +54,7 @@ pub(super) struct Pairer {
     offsets: Option<Offsets>,
     /// The paired failures.
     pub store: Store,
-    /// Each trajectory's group, once asked for ([`Pairer::traj_group`]).
+    /// Each trajectory's group, once asked for ([`traj_group`]).
     traj_groups: Vec<Option<String>>,
 }
 
@@ -190,40 +193,49 @@ impl Pairer {
             &mut self.win,
         );
         self.win.evict_before(keep_from);
-        if f.paired.is_some() || !f.first_try.is_empty() || f.own_dns.is_some() {
-            // Built from its own error lines (no access log): nothing more to pair.
-            if f.group.is_empty() {
-                f.group = UNRESOLVED.to_string();
-            }
-        } else {
-            let upstream = pair_one(&mut f, &mut self.win);
-            // A group the access line names (internal passes, `$proxy_upstream_name`) stays.
-            if !f.internal && f.group.is_empty() {
-                f.group = match f.traj {
-                    // A trajectory's group is the same for each of its failures: made once.
-                    Some(t) => self.traj_group(t, trajs).to_string(),
-                    None => group_of(&f, trajs, upstream),
-                };
-            }
-        }
-        self.store.push(&f);
+        let group: Cow<str> =
+            if f.paired.is_some() || !f.first_try.is_empty() || f.own_dns.is_some() {
+                // Built from its own error lines (no access log): nothing more to pair.
+                if f.group.is_empty() {
+                    Cow::Borrowed(UNRESOLVED_GROUP)
+                } else {
+                    Cow::Borrowed(f.group.as_str())
+                }
+            } else {
+                // Nothing buffered (no error log, or none near): nothing to pair with.
+                let upstream = (!self.win.is_empty())
+                    .then(|| pair_one(&mut f, &mut self.win))
+                    .flatten();
+                // A group the access line names (internal passes, `$proxy_upstream_name`) stays.
+                if !f.internal && f.group.is_empty() {
+                    match f.traj {
+                        // A trajectory's group is the same for each of its failures: made once.
+                        Some(t) => Cow::Borrowed(traj_group(&mut self.traj_groups, t, trajs)),
+                        None => Cow::Owned(group_of(&f, trajs, upstream)),
+                    }
+                } else {
+                    Cow::Borrowed(f.group.as_str())
+                }
+            };
+        self.store.push(&f, &group);
         Ok(())
     }
+}
 
-    /// The group of trajectory `t`'s failures ([`group_of`]), made once per trajectory.
-    fn traj_group(&mut self, t: u32, trajs: &[Traj]) -> &str {
-        let t = t as usize;
-        if self.traj_groups.len() <= t {
-            self.traj_groups.resize(t + 1, None);
-        }
-        self.traj_groups[t].get_or_insert_with(|| {
-            let f = Failure {
-                traj: Some(t as u32),
-                ..Failure::default()
-            };
-            group_of(&f, trajs, None)
-        })
+/// The group of trajectory `t`'s failures ([`group_of`]), made once per trajectory and kept in
+/// `made`.
+fn traj_group<'m>(made: &'m mut Vec<Option<String>>, t: u32, trajs: &[Traj]) -> &'m str {
+    let t = t as usize;
+    if made.len() <= t {
+        made.resize(t + 1, None);
     }
+    made[t].get_or_insert_with(|| {
+        let f = Failure {
+            traj: Some(t as u32),
+            ..Failure::default()
+        };
+        group_of(&f, trajs, None)
+    })
 }
 
 /// Pair one failure with the buffered lines; returns the `upstream:` of the paired line.
