@@ -907,9 +907,9 @@ impl Batching {
 
 /// The chunks of one file between its chunker, its matchers and the stream. A free matcher
 /// cuts the next chunk (under the lock, so in file order) and matches it; the stream takes the
-/// matched chunks in file order. No matcher waits for another: with two cores shared by the
-/// matchers and the checker, a matcher held to its turn sat idle whenever the other was
-/// descheduled. A matcher waits only for room: at most `room` chunks are cut and not yet taken.
+/// matched chunks in file order. No matcher waits for another's turn (with more threads than
+/// cores, a matcher held to its turn waited whenever the one before it was descheduled); a
+/// matcher waits only for room: at most `room` chunks are cut and not yet taken.
 struct Handoff {
     flow: std::sync::Mutex<Flow>,
     /// Room to cut a chunk (or the stream is gone).
@@ -1043,9 +1043,9 @@ impl Drop for Lifeline {
 /// chunks on one thread and is the pass's critical path; the matchers are more threads than
 /// there are cores left beside it (two and the checker on two cores). At equal weights the
 /// matchers, once ahead, took the checker's core by turns and then waited for it, so a core sat
-/// idle (matchers waiting for room 1.4–1.9 s of a 2.7 s pass, measured on the `lab` preset).
-/// At nice 5 the scheduler leaves the checker a core to itself and the matchers share the rest.
-/// A thread may always lower its own priority; a failure only leaves it as it was.
+/// idle: on the `lab` preset the matchers waited for room 1.4–1.9 s in all of a 2.7 s pass, and
+/// 1.6 of the 2 cores were busy. At nice 5 they waited 0.2–0.7 s and 1.8 cores were busy. A
+/// thread may always lower its own priority; a failure only leaves it as it was.
 fn yield_to_the_checker() {
     #[cfg(target_os = "linux")]
     // SAFETY: plain system calls on this thread's own id; no memory is passed.
