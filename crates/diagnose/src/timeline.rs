@@ -26,11 +26,60 @@ impl Bin {
     }
 }
 
+fn new_hist() -> Histogram<u32> {
+    Histogram::new_with_max(MAX_LATENCY_MS, 2).expect("static bounds")
+}
+
+/// Latencies (ms) below this are counted in [`Pending`] before their histogram.
+const PENDING_MS: usize = 1024;
+
+/// The latencies of the bin being filled, counted per millisecond and recorded in its
+/// histogram when another bin is filled: a count costs a few instructions, a record several
+/// dozen, and a histogram's state does not depend on the order of its records.
+#[derive(Default)]
+struct Pending {
+    bin: usize,
+    counts: Vec<u32>,
+    /// The latencies counted, each once.
+    seen: Vec<u16>,
+}
+
+impl Pending {
+    fn count(&mut self, ms: u64) {
+        if self.counts.is_empty() {
+            self.counts = vec![0; PENDING_MS];
+        }
+        let c = &mut self.counts[ms as usize];
+        if *c == 0 {
+            self.seen.push(ms as u16);
+        }
+        *c += 1;
+    }
+
+    /// Record the counts in `h` (`take`: and zero them).
+    fn record(&mut self, h: &mut Histogram<u32>) {
+        for &ms in &self.seen {
+            let n = std::mem::take(&mut self.counts[ms as usize]);
+            h.saturating_record_n(ms as u64, n);
+        }
+        self.seen.clear();
+    }
+
+    /// Record the counts in their bin's histogram.
+    fn flush(&mut self, bins: &mut [Bin]) {
+        if !self.seen.is_empty() {
+            let h = bins[self.bin].hist.get_or_insert_with(new_hist);
+            self.record(h);
+        }
+    }
+}
+
 /// The adaptive timeline.
 pub struct Timeline {
     origin_ms: Option<i64>,
     bin_ms: i64,
     bins: Vec<Bin>,
+    pending: Pending,
 }
 
 impl Default for Timeline {
@@ -39,6 +88,7 @@ impl Default for Timeline {
             origin_ms: None,
             bin_ms: 1000,
             bins: Vec::new(),
+            pending: Pending::default(),
         }
     }
 }
@@ -73,15 +123,23 @@ impl Timeline {
             Outcome::Failed => b.failed += 1,
             Outcome::Nlu => b.nlu += 1,
         }
-        if let Some(us) = latency_us {
-            let h = b.hist.get_or_insert_with(|| {
-                Histogram::new_with_max(MAX_LATENCY_MS, 2).expect("static bounds")
-            });
-            h.saturating_record(((us.max(0) as u64) / 1000).min(MAX_LATENCY_MS));
+        let Some(us) = latency_us else {
+            return;
+        };
+        let ms = ((us.max(0) as u64) / 1000).min(MAX_LATENCY_MS);
+        if ms as usize >= PENDING_MS {
+            b.hist.get_or_insert_with(new_hist).saturating_record(ms);
+            return;
         }
+        if idx != self.pending.bin {
+            self.pending.flush(&mut self.bins);
+            self.pending.bin = idx;
+        }
+        self.pending.count(ms);
     }
 
     fn coarsen(&mut self) {
+        self.pending.flush(&mut self.bins);
         self.bin_ms *= 2;
         let old = std::mem::take(&mut self.bins);
         let mut it = old.into_iter();
@@ -103,7 +161,8 @@ impl Timeline {
     }
 
     /// The series (requests per bin; rates are counts / bin width).
-    pub fn series(&self) -> Series {
+    pub fn series(&mut self) -> Series {
+        self.pending.flush(&mut self.bins);
         let origin = self.origin_ms.unwrap_or(0);
         Series {
             bin_ms: self.bin_ms,
@@ -147,5 +206,42 @@ mod tests {
         assert_eq!(s.points.iter().map(|p| p.ok).sum::<u64>(), 5000);
         assert_eq!(s.points.iter().map(|p| p.nlu).sum::<u64>(), 1);
         assert_eq!(s.points[0].latency_ms.unwrap()[0], 2.0);
+    }
+
+    #[test]
+    fn latencies_counted_first_give_the_histograms_of_every_record() {
+        // Out-of-order lines revisit earlier bins, some latencies pass the counted range, and
+        // the span forces the bins to double: each bin's figures must still be those of a
+        // histogram that recorded its latencies one by one.
+        let mut t = Timeline::default();
+        let mut all: Vec<(i64, u64)> = Vec::new();
+        let mut x: u64 = 0x2545_f491_4f6c_dd1d;
+        for i in 0..40_000i64 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            let back = if x % 10 == 0 { 1500 } else { 0 };
+            let t_ms = (1_000_000 + i * 75 - back).max(1_000_000);
+            let ms = match x % 100 {
+                0 => 5_000 + x % 100_000,
+                1..=3 => PENDING_MS as u64 - 1 + x % 3,
+                _ => x % 40,
+            };
+            t.add(t_ms, Outcome::Ok, Some(ms as i64 * 1000));
+            all.push((t_ms, ms));
+        }
+        let s = t.series();
+        assert!(s.bin_ms > 1000, "the span doubled the bins");
+        let mut want: Vec<Option<Histogram<u32>>> = vec![None; s.points.len()];
+        for (t_ms, ms) in all {
+            let i = ((t_ms - 1_000_000) / s.bin_ms) as usize;
+            want[i].get_or_insert_with(new_hist).record(ms).unwrap();
+        }
+        for (p, h) in s.points.iter().zip(&want) {
+            let h = h.as_ref().expect("every bin has requests");
+            let q = |v: f64| h.value_at_quantile(v) as f64;
+            let expected = [q(0.5), q(0.9), q(0.99), h.max() as f64];
+            assert_eq!(p.latency_ms, Some(expected), "bin at {}", p.t_ms);
+        }
     }
 }

@@ -79,11 +79,22 @@ fn utf8_hash(b: &[u8]) -> u64 {
     h.finish()
 }
 
-/// The bytes are UTF-8 text; the ASCII check first, as nearly every logged value is ASCII and
-/// it costs a fraction of full validation.
+/// The bytes are UTF-8 text (see [`as_text`]).
 #[inline]
 fn is_utf8(b: &[u8]) -> bool {
-    b.is_ascii() || std::str::from_utf8(b).is_ok()
+    as_text(b).is_some()
+}
+
+/// The bytes as text if they are UTF-8; the ASCII check first, as nearly every logged value
+/// is ASCII and it costs a fraction of full validation.
+#[inline]
+fn as_text(b: &[u8]) -> Option<&str> {
+    if b.is_ascii() {
+        // SAFETY: ASCII bytes are UTF-8.
+        Some(unsafe { std::str::from_utf8_unchecked(b) })
+    } else {
+        std::str::from_utf8(b).ok()
+    }
 }
 
 /// Hashes a matcher thread computed for the checker, so that its one thread does not: of
@@ -193,7 +204,7 @@ impl<'a> AccessLine<'a> {
 
     /// A field as text (lossy only for invalid UTF-8, which nginx escapes anyway).
     pub fn text(&self, f: Field) -> Option<&'a str> {
-        self.get(f).and_then(|b| std::str::from_utf8(b).ok())
+        self.get(f).and_then(as_text)
     }
 
     /// `$status`.
@@ -225,9 +236,10 @@ impl<'a> AccessLine<'a> {
         if let Some(m) = self.text(Field::RequestMethod) {
             return Some(m);
         }
-        self.text(Field::Request)
-            .and_then(|r| r.split(' ').next())
-            .filter(|m| !m.is_empty() && *m != "-")
+        let r = self.text(Field::Request)?;
+        // The first word, found as a byte (a `str` split pays for a general pattern search).
+        let m = r.bytes().position(|c| c == b' ').map_or(r, |i| &r[..i]);
+        (!m.is_empty() && m != "-").then_some(m)
     }
 
     /// The whole raw line.
@@ -352,11 +364,11 @@ impl Chunker {
         self.carry.extend_from_slice(&b.buf[cut..filled]);
         b.first_line = self.lines + 1;
         let mut start = 0;
-        for p in memchr::memchr_iter(b'\n', &b.buf[..cut]) {
+        crate::logformat::each_byte(&b.buf[..cut], b'\n', |p| {
             self.note(start);
             b.ends.push(p as u32);
             start = p + 1;
-        }
+        });
         if start < cut {
             self.note(start);
             b.ends.push(cut as u32);

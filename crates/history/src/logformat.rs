@@ -753,23 +753,12 @@ pub(crate) fn find_byte(line: &[u8], from: usize, b: u8) -> Option<usize> {
 #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
 #[inline(always)]
 fn find_byte_sse2(line: &[u8], from: usize, b: u8) -> Option<usize> {
-    use std::arch::x86_64::{
-        __m128i, _mm_cmpeq_epi8, _mm_loadu_si128, _mm_movemask_epi8, _mm_set1_epi8,
-    };
     if line.len() < 16 {
         return find_byte_swar(line, from, b);
     }
-    // SAFETY (the intrinsics' calls): SSE2 is in every x86_64 target's baseline (the cfg).
-    let pat = unsafe { _mm_set1_epi8(b as i8) };
-    // The positions of `b` among the sixteen bytes at `at` (bit i: `line[at + i]`).
-    let hits = |at: usize| {
-        let block: &[u8; 16] = line[at..at + 16].try_into().expect("16 bytes");
-        // SAFETY: `block` is sixteen readable bytes; the load has no alignment requirement.
-        unsafe {
-            let v = _mm_loadu_si128(block.as_ptr().cast::<__m128i>());
-            _mm_movemask_epi8(_mm_cmpeq_epi8(v, pat)) as u32
-        }
-    };
+    // SAFETY: SSE2 is in every x86_64 target's baseline (the cfg).
+    let pat = unsafe { std::arch::x86_64::_mm_set1_epi8(b as i8) };
+    let hits = |at: usize| hits16(line, at, pat);
     let mut j = from;
     while j + 16 <= line.len() {
         let m = hits(j);
@@ -785,6 +774,50 @@ fn find_byte_sse2(line: &[u8], from: usize, b: u8) -> Option<usize> {
     let last = line.len() - 16;
     let m = hits(last) >> (j - last);
     (m != 0).then(|| j + m.trailing_zeros() as usize)
+}
+
+/// The positions of the byte `pat` holds sixteen times among the sixteen bytes of `hay` at
+/// `at` (bit i: `hay[at + i]`).
+#[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
+#[inline(always)]
+fn hits16(hay: &[u8], at: usize, pat: std::arch::x86_64::__m128i) -> u32 {
+    use std::arch::x86_64::{__m128i, _mm_cmpeq_epi8, _mm_loadu_si128, _mm_movemask_epi8};
+    let block: &[u8; 16] = hay[at..at + 16].try_into().expect("16 bytes");
+    // SAFETY: `block` is sixteen readable bytes and the load has no alignment requirement;
+    // SSE2 is in every x86_64 target's baseline (the cfg).
+    unsafe {
+        let v = _mm_loadu_si128(block.as_ptr().cast::<__m128i>());
+        _mm_movemask_epi8(_mm_cmpeq_epi8(v, pat)) as u32
+    }
+}
+
+/// Call `f` with the position of every `b` in `hay`, in order. Sixty-four bytes are compared
+/// at a time and their hits walked as bits: a chunk's line ends cost a few instructions each,
+/// where an iterator of searches pays a search's setup at every line.
+#[inline]
+pub(crate) fn each_byte(hay: &[u8], b: u8, mut f: impl FnMut(usize)) {
+    #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
+    let at = {
+        // SAFETY: SSE2 is in every x86_64 target's baseline (the cfg).
+        let pat = unsafe { std::arch::x86_64::_mm_set1_epi8(b as i8) };
+        let mut at = 0;
+        while at + 64 <= hay.len() {
+            let mut m = (0..4).fold(0u64, |m, k| {
+                m | (hits16(hay, at + 16 * k, pat) as u64) << (16 * k)
+            });
+            while m != 0 {
+                f(at + m.trailing_zeros() as usize);
+                m &= m - 1;
+            }
+            at += 64;
+        }
+        at
+    };
+    #[cfg(not(all(target_arch = "x86_64", target_feature = "sse2")))]
+    let at = 0;
+    for p in memchr::memchr_iter(b, &hay[at..]) {
+        f(at + p);
+    }
 }
 
 /// [`find_byte`] eight bytes at a time in a register (the classic "has zero byte" test).
@@ -1038,6 +1071,26 @@ mod tests {
                     .count();
             assert_eq!(digits_end(line, from), naive, "from {from}");
         }
+    }
+
+    #[test]
+    fn each_byte_finds_every_position_in_order() {
+        // Lengths around the 64-byte blocks, bytes that hit often, rarely and never.
+        let full: Vec<u8> = (0..400u32).map(|i| (i * 37 % 251) as u8).collect();
+        for len in [0, 1, 15, 16, 63, 64, 65, 127, 128, 129, 200, 400] {
+            for b in [0u8, 1, 37, 74, 200, 255] {
+                let hay = &full[..len];
+                let naive: Vec<usize> = (0..len).filter(|&i| hay[i] == b).collect();
+                let mut got = Vec::new();
+                each_byte(hay, b, |p| got.push(p));
+                assert_eq!(got, naive, "len {len} byte {b}");
+            }
+        }
+        let lines = b"a\nbb\n\n".repeat(40);
+        let mut got = Vec::new();
+        each_byte(&lines, b'\n', |p| got.push(p));
+        assert_eq!(got.len(), 120);
+        assert!(got.iter().all(|&p| lines[p] == b'\n'));
     }
 
     #[test]

@@ -273,9 +273,15 @@ pub(super) struct Store {
     pub groups: Vec<String>,
     group_ids: rustc_hash::FxHashMap<String, u32>,
     pub methods: Vec<Option<String>>,
-    /// The second being kept, and per kind its failures so far and its last record.
+    /// The method id [`Store::method_id`] returned last.
+    last_method: u16,
+    /// The second being kept.
     sec: i64,
-    per_kind: rustc_hash::FxHashMap<u32, (u16, usize)>,
+    /// Seconds seen so far (a change of second starts a new one): a slot of an earlier one
+    /// is stale, which empties every slot at once without clearing them.
+    epoch: u64,
+    /// Per kind id: (epoch, failures kept in it, last record).
+    per_kind: Vec<(u64, u16, usize)>,
     /// Failures counted into an earlier record rather than kept.
     pub collapsed: u64,
 }
@@ -313,17 +319,23 @@ impl Store {
         let sec = f.t_ms.div_euclid(1000);
         if sec != self.sec {
             self.sec = sec;
-            self.per_kind.clear();
+            self.epoch += 1;
         }
         let latency = (f.t_ms - f.start_ms).clamp(0, u32::MAX as i64) as u32;
-        let slot = self.per_kind.entry(kind).or_insert((0, usize::MAX));
+        if kind as usize >= self.per_kind.len() {
+            self.per_kind.resize(kind as usize + 1, (0, 0, usize::MAX));
+        }
+        let slot = &mut self.per_kind[kind as usize];
+        if slot.0 != self.epoch {
+            *slot = (self.epoch, 0, usize::MAX);
+        }
         let keep = if self.recs.len() < KEEP_BUDGET {
             KEEP_PER_SECOND
         } else {
             KEEP_PER_SECOND_OVER_BUDGET
         };
-        if slot.0 >= keep
-            && let Some(r) = self.recs.get_mut(slot.1)
+        if slot.1 >= keep
+            && let Some(r) = self.recs.get_mut(slot.2)
             && r.weight < u16::MAX
             && f.t_ms >= r.t_ms
         {
@@ -335,8 +347,8 @@ impl Store {
             self.collapsed += 1;
             return;
         }
-        slot.0 = slot.0.saturating_add(1);
-        slot.1 = self.recs.len();
+        slot.1 = slot.1.saturating_add(1);
+        slot.2 = self.recs.len();
         self.recs.push(Rec {
             t_ms: f.t_ms,
             at: At::new(f.file, f.line),
@@ -353,7 +365,13 @@ impl Store {
 
     /// The id of a method (`None`: not logged).
     pub fn method_id(&mut self, m: Option<&str>) -> u16 {
+        // Failures repeat a few methods: the last one first.
+        let last = self.last_method as usize;
+        if self.methods.get(last).is_some_and(|x| x.as_deref() == m) {
+            return self.last_method;
+        }
         if let Some(i) = self.methods.iter().position(|x| x.as_deref() == m) {
+            self.last_method = i as u16;
             return i as u16;
         }
         if self.methods.len() >= u16::MAX as usize {

@@ -131,21 +131,10 @@ pub(super) fn build(store: &mut Store, cx: &Ctx<'_>, cites: &mut Cites) -> Vec<I
     let mut incidents: Vec<Incident> = Vec::new();
     for (g, idxs) in &by_group {
         for c in clusters(store, cx.groups, g, idxs) {
-            let cs = c.iter().map(|&i| store.recs[i].start_ms()).min().unwrap();
-            let ce = c.iter().map(|&i| store.recs[i].last_ms()).max().unwrap();
+            let (cs, ce) = span(store, &c);
             let near = Near::of(cx, cs, ce);
             classify_cluster(store, &c, cx, g, &near, (cs, ce));
-            // One incident per class inside the cluster. Internal NLUs (rescued or not by a
-            // later pass) are classified, but the incidents are made of what the client saw.
-            let mut per_class: BTreeMap<&'static str, Vec<usize>> = BTreeMap::new();
-            for &i in c.iter().filter(|&&i| !store.kind(i).internal) {
-                per_class
-                    .entry(store.recs[i].class.id())
-                    .or_default()
-                    .push(i);
-            }
-            for (class, members) in per_class {
-                let class = Class::from_id(class).unwrap_or(Class::Undetermined);
+            for (class, members) in per_class(store, &c) {
                 incidents.push(incident(store, &members, class, g, cx, &near, cites));
             }
         }
@@ -166,13 +155,27 @@ pub(super) fn build(store: &mut Store, cx: &Ctx<'_>, cites: &mut Cites) -> Vec<I
 fn clusters(store: &Store, groups: &Groups, g: &str, idxs: &[usize]) -> Vec<Vec<usize>> {
     let recs = &store.recs;
     let mut sums = groups.sums(g).cursor();
+    // The last stretch's counts change only with the bucket `t` falls in (a window of
+    // TRICKLE_SPAN_MS ends there): asked once per bucket, not once per failure.
+    let mut stretch: Option<(i64, (u64, u64))> = None;
+    let mut last_stretch = |t: i64| {
+        let b = t.div_euclid(BUCKET_MS);
+        match stretch {
+            Some((sb, n)) if sb == b => n,
+            _ => {
+                let n = sums.window(t - TRICKLE_SPAN_MS, t);
+                stretch = Some((b, n));
+                n
+            }
+        }
+    };
     let mut clusters: Vec<Vec<usize>> = Vec::new();
     for &i in idxs {
         let t = recs[i].t_ms;
         match clusters.last_mut() {
             Some(c)
                 if t - recs[*c.last().unwrap()].last_ms() <= CLUSTER_GAP_MS
-                    && !trickle(t - recs[c[0]].t_ms, || sums.window(t - TRICKLE_SPAN_MS, t)) =>
+                    && !trickle(t - recs[c[0]].t_ms, || last_stretch(t)) =>
             {
                 c.push(i)
             }
@@ -180,6 +183,38 @@ fn clusters(store: &Store, groups: &Groups, g: &str, idxs: &[usize]) -> Vec<Vec<
         }
     }
     clusters
+}
+
+/// The earliest start and the latest end of failures `c`.
+fn span(store: &Store, c: &[usize]) -> (i64, i64) {
+    c.iter().fold((i64::MAX, i64::MIN), |(s, e), &i| {
+        let r = &store.recs[i];
+        (s.min(r.start_ms()), e.max(r.last_ms()))
+    })
+}
+
+/// The client-visible failures of cluster `c` (indexes in time order) by class, in class-id
+/// order: one incident each. Internal NLUs (rescued or not by a later pass) are classified,
+/// but the incidents are made of what the client saw.
+fn per_class(store: &Store, c: &[usize]) -> Vec<(Class, Vec<usize>)> {
+    // A cluster holds a few classes: a short list searched from its last hit beats a map.
+    let mut out: Vec<(Class, Vec<usize>)> = Vec::new();
+    let mut hit = 0;
+    for &i in c.iter().filter(|&&i| !store.kind(i).internal) {
+        let class = store.recs[i].class;
+        if out.get(hit).is_none_or(|e| e.0 != class) {
+            hit = match out.iter().position(|e| e.0 == class) {
+                Some(p) => p,
+                None => {
+                    out.push((class, Vec::new()));
+                    out.len() - 1
+                }
+            };
+        }
+        out[hit].1.push(i);
+    }
+    out.sort_by_key(|e| e.0.id());
+    out
 }
 
 /// Give each failure of cluster `c` (spanning `cs..ce`) its class and confidence.
@@ -206,10 +241,21 @@ fn classify_cluster(
     let burst = req > 0 && share >= 0.8 && client >= 3;
     let changes = &cx.peers.changes;
     let probable = probable_stale(store, c, cx, cs);
+    // With no peer-list change before a failure and no answer history, its facts are its
+    // kind's and the cluster's: classified once per kind.
+    let timeless = cx.answers.is_empty();
+    let mut decided: rustc_hash::FxHashMap<u32, (Class, u16)> = Default::default();
     for &i in c {
-        let (t_ms, f) = (store.recs[i].t_ms, store.kind(i));
-        let addrs = store.addrs(i, cx.trajs);
+        let (t_ms, kind) = (store.recs[i].t_ms, store.recs[i].kind);
         let pc = cx.peers.prev_change(t_ms);
+        let memo = timeless && pc.is_none();
+        if memo && let Some(&(class, conf)) = decided.get(&kind) {
+            let r = &mut store.recs[i];
+            (r.class, r.conf) = (class, conf);
+            continue;
+        }
+        let f = store.kind(i);
+        let addrs = store.addrs(i, cx.trajs);
         // The generation race needs a request that started before the change, i.e. one that
         // tried a pre-change peer (DOMAIN.md §8: "all through the pre-swap IP").
         let through_old = pc.is_some_and(|s| {
@@ -245,6 +291,9 @@ fn classify_cluster(
         let r = &mut store.recs[i];
         r.class = decision.class;
         r.conf = (decision.confidence * 10_000.0).round() as u16;
+        if memo {
+            decided.insert(kind, (r.class, r.conf));
+        }
     }
 }
 
@@ -336,42 +385,25 @@ fn incident(
     near: &Near,
     cites: &mut Cites,
 ) -> Incident {
-    let recs = &store.recs;
-    let s = members.iter().map(|&i| recs[i].start_ms()).min().unwrap();
-    let e = members.iter().map(|&i| recs[i].last_ms()).max().unwrap();
+    let (s, e) = span(store, members);
     let (req, _) = cx.groups.window(g, s, e);
-    let n: u64 = members.iter().map(|&i| recs[i].weight()).sum();
+    let m = tally(store, members);
+    let (n, hops, conf) = (m.n, m.hops, m.conf);
     let share = if req == 0 {
         1.0
     } else {
         (n as f64 / req as f64).min(1.0)
     };
-    let mut hops = NluCounts::default();
-    // Counted by interned method id, named once per method (not once per failure).
-    let mut per_method = vec![0u64; store.methods.len()];
-    for &i in members {
-        let (f, w) = (store.kind(i), recs[i].weight());
-        if f.nlu {
-            hops.count_n(f.hops, w);
-            hops.paired += f.paired.is_some() as u64 * w;
-        }
-        per_method[f.method as usize] += w;
-    }
     let mut methods = BTreeMap::new();
-    for (id, &w) in per_method.iter().enumerate().filter(|(_, w)| **w > 0) {
+    for (id, &w) in m.per_method.iter().enumerate().filter(|(_, w)| **w > 0) {
         let m = store.methods[id].as_deref().unwrap_or("-");
         *methods.entry(m.to_string()).or_insert(0) += w;
     }
     // Offset after the swap: from the first failure's end (the failing selection happens after
     // the swap even when the request started before it).
-    let first_end = members.iter().map(|&i| recs[i].t_ms).min().unwrap();
+    let first_end = m.first_end;
     let sw = cx.peers.prev_change(first_end);
     let changes = &cx.peers.changes;
-    let conf = members
-        .iter()
-        .map(|&i| recs[i].confidence() * recs[i].weight() as f64)
-        .sum::<f64>()
-        / n as f64;
     let evidence = evidence(store, members, class, cx, near, cites, first_end);
     let shape = if req == 0 {
         "unknown"
@@ -433,6 +465,44 @@ fn incident(
         fix: classes::fix(class.id()).to_string(),
         zoom: Series::default(),
     }
+}
+
+/// What an incident counts over its members.
+struct Tally {
+    /// Failures (weights summed).
+    n: u64,
+    hops: NluCounts,
+    /// Failures per interned method id (named once per method, not once per failure).
+    per_method: Vec<u64>,
+    /// The earliest end (ms).
+    first_end: i64,
+    /// The mean confidence, by weight.
+    conf: f64,
+}
+
+/// [`Tally`] of `members`, in one pass.
+fn tally(store: &Store, members: &[usize]) -> Tally {
+    let mut t = Tally {
+        n: 0,
+        hops: NluCounts::default(),
+        per_method: vec![0; store.methods.len()],
+        first_end: i64::MAX,
+        conf: 0.0,
+    };
+    for &i in members {
+        let (r, f) = (&store.recs[i], store.kind(i));
+        let w = r.weight();
+        t.n += w;
+        if f.nlu {
+            t.hops.count_n(f.hops, w);
+            t.hops.paired += f.paired.is_some() as u64 * w;
+        }
+        t.per_method[f.method as usize] += w;
+        t.first_end = t.first_end.min(r.t_ms);
+        t.conf += r.confidence() * w as f64;
+    }
+    t.conf /= t.n as f64;
+    t
 }
 
 /// An incident's evidence: its first failure and the lines paired with it, the lines its class

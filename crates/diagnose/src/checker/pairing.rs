@@ -211,7 +211,7 @@ impl Pairer {
                     match f.traj {
                         // A trajectory's group is the same for each of its failures: made once.
                         Some(t) => Cow::Borrowed(traj_group(&mut self.traj_groups, t, trajs)),
-                        None => Cow::Owned(group_of(&f, trajs, upstream)),
+                        None => unnamed_group(upstream),
                     }
                 } else {
                     Cow::Borrowed(f.group.as_str())
@@ -222,19 +222,20 @@ impl Pairer {
     }
 }
 
-/// The group of trajectory `t`'s failures ([`group_of`]), made once per trajectory and kept in
-/// `made`.
+/// The group of trajectory `t`'s failures, made once per trajectory and kept in `made`: the
+/// group it names, else its last address's (resolved at the end, when every NLU trajectory
+/// has named its addresses; see [`UNRESOLVED`]).
 fn traj_group<'m>(made: &'m mut Vec<Option<String>>, t: u32, trajs: &[Traj]) -> &'m str {
     let t = t as usize;
     if made.len() <= t {
         made.resize(t + 1, None);
     }
     made[t].get_or_insert_with(|| {
-        let f = Failure {
-            traj: Some(t as u32),
-            ..Failure::default()
-        };
-        group_of(&f, trajs, None)
+        let t = &trajs[t];
+        t.group.clone().unwrap_or_else(|| match t.addrs.last() {
+            Some(a) => format!("{UNRESOLVED}{a}"),
+            None => UNRESOLVED.to_string(),
+        })
     })
 }
 
@@ -307,17 +308,11 @@ fn pair_one(f: &mut Failure, win: &mut PairWindow) -> Option<String> {
     None
 }
 
-/// The group of a paired failure: its trajectory's; its last address's (resolved at the end,
-/// when every NLU trajectory has named its addresses); or the paired line's `upstream:` host
-/// when that is a group name.
-fn group_of(f: &Failure, trajs: &[Traj], upstream: Option<String>) -> String {
-    match f.traj.map(|t| &trajs[t as usize]) {
-        Some(t) => t.group.clone().unwrap_or_else(|| match t.addrs.last() {
-            Some(a) => format!("{UNRESOLVED}{a}"),
-            None => UNRESOLVED.to_string(),
-        }),
-        None => upstream
-            .filter(|h| !is_addr(h))
-            .unwrap_or_else(|| UNRESOLVED.to_string()),
+/// The group of a failure without a trajectory: the paired line's `upstream:` host when that
+/// is a group name, else none yet ([`UNRESOLVED`]: allocated for no failure).
+fn unnamed_group(upstream: Option<String>) -> Cow<'static, str> {
+    match upstream.filter(|h| !is_addr(h)) {
+        Some(h) => Cow::Owned(h),
+        None => Cow::Borrowed(UNRESOLVED_GROUP),
     }
 }
