@@ -220,7 +220,7 @@ mod tests {
             x ^= x << 13;
             x ^= x >> 7;
             x ^= x << 17;
-            let back = if x % 10 == 0 { 1500 } else { 0 };
+            let back = if x.is_multiple_of(10) { 1500 } else { 0 };
             let t_ms = (1_000_000 + i * 75 - back).max(1_000_000);
             let ms = match x % 100 {
                 0 => 5_000 + x % 100_000,
