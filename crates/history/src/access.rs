@@ -418,6 +418,8 @@ struct Matcher {
     /// Cache of the last textual timestamp: `$time_local` repeats for every request of a second.
     tcache: Vec<u8>,
     tcache_val: (i64, i32),
+    /// `$msec`, its seconds remembered.
+    msec: time::MsecReader,
     stats: FileStats,
     /// Raw malformed lines (with their numbers) kept for the nearest-format guess.
     bad_lines: Vec<(u64, String)>,
@@ -471,6 +473,7 @@ impl Matcher {
             offset: None,
             tcache: Vec::new(),
             tcache_val: (0, 0),
+            msec: time::MsecReader::default(),
             stats: FileStats::new(path, "access"),
             bad_lines: Vec::new(),
             mixed,
@@ -624,7 +627,9 @@ impl Matcher {
         // $msec has millisecond resolution, so it wins over the one-second text times.
         if let Some(b) = span(Field::Msec) {
             t = Some(
-                time::parse_msec(b).ok_or_else(|| format!("$msec `{}` is not a time", lossy(b)))?,
+                self.msec
+                    .read(b)
+                    .ok_or_else(|| format!("$msec `{}` is not a time", lossy(b)))?,
             );
         }
         self.t_us = t.ok_or("the format has no $msec, $time_local or $time_iso8601")?;

@@ -13,24 +13,61 @@ pub fn parse_msec(b: &[u8]) -> Option<i64> {
     if i == 0 {
         return None;
     }
+    let frac_us = match b.get(i) {
+        None => 0,
+        Some(b'.') => fraction_us(&b[i + 1..])?,
+        Some(_) => return None,
+    };
+    Some(secs * 1_000_000 + frac_us)
+}
+
+/// The digits after a decimal point, in µs (digits past the sixth count for nothing).
+#[inline]
+fn fraction_us(b: &[u8]) -> Option<i64> {
     let mut frac_us: i64 = 0;
-    if i < b.len() {
-        if b[i] != b'.' {
+    let mut scale = 100_000;
+    for &c in b {
+        if !c.is_ascii_digit() {
             return None;
         }
-        i += 1;
-        let mut scale = 100_000;
-        while i < b.len() {
-            let c = b[i];
-            if !c.is_ascii_digit() {
-                return None;
-            }
-            frac_us += (c - b'0') as i64 * scale;
-            scale /= 10;
-            i += 1;
-        }
+        frac_us += (c - b'0') as i64 * scale;
+        scale /= 10;
     }
-    Some(secs * 1_000_000 + frac_us)
+    Some(frac_us)
+}
+
+/// [`parse_msec`] that remembers the last whole seconds it read (ten digits, the epoch
+/// seconds from 2001 to 2286): the lines of one second share them, and only the milliseconds
+/// are read again.
+#[derive(Default)]
+pub struct MsecReader {
+    /// The last ten-digit seconds read and their value (`None`: none yet).
+    last: Option<([u8; 10], i64)>,
+}
+
+impl MsecReader {
+    /// [`parse_msec`] of `b`.
+    #[inline]
+    pub fn read(&mut self, b: &[u8]) -> Option<i64> {
+        let ten = b.get(..10).and_then(|t| <[u8; 10]>::try_from(t).ok());
+        if let (Some(t), Some((last, secs))) = (ten, self.last)
+            && t == last
+        {
+            match b.get(10) {
+                None => return Some(secs * 1_000_000),
+                Some(b'.') => return fraction_us(&b[11..]).map(|f| secs * 1_000_000 + f),
+                // More digits: other seconds.
+                Some(_) => {}
+            }
+        }
+        let us = parse_msec(b)?;
+        if let Some(t) = ten
+            && matches!(b.get(10), None | Some(b'.'))
+        {
+            self.last = Some((t, us.div_euclid(1_000_000)));
+        }
+        Some(us)
+    }
 }
 
 /// Parse a non-negative decimal like `$request_time` (`0.004`) into microseconds; `-` → None.
@@ -312,6 +349,29 @@ mod tests {
         );
         assert_eq!(parse_msec(b"1796018401"), Some(utc * 1_000_000));
         assert_eq!(parse_msec(b"-"), None);
+        // The reader that remembers the seconds reads every input as parse_msec does,
+        // whatever came before it.
+        let inputs: [&[u8]; 12] = [
+            b"1796018401.123",
+            b"1796018401.5",
+            b"1796018401",
+            b"17960184011.5",
+            b"1796018401.12x",
+            b"1796018401x",
+            b"1796018401.",
+            b"179601840",
+            b"1796018402.000",
+            b"-",
+            b"",
+            b"1796018401.1234567",
+        ];
+        let mut r = MsecReader::default();
+        for a in inputs {
+            for b in inputs {
+                r.read(a);
+                assert_eq!(r.read(b), parse_msec(b), "{:?} after {:?}", b, a);
+            }
+        }
         assert_eq!(
             parse_time_local(b"30/Nov/2026:15:00:01 +0900"),
             Some((utc * 1_000_000, 9 * 3600))
