@@ -174,6 +174,8 @@ struct Step {
     word: bool,
     multi: bool,
     term: Term,
+    /// Its terminator's first byte sixteen times: the search's pattern, made once.
+    lanes: [u8; 16],
 }
 
 /// The literal that ends a step (`lits[off..off + len]`), its first eight bytes also kept as a
@@ -419,6 +421,7 @@ impl LogFormat {
                         word: f.is_some_and(|f| f.one_word()),
                         multi: f.is_some_and(|f| f.multi_valued()),
                         term: Term::new(&lits, off, len),
+                        lanes: [lits.get(off as usize).copied().unwrap_or(0); 16],
                     });
                 }
             }
@@ -576,7 +579,8 @@ impl LogFormat {
                 line.len()
             } else {
                 let at = |j| term.at(line, j, lits);
-                match find_with(line, pos, term.first(), st.multi, at) {
+                let next = |j| find_byte_in(line, j, &st.lanes);
+                match find_with(line, pos, term.first(), st.multi, next, at) {
                     Some(e) => e,
                     None => return false,
                 }
@@ -740,24 +744,33 @@ pub(crate) fn has_at(line: &[u8], pos: usize, lit: &[u8]) -> bool {
 /// a time in a register elsewhere.
 #[inline(always)]
 pub(crate) fn find_byte(line: &[u8], from: usize, b: u8) -> Option<usize> {
+    find_byte_in(line, from, &[b; 16])
+}
+
+/// [`find_byte`] of the byte `lanes` holds sixteen times (a pattern made once, not at every
+/// search).
+#[inline(always)]
+fn find_byte_in(line: &[u8], from: usize, lanes: &[u8; 16]) -> Option<usize> {
     #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
     {
-        find_byte_sse2(line, from, b)
+        find_byte_sse2(line, from, lanes)
     }
     #[cfg(not(all(target_arch = "x86_64", target_feature = "sse2")))]
     {
-        find_byte_swar(line, from, b)
+        find_byte_swar(line, from, lanes[0])
     }
 }
 
 #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
 #[inline(always)]
-fn find_byte_sse2(line: &[u8], from: usize, b: u8) -> Option<usize> {
+fn find_byte_sse2(line: &[u8], from: usize, lanes: &[u8; 16]) -> Option<usize> {
+    use std::arch::x86_64::{__m128i, _mm_loadu_si128};
     if line.len() < 16 {
-        return find_byte_swar(line, from, b);
+        return find_byte_swar(line, from, lanes[0]);
     }
-    // SAFETY: SSE2 is in every x86_64 target's baseline (the cfg).
-    let pat = unsafe { std::arch::x86_64::_mm_set1_epi8(b as i8) };
+    // SAFETY: SSE2 is in every x86_64 target's baseline (the cfg); `lanes` is sixteen
+    // readable bytes, and the load has no alignment requirement.
+    let pat = unsafe { _mm_loadu_si128(lanes.as_ptr().cast::<__m128i>()) };
     let hits = |at: usize| hits16(line, at, pat);
     let mut j = from;
     while j + 16 <= line.len() {
@@ -874,21 +887,24 @@ pub(crate) fn digits_end(line: &[u8], from: usize) -> usize {
 /// the value is multi-valued. Returns the absolute start of the literal.
 #[inline]
 fn find_literal(line: &[u8], from: usize, lit: &[u8], multi: bool) -> Option<usize> {
-    find_with(line, from, lit[0], multi, |j| has_at(line, j, lit))
+    let next = |j| find_byte(line, j, lit[0]);
+    find_with(line, from, lit[0], multi, next, |j| has_at(line, j, lit))
 }
 
-/// [`find_literal`] of a literal that starts with `first` and is at `j` when `at(j)`.
+/// [`find_literal`] of a literal that starts with `first` (the next one at or after `j`:
+/// `next(j)`) and is at `j` when `at(j)`.
 #[inline(always)]
 fn find_with(
     line: &[u8],
     from: usize,
     first: u8,
     multi: bool,
+    next: impl Fn(usize) -> Option<usize>,
     at: impl Fn(usize) -> bool,
 ) -> Option<usize> {
     let mut start = from;
     loop {
-        let j = find_byte(line, start, first)?;
+        let j = next(start)?;
         if at(j) {
             let sep = multi
                 && first == b' '
