@@ -19,7 +19,7 @@
 //! assert!(spans[Field::TimeIso8601 as usize].is_some());
 //! ```
 
-use crate::logformat::{Field, Spans, find_byte, has_at};
+use crate::logformat::{Field, Spans, digits_end, find_byte_in, has_at};
 use serde::Deserializer as _;
 use serde::de::{self, DeserializeSeed, IgnoredAny, MapAccess, Visitor};
 use serde_json::value::RawValue;
@@ -383,6 +383,23 @@ mod tests {
     use super::*;
     use crate::logformat::N_FIELDS;
 
+    #[test]
+    fn plain_lines_are_judged_alike_a_block_and_a_byte_at_a_time() {
+        // Every byte value at every position of lines around the 16-byte blocks.
+        for len in [1usize, 15, 16, 17, 31, 32, 33, 100] {
+            for at in 0..len {
+                for b in 0..=255u8 {
+                    let mut line = vec![b'a'; len];
+                    line[at] = b;
+                    let want = (0x20..0x7f).contains(&b) && b != b'\\';
+                    assert_eq!(plain(&line), want, "len {len} at {at} byte {b:#x}");
+                    assert_eq!(plain_bytes(&line), want);
+                }
+            }
+        }
+        assert!(plain(b""));
+    }
+
     /// A template accepts a line only when the parser does, and reads it exactly as the parser.
     fn agrees(t: &Template, line: &[u8], keys: &[(String, Field)]) -> bool {
         let (mut fast, mut slow) = ([None; N_FIELDS], [None; N_FIELDS]);
@@ -575,6 +592,9 @@ pub struct Template {
     lits: Vec<Vec<u8>>,
     /// Per value: what its key names, and whether the value is a quoted string.
     slots: Vec<(Option<Target>, bool)>,
+    /// Per value: the byte that ends it (its closing quote, or the next piece's first byte)
+    /// sixteen times, the search's pattern made once (`None`: nothing can end it).
+    stops: Vec<Option<[u8; 16]>>,
 }
 
 impl Template {
@@ -601,7 +621,19 @@ impl Template {
             slots.push((target_for(key, keys), quoted));
         }
         lits.push(line[at..].to_vec());
-        Some(Template { lits, slots })
+        let stops = slots
+            .iter()
+            .zip(&lits[1..])
+            .map(|(&(_, quoted), next)| {
+                let stop = if quoted {
+                    Some(b'"')
+                } else {
+                    next.first().copied()
+                };
+                stop.map(|c| [c; 16])
+            })
+            .collect();
+        Some(Template { lits, slots, stops })
     }
 
     /// Match `line` into `spans`; false (spans undefined) when it does not have this shape.
@@ -611,14 +643,9 @@ impl Template {
         }
         *spans = [None; crate::logformat::N_FIELDS];
         let mut pos = self.lits[0].len();
-        for (i, &(target, quoted)) in self.slots.iter().enumerate() {
+        for (i, (&(target, quoted), stop)) in self.slots.iter().zip(&self.stops).enumerate() {
             let next = &self.lits[i + 1];
-            let stop = if quoted {
-                Some(b'"')
-            } else {
-                next.first().copied()
-            };
-            let Some(end) = stop.and_then(|c| find_byte(line, pos, c)) else {
+            let Some(end) = stop.as_ref().and_then(|c| find_byte_in(line, pos, c)) else {
                 return false;
             };
             if !has_at(line, end, next) || (!quoted && !bare_value(&line[pos..end])) {
@@ -634,11 +661,64 @@ impl Template {
 }
 
 /// Printable ASCII and spaces only: no escapes, no control bytes, nothing to validate as UTF-8.
-/// Written without an early exit so that it compiles to a vector loop.
 fn plain(line: &[u8]) -> bool {
+    #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
+    {
+        plain_sse2(line)
+    }
+    #[cfg(not(all(target_arch = "x86_64", target_feature = "sse2")))]
+    {
+        plain_bytes(line)
+    }
+}
+
+/// [`plain`] a byte at a time, without an early exit so that it compiles to a vector loop.
+fn plain_bytes(line: &[u8]) -> bool {
     !line.iter().fold(false, |bad, &b| {
         bad | (b < 0x20) | (b == b'\\') | (b >= 0x7f)
     })
+}
+
+/// [`plain`] sixteen bytes at a time: a byte below 0x20 or from 0x80 on is below 0x20 as a
+/// signed byte; 0x7f and the backslash are compared for.
+#[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
+fn plain_sse2(line: &[u8]) -> bool {
+    use std::arch::x86_64::{
+        __m128i, _mm_cmpeq_epi8, _mm_cmplt_epi8, _mm_loadu_si128, _mm_movemask_epi8, _mm_or_si128,
+        _mm_set1_epi8,
+    };
+    if line.len() < 16 {
+        return plain_bytes(line);
+    }
+    // SAFETY (the intrinsics' calls): SSE2 is in every x86_64 target's baseline (the cfg);
+    // each load reads the sixteen bytes of `block`, with no alignment requirement.
+    let (low, del, esc) = unsafe {
+        (
+            _mm_set1_epi8(0x20),
+            _mm_set1_epi8(0x7f),
+            _mm_set1_epi8(b'\\' as i8),
+        )
+    };
+    let bad = |at: usize| {
+        let block: &[u8; 16] = line[at..at + 16].try_into().expect("16 bytes");
+        unsafe {
+            let v = _mm_loadu_si128(block.as_ptr().cast::<__m128i>());
+            let b = _mm_or_si128(
+                _mm_cmplt_epi8(v, low),
+                _mm_or_si128(_mm_cmpeq_epi8(v, del), _mm_cmpeq_epi8(v, esc)),
+            );
+            _mm_movemask_epi8(b) != 0
+        }
+    };
+    let mut at = 0;
+    while at + 16 <= line.len() {
+        if bad(at) {
+            return false;
+        }
+        at += 16;
+    }
+    // The last sixteen bytes, read again in part.
+    at == line.len() || !bad(line.len() - 16)
 }
 
 /// An unquoted JSON value as the parser would accept it: `true`, `false`, `null` or a number
@@ -647,12 +727,7 @@ fn bare_value(v: &[u8]) -> bool {
     if matches!(v, b"true" | b"false" | b"null") {
         return true;
     }
-    let digits = |i: usize| {
-        i + v[i.min(v.len())..]
-            .iter()
-            .take_while(|c| c.is_ascii_digit())
-            .count()
-    };
+    let digits = |i: usize| digits_end(v, i);
     let mut i = (v.first() == Some(&b'-')) as usize;
     let int_end = digits(i);
     if int_end == i || (v[i] == b'0' && int_end > i + 1) {

@@ -750,7 +750,7 @@ pub(crate) fn find_byte(line: &[u8], from: usize, b: u8) -> Option<usize> {
 /// [`find_byte`] of the byte `lanes` holds sixteen times (a pattern made once, not at every
 /// search).
 #[inline(always)]
-fn find_byte_in(line: &[u8], from: usize, lanes: &[u8; 16]) -> Option<usize> {
+pub(crate) fn find_byte_in(line: &[u8], from: usize, lanes: &[u8; 16]) -> Option<usize> {
     #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
     {
         find_byte_sse2(line, from, lanes)
