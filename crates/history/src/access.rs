@@ -42,27 +42,21 @@ enum View<'a> {
 #[derive(Clone, Copy)]
 struct Packed([u16; 2 * N_FIELDS]);
 
-// A matcher's present fields are a bit set of one word.
-const _: () = assert!(N_FIELDS <= 32);
-
 impl Packed {
     const NONE: u16 = u16::MAX;
     const EMPTY: Packed = Packed([Packed::NONE; 2 * N_FIELDS]);
 
-    /// Pack the `present` fields (bit `f`: field `f`) of `spans`, if the line is short
-    /// enough (every field visited, in a loop of fixed length).
+    /// Pack the `present` fields of `spans`, if the line is short enough.
     #[inline]
-    fn of(spans: &Spans, present: u32, len: usize) -> Option<Packed> {
+    fn of(spans: &Spans, present: &[u8], len: usize) -> Option<Packed> {
         if len >= Packed::NONE as usize {
             return None;
         }
         let mut p = Packed::EMPTY;
-        for (f, s) in spans.iter().enumerate() {
-            if let Some((a, b)) = *s
-                && present & (1 << f) != 0
-            {
-                p.0[2 * f] = a as u16;
-                p.0[2 * f + 1] = b as u16;
+        for &f in present {
+            if let Some((a, b)) = spans[f as usize] {
+                p.0[2 * f as usize] = a as u16;
+                p.0[2 * f as usize + 1] = b as u16;
             }
         }
         Some(p)
@@ -416,8 +410,8 @@ impl Chunker {
 /// their statistics are merged when the file is done ([`Matcher::merge`]).
 struct Matcher {
     fmt: Arc<LogFormat>,
-    /// The fields the format can hold (bit `f`: field `f`; all, for a format the lines tell).
-    present: u32,
+    /// The fields the format can hold (all, for a format the lines tell).
+    present: Vec<u8>,
     spans: Spans,
     t_us: i64,
     offset: Option<i32>,
@@ -468,9 +462,9 @@ impl JsonShape {
 
 impl Matcher {
     fn new(path: &Path, fmt: Arc<LogFormat>, mixed: bool) -> Matcher {
-        let present = (0..N_FIELDS)
-            .filter(|&f| !fmt.fields_known() || fmt.has_index(f))
-            .fold(0u32, |m, f| m | 1 << f);
+        let present = (0..N_FIELDS as u8)
+            .filter(|&f| !fmt.fields_known() || fmt.has_index(f as usize))
+            .collect();
         Matcher {
             fmt,
             present,
@@ -503,7 +497,7 @@ impl Matcher {
                     .map(|v| v as u16);
                 let request_time_us = field(Field::RequestTime).and_then(time::parse_secs_us);
                 let hashes = Hashes::of(field, status);
-                let (spans, wide) = match Packed::of(&self.spans, self.present, end - start) {
+                let (spans, wide) = match Packed::of(&self.spans, &self.present, end - start) {
                     Some(p) => (p, u32::MAX),
                     None => {
                         b.wide.push(self.spans);
