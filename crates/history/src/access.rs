@@ -27,6 +27,7 @@ pub struct AccessLine<'a> {
     status: Option<u16>,
     request_time_us: Option<i64>,
     hashes: &'a Hashes,
+    fields: u32,
 }
 
 /// A line's spans as its batch keeps them.
@@ -46,20 +47,20 @@ impl Packed {
     const NONE: u16 = u16::MAX;
     const EMPTY: Packed = Packed([Packed::NONE; 2 * N_FIELDS]);
 
-    /// Pack the `present` fields of `spans`, if the line is short enough.
+    /// Pack the `present` fields of `spans`, if the line is short enough (`None`: it is not);
+    /// with the set of fields the line has ([`AccessLine::fields`]), found in the same loop.
     #[inline]
-    fn of(spans: &Spans, present: &[u8], len: usize) -> Option<Packed> {
-        if len >= Packed::NONE as usize {
-            return None;
-        }
-        let mut p = Packed::EMPTY;
+    fn of(spans: &Spans, present: &[u8], len: usize) -> (Option<Packed>, u32) {
+        const _: () = assert!(N_FIELDS <= 32, "a field set is a u32");
+        let (mut p, mut has) = (Packed::EMPTY, 0u32);
         for &f in present {
             if let Some((a, b)) = spans[f as usize] {
                 p.0[2 * f as usize] = a as u16;
                 p.0[2 * f as usize + 1] = b as u16;
+                has |= 1 << f;
             }
         }
-        Some(p)
+        ((len < Packed::NONE as usize).then_some(p), has)
     }
 }
 
@@ -180,6 +181,13 @@ impl<'a> AccessLine<'a> {
     #[inline]
     pub fn get(&self, f: Field) -> Option<&'a [u8]> {
         self.get_index(f as usize)
+    }
+
+    /// The fields this line has, as bits (bit `f`: `Field as usize` `f` has a value here):
+    /// what a format's lines hold, learned for the price of an OR per line.
+    #[inline]
+    pub fn fields(&self) -> u32 {
+        self.fields
     }
 
     /// Raw bytes of the field with index `i` (`Field as usize`).
@@ -497,7 +505,8 @@ impl Matcher {
                     .map(|v| v as u16);
                 let request_time_us = field(Field::RequestTime).and_then(time::parse_secs_us);
                 let hashes = Hashes::of(field, status);
-                let (spans, wide) = match Packed::of(&self.spans, &self.present, end - start) {
+                let (packed, fields) = Packed::of(&self.spans, &self.present, end - start);
+                let (spans, wide) = match packed {
                     Some(p) => (p, u32::MAX),
                     None => {
                         b.wide.push(self.spans);
@@ -515,6 +524,7 @@ impl Matcher {
                     hashes,
                     spans,
                     wide,
+                    fields,
                 });
             }
         }
@@ -891,6 +901,8 @@ struct Parsed {
     spans: Packed,
     /// Its index in the batch's `wide` list (`u32::MAX`: `spans` holds them).
     wide: u32,
+    /// [`AccessLine::fields`].
+    fields: u32,
 }
 
 /// How a file is read: its chunk size, its matcher threads and the chunks each may have
@@ -1264,6 +1276,7 @@ impl AccessStream {
             status: p.status,
             request_time_us: p.request_time_us,
             hashes: &p.hashes,
+            fields: p.fields,
         })
     }
 
@@ -1348,6 +1361,9 @@ mod tests {
         let mut s = AccessStream::open_planned(&[path.to_path_buf()], 0, fmt, 0, plan).unwrap();
         let mut ok = Vec::new();
         while let Some(a) = s.next() {
+            // The field set the matcher found is the fields the line has (packed or wide).
+            let has = (0..N_FIELDS).fold(0, |m, f| m | (a.get_index(f).is_some() as u32) << f);
+            assert_eq!(a.fields(), has, "line {}", a.line);
             ok.push((a.line, a.status(), a.get(Field::Request).unwrap().to_vec()));
         }
         let st = s.finish().remove(0);

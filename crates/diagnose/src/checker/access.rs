@@ -8,7 +8,7 @@ use super::swaps::{Seg, Segments};
 use crate::timeline::{Outcome, Timeline};
 use crate::verdict::PassCounts;
 use resolvelab_history::access::AccessLine;
-use resolvelab_history::logformat::{Field, LogFormat, N_FIELDS};
+use resolvelab_history::logformat::{Field, LogFormat};
 use resolvelab_history::{FileStats, History, time};
 use std::collections::{BTreeMap, HashMap};
 
@@ -154,9 +154,7 @@ impl Reader<'_> {
                 };
                 self.pairer.set_index(index);
             }
-            for f in 0..N_FIELDS {
-                o.seen |= (a.get_index(f).is_some() as u32) << f;
-            }
+            o.seen |= a.fields();
         }
         let clock = *o
             .clock
