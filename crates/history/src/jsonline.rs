@@ -481,13 +481,13 @@ mod tests {
     /// The template's match as it was first written, a check of the whole line and then a
     /// search per value: the faster match must read every line as this does.
     fn reference(t: &Template, line: &[u8], spans: &mut Spans) -> bool {
-        if !has_at(line, 0, &t.lits[0].bytes) || !plain(line) {
+        if !has_at(line, 0, &t.first.bytes) || !plain(line) {
             return false;
         }
         *spans = [None; N_FIELDS];
-        let mut pos = t.lits[0].len();
-        for (i, &(target, quoted)) in t.slots.iter().enumerate() {
-            let next = &t.lits[i + 1].bytes;
+        let mut pos = t.first.len();
+        for slot in &t.slots {
+            let (target, quoted, next) = (slot.target, slot.quoted, &slot.next.bytes);
             let stop = if quoted { b'"' } else { next[0] };
             let Some(end) = line[pos..].iter().position(|&c| c == stop).map(|e| pos + e) else {
                 return false;
@@ -655,14 +655,25 @@ mod tests {
 /// key order) is left to it.
 #[derive(Debug, Clone)]
 pub struct Template {
-    /// The text before the first value, between values, and after the last (n + 1 pieces);
-    /// a quoted value's quotes belong to the pieces around it.
-    lits: Vec<Piece>,
-    /// Per value: what its key names, and whether the value is a quoted string.
-    slots: Vec<(Option<Target>, bool)>,
-    /// Per bare value: the byte that ends it (the next piece's first byte) sixteen times, the
-    /// search's pattern made once; a quoted value ends at its closing quote.
-    stops: Vec<[u8; 16]>,
+    /// The text before the first value; a quoted value's quotes belong to the pieces around it.
+    first: Piece,
+    /// Per value, in line order: how it ends and the text after it. One record per value, read
+    /// in one pass, where parallel lists cost an index and a bounds check each.
+    slots: Vec<Slot>,
+}
+
+/// One value of a [`Template`] and the literal text that follows it.
+#[derive(Debug, Clone)]
+struct Slot {
+    /// What its key names (`None`: a key the checker does not read).
+    target: Option<Target>,
+    /// A quoted string, which ends at its closing quote; else a bare value, which ends at
+    /// `stop`'s byte.
+    quoted: bool,
+    /// The next piece's first byte sixteen times, the search's pattern made once.
+    stop: [u8; 16],
+    /// The text after the value: up to the next value, or to the line's end.
+    next: Piece,
 }
 
 /// One literal piece of a [`Template`], with its first and last sixteen bytes ready to compare
@@ -740,7 +751,7 @@ impl Template {
         let pairs = de.deserialize_map(Flat).ok()?;
         de.end().ok()?;
         let base = line.as_ptr() as usize;
-        let (mut lits, mut slots, mut at) = (Vec::new(), Vec::new(), 0usize);
+        let (mut lits, mut values, mut at) = (Vec::new(), Vec::new(), 0usize);
         for (key, raw) in pairs {
             let raw = raw.get();
             if raw.starts_with('{') || raw.starts_with('[') {
@@ -750,15 +761,26 @@ impl Template {
             let start = raw.as_ptr() as usize - base + quoted as usize;
             lits.push(Piece::new(&line[at..start]));
             at = raw.as_ptr() as usize - base + raw.len() - quoted as usize;
-            slots.push((target_for(key, keys), quoted));
+            values.push((target_for(key, keys), quoted));
         }
         lits.push(Piece::new(&line[at..]));
-        // What follows a value in an object is a comma, a brace or a space: never empty.
-        let stops = lits[1..]
-            .iter()
-            .map(|next| next.bytes.first().map(|&c| [c; 16]))
+        let mut lits = lits.into_iter();
+        let first = lits.next()?;
+        let slots = values
+            .into_iter()
+            .zip(lits)
+            .map(|((target, quoted), next)| {
+                // What follows a value in an object is a comma, a brace or a space: never empty.
+                let stop = [*next.bytes.first()?; 16];
+                Some(Slot {
+                    target,
+                    quoted,
+                    stop,
+                    next,
+                })
+            })
             .collect::<Option<Vec<_>>>()?;
-        Some(Template { lits, slots, stops })
+        Some(Template { first, slots })
     }
 
     /// Match `line` into `spans`; false (spans undefined) when it does not have this shape.
@@ -768,31 +790,30 @@ impl Template {
     /// quote, and a bare value is a number or a word. So the line is plain when it matches,
     /// with no separate pass over it.
     pub fn matches(&self, line: &[u8], spans: &mut Spans) -> bool {
-        if !self.lits[0].at(line, 0) {
+        if !self.first.at(line, 0) {
             return false;
         }
         *spans = [None; crate::logformat::N_FIELDS];
-        let mut pos = self.lits[0].len();
-        for (i, (&(target, quoted), stop)) in self.slots.iter().zip(&self.stops).enumerate() {
-            let next = &self.lits[i + 1];
-            let end = if quoted {
+        let mut pos = self.first.len();
+        for s in &self.slots {
+            let end = if s.quoted {
                 match quote_or_bad(line, pos) {
                     Some(end) if line[end] == b'"' => end,
                     _ => return false,
                 }
             } else {
-                match find_byte_in(line, pos, stop) {
+                match find_byte_in(line, pos, &s.stop) {
                     Some(end) if bare_value(&line[pos..end]) => end,
                     _ => return false,
                 }
             };
-            if !next.at(line, end) {
+            if !s.next.at(line, end) {
                 return false;
             }
-            if let Some(t) = target {
-                record(line, spans, t, pos, end, quoted);
+            if let Some(t) = s.target {
+                record(line, spans, t, pos, end, s.quoted);
             }
-            pos = end + next.len();
+            pos = end + s.next.len();
         }
         pos == line.len()
     }
