@@ -825,21 +825,7 @@ impl Template {
 fn quote_or_bad(line: &[u8], from: usize) -> Option<usize> {
     #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
     if line.len() >= 16 {
-        let mut j = from;
-        while j + 16 <= line.len() {
-            let m = quote_or_bad16(line, j);
-            if m != 0 {
-                return Some(j + m.trailing_zeros() as usize);
-            }
-            j += 16;
-        }
-        if j >= line.len() {
-            return None;
-        }
-        // The tail: the line's last sixteen bytes, without those before `j`.
-        let last = line.len() - 16;
-        let m = quote_or_bad16(line, last) >> (j - last);
-        return (m != 0).then(|| j + m.trailing_zeros() as usize);
+        return crate::logformat::first_hit16(line, from, |at| quote_or_bad16(line, at));
     }
     let bad = |c: u8| c == b'"' || c < 0x20 || c == b'\\' || c >= 0x7f;
     line[from..].iter().position(|&c| bad(c)).map(|e| from + e)

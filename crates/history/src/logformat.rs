@@ -771,7 +771,15 @@ fn find_byte_sse2(line: &[u8], from: usize, lanes: &[u8; 16]) -> Option<usize> {
     // SAFETY: SSE2 is in every x86_64 target's baseline (the cfg); `lanes` is sixteen
     // readable bytes, and the load has no alignment requirement.
     let pat = unsafe { _mm_loadu_si128(lanes.as_ptr().cast::<__m128i>()) };
-    let hits = |at: usize| hits16(line, at, pat);
+    first_hit16(line, from, |at| hits16(line, at, pat))
+}
+
+/// The first position at or after `from` that `hits` marks, where `hits(at)` gives the marks of
+/// the sixteen bytes at `at` (bit i: `line[at + i]`); `line` holds at least sixteen bytes. The
+/// last sixteen of the line are read once more, overlapping, rather than finished byte by byte.
+#[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
+#[inline(always)]
+pub(crate) fn first_hit16(line: &[u8], from: usize, hits: impl Fn(usize) -> u32) -> Option<usize> {
     let mut j = from;
     while j + 16 <= line.len() {
         let m = hits(j);
