@@ -11,7 +11,7 @@
 # Writes docs/bench/diagnose-presets.md.
 #
 #   scripts/bench-diagnose-presets.sh [LINES] [REPS] [GA_LINES]
-#       defaults: 10000000 lines, 3 repetitions, 1000000 lines for GoAccess
+#       defaults: 10000000 lines, 5 repetitions, 1000000 lines for GoAccess
 #   GA_FULL=0 skips GoAccess over the whole `main` file (about 11 minutes at 10 M lines).
 #
 # Throughput is lines / CPU seconds (user + sys) of the median repetition; resolvelab and mawk
@@ -19,7 +19,7 @@
 # the host's steal share during each measurement from /proc/stat.
 set -euo pipefail
 LINES=${1:-10000000}
-REPS=${2:-3}
+REPS=${2:-5}
 GA_LINES=${3:-1000000}
 FAIL=0.3
 RATE=300
@@ -68,9 +68,10 @@ measure() {
 # median ROW... → the row whose first number is the median
 median() { printf '%s\n' "$@" | sort -n | sed -n "$(( ($# + 1) / 2 ))p"; }
 
-# side_by_side PRESET FILE → sets RL_ROW, AWK_ROW (medians, as measure gives them) and XC, XW:
+# side_by_side PRESET FILE → sets RL_ROW, AWK_ROW (medians, as measure gives them), XC, XW:
 # the medians of the CPU and wall ratios of REPS pairs, resolvelab and mawk run in turns, so
-# that a host whose speed drifts (steal, frequency) moves both sides of a ratio alike.
+# that a host whose speed drifts (steal, frequency) moves both sides of a ratio alike; and
+# XW_LO, XW_HI: the lowest and highest pair's wall ratio, the spread the median hides.
 side_by_side() {
   local rl_rows=() awk_rows=() cr=() wr=() r a rc rw ac aw
   for _ in $(seq "$REPS"); do
@@ -87,6 +88,8 @@ side_by_side() {
   AWK_ROW=$(median "${awk_rows[@]}")
   XC=$(median "${cr[@]}")
   XW=$(median "${wr[@]}")
+  XW_LO=$(printf '%s\n' "${wr[@]}" | sort -n | head -1)
+  XW_HI=$(printf '%s\n' "${wr[@]}" | sort -n | tail -1)
 }
 
 # The preset's 5xx counter for mawk, and GoAccess's format for it.
@@ -149,7 +152,7 @@ for p in main combined upstreaminfo vhost npm json lab; do
   goaccess_cmd "$WORK/head.log" "$p"
   read -r GC GW GM GS < <(measure ga 1 "${GA_CMD[@]}")
   read -r GT GF < <(ga_counts)
-  ROWS+=("| \`$p\` | $SIZE | $(calc "$LINES / $RC / 1e6") M ($RC s, $(calc "$RM/1024") MB, steal $RS %) | $(calc "$LINES / $EC / 1e6") M ($EC s, $(calc "$EM/1024") MB, steal $ES %) | $(calc "$LINES / $AC / 1e6") M ($AC s) | **${XC}×** | $RW s / $AW s: **${XW}×** | $(calc "$GA_LINES / $HC / 1e6") M | $(calc "$GA_LINES / $GC / 1e6") M ($GC s, $(calc "$GM/1024") MB) | **$(calc "$GC / $HC")×** |")
+  ROWS+=("| \`$p\` | $SIZE | $(calc "$LINES / $RC / 1e6") M ($RC s, $(calc "$RM/1024") MB, steal $RS %) | $(calc "$LINES / $EC / 1e6") M ($EC s, $(calc "$EM/1024") MB, steal $ES %) | $(calc "$LINES / $AC / 1e6") M ($AC s) | **${XC}×** | $RW s / $AW s: **${XW}×** (pairs ${XW_LO}–${XW_HI}×) | $(calc "$GA_LINES / $HC / 1e6") M | $(calc "$GA_LINES / $GC / 1e6") M ($GC s, $(calc "$GM/1024") MB) | **$(calc "$GC / $HC")×** |")
   NOTES+=("- \`$p\`: resolvelab: failures, requests = $FAILS; with the error log, paired NLUs / NLUs = $PAIRED; mawk 5xx = $AWK_5XX; GoAccess on $GA_LINES lines: total, failed (unparsed) = $GT $GF")
   if [ "$p" = main ] && [ "${GA_FULL:-1}" = 1 ]; then
     goaccess_cmd "$A" main
@@ -179,8 +182,9 @@ this file).
   CPU-time ratios on the same file (GoAccess: its first $GA_LINES lines, resolvelab timed on the
   same ones). resolvelab matches an access log's lines on one thread per core while the
   checker reads them, so its wall time is below its CPU time on two cores: the wall column gives
-  the median wall times of both and the median of the pairs' wall ratios (mawk runs on one
-  core). The target, ≥ 3× mawk, is read on the wall column: the time a user waits.
+  the median wall times of both, the median of the pairs' wall ratios (mawk runs on one
+  core) and, in brackets, the lowest and highest pair's ratio: how far the host's drift moved
+  it in this run. The target, ≥ 3× mawk, is read on the wall column: the time a user waits.
 
 | preset | size | resolvelab, access log | resolvelab + error log (pairing) | mawk (count 5xx) | × mawk (CPU) | wall: resolvelab / mawk | resolvelab ($GA_LINES lines) | GoAccess ($GA_LINES lines) | × GoAccess |
 |---|---:|---:|---:|---:|---:|---:|---:|---:|---:|
