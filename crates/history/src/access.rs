@@ -37,30 +37,23 @@ enum View<'a> {
     Wide(&'a Spans),
 }
 
-/// Spans as pairs of `u16` offsets ([`Packed::NONE`]: the line lacks the field). A third of the
-/// size of [`Spans`]: the batches the matchers hand over stay in cache. Lines of 64 KiB or more
-/// keep [`Spans`] in their batch's `wide` list instead.
+/// Spans as pairs of `u16` offsets; which of them are there is the line's field set
+/// ([`AccessLine::fields`]). A third of the size of [`Spans`]: the batches the matchers hand
+/// over stay in cache. Lines of 64 KiB or more keep [`Spans`] in their batch's `wide` list
+/// instead.
 #[derive(Clone, Copy)]
 struct Packed([u16; 2 * N_FIELDS]);
 
 impl Packed {
-    const NONE: u16 = u16::MAX;
-    const EMPTY: Packed = Packed([Packed::NONE; 2 * N_FIELDS]);
+    /// Lines this long or longer are not packed.
+    const TOO_LONG: usize = u16::MAX as usize;
+    const EMPTY: Packed = Packed([0; 2 * N_FIELDS]);
 
-    /// Pack the `present` fields of `spans`, if the line is short enough (`None`: it is not);
-    /// with the set of fields the line has ([`AccessLine::fields`]), found in the same loop.
+    /// Pack `spans` if the line is short enough (`None`: it is not): every offset in one
+    /// sweep, those of absent fields too, as the field set says which count.
     #[inline]
-    fn of(spans: &Spans, present: &[u8], len: usize) -> (Option<Packed>, u32) {
-        const _: () = assert!(N_FIELDS <= 32, "a field set is a u32");
-        let (mut p, mut has) = (Packed::EMPTY, 0u32);
-        for &f in present {
-            if let Some((a, b)) = spans[f as usize] {
-                p.0[2 * f as usize] = a as u16;
-                p.0[2 * f as usize + 1] = b as u16;
-                has |= 1 << f;
-            }
-        }
-        ((len < Packed::NONE as usize).then_some(p), has)
+    fn of(spans: &Spans, len: usize) -> Option<Packed> {
+        (len < Packed::TOO_LONG).then(|| Packed(spans.narrow()))
     }
 }
 
@@ -193,19 +186,12 @@ impl<'a> AccessLine<'a> {
     /// Raw bytes of the field with index `i` (`Field as usize`).
     #[inline]
     pub fn get_index(&self, i: usize) -> Option<&'a [u8]> {
+        if i >= N_FIELDS || self.fields >> i & 1 == 0 {
+            return None;
+        }
         let (a, b) = match self.spans {
-            View::Packed(p) => {
-                let a = *p.0.get(2 * i)?;
-                if a == Packed::NONE {
-                    return None;
-                }
-                (a as usize, p.0[2 * i + 1] as usize)
-            }
-            View::Wide(w) => w
-                .get(i)
-                .copied()
-                .flatten()
-                .map(|(a, b)| (a as usize, b as usize))?,
+            View::Packed(p) => (p.0[2 * i] as usize, p.0[2 * i + 1] as usize),
+            View::Wide(w) => w.get_index(i)?,
         };
         Some(&self.raw[a..b])
     }
@@ -418,8 +404,6 @@ impl Chunker {
 /// their statistics are merged when the file is done ([`Matcher::merge`]).
 struct Matcher {
     fmt: Arc<LogFormat>,
-    /// The fields the format can hold (all, for a format the lines tell).
-    present: Vec<u8>,
     spans: Spans,
     t_us: i64,
     offset: Option<i32>,
@@ -470,13 +454,9 @@ impl JsonShape {
 
 impl Matcher {
     fn new(path: &Path, fmt: Arc<LogFormat>, mixed: bool) -> Matcher {
-        let present = (0..N_FIELDS as u8)
-            .filter(|&f| !fmt.fields_known() || fmt.has_index(f as usize))
-            .collect();
         Matcher {
             fmt,
-            present,
-            spans: [None; N_FIELDS],
+            spans: Spans::EMPTY,
             t_us: 0,
             offset: None,
             tcache: Vec::new(),
@@ -498,15 +478,14 @@ impl Matcher {
             ls = e + 1;
             if let Some((start, end)) = self.line(&mut b.buf, s, e, line) {
                 let raw = &b.buf[start..end];
-                let field =
-                    |f: Field| self.spans[f as usize].map(|(a, b)| &raw[a as usize..b as usize]);
+                let field = |f: Field| self.spans.slice(raw, f);
                 let status = field(Field::Status)
                     .and_then(time::parse_u64)
                     .map(|v| v as u16);
                 let request_time_us = field(Field::RequestTime).and_then(time::parse_secs_us);
                 let hashes = Hashes::of(field, status);
-                let (packed, fields) = Packed::of(&self.spans, &self.present, end - start);
-                let (spans, wide) = match packed {
+                let fields = self.spans.fields();
+                let (spans, wide) = match Packed::of(&self.spans, end - start) {
                     Some(p) => (p, u32::MAX),
                     None => {
                         b.wide.push(self.spans);
@@ -611,7 +590,7 @@ impl Matcher {
     }
 
     fn time_of(&mut self, line: &[u8]) -> Result<(), String> {
-        let span = |f: Field| self.spans[f as usize].map(|(a, b)| &line[a as usize..b as usize]);
+        let span = |f: Field| self.spans.slice(line, f);
         let mut offset = None;
         let mut cached = |b: &[u8], parse: fn(&[u8]) -> Option<(i64, i32)>| {
             if b != self.tcache.as_slice() {
@@ -732,7 +711,7 @@ pub fn fetch_lines(
         }
         None => scan_lines(&mut *open_maybe_gz(path)?, 1, &want, &mut out),
     }
-    let mut spans = [None; N_FIELDS];
+    let mut spans = Spans::EMPTY;
     for line in out.values_mut() {
         if line.last() == Some(&b'\r') {
             line.pop();
@@ -799,7 +778,7 @@ fn lossy(b: &[u8]) -> String {
 /// the flag to use; otherwise the format that gets furthest into the lines is named with where it
 /// stops (e.g. extra fields after `combined`).
 pub fn nearest_guess(lines: &[String], fmt: &LogFormat) -> Option<String> {
-    let mut spans = [None; N_FIELDS];
+    let mut spans = Spans::EMPTY;
     if !fmt.is_json() {
         let json = LogFormat::json();
         let n = lines
@@ -1326,13 +1305,15 @@ mod tests {
         text
     }
 
-    /// What reading the text line by line gives: (line number, status, request) of each line
-    /// that matches, the malformed line numbers, and where lines 1, 257, 513 … start.
-    type Expected = (Vec<(u64, Option<u16>, Vec<u8>)>, Vec<u64>, Vec<u64>);
+    /// What reading the text line by line gives: (line number, status, field set, every
+    /// field's bytes) of each line that matches, the malformed line numbers, and where lines 1,
+    /// 257, 513 … start.
+    type Expected = (Vec<(u64, Option<u16>, u32, Fields)>, Vec<u64>, Vec<u64>);
+    type Fields = Vec<Option<Vec<u8>>>;
 
     fn line_by_line(text: &str, fmt: &LogFormat) -> Expected {
         let (mut ok, mut bad, mut starts) = (Vec::new(), Vec::new(), Vec::new());
-        let mut spans = [None; N_FIELDS];
+        let mut spans = Spans::EMPTY;
         let mut offset = 0u64;
         for (k, raw) in text.split('\n').enumerate() {
             let no = k as u64 + 1;
@@ -1348,11 +1329,13 @@ mod tests {
                 bad.push(no);
                 continue;
             }
-            let f =
-                |x: Field| spans[x as usize].map(|(a, b)| line[a as usize..b as usize].to_vec());
-            let status =
-                f(Field::Status).map(|s| std::str::from_utf8(&s).unwrap().parse().unwrap());
-            ok.push((no, status, f(Field::Request).unwrap()));
+            let status = spans
+                .slice(line, Field::Status)
+                .map(|s| std::str::from_utf8(s).unwrap().parse().unwrap());
+            let all = (0..N_FIELDS)
+                .map(|f| spans.get_index(f).map(|(a, b)| line[a..b].to_vec()))
+                .collect();
+            ok.push((no, status, spans.fields(), all));
         }
         (ok, bad, starts)
     }
@@ -1361,10 +1344,11 @@ mod tests {
         let mut s = AccessStream::open_planned(&[path.to_path_buf()], 0, fmt, 0, plan).unwrap();
         let mut ok = Vec::new();
         while let Some(a) = s.next() {
-            // The field set the matcher found is the fields the line has (packed or wide).
-            let has = (0..N_FIELDS).fold(0, |m, f| m | (a.get_index(f).is_some() as u32) << f);
-            assert_eq!(a.fields(), has, "line {}", a.line);
-            ok.push((a.line, a.status(), a.get(Field::Request).unwrap().to_vec()));
+            // Packed or wide, the line reads as its spans did.
+            let all = (0..N_FIELDS)
+                .map(|f| a.get_index(f).map(<[u8]>::to_vec))
+                .collect();
+            ok.push((a.line, a.status(), a.fields(), all));
         }
         let st = s.finish().remove(0);
         let bad = st.samples.iter().map(|x| x.line).collect();
@@ -1382,7 +1366,8 @@ mod tests {
         let (ok, bad, starts) = line_by_line(&text, &fmt);
         assert_eq!(bad.len(), 8, "one malformed line in every 97");
         assert!(
-            ok.iter().any(|l| l.2.len() > 70_000),
+            ok.iter()
+                .any(|l| l.3[Field::Request as usize].as_ref().unwrap().len() > 70_000),
             "the long line matched"
         );
         for bytes in [7, 100, 4096, 1 << 20] {

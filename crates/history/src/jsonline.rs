@@ -10,13 +10,13 @@
 //!
 //! ```
 //! use resolvelab_history::jsonline::match_json;
-//! use resolvelab_history::logformat::{Field, N_FIELDS};
+//! use resolvelab_history::logformat::{Field, Spans};
 //! let line = br#"{"time":"2026-11-30T06:00:00+00:00","status":502,"upstream":"10.0.0.5:80"}"#;
-//! let mut spans = [None; N_FIELDS];
+//! let mut spans = Spans::EMPTY;
 //! match_json(line, &mut spans).unwrap();
-//! let (a, b) = spans[Field::UpstreamAddr as usize].unwrap();
-//! assert_eq!(&line[a as usize..b as usize], b"10.0.0.5:80");
-//! assert!(spans[Field::TimeIso8601 as usize].is_some());
+//! let (a, b) = spans.get(Field::UpstreamAddr).unwrap();
+//! assert_eq!(&line[a..b], b"10.0.0.5:80");
+//! assert!(spans.has(Field::TimeIso8601));
 //! ```
 
 use crate::logformat::{Field, Spans, digits_end, find_byte_in, has_at};
@@ -104,7 +104,7 @@ pub fn match_json_keys(
     keys: &[(String, Field)],
     spans: &mut Spans,
 ) -> Result<(), String> {
-    *spans = [None; crate::logformat::N_FIELDS];
+    spans.clear();
     let start = line
         .iter()
         .position(|b| !b.is_ascii_whitespace())
@@ -282,9 +282,8 @@ fn record(line: &[u8], spans: &mut Spans, t: Target, a: usize, b: usize, quoted:
         Target::Time if v.len() > 10 && v[10] == b'T' => Field::TimeIso8601,
         Target::Time => Field::TimeLocal,
     };
-    let slot = &mut spans[field as usize];
-    if slot.is_none() && !v.is_empty() && v != b"-" {
-        *slot = Some((a as u32, b as u32));
+    if !spans.has(field) && !v.is_empty() && v != b"-" {
+        spans.set(field, a, b);
     }
 }
 
@@ -381,7 +380,6 @@ pub fn docker_log_line(line: &[u8]) -> Option<Vec<u8>> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::logformat::N_FIELDS;
 
     #[test]
     fn plain_lines_are_judged_alike_a_block_and_a_byte_at_a_time() {
@@ -402,7 +400,7 @@ mod tests {
 
     /// A template accepts a line only when the parser does, and reads it exactly as the parser.
     fn agrees(t: &Template, line: &[u8], keys: &[(String, Field)]) -> bool {
-        let (mut fast, mut slow) = ([None; N_FIELDS], [None; N_FIELDS]);
+        let (mut fast, mut slow) = (Spans::EMPTY, Spans::EMPTY);
         if !t.matches(line, &mut fast) {
             return false;
         }
@@ -470,7 +468,7 @@ mod tests {
             br#"{"time":"t","status":502,"up":"u","x":1,"ua":"a","z":1}"#,
         ];
         for l in declined {
-            let mut s = [None; N_FIELDS];
+            let mut s = Spans::EMPTY;
             assert!(!t.matches(l, &mut s), "{}", String::from_utf8_lossy(l));
         }
         // Nested objects and escaped lines teach nothing.
@@ -484,7 +482,7 @@ mod tests {
         if !has_at(line, 0, &t.first.bytes) || !plain(line) {
             return false;
         }
-        *spans = [None; N_FIELDS];
+        spans.clear();
         let mut pos = t.first.len();
         for slot in &t.slots {
             let (target, quoted, next) = (slot.target, slot.quoted, &slot.next.bytes);
@@ -529,7 +527,7 @@ mod tests {
                 }
             }
             for l in &lines {
-                let (mut fast, mut slow) = ([None; N_FIELDS], [None; N_FIELDS]);
+                let (mut fast, mut slow) = (Spans::EMPTY, Spans::EMPTY);
                 let (f, s) = (t.matches(l, &mut fast), reference(&t, l, &mut slow));
                 assert_eq!(f, s, "{}", String::from_utf8_lossy(l));
                 if f {
@@ -559,14 +557,14 @@ mod tests {
     }
 
     fn get<'a>(line: &'a [u8], s: &Spans, f: Field) -> Option<&'a str> {
-        s[f as usize].map(|(a, b)| std::str::from_utf8(&line[a as usize..b as usize]).unwrap())
+        s.slice(line, f).map(|v| std::str::from_utf8(v).unwrap())
     }
 
     #[test]
     fn keys_in_any_order_nested_and_renamed() {
         // Grafana's ingress-nginx JSON (Loki parser test data), nested request/response.
         let line = br#"{"remote_addr": "3.112.221.14","upstream_addr": "10.12.15.234:5000","timestamp": "2020-12-11T16:20:07+00:00","upstream_name": "hosted-grafana-api-80","request": {"time": "0.001","method" : "GET","uri": "/"},"response": {"status": 200,"upstream_status": "200"}}"#;
-        let mut s = [None; N_FIELDS];
+        let mut s = Spans::EMPTY;
         match_json(line, &mut s).unwrap();
         assert_eq!(get(line, &s, Field::Status), Some("200"));
         assert_eq!(get(line, &s, Field::RequestTime), Some("0.001"));
@@ -593,7 +591,7 @@ mod tests {
 
     #[test]
     fn what_is_not_a_json_object_says_so() {
-        let mut s = [None; N_FIELDS];
+        let mut s = Spans::EMPTY;
         let e = match_json(b"10.0.0.1 - - [x]", &mut s).unwrap_err();
         assert!(e.contains("not a JSON object"), "{e}");
         // goaccess#2499: unquoted values are not JSON.
@@ -604,7 +602,7 @@ mod tests {
             br#"{"time":"30/Nov/2026:06:00:00 +0000","request":"GET /a\"b HTTP/1.1","status":200}"#;
         match_json(line, &mut s).unwrap();
         assert_eq!(get(line, &s, Field::Request), Some(r#"GET /a\"b HTTP/1.1"#));
-        assert!(s[Field::TimeLocal as usize].is_some());
+        assert!(s.has(Field::TimeLocal));
     }
 
     #[test]
@@ -626,7 +624,7 @@ mod tests {
             ]
         );
         let line = br#"{"r":{"up":"0.5"},"status":504,"upstream":"172.20.0.3:8080","timestamp":"2026-09-09T22:43:44+00:00"}"#;
-        let mut s = [None; N_FIELDS];
+        let mut s = Spans::EMPTY;
         match_json_keys(line, &k, &mut s).unwrap();
         assert_eq!(get(line, &s, Field::UpstreamResponseTime), Some("0.5"));
         assert_eq!(get(line, &s, Field::Status), Some("504"));
@@ -793,7 +791,7 @@ impl Template {
         if !self.first.at(line, 0) {
             return false;
         }
-        *spans = [None; crate::logformat::N_FIELDS];
+        spans.clear();
         let mut pos = self.first.len();
         for s in &self.slots {
             let end = if s.quoted {

@@ -167,15 +167,32 @@ pub struct LogFormat {
 /// One variable and the literal that ends it (empty = end of line).
 #[derive(Debug, Clone, Copy)]
 struct Step {
-    field: u8,
-    numeric: bool,
-    /// The value is one word (an address, a host): a space in it means the line was matched
-    /// out of step, e.g. behind a stream prefix.
-    word: bool,
-    multi: bool,
     term: Term,
     /// Its terminator's first byte sixteen times: the search's pattern, made once.
     lanes: [u8; 16],
+    /// Where its span goes ([`Spans::put`]): its field, or [`SKIP`].
+    slot: u8,
+    scan: Scan,
+    /// The value is one word (an address, a host): a space in it means the line was matched
+    /// out of step, e.g. behind a stream prefix.
+    word: bool,
+    /// The value is a number (checked after the search, at the end of the line).
+    numeric: bool,
+    /// A multi-valued value whose terminator starts with a space: the spaces of its `, ` and
+    /// ` : ` separators are not its end.
+    sep_spaces: bool,
+}
+
+/// How a step finds where its value ends.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Scan {
+    /// A number (`200`, `0.004`, `-`), read and checked in one pass; its terminator must follow
+    /// at once.
+    Number,
+    /// The next place the terminator is.
+    Search,
+    /// The rest of the line (the last variable, with no literal after it).
+    Rest,
 }
 
 /// The literal that ends a step (`lits[off..off + len]`), its first eight bytes also kept as a
@@ -205,11 +222,6 @@ impl Term {
     }
 
     #[inline(always)]
-    fn is_empty(&self) -> bool {
-        self.len == 0
-    }
-
-    #[inline(always)]
     fn first(&self) -> u8 {
         self.word as u8
     }
@@ -229,7 +241,8 @@ impl Term {
     }
 }
 
-const SKIP: u8 = u8::MAX;
+/// The slot of a variable whose value is not kept: past the fields, never read.
+const SKIP: u8 = 31;
 
 /// nginx's predefined `combined` format.
 pub const COMBINED: &str = r#"$remote_addr - $remote_user [$time_local] "$request" $status $body_bytes_sent "$http_referer" "$http_user_agent""#;
@@ -307,8 +320,105 @@ impl fmt::Display for Mismatch {
     }
 }
 
-/// Byte spans of the fields of one matched line, indexed by `Field as usize`.
-pub type Spans = [Option<(u32, u32)>; N_FIELDS];
+/// Byte spans of the fields of one matched line, by field (`Field as usize`), and the set of
+/// fields the line has. The set is what says a span is there: clearing the spans for the next
+/// line is one store, and the offsets of every field can be copied (narrowed) in one sweep
+/// without a branch per field.
+#[derive(Clone, Copy, Debug)]
+pub struct Spans {
+    /// `at[f]`: field `f`'s bytes, meaningful only where `has` says so. Slots past the
+    /// fields take what the matcher does not keep ([`SKIP`]) without a branch.
+    at: [[u32; 2]; 32],
+    has: u32,
+}
+
+const _: () = assert!(N_FIELDS <= 32, "a field set is a u32");
+
+impl Spans {
+    /// No field.
+    pub const EMPTY: Spans = Spans {
+        at: [[0; 2]; 32],
+        has: 0,
+    };
+
+    /// The field bits of `has` (slots past the fields are not fields).
+    const FIELDS: u32 = (1 << N_FIELDS) - 1;
+
+    /// Forget every field.
+    #[inline]
+    pub fn clear(&mut self) {
+        self.has = 0;
+    }
+
+    /// Field `f` is `a..b`.
+    #[inline]
+    pub fn set(&mut self, f: Field, a: usize, b: usize) {
+        self.set_index(f as usize, a, b);
+    }
+
+    #[inline]
+    fn set_index(&mut self, f: usize, a: usize, b: usize) {
+        self.put(f as u8, a, b);
+    }
+
+    /// Slot `slot` (a field, or [`SKIP`]) is `a..b`.
+    #[inline(always)]
+    fn put(&mut self, slot: u8, a: usize, b: usize) {
+        let k = (slot & 31) as usize;
+        self.at[k] = [a as u32, b as u32];
+        self.has |= 1 << k;
+    }
+
+    /// Field `f`'s range, if the line has it.
+    #[inline]
+    pub fn get(&self, f: Field) -> Option<(usize, usize)> {
+        self.get_index(f as usize)
+    }
+
+    /// [`Spans::get`] by index (`Field as usize`; `None` past the last field).
+    #[inline]
+    pub fn get_index(&self, f: usize) -> Option<(usize, usize)> {
+        (f < N_FIELDS && self.has >> f & 1 == 1)
+            .then(|| (self.at[f][0] as usize, self.at[f][1] as usize))
+    }
+
+    /// Field `f`'s bytes in `line`, if the line has it.
+    #[inline]
+    pub fn slice<'a>(&self, line: &'a [u8], f: Field) -> Option<&'a [u8]> {
+        self.get(f).map(|(a, b)| &line[a..b])
+    }
+
+    /// Whether the line has field `f`.
+    #[inline]
+    pub fn has(&self, f: Field) -> bool {
+        self.has >> f as usize & 1 == 1
+    }
+
+    /// The fields the line has, as bits (bit `f`: `Field as usize` `f`).
+    #[inline]
+    pub fn fields(&self) -> u32 {
+        self.has & Spans::FIELDS
+    }
+
+    /// Every offset, present or not, as `u16` (for lines shorter than 64 KiB).
+    #[inline]
+    pub fn narrow(&self) -> [u16; 2 * N_FIELDS] {
+        std::array::from_fn(|i| self.at[i / 2][i % 2] as u16)
+    }
+}
+
+impl Default for Spans {
+    fn default() -> Spans {
+        Spans::EMPTY
+    }
+}
+
+impl PartialEq for Spans {
+    /// The same fields at the same places (what is left of earlier lines does not count).
+    fn eq(&self, o: &Spans) -> bool {
+        self.fields() == o.fields() && (0..N_FIELDS).all(|f| self.get_index(f) == o.get_index(f))
+    }
+}
 
 impl LogFormat {
     /// Compile a format string (the concatenation of the quoted parts of a `log_format` directive).
@@ -415,13 +525,20 @@ impl LogFormat {
                         }
                         _ => (0, 0),
                     };
+                    let numeric = f.is_some_and(|f| f.numeric());
+                    let first = lits.get(off as usize).copied().unwrap_or(0);
                     steps.push(Step {
-                        field: f.map(|f| f as u8).unwrap_or(SKIP),
-                        numeric: f.is_some_and(|f| f.numeric()),
-                        word: f.is_some_and(|f| f.one_word()),
-                        multi: f.is_some_and(|f| f.multi_valued()),
                         term: Term::new(&lits, off, len),
-                        lanes: [lits.get(off as usize).copied().unwrap_or(0); 16],
+                        lanes: [first; 16],
+                        slot: f.map(|f| f as u8).unwrap_or(SKIP),
+                        scan: match (len, numeric) {
+                            (0, _) => Scan::Rest,
+                            (_, true) => Scan::Number,
+                            (_, false) => Scan::Search,
+                        },
+                        word: f.is_some_and(|f| f.one_word()),
+                        numeric,
+                        sep_spaces: f.is_some_and(|f| f.multi_valued()) && first == b' ',
                     });
                 }
             }
@@ -548,60 +665,63 @@ impl LogFormat {
     /// The hot path: the compiled steps, no error reporting.
     #[inline]
     fn fast_match(&self, line: &[u8], spans: &mut Spans) -> bool {
-        *spans = [None; N_FIELDS];
+        spans.clear();
         if !has_at(line, 0, &self.lead) {
             return false;
         }
         let mut pos = self.lead.len();
-        let lits = &self.lits;
         for st in &self.steps {
-            let term = st.term;
-            if st.numeric && !term.is_empty() {
-                // Numbers: scan and validate in one pass; the terminator must follow at once.
-                let mut j = digits_end(line, pos);
-                if line.get(j) == Some(&b'.') {
-                    j = digits_end(line, j + 1);
-                    if line.get(j) == Some(&b'.') {
-                        return false;
-                    }
-                }
-                if j == pos && line.get(pos) == Some(&b'-') {
-                    j += 1;
-                }
-                if j == pos || !term.at(line, j, lits) {
-                    return false;
-                }
-                spans[st.field as usize] = Some((pos as u32, j as u32));
-                pos = j + term.len as usize;
-                continue;
-            }
-            let end = if term.is_empty() {
-                line.len()
-            } else {
-                let at = |j| term.at(line, j, lits);
-                let next = |j| find_byte_in(line, j, &st.lanes);
-                match find_with(line, pos, term.first(), st.multi, next, at) {
+            let end = match st.scan {
+                Scan::Number => match number_end(line, pos) {
+                    Some(j) if st.term.at(line, j, &self.lits) => j,
+                    _ => return false,
+                },
+                Scan::Search => match self.search(line, pos, st) {
                     Some(e) => e,
                     None => return false,
+                },
+                Scan::Rest => {
+                    let v = &line[pos..];
+                    let spaced = || find_byte(line, pos, b' ').is_some();
+                    if (st.numeric && !is_number(v)) || (st.word && spaced()) {
+                        return false;
+                    }
+                    line.len()
                 }
             };
-            if st.field != SKIP {
-                if st.numeric && !is_number(&line[pos..end]) {
-                    return false;
-                }
-                if st.word && find_byte(&line[..end], pos, b' ').is_some() {
-                    return false;
-                }
-                spans[st.field as usize] = Some((pos as u32, end as u32));
-            }
-            pos = end + term.len as usize;
+            spans.put(st.slot, pos, end);
+            pos = end + st.term.len as usize;
         }
         pos == line.len()
     }
 
+    /// Where step `st`'s value, from `from` on, ends: the first place its terminator is (past
+    /// the spaces of a multi-valued value's separators), or `None` (no such place, or a space
+    /// inside a one-word value).
+    #[inline(always)]
+    fn search(&self, line: &[u8], from: usize, st: &Step) -> Option<usize> {
+        let space_first = st.term.first() == b' ';
+        let mut start = from;
+        loop {
+            let j = find_byte_in(line, start, &st.lanes)?;
+            if st.term.at(line, j, &self.lits) && !(st.sep_spaces && separator_space(line, from, j))
+            {
+                // A terminator that starts with a space was found at the value's first space.
+                let one_word =
+                    !st.word || space_first || find_byte(&line[..j], from, b' ').is_none();
+                return one_word.then_some(j);
+            }
+            if st.word && space_first {
+                // The value goes on past a space: not one word.
+                return None;
+            }
+            start = j + 1;
+        }
+    }
+
     /// The slow path for lines that failed: walk the items again and say which one failed.
     fn explain(&self, line: &[u8], spans: &mut Spans) -> Result<(), Mismatch> {
-        *spans = [None; N_FIELDS];
+        spans.clear();
         let mut pos = 0usize;
         let n = self.items.len();
         for (idx, item) in self.items.iter().enumerate() {
@@ -641,7 +761,7 @@ impl LogFormat {
                                 reason: format!("${name} should be {what} but is `{}`", snippet(v)),
                             });
                         }
-                        spans[*f as usize] = Some((pos as u32, end as u32));
+                        spans.set(*f, pos, end);
                     }
                     pos = end;
                 }
@@ -891,6 +1011,32 @@ pub(crate) fn digits_end(line: &[u8], from: usize) -> usize {
     j
 }
 
+/// The end of the number at `pos` (`200`, `0.004`, `1796018401.123`, or `-`): digits with at
+/// most one dot; `None` where there is none, or a second dot follows.
+#[inline(always)]
+fn number_end(line: &[u8], pos: usize) -> Option<usize> {
+    let mut j = digits_end(line, pos);
+    if line.get(j) == Some(&b'.') {
+        j = digits_end(line, j + 1);
+        if line.get(j) == Some(&b'.') {
+            return None;
+        }
+    }
+    if j == pos && line.get(pos) == Some(&b'-') {
+        j += 1;
+    }
+    (j > pos).then_some(j)
+}
+
+/// The space at `j` belongs to a multi-valued value's `, ` or ` : ` separator (the value
+/// starts at `from`).
+#[inline(always)]
+fn separator_space(line: &[u8], from: usize, j: usize) -> bool {
+    (j > from && line[j - 1] == b',')
+        || line[j + 1..].starts_with(b": ")
+        || (j >= from + 2 && line[j - 1] == b':' && line[j - 2] == b' ')
+}
+
 /// Find `lit` in `line[from..]`, skipping spaces that are part of `, ` / ` : ` separators when
 /// the value is multi-valued. Returns the absolute start of the literal.
 #[inline]
@@ -913,15 +1059,8 @@ fn find_with(
     let mut start = from;
     loop {
         let j = next(start)?;
-        if at(j) {
-            let sep = multi
-                && first == b' '
-                && ((j > from && line[j - 1] == b',')
-                    || line[j + 1..].starts_with(b": ")
-                    || (j >= from + 2 && line[j - 1] == b':' && line[j - 2] == b' '));
-            if !sep {
-                return Some(j);
-            }
+        if at(j) && !(multi && first == b' ' && separator_space(line, from, j)) {
+            return Some(j);
         }
         start = j + 1;
     }
@@ -1037,17 +1176,17 @@ mod tests {
     use super::*;
 
     fn get<'a>(line: &'a str, s: &Spans, f: Field) -> Option<&'a str> {
-        s[f as usize].map(|(a, b)| &line[a as usize..b as usize])
+        s.get(f).map(|(a, b)| &line[a..b])
     }
 
     #[test]
     fn adjacent_variables_are_one_skipped_value_unless_a_needed_field_is_lost() {
         let f = LogFormat::compile("t", "$msec $status x:$request_time$request_body end").unwrap();
-        let mut spans = [None; N_FIELDS];
+        let mut spans = Spans::EMPTY;
         f.match_line(b"1700000000.123 502 x:0.000- end", &mut spans)
             .unwrap();
-        assert!(spans[Field::RequestTime as usize].is_none());
-        assert!(spans[Field::Status as usize].is_some());
+        assert!(!spans.has(Field::RequestTime));
+        assert!(spans.has(Field::Status));
         let e = LogFormat::compile("t", "$msec$status")
             .unwrap_err()
             .to_string();
@@ -1058,7 +1197,7 @@ mod tests {
     fn lab_line_with_two_hops() {
         let f = LogFormat::lab();
         let line = r#"1796018401.123 502 "127.0.0.20:8080, be" "502, 502" 0.004 GET 17 3 "0.004, 0.000" "0.000, -" "GET /x HTTP/1.1" 127.0.0.1"#;
-        let mut s = [None; N_FIELDS];
+        let mut s = Spans::EMPTY;
         f.match_line(line.as_bytes(), &mut s).unwrap();
         assert_eq!(get(line, &s, Field::Msec), Some("1796018401.123"));
         assert_eq!(
@@ -1074,7 +1213,7 @@ mod tests {
     fn unquoted_multi_valued_upstream_keeps_separators() {
         let f = LogFormat::compile("x", "$upstream_addr $status $upstream_status").unwrap();
         let line = "10.0.0.1:80, 10.0.0.2:80 : be 502 502, 502 : 502";
-        let mut s = [None; N_FIELDS];
+        let mut s = Spans::EMPTY;
         f.match_line(line.as_bytes(), &mut s).unwrap();
         assert_eq!(
             get(line, &s, Field::UpstreamAddr),
@@ -1139,10 +1278,71 @@ mod tests {
         }
     }
 
+    /// The compiled steps read a line as the walk over the items does: the same verdict and,
+    /// when it matches, the same spans, on every preset's line and every one-byte edit of it
+    /// (a byte deleted, or replaced by one of the bytes the steps look for).
+    #[test]
+    fn fast_match_reads_every_line_as_the_item_walk() {
+        let lines = [
+            (
+                "main",
+                r#"10.1.32.214 - - [30/Nov/2026:06:00:00 +0000] "GET /api/v1/items/85829?page=10 HTTP/1.1" 502 150 "-" "curl/8.5.0" "-""#,
+            ),
+            (
+                "upstreaminfo",
+                r#"10.1.32.214 - - [30/Nov/2026:06:00:00 +0000] "GET /a?b=1 HTTP/1.1" 502 150 "-" "curl/8.5.0" 490 0.001 [shop-web-8080] [] 10.0.0.5:8080, 10.0.0.6:8080 : be 0, 0 0.000, 0.001 502, 502 0f7a4199ab0018f9"#,
+            ),
+            (
+                "vhost",
+                r#"shop.example.com 10.1.32.214 - - [30/Nov/2026:06:00:00 +0000] "GET /a HTTP/1.1" 502 150 "-" "curl/8.5.0" "10.0.0.5:8080, 10.0.0.6:8080""#,
+            ),
+            (
+                "npm",
+                r#"[30/Nov/2026:06:00:00 +0000] - 502, 502 502 - GET https shop.example.com "/a?page=10" [Client 10.1.32.214] [Length 150] [Gzip -] [Sent-to 10.0.0.5] "curl/8.5.0" "-""#,
+            ),
+            (
+                "lab",
+                r#"1796018400.020 502 "10.0.0.5:8080, 10.0.0.6:8080" "502, 502" 0.001 GET 839 53 "0.000, 0.001" "0.000, -" "GET /a?page=10 HTTP/1.1" 10.1.32.214"#,
+            ),
+        ];
+        for (name, line) in lines {
+            let text = PRESETS.iter().find(|p| p.0 == name).unwrap().1;
+            let f = LogFormat::compile(name, text).unwrap();
+            let line = line.as_bytes();
+            let mut edits = vec![line.to_vec()];
+            for at in 0..line.len() {
+                let mut gone = line.to_vec();
+                gone.remove(at);
+                edits.push(gone);
+                for b in *b" \",.-:0x[]" {
+                    let mut changed = line.to_vec();
+                    changed[at] = b;
+                    edits.push(changed);
+                }
+            }
+            let (mut matched, mut fast, mut slow) = (0, Spans::EMPTY, Spans::EMPTY);
+            for e in &edits {
+                let ok = f.fast_match(e, &mut fast);
+                let explained = f.explain(e, &mut slow);
+                let shown = String::from_utf8_lossy(e);
+                assert_eq!(ok, explained.is_ok(), "{name}: {shown} {explained:?}");
+                if ok {
+                    assert_eq!(fast, slow, "{name}: {shown}");
+                    matched += 1;
+                }
+            }
+            assert!(f.fast_match(line, &mut fast), "{name}: the line itself");
+            assert!(
+                matched > line.len(),
+                "{name}: edits that still match: {matched}"
+            );
+        }
+    }
+
     #[test]
     fn mismatch_names_the_field() {
         let f = LogFormat::combined();
-        let mut s = [None; N_FIELDS];
+        let mut s = Spans::EMPTY;
         let e = f
             .match_line(b"1796018401.123 502 \"be\"", &mut s)
             .unwrap_err();
