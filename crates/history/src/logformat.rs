@@ -176,7 +176,8 @@ struct Step {
     /// The value is one word (an address, a host): a space in it means the line was matched
     /// out of step, e.g. behind a stream prefix.
     word: bool,
-    /// The value is a number (checked after the search, at the end of the line).
+    /// The value is a number: read by [`Scan::Number`], or checked whole as the rest of the
+    /// line.
     numeric: bool,
     /// A multi-valued value whose terminator starts with a space: the spaces of its `, ` and
     /// ` : ` separators are not its end.
@@ -353,11 +354,6 @@ impl Spans {
     /// Field `f` is `a..b`.
     #[inline]
     pub fn set(&mut self, f: Field, a: usize, b: usize) {
-        self.set_index(f as usize, a, b);
-    }
-
-    #[inline]
-    fn set_index(&mut self, f: usize, a: usize, b: usize) {
         self.put(f as u8, a, b);
     }
 
