@@ -1121,6 +1121,7 @@ impl Source {
         self.cur.lines.get(self.idx)
     }
 
+    #[inline]
     fn step(&mut self) {
         self.idx += 1;
         if self.idx >= self.cur.lines.len() {
@@ -1129,6 +1130,7 @@ impl Source {
     }
 
     /// The next chunk with a matched line, in file order; at the end, an empty one.
+    #[inline(never)]
     fn refill(&mut self) {
         self.idx = 0;
         loop {
@@ -1226,7 +1228,10 @@ impl AccessStream {
     }
 
     /// The next line in time order across all files (a lending iterator).
+    // Inlined into the checker's loop: returned through memory, the line's fields were read
+    // back right after the narrower stores that wrote them (a store-forwarding stall per line).
     #[allow(clippy::should_implement_trait)]
+    #[inline]
     pub fn next(&mut self) -> Option<AccessLine<'_>> {
         if let Some(i) = self.last.take() {
             self.sources[i].step();

@@ -386,6 +386,7 @@ impl Store {
     }
 
     /// Failures kept and counted, internal NLUs left out.
+    #[cfg(test)]
     pub fn client_failures(&self) -> u64 {
         (0..self.recs.len())
             .filter(|&i| !self.kind(i).internal)

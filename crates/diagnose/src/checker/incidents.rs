@@ -115,27 +115,16 @@ fn proxy_state(hist: &History, from: i64, to: i64, what: impl Fn(&str) -> bool) 
 
 /// Classify every failure and build the incidents, numbered in time order.
 pub(super) fn build(store: &mut Store, cx: &Ctx<'_>, cites: &mut Cites) -> Vec<Incident> {
-    // Bucketed by interned group id (a string comparison per failure costs more than the
-    // rest of the grouping), then put in name order.
-    let mut by_id: Vec<Vec<usize>> = vec![Vec::new(); store.groups.len()];
-    for i in 0..store.recs.len() {
-        by_id[store.kind(i).group as usize].push(i);
-    }
-    let mut by_group: Vec<(String, Vec<usize>)> = by_id
-        .into_iter()
-        .enumerate()
-        .filter(|(_, v)| !v.is_empty())
-        .map(|(g, v)| (store.groups[g].clone(), v))
-        .collect();
-    by_group.sort_by(|a, b| a.0.cmp(&b.0));
     let mut incidents: Vec<Incident> = Vec::new();
-    for (g, idxs) in &by_group {
-        for c in clusters(store, cx.groups, g, idxs) {
-            let (cs, ce) = span(store, &c);
-            let near = Near::of(cx, cs, ce);
-            classify_cluster(store, &c, cx, g, &near, (cs, ce));
-            for (class, members) in per_class(store, &c) {
-                incidents.push(incident(store, &members, class, g, cx, &near, cites));
+    for (g, idxs) in by_group(store) {
+        let cs = match idxs {
+            Some(idxs) => clusters(store, cx.groups, &g, idxs),
+            None => clusters(store, cx.groups, &g, 0..store.recs.len()),
+        };
+        for c in cs {
+            let near = Near::of(cx, c.start_ms, c.end_ms);
+            for (class, members) in classify_cluster(store, &c, cx, &g, &near) {
+                incidents.push(incident(store, &members, class, &g, cx, &near, cites));
             }
         }
     }
@@ -151,8 +140,71 @@ pub(super) fn build(store: &mut Store, cx: &Ctx<'_>, cites: &mut Cites) -> Vec<I
     incidents
 }
 
+/// The failures of each group (indexes in time order; `None`: every failure), in name order.
+/// The records are far larger than the caches: each pass over them is a read of memory, so
+/// the one group of most logs takes none.
+fn by_group(store: &Store) -> Vec<(String, Option<Vec<usize>>)> {
+    if store.groups.len() == 1 && !store.recs.is_empty() {
+        return vec![(store.groups[0].clone(), None)];
+    }
+    // Bucketed by interned group id (a string comparison per failure costs more than the
+    // rest of the grouping), then put in name order.
+    let mut by_id: Vec<Vec<usize>> = vec![Vec::new(); store.groups.len()];
+    for i in 0..store.recs.len() {
+        by_id[store.kind(i).group as usize].push(i);
+    }
+    let mut by_group: Vec<(String, Option<Vec<usize>>)> = by_id
+        .into_iter()
+        .enumerate()
+        .filter(|(_, v)| !v.is_empty())
+        .map(|(g, v)| (store.groups[g].clone(), Some(v)))
+        .collect();
+    by_group.sort_by(|a, b| a.0.cmp(&b.0));
+    by_group
+}
+
+/// Failures of one group close in time, with what is summed over them as they are gathered
+/// (one pass over the records rather than one per sum).
+struct Cluster {
+    /// Indexes in time order.
+    members: Vec<usize>,
+    /// The earliest start and the latest end of the members.
+    start_ms: i64,
+    end_ms: i64,
+    /// Client-visible failures (weights of the members that are not internal NLUs).
+    client: u64,
+}
+
+impl Cluster {
+    fn of(store: &Store, i: usize) -> Cluster {
+        let mut c = Cluster {
+            members: Vec::new(),
+            start_ms: i64::MAX,
+            end_ms: i64::MIN,
+            client: 0,
+        };
+        c.push(store, i);
+        c
+    }
+
+    fn push(&mut self, store: &Store, i: usize) {
+        let r = &store.recs[i];
+        self.members.push(i);
+        self.start_ms = self.start_ms.min(r.start_ms());
+        self.end_ms = self.end_ms.max(r.last_ms());
+        if !store.kind(i).internal {
+            self.client += r.weight();
+        }
+    }
+}
+
 /// Group `g`'s failures (indexes in time order) cut into clusters.
-fn clusters(store: &Store, groups: &Groups, g: &str, idxs: &[usize]) -> Vec<Vec<usize>> {
+fn clusters(
+    store: &Store,
+    groups: &Groups,
+    g: &str,
+    idxs: impl IntoIterator<Item = usize>,
+) -> Vec<Cluster> {
     let recs = &store.recs;
     let mut sums = groups.sums(g).cursor();
     // The last stretch's counts change only with the bucket `t` falls in (a window of
@@ -169,63 +221,63 @@ fn clusters(store: &Store, groups: &Groups, g: &str, idxs: &[usize]) -> Vec<Vec<
             }
         }
     };
-    let mut clusters: Vec<Vec<usize>> = Vec::new();
-    for &i in idxs {
+    let mut clusters: Vec<Cluster> = Vec::new();
+    for i in idxs {
         let t = recs[i].t_ms;
         match clusters.last_mut() {
             Some(c)
-                if t - recs[*c.last().unwrap()].last_ms() <= CLUSTER_GAP_MS
-                    && !trickle(t - recs[c[0]].t_ms, || last_stretch(t)) =>
+                if t - recs[*c.members.last().unwrap()].last_ms() <= CLUSTER_GAP_MS
+                    && !trickle(t - recs[c.members[0]].t_ms, || last_stretch(t)) =>
             {
-                c.push(i)
+                c.push(store, i)
             }
-            _ => clusters.push(vec![i]),
+            _ => clusters.push(Cluster::of(store, i)),
         }
     }
     clusters
 }
 
-/// The earliest start and the latest end of failures `c`.
-fn span(store: &Store, c: &[usize]) -> (i64, i64) {
-    c.iter().fold((i64::MAX, i64::MIN), |(s, e), &i| {
-        let r = &store.recs[i];
-        (s.min(r.start_ms()), e.max(r.last_ms()))
-    })
+/// The client-visible failures of a cluster by class, in class-id order: one incident each,
+/// gathered as they are classified. Internal NLUs (rescued or not by a later pass) are
+/// classified, but the incidents are made of what the client saw.
+#[derive(Default)]
+struct PerClass {
+    out: Vec<(Class, Vec<usize>)>,
+    /// The entry added to last (a cluster's failures come in runs of one class).
+    hit: usize,
 }
 
-/// The client-visible failures of cluster `c` (indexes in time order) by class, in class-id
-/// order: one incident each. Internal NLUs (rescued or not by a later pass) are classified,
-/// but the incidents are made of what the client saw.
-fn per_class(store: &Store, c: &[usize]) -> Vec<(Class, Vec<usize>)> {
-    // A cluster holds a few classes: a short list searched from its last hit beats a map.
-    let mut out: Vec<(Class, Vec<usize>)> = Vec::new();
-    let mut hit = 0;
-    for &i in c.iter().filter(|&&i| !store.kind(i).internal) {
-        let class = store.recs[i].class;
-        if out.get(hit).is_none_or(|e| e.0 != class) {
-            hit = match out.iter().position(|e| e.0 == class) {
+impl PerClass {
+    fn add(&mut self, class: Class, i: usize) {
+        // A cluster holds a few classes: a short list searched from its last hit beats a map.
+        if self.out.get(self.hit).is_none_or(|e| e.0 != class) {
+            self.hit = match self.out.iter().position(|e| e.0 == class) {
                 Some(p) => p,
                 None => {
-                    out.push((class, Vec::new()));
-                    out.len() - 1
+                    self.out.push((class, Vec::new()));
+                    self.out.len() - 1
                 }
             };
         }
-        out[hit].1.push(i);
+        self.out[self.hit].1.push(i);
     }
-    out.sort_by_key(|e| e.0.id());
-    out
+
+    fn done(mut self) -> Vec<(Class, Vec<usize>)> {
+        self.out.sort_by_key(|e| e.0.id());
+        self.out
+    }
 }
 
-/// Give each failure of cluster `c` (spanning `cs..ce`) its class and confidence.
+/// Give each failure of cluster `c` its class and confidence; its client-visible failures by
+/// class ([`PerClass`]).
 fn classify_cluster(
     store: &mut Store,
-    c: &[usize],
+    c: &Cluster,
     cx: &Ctx<'_>,
     g: &str,
     near: &Near,
-    (cs, ce): (i64, i64),
-) {
+) -> Vec<(Class, Vec<usize>)> {
+    let (cs, ce) = (c.start_ms, c.end_ms);
     let (req, fail) = cx.groups.window(g, cs, ce);
     let share = if req == 0 {
         1.0
@@ -233,25 +285,25 @@ fn classify_cluster(
         fail as f64 / req as f64
     };
     // Without an access log the successes in between are unknown: no burst is claimed.
-    let client: u64 = c
-        .iter()
-        .filter(|&&i| !store.kind(i).internal)
-        .map(|&i| store.recs[i].weight())
-        .sum();
-    let burst = req > 0 && share >= 0.8 && client >= 3;
+    let burst = req > 0 && share >= 0.8 && c.client >= 3;
     let changes = &cx.peers.changes;
-    let probable = probable_stale(store, c, cx, cs);
+    let probable = probable_stale(store, &c.members, cx, cs);
     // With no peer-list change before a failure and no answer history, its facts are its
     // kind's and the cluster's: classified once per kind.
     let timeless = cx.answers.is_empty();
     let mut decided: rustc_hash::FxHashMap<u32, (Class, u16)> = Default::default();
-    for &i in c {
+    let mut per = PerClass::default();
+    for &i in &c.members {
         let (t_ms, kind) = (store.recs[i].t_ms, store.recs[i].kind);
+        let client = !store.kinds[kind as usize].internal;
         let pc = cx.peers.prev_change(t_ms);
         let memo = timeless && pc.is_none();
         if memo && let Some(&(class, conf)) = decided.get(&kind) {
             let r = &mut store.recs[i];
             (r.class, r.conf) = (class, conf);
+            if client {
+                per.add(class, i);
+            }
             continue;
         }
         let f = store.kind(i);
@@ -294,7 +346,11 @@ fn classify_cluster(
         if memo {
             decided.insert(kind, (r.class, r.conf));
         }
+        if client {
+            per.add(r.class, i);
+        }
     }
+    per.done()
 }
 
 /// Without an answer history that covers it, the address of a cluster whose failures are a
@@ -385,9 +441,9 @@ fn incident(
     near: &Near,
     cites: &mut Cites,
 ) -> Incident {
-    let (s, e) = span(store, members);
-    let (req, _) = cx.groups.window(g, s, e);
     let m = tally(store, members);
+    let (s, e) = (m.start_ms, m.end_ms);
+    let (req, _) = cx.groups.window(g, s, e);
     let (n, hops, conf) = (m.n, m.hops, m.conf);
     let share = if req == 0 {
         1.0
@@ -476,6 +532,9 @@ struct Tally {
     per_method: Vec<u64>,
     /// The earliest end (ms).
     first_end: i64,
+    /// The earliest start and the latest end (ms).
+    start_ms: i64,
+    end_ms: i64,
     /// The mean confidence, by weight.
     conf: f64,
 }
@@ -487,6 +546,8 @@ fn tally(store: &Store, members: &[usize]) -> Tally {
         hops: NluCounts::default(),
         per_method: vec![0; store.methods.len()],
         first_end: i64::MAX,
+        start_ms: i64::MAX,
+        end_ms: i64::MIN,
         conf: 0.0,
     };
     for &i in members {
@@ -499,6 +560,8 @@ fn tally(store: &Store, members: &[usize]) -> Tally {
         }
         t.per_method[f.method as usize] += w;
         t.first_end = t.first_end.min(r.t_ms);
+        t.start_ms = t.start_ms.min(r.start_ms());
+        t.end_ms = t.end_ms.max(r.last_ms());
         t.conf += r.confidence() * w as f64;
     }
     t.conf /= t.n as f64;

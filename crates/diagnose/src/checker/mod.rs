@@ -172,9 +172,8 @@ pub fn diagnose_with_stats(opts: &Options) -> anyhow::Result<(Diagnosis, History
         (acc.first_ms, acc.last_ms),
     );
     let nlu = totals::nlu_totals(&store, &peers, &hist, &mut acc.passes);
-    let caused = totals::caused(&store);
     let mut signatures =
-        totals::summarize_signatures(&hist, &errs.ix, &mut cites, &nlu.times, &caused);
+        totals::summarize_signatures(&hist, &errs.ix, &mut cites, &nlu.times, &nlu.caused);
     // Evidence text of the cited lines: read again, only those lines.
     let stream_stats = StreamStats {
         fetched: cites.fill(
@@ -205,7 +204,7 @@ pub fn diagnose_with_stats(opts: &Options) -> anyhow::Result<(Diagnosis, History
             .iter()
             .map(|(k, v)| (k.to_string(), *v))
             .collect(),
-        failures: store.client_failures(),
+        failures: nlu.client_failures,
         nlu: nlu.nlu,
         passes: acc.passes.clone(),
         swaps: peers.swaps.len() as u64,

@@ -13,7 +13,8 @@ use std::collections::{BTreeMap, HashMap};
 /// NLU events listed one by one (the counts cover all).
 const MAX_NLU_EVENTS: usize = 5000;
 
-/// NLU counts and events over every failure.
+/// NLU counts and events over every failure, and what else is summed over them: one pass over
+/// the records (each pass reads them from memory: they are far larger than the caches).
 pub(super) struct NluTotals {
     pub nlu: NluCounts,
     pub events: Vec<NluEvent>,
@@ -22,6 +23,10 @@ pub(super) struct NluTotals {
     pub by_swap_direction: BTreeMap<String, u64>,
     /// Every NLU was listed.
     pub complete: bool,
+    /// Client-visible failures (internal NLUs left out).
+    pub client_failures: u64,
+    /// Signatures that are a failed request's own cause (per-request resolution failures).
+    pub caused: HashMap<Sig, u64>,
 }
 
 /// Count the NLUs (client-visible ones in `nlu`, internal ones in `passes`).
@@ -37,10 +42,18 @@ pub(super) fn nlu_totals(
         times: Vec::new(),
         by_swap_direction: BTreeMap::new(),
         complete: true,
+        client_failures: 0,
+        caused: HashMap::new(),
     };
     let changes = &peers.changes;
     for (i, r) in store.recs.iter().enumerate() {
         let (f, w) = (store.kind(i), r.weight());
+        if !f.internal {
+            t.client_failures += w;
+            if let Some(sig) = f.own_dns {
+                *t.caused.entry(sig).or_default() += w;
+            }
+        }
         if !f.nlu {
             continue;
         }
@@ -99,18 +112,6 @@ pub(super) fn class_summaries(incidents: &[Incident]) -> Vec<ClassSummary> {
         });
     }
     out
-}
-
-/// Signatures that are a failed request's own cause (per-request resolution failures).
-pub(super) fn caused(store: &Store) -> HashMap<Sig, u64> {
-    let mut caused: HashMap<Sig, u64> = HashMap::new();
-    for (i, r) in store.recs.iter().enumerate() {
-        let f = store.kind(i);
-        if let Some(sig) = f.own_dns.filter(|_| !f.internal) {
-            *caused.entry(sig).or_default() += r.weight();
-        }
-    }
-    caused
 }
 
 pub(super) fn summarize_signatures(
