@@ -123,8 +123,8 @@ pub(super) fn build(store: &mut Store, cx: &Ctx<'_>, cites: &mut Cites) -> Vec<I
         };
         for c in cs {
             let near = Near::of(cx, c.start_ms, c.end_ms);
-            for (class, members) in classify_cluster(store, &c, cx, &g, &near) {
-                incidents.push(incident(store, &members, class, &g, cx, &near, cites));
+            for part in classify_cluster(store, &c, cx, &g, &near) {
+                incidents.push(incident(store, &part, &g, cx, &near, cites));
             }
         }
     }
@@ -237,33 +237,47 @@ fn clusters(
     clusters
 }
 
+/// The client-visible failures of one class in a cluster: one incident.
+struct Part {
+    class: Class,
+    /// Indexes in time order.
+    members: Vec<usize>,
+    tally: Tally,
+}
+
 /// The client-visible failures of a cluster by class, in class-id order: one incident each,
-/// gathered as they are classified. Internal NLUs (rescued or not by a later pass) are
-/// classified, but the incidents are made of what the client saw.
+/// gathered and tallied as they are classified. Internal NLUs (rescued or not by a later pass)
+/// are classified, but the incidents are made of what the client saw.
 #[derive(Default)]
 struct PerClass {
-    out: Vec<(Class, Vec<usize>)>,
+    out: Vec<Part>,
     /// The entry added to last (a cluster's failures come in runs of one class).
     hit: usize,
 }
 
 impl PerClass {
-    fn add(&mut self, class: Class, i: usize) {
+    fn add(&mut self, store: &Store, class: Class, i: usize) {
         // A cluster holds a few classes: a short list searched from its last hit beats a map.
-        if self.out.get(self.hit).is_none_or(|e| e.0 != class) {
-            self.hit = match self.out.iter().position(|e| e.0 == class) {
+        if self.out.get(self.hit).is_none_or(|e| e.class != class) {
+            self.hit = match self.out.iter().position(|e| e.class == class) {
                 Some(p) => p,
                 None => {
-                    self.out.push((class, Vec::new()));
+                    self.out.push(Part {
+                        class,
+                        members: Vec::new(),
+                        tally: Tally::new(store),
+                    });
                     self.out.len() - 1
                 }
             };
         }
-        self.out[self.hit].1.push(i);
+        let part = &mut self.out[self.hit];
+        part.members.push(i);
+        part.tally.add(store, i);
     }
 
-    fn done(mut self) -> Vec<(Class, Vec<usize>)> {
-        self.out.sort_by_key(|e| e.0.id());
+    fn done(mut self) -> Vec<Part> {
+        self.out.sort_by_key(|e| e.class.id());
         self.out
     }
 }
@@ -276,7 +290,7 @@ fn classify_cluster(
     cx: &Ctx<'_>,
     g: &str,
     near: &Near,
-) -> Vec<(Class, Vec<usize>)> {
+) -> Vec<Part> {
     let (cs, ce) = (c.start_ms, c.end_ms);
     let (req, fail) = cx.groups.window(g, cs, ce);
     let share = if req == 0 {
@@ -302,7 +316,7 @@ fn classify_cluster(
             let r = &mut store.recs[i];
             (r.class, r.conf) = (class, conf);
             if client {
-                per.add(class, i);
+                per.add(store, class, i);
             }
             continue;
         }
@@ -343,11 +357,12 @@ fn classify_cluster(
         let r = &mut store.recs[i];
         r.class = decision.class;
         r.conf = (decision.confidence * 10_000.0).round() as u16;
+        let class = r.class;
         if memo {
             decided.insert(kind, (r.class, r.conf));
         }
         if client {
-            per.add(r.class, i);
+            per.add(store, class, i);
         }
     }
     per.done()
@@ -434,17 +449,16 @@ fn followed_name_note(addr: &str) -> String {
 /// The incident of one class's `members` (indexes in time order) inside a cluster of group `g`.
 fn incident(
     store: &Store,
-    members: &[usize],
-    class: Class,
+    part: &Part,
     g: &str,
     cx: &Ctx<'_>,
     near: &Near,
     cites: &mut Cites,
 ) -> Incident {
-    let m = tally(store, members);
+    let (class, members, m) = (part.class, &part.members[..], &part.tally);
     let (s, e) = (m.start_ms, m.end_ms);
     let (req, _) = cx.groups.window(g, s, e);
-    let (n, hops, conf) = (m.n, m.hops, m.conf);
+    let (n, hops, conf) = (m.n, m.hops.clone(), m.conf());
     let share = if req == 0 {
         1.0
     } else {
@@ -535,37 +549,43 @@ struct Tally {
     /// The earliest start and the latest end (ms).
     start_ms: i64,
     end_ms: i64,
-    /// The mean confidence, by weight.
-    conf: f64,
+    /// Confidences times weights, summed.
+    conf_sum: f64,
 }
 
-/// [`Tally`] of `members`, in one pass.
-fn tally(store: &Store, members: &[usize]) -> Tally {
-    let mut t = Tally {
-        n: 0,
-        hops: NluCounts::default(),
-        per_method: vec![0; store.methods.len()],
-        first_end: i64::MAX,
-        start_ms: i64::MAX,
-        end_ms: i64::MIN,
-        conf: 0.0,
-    };
-    for &i in members {
+impl Tally {
+    fn new(store: &Store) -> Tally {
+        Tally {
+            n: 0,
+            hops: NluCounts::default(),
+            per_method: vec![0; store.methods.len()],
+            first_end: i64::MAX,
+            start_ms: i64::MAX,
+            end_ms: i64::MIN,
+            conf_sum: 0.0,
+        }
+    }
+
+    /// Count failure `i` (classified).
+    fn add(&mut self, store: &Store, i: usize) {
         let (r, f) = (&store.recs[i], store.kind(i));
         let w = r.weight();
-        t.n += w;
+        self.n += w;
         if f.nlu {
-            t.hops.count_n(f.hops, w);
-            t.hops.paired += f.paired.is_some() as u64 * w;
+            self.hops.count_n(f.hops, w);
+            self.hops.paired += f.paired.is_some() as u64 * w;
         }
-        t.per_method[f.method as usize] += w;
-        t.first_end = t.first_end.min(r.t_ms);
-        t.start_ms = t.start_ms.min(r.start_ms());
-        t.end_ms = t.end_ms.max(r.last_ms());
-        t.conf += r.confidence() * w as f64;
+        self.per_method[f.method as usize] += w;
+        self.first_end = self.first_end.min(r.t_ms);
+        self.start_ms = self.start_ms.min(r.start_ms());
+        self.end_ms = self.end_ms.max(r.last_ms());
+        self.conf_sum += r.confidence() * w as f64;
     }
-    t.conf /= t.n as f64;
-    t
+
+    /// The mean confidence, by weight.
+    fn conf(&self) -> f64 {
+        self.conf_sum / self.n as f64
+    }
 }
 
 /// An incident's evidence: its first failure and the lines paired with it, the lines its class
