@@ -80,12 +80,17 @@ impl Pairer {
         // A failure ends no later than the access log has reached (and an error log read
         // alone has no access log: its failures are the clock).
         self.max_t = self.max_t.max(t);
-        self.pending.push_back(f);
-        let mut i = self.pending.len() - 1;
-        while i > 0 && self.pending[i - 1].t_ms > t {
-            self.pending.swap(i - 1, i);
-            i -= 1;
+        if self.pending.back().is_none_or(|b| b.t_ms <= t) {
+            self.pending.push_back(f);
+            return;
         }
+        // Out of order: after the equal times already there. A log whose time jumps back
+        // (several servers' logs concatenated, rotations in the wrong order) puts every
+        // failure of its second part before the whole window still pending: found by a
+        // search and put at the front, where walking back to it cost the window's length per
+        // failure (a 2 M-line log of a 1 M-line one twice: 9.3 s where once took 0.3 s).
+        let i = self.pending.partition_point(|p| p.t_ms <= t);
+        self.pending.insert(i, f);
     }
 
     /// The access log has reached `t_ms`: pair what can no longer get an earlier neighbour.
@@ -314,5 +319,30 @@ fn unnamed_group(upstream: Option<String>) -> Cow<'static, str> {
     match upstream.filter(|h| !is_addr(h)) {
         Some(h) => Cow::Owned(h),
         None => Cow::Borrowed(UNRESOLVED_GROUP),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A log whose time jumps back (two servers' logs concatenated) keeps the pending failures
+    /// in end-time order, equal times in arrival order.
+    #[test]
+    fn failures_wait_in_time_order_whatever_order_they_come_in() {
+        let mut p = Pairer::default();
+        let times = [5, 7, 7, 3, 6, 7, 1, 9, 2, 2, 8];
+        for (line, &t_ms) in times.iter().enumerate() {
+            p.push(Failure {
+                t_ms,
+                line: line as u64,
+                ..Failure::default()
+            });
+        }
+        let got: Vec<(i64, u64)> = p.pending.iter().map(|f| (f.t_ms, f.line)).collect();
+        let mut want: Vec<(i64, u64)> = times.iter().zip(0..).map(|(&t, l)| (t, l)).collect();
+        want.sort_by_key(|&(t, _)| t);
+        assert_eq!(got, want);
+        assert_eq!(p.max_t, 9);
     }
 }
