@@ -1024,6 +1024,26 @@ fn find_byte_swar(line: &[u8], from: usize, b: u8) -> Option<usize> {
     None
 }
 
+/// `a == b`, compared a word at a time in line: for the short texts compared once per line
+/// (a cached timestamp, 25 bytes; a failure's group and method), where `==` is a call to
+/// `memcmp` (1.5 % of a JSON pass).
+#[inline(always)]
+pub fn same_bytes(a: &[u8], b: &[u8]) -> bool {
+    if a.len() != b.len() {
+        return false;
+    }
+    let (mut wa, mut wb) = (a.chunks_exact(8), b.chunks_exact(8));
+    let word = |c: &[u8]| u64::from_le_bytes(c.try_into().expect("8 bytes"));
+    wa.by_ref()
+        .zip(wb.by_ref())
+        .all(|(x, y)| word(x) == word(y))
+        && wa
+            .remainder()
+            .iter()
+            .zip(wb.remainder())
+            .all(|(x, y)| x == y)
+}
+
 /// The first position from `from` on that is not an ASCII digit (or `line.len()`). Eight
 /// bytes at a time: `$msec` and the times are most of a number-heavy line.
 #[inline(always)]
@@ -1258,6 +1278,21 @@ mod tests {
         );
         assert_eq!(get(line, &s, Field::Status), Some("502"));
         assert_eq!(get(line, &s, Field::UpstreamStatus), Some("502, 502 : 502"));
+    }
+
+    #[test]
+    fn same_bytes_is_equality() {
+        let base = b"2026-11-30T06:00:00+00:00 and more".to_vec();
+        for len in 0..base.len() {
+            let a = &base[..len];
+            assert!(same_bytes(a, a));
+            assert!(!same_bytes(a, &base[..len + 1]));
+            for at in 0..len {
+                let mut b = a.to_vec();
+                b[at] ^= 1;
+                assert!(!same_bytes(a, &b), "{len} bytes, changed at {at}");
+            }
+        }
     }
 
     #[test]

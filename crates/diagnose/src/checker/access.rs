@@ -102,6 +102,7 @@ struct Reader<'h> {
     served: Segments,
     tried: Segments,
     cur_bucket: i64,
+    cur_ms: std::ops::Range<i64>,
     cur_counts: Vec<[u32; 3]>,
     dirty: Vec<u32>,
 }
@@ -291,10 +292,14 @@ impl Reader<'_> {
     fn count(&mut self, key: u32, t_ms: i64, failed: bool, nlu: bool) {
         // Lines come (nearly) in time order: count into the current 100 ms bucket and hash only
         // when the bucket changes.
-        let bucket = t_ms.div_euclid(BUCKET_MS);
-        if bucket != self.cur_bucket {
-            self.flush_bucket();
-            self.cur_bucket = bucket;
+        // The current bucket's times are `cur_ms` (no division for the lines inside it).
+        if !self.cur_ms.contains(&t_ms) {
+            let bucket = t_ms.div_euclid(BUCKET_MS);
+            if bucket != self.cur_bucket {
+                self.flush_bucket();
+                self.cur_bucket = bucket;
+            }
+            self.cur_ms = bucket * BUCKET_MS..(bucket + 1) * BUCKET_MS;
         }
         let k = key as usize;
         if k >= self.cur_counts.len() {

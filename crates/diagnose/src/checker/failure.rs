@@ -4,6 +4,7 @@
 use super::errors::ERef;
 use super::pairing::UNRESOLVED;
 use crate::classes::{Class, Sig};
+use resolvelab_history::logformat::same_bytes;
 use std::collections::HashMap;
 
 /// Distinct upstream keys (addresses and group names) counted separately; the rest share one.
@@ -262,14 +263,18 @@ impl Rec {
     }
 }
 
+/// Kinds in [`Store::recent_kinds`].
+const RECENT_KINDS: usize = 4;
+
 /// Every failure kept, in pairing (time) order, with the tables their kinds point into.
 #[derive(Default)]
 pub(super) struct Store {
     pub recs: Vec<Rec>,
     pub kinds: Vec<Kind>,
     kind_ids: rustc_hash::FxHashMap<Kind, u32>,
-    /// The last kind interned (failures of a burst repeat it).
-    last_kind: Option<(Kind, u32)>,
+    /// The kinds interned last, the latest first: the failures of a burst repeat a few kinds
+    /// (a log's NLUs and its other 502s interleave), and a compare costs less than a hash.
+    recent_kinds: Vec<(Kind, u32)>,
     pub groups: Vec<String>,
     group_ids: rustc_hash::FxHashMap<String, u32>,
     pub methods: Vec<Option<String>>,
@@ -293,9 +298,13 @@ impl Store {
         let kind = Kind {
             status: f.status,
             traj: f.traj,
-            group: match &self.last_kind {
+            group: match self.recent_kinds.first() {
                 // Failures come in runs of one group: skip hashing its name.
-                Some((k, _)) if self.groups[k.group as usize] == group => k.group,
+                Some((k, _))
+                    if same_bytes(self.groups[k.group as usize].as_bytes(), group.as_bytes()) =>
+                {
+                    k.group
+                }
                 _ => intern(&mut self.groups, &mut self.group_ids, group),
             },
             method: f.method,
@@ -308,11 +317,15 @@ impl Store {
             first_try_99: f.first_try.iter().any(|e| e.1 == Sig::ConnectEaddrnotavail),
             own_dns: f.own_dns.map(|p| p.1),
         };
-        let kind = match &self.last_kind {
-            Some((k, id)) if *k == kind => *id,
-            _ => {
+        let kind = match self.recent_kinds.iter().position(|(k, _)| *k == kind) {
+            Some(p) => {
+                self.recent_kinds[..=p].rotate_right(1);
+                self.recent_kinds[0].1
+            }
+            None => {
                 let id = intern(&mut self.kinds, &mut self.kind_ids, &kind);
-                self.last_kind = Some((kind, id));
+                self.recent_kinds.truncate(RECENT_KINDS - 1);
+                self.recent_kinds.insert(0, (kind, id));
                 id
             }
         };
@@ -367,10 +380,14 @@ impl Store {
     pub fn method_id(&mut self, m: Option<&str>) -> u16 {
         // Failures repeat a few methods: the last one first.
         let last = self.last_method as usize;
-        if self.methods.get(last).is_some_and(|x| x.as_deref() == m) {
+        let same = |x: &Option<String>| match (x, m) {
+            (Some(x), Some(m)) => same_bytes(x.as_bytes(), m.as_bytes()),
+            (x, m) => x.is_none() && m.is_none(),
+        };
+        if self.methods.get(last).is_some_and(same) {
             return self.last_method;
         }
-        if let Some(i) = self.methods.iter().position(|x| x.as_deref() == m) {
+        if let Some(i) = self.methods.iter().position(same) {
             self.last_method = i as u16;
             return i as u16;
         }
@@ -426,7 +443,7 @@ impl Store {
         (self.groups, self.group_ids) = (names, ids);
         // Kinds may now repeat; nothing is interned after this.
         self.kind_ids.clear();
-        self.last_kind = None;
+        self.recent_kinds.clear();
     }
 
     /// Keep only the failures of group `g`.
