@@ -1044,19 +1044,27 @@ pub fn same_bytes(a: &[u8], b: &[u8]) -> bool {
             .all(|(x, y)| x == y)
 }
 
+/// The top bit of each byte of `w` (eight bytes of a line, the first lowest) that is not an
+/// ASCII digit.
+#[inline(always)]
+fn non_digits(w: u64) -> u64 {
+    const LO7: u64 = 0x7f7f_7f7f_7f7f_7f7f;
+    const HI: u64 = 0x8080_8080_8080_8080;
+    // A digit's byte minus '0' is 0..=9; adding 0x76 to any other value below 0x80 (and
+    // OR-ing in the bytes with their top bit set) raises the byte's top bit.
+    let a = w ^ 0x3030_3030_3030_3030;
+    (((a & LO7) + 0x7676_7676_7676_7676) | a) & HI
+}
+
 /// The first position from `from` on that is not an ASCII digit (or `line.len()`). Eight
 /// bytes at a time: `$msec` and the times are most of a number-heavy line.
 #[inline(always)]
 pub(crate) fn digits_end(line: &[u8], from: usize) -> usize {
-    const LO7: u64 = 0x7f7f_7f7f_7f7f_7f7f;
-    const HI: u64 = 0x8080_8080_8080_8080;
     let mut j = from;
     while j + 8 <= line.len() {
-        let w = u64::from_le_bytes(line[j..j + 8].try_into().expect("8 bytes"));
-        // A digit's byte minus '0' is 0..=9; adding 0x76 to any other value below 0x80 (and
-        // OR-ing in the bytes with their top bit set) raises the byte's top bit.
-        let a = w ^ 0x3030_3030_3030_3030;
-        let t = (((a & LO7) + 0x7676_7676_7676_7676) | a) & HI;
+        let t = non_digits(u64::from_le_bytes(
+            line[j..j + 8].try_into().expect("8 bytes"),
+        ));
         if t != 0 {
             return j + (t.trailing_zeros() / 8) as usize;
         }
@@ -1072,17 +1080,43 @@ pub(crate) fn digits_end(line: &[u8], from: usize) -> usize {
 /// most one dot; `None` where there is none, or a second dot follows.
 #[inline(always)]
 fn number_end(line: &[u8], pos: usize) -> Option<usize> {
-    let mut j = digits_end(line, pos);
-    if line.get(j) == Some(&b'.') {
-        j = digits_end(line, j + 1);
-        if line.get(j) == Some(&b'.') {
-            return None;
+    // A word at a time, the dot found in the same word as the digits around it: `0.004 ` and
+    // the second word of `1796018401.123 ` are read in one step, not in a scan to the dot and
+    // another after it.
+    let mut j = pos;
+    let mut dot = false;
+    while j + 8 <= line.len() {
+        let mut t = non_digits(u64::from_le_bytes(
+            line[j..j + 8].try_into().expect("8 bytes"),
+        ));
+        if t != 0 && !dot && line[j + (t.trailing_zeros() / 8) as usize] == b'.' {
+            dot = true;
+            t &= t - 1;
         }
+        if t != 0 {
+            let end = j + (t.trailing_zeros() / 8) as usize;
+            return number_at(line, pos, end, dot);
+        }
+        j += 8;
     }
-    if j == pos && line.get(pos) == Some(&b'-') {
+    while j < line.len() && (line[j].is_ascii_digit() || (line[j] == b'.' && !dot)) {
+        dot |= line[j] == b'.';
         j += 1;
     }
-    (j > pos).then_some(j)
+    number_at(line, pos, j, dot)
+}
+
+/// [`number_end`] once the digits (and dot) from `pos` end at `end`: `None` at a second dot,
+/// `-` alone is a number.
+#[inline(always)]
+fn number_at(line: &[u8], pos: usize, mut end: usize, dot: bool) -> Option<usize> {
+    if dot && line.get(end) == Some(&b'.') {
+        return None;
+    }
+    if end == pos && line.get(pos) == Some(&b'-') {
+        end += 1;
+    }
+    (end > pos).then_some(end)
 }
 
 /// The space at `j` belongs to a multi-valued value's `, ` or ` : ` separator (the value
@@ -1291,6 +1325,62 @@ mod tests {
                 let mut b = a.to_vec();
                 b[at] ^= 1;
                 assert!(!same_bytes(a, &b), "{len} bytes, changed at {at}");
+            }
+        }
+    }
+
+    #[test]
+    fn number_end_reads_digits_with_one_dot() {
+        // The scan to the dot and the one after it, as it was before the word-at-a-time reader.
+        let reference = |line: &[u8], pos: usize| {
+            let naive = |from: usize| {
+                from + line[from..]
+                    .iter()
+                    .take_while(|b| b.is_ascii_digit())
+                    .count()
+            };
+            let mut j = naive(pos);
+            if line.get(j) == Some(&b'.') {
+                j = naive(j + 1);
+                if line.get(j) == Some(&b'.') {
+                    return None;
+                }
+            }
+            if j == pos && line.get(pos) == Some(&b'-') {
+                j += 1;
+            }
+            (j > pos).then_some(j)
+        };
+        let parts: [&[u8]; 12] = [
+            b"0",
+            b"1796018401",
+            b".",
+            b"123",
+            b"-",
+            b" ",
+            b"\"",
+            b"x",
+            b"00000000",
+            b"9",
+            b"..",
+            b"1.5",
+        ];
+        let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+        for _ in 0..20_000 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            let mut line = Vec::new();
+            for k in 0..(x % 6) {
+                line.extend_from_slice(parts[((x >> (8 * k)) % 12) as usize]);
+            }
+            for pos in 0..line.len() {
+                assert_eq!(
+                    number_end(&line, pos),
+                    reference(&line, pos),
+                    "{:?} at {pos}",
+                    String::from_utf8_lossy(&line)
+                );
             }
         }
     }
