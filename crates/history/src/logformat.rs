@@ -158,6 +158,9 @@ pub struct LogFormat {
     /// The hot-path program: leading literal, then one step per variable.
     lead: Vec<u8>,
     steps: Vec<Step>,
+    /// The slots the steps fill ([`Spans::put`]): a line that matches has them all, set at
+    /// once rather than a bit per step (a dependency of every step on the one before).
+    slots: u32,
     lits: Vec<u8>,
     /// JSON lines read by key (see [`crate::jsonline`]): the template's own keys (empty for
     /// the bare `json` preset, which knows the usual names only).
@@ -360,9 +363,14 @@ impl Spans {
     /// Slot `slot` (a field, or [`SKIP`]) is `a..b`.
     #[inline(always)]
     fn put(&mut self, slot: u8, a: usize, b: usize) {
-        let k = (slot & 31) as usize;
-        self.at[k] = [a as u32, b as u32];
-        self.has |= 1 << k;
+        self.place(slot, a, b);
+        self.has |= 1 << (slot & 31);
+    }
+
+    /// [`Spans::put`] without marking the slot as there: the caller sets `has` once.
+    #[inline(always)]
+    fn place(&mut self, slot: u8, a: usize, b: usize) {
+        self.at[(slot & 31) as usize] = [a as u32, b as u32];
     }
 
     /// Field `f`'s range, if the line has it.
@@ -544,6 +552,7 @@ impl LogFormat {
             text: text.to_string(),
             items,
             lead,
+            slots: steps.iter().fold(0, |a, st| a | 1 << (st.slot & 31)),
             steps,
             lits,
             json: None,
@@ -562,6 +571,7 @@ impl LogFormat {
             items: Vec::new(),
             lead: Vec::new(),
             steps: Vec::new(),
+            slots: 0,
             lits: Vec::new(),
             json: Some(Vec::new()),
         }
@@ -685,9 +695,10 @@ impl LogFormat {
                     line.len()
                 }
             };
-            spans.put(st.slot, pos, end);
+            spans.place(st.slot, pos, end);
             pos = end + st.term.len as usize;
         }
+        spans.has = self.slots;
         pos == line.len()
     }
 
