@@ -97,7 +97,7 @@ struct Reader<'h> {
     traj_ids: rustc_hash::FxHashMap<u64, u32>,
     /// The trajectory ids of recent keys by the keys' low bits, `(key, id + 1)` (`id + 1` 0:
     /// empty): a log's lines alternate between a few `$upstream_addr` values, and a slot
-    /// compare costs less than the map's probe (3 % of a `lab` pass).
+    /// compare costs less than the map's probe.
     recent: Vec<(u64, u32)>,
     served: Segments,
     tried: Segments,
