@@ -113,7 +113,9 @@ async fn reclaim_toxicity_is_respected() {
             tokio::spawn(async move {
                 let mut c = connect(addr).await.unwrap();
                 c.get("/").await.unwrap();
-                c.closed_within(Duration::from_millis(300)).await
+                // Generous and bounded: a close comes within 1 ms of the answer, but a busy
+                // host may see it late; the connections left open wait in parallel.
+                c.closed_within(Duration::from_secs(3)).await
             })
         })
         .collect();
@@ -123,6 +125,7 @@ async fn reclaim_toxicity_is_respected() {
             closed += 1;
         }
     }
+    // The backend's own counter decides; every close it counted reached its client.
     assert_eq!(hits(&b, "reclaim"), closed);
     assert!((8..=32).contains(&closed), "{closed}");
     b.shutdown().await;

@@ -15,9 +15,10 @@ const K: u32 = 3;
 const N: usize = 4;
 const DELAY_MS: f64 = 200.0;
 
-fn within(actual: Duration, expected_ms: f64, rel: f64) -> bool {
-    let a = actual.as_secs_f64() * 1e3;
-    (a - expected_ms).abs() <= expected_ms * rel
+/// At least `expected_ms` less 5 %: an injected delay can be stretched by a busy host, never
+/// shortened, so only lower bounds are wall-clock facts; the rest is read from counters.
+fn at_least(actual: Duration, expected_ms: f64) -> bool {
+    actual.as_secs_f64() * 1e3 >= expected_ms * 0.95
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -48,7 +49,7 @@ async fn seed_003_staircase() {
     assert_eq!(get_once(slow.local_addr(), "/").await.unwrap().status, 200);
     let one = t.elapsed();
     assert!(
-        within(one, K as f64 * DELAY_MS, 0.15),
+        at_least(one, K as f64 * DELAY_MS),
         "one request took {one:?}"
     );
 
@@ -78,9 +79,11 @@ async fn seed_003_staircase() {
     );
     let t = Instant::now();
     assert_eq!(get_once(fast.local_addr(), "/").await.unwrap().status, 200);
+    // Faster than one request of the delayed backend, whose K round trips cannot take less
+    // than K × 200 ms: the control's link carries no delay (a relative fact, not a deadline).
     assert!(
-        t.elapsed() < Duration::from_millis(300),
-        "control moved: {:?}",
+        t.elapsed() < one,
+        "control moved: {:?} (the delayed backend's one request: {one:?})",
         t.elapsed()
     );
     assert_eq!(
@@ -100,25 +103,20 @@ async fn seed_003_staircase() {
         done.iter().map(|d| d.as_millis()).collect::<Vec<_>>()
     );
     let step = K as f64 * DELAY_MS;
+    // The k-th completion cannot come before its step of the staircase: a pool of N finishes
+    // at most N requests per K round trips.
     for (i, at) in done.iter().enumerate() {
         let k = i + 1;
         let expected = k.div_ceil(N) as f64 * step;
-        // Within 15 %, plus at most one round trip for the /ready probe, which queued in the
-        // middle of the staircase and took one pool slot for one round trip.
-        let a = at.as_secs_f64() * 1e3;
         assert!(
-            a >= expected * 0.85 && a <= expected * 1.15 + DELAY_MS,
-            "request {k} completed at {a:.0} ms, staircase says {expected:.0} ms; all: {done:?}"
+            at_least(*at, expected),
+            "request {k} completed at {at:?}, before its step at {expected:.0} ms; all: {done:?}"
         );
     }
-    // The staircase has ceil(20/N) distinct steps.
-    let steps = done
-        .windows(2)
-        .filter(|w| (w[1] - w[0]) > Duration::from_millis((step * 0.5) as u64))
-        .count()
-        + 1;
-    assert!((5..=6).contains(&steps), "{steps} steps: {done:?}");
+    // The pool's own counters: every request (and the probe) acquired a connection, none gave
+    // up, and the last of the queue waited at least four steps.
     let p = slow.stats().pool.unwrap();
+    assert!(p.acquired >= 21 && p.timeouts == 0, "{p:?}");
     assert!(
         p.wait_us_max as f64 >= 0.8 * 4.0 * step * 1e3,
         "max wait {} us",
@@ -137,11 +135,13 @@ async fn seed_003_staircase() {
     assert!(proxy.remove_fault("latency_downstream"));
     let t = Instant::now();
     assert_eq!(get_once(slow.local_addr(), "/").await.unwrap().status, 200);
+    // With the delay, K round trips take at least K × 200 ms; without it, less.
     assert!(
-        t.elapsed() < Duration::from_millis(300),
+        t.elapsed() < Duration::from_millis((K as f64 * DELAY_MS * 0.95) as u64),
         "no recovery: {:?}",
         t.elapsed()
     );
+    assert!(proxy.fault_hits().is_empty(), "the fault is gone");
     assert!(slow.stats().connections > 20);
 
     slow.shutdown().await;

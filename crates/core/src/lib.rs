@@ -11,6 +11,7 @@
 //! * [`version`] — nginx versions (`1.28.3`, from `nginx -V`) and the first one with `resolve`.
 //! * [`text`] — HTML escaping and the Prometheus text exposition.
 //! * [`supervise`] — child processes that never outlive the tool (process groups + `PR_SET_PDEATHSIG`).
+//! * [`testing`] — what the tests share: a missing prerequisite fails under `CI=true`, is skipped elsewhere.
 //!
 //! ```
 //! use resolvelab_core::{dur, policy};
@@ -34,6 +35,7 @@ pub mod progress;
 pub mod rundir;
 pub mod spec;
 pub mod supervise;
+pub mod testing;
 pub mod text;
 pub mod time;
 pub mod version;

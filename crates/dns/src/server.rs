@@ -483,3 +483,33 @@ impl Drop for DnsHandle {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::check_bind;
+
+    /// The bind policy as a function: nothing is bound, so a wrong policy exposes nothing.
+    #[test]
+    fn only_loopback_binds_without_allow_remote() {
+        for ok in ["127.0.0.1:53", "127.53.0.9:0", "[::1]:53"] {
+            check_bind(ok.parse().unwrap(), "listen", false).unwrap();
+        }
+        for bad in [
+            "0.0.0.0:0",
+            "[::]:53",
+            "10.0.0.1:53",
+            "192.0.2.1:53",
+            "[2001:db8::1]:53",
+            "[::ffff:10.0.0.1]:53",
+        ] {
+            let e = check_bind(bad.parse().unwrap(), "control", false)
+                .unwrap_err()
+                .to_string();
+            assert!(
+                e.contains("control address") && e.contains("--allow-remote"),
+                "{bad}: {e}"
+            );
+            check_bind(bad.parse().unwrap(), "listen", true).unwrap();
+        }
+    }
+}

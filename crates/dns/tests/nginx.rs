@@ -150,18 +150,17 @@ async fn real_nginx_follows_the_authority() {
         seen.push(next_query(&mut queries).await);
     }
     let periods: Vec<i64> = seen.windows(2).map(|w| w[1].t_us - w[0].t_us).collect();
-    // nginx's timer fires valid + 1 s after the answer; a busy machine adds scheduling
-    // jitter to single periods, so the median carries the ±100 ms claim.
-    let mut sorted = periods.clone();
-    sorted.sort();
-    let median = (sorted[1] + sorted[2]) / 2;
+    // nginx's timer fires valid + 1 s after the answer: never earlier (a lower bound on every
+    // period), and late only when the machine is busy, so the shortest of the four periods
+    // shows the timer itself (2 s, not valid = 1 s nor 3 s).
     assert!(
-        (1_900_000..=2_100_000).contains(&median),
-        "re-query periods {periods:?} µs: median {median}, expected 2,000,000 ± 100,000"
+        periods.iter().all(|p| *p >= 1_900_000),
+        "a re-query came before valid + 1 s: {periods:?} µs"
     );
+    let shortest = *periods.iter().min().unwrap();
     assert!(
-        periods.iter().all(|p| (1_750_000..=2_250_000).contains(p)),
-        "re-query periods {periods:?} µs"
+        shortest <= 2_500_000,
+        "re-query periods {periods:?} µs: the shortest {shortest}, expected 2,000,000"
     );
     assert!(
         seen.iter()
@@ -228,7 +227,20 @@ async fn real_nginx_follows_the_authority() {
     }
     // Requests between the NXDOMAIN answer and the next good answer fail (502: no peers);
     // requests after the recovery succeed again.
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    // Until nginx has logged requests after the recovery (polled, bounded), not a guessed sleep.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while access_log(&run)
+        .iter()
+        .filter(|(t, ..)| *t > back.t_us + 50_000)
+        .count()
+        < 10
+    {
+        assert!(
+            Instant::now() < deadline,
+            "no requests logged after the recovery"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
     load.abort();
     let log = access_log(&run);
     let during: Vec<_> = log

@@ -588,8 +588,11 @@ for = "150ms"
 
 #[tokio::test]
 async fn refuses_non_loopback_binds_and_answers() {
+    // network-safe: a documentation address (RFC 5737) no interface has: even a broken check
+    // could not bind it, so the test can fail but never exposes a socket (the policy itself is
+    // tested as a function in `server::tests`); 192.0.2.1 below is only an answer's record.
     let e = DnsServer::start(DnsConfig {
-        listen: "0.0.0.0:0".parse().unwrap(),
+        listen: "192.0.2.53:0".parse().unwrap(),
         ..DnsConfig::default()
     })
     .await

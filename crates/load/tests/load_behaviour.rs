@@ -39,6 +39,10 @@ async fn go(cfg: &LoadConfig) -> (Summary, Vec<Record>) {
     (s, v)
 }
 
+/// Half of the 1 s stall the schedule tests inject: a lag that reaches it means something waited
+/// for the stall (the tests' bounds are this fact, not latency targets).
+const STALL_HALF_US: u64 = 500_000;
+
 fn cfg(url: &str, rate: &str) -> LoadConfig {
     let mut c = LoadConfig::new(url, RatePlan::parse(rate).unwrap(), false).unwrap();
     c.timeout = Duration::from_secs(5);
@@ -73,19 +77,18 @@ async fn schedule_is_honoured_while_the_server_stalls() {
         );
         assert_eq!(r.status, Some(200), "seq {k}: {r:?}");
     }
-    // The generator itself kept time (dispatch lag) even while requests queued. The bounds
-    // are loose on purpose (a shared CI machine can starve any thread for a while); what they
-    // prove is that nothing waited for the 1 s stall.
+    // The generator itself kept time (its own dispatch-lag histogram) even while requests
+    // queued: nothing waited for the 1 s stall. The bound is the stall's half, not a latency
+    // target: a request that waited for the stall would lag by all of it.
     let d = s.dispatch_lag.clone().unwrap();
-    assert!(d.p50_us < 20_000, "dispatch lag p50 {} µs", d.p50_us);
-    assert!(d.p99_us < 250_000, "dispatch lag p99 {} µs", d.p99_us);
+    assert!(d.p99_us < STALL_HALF_US, "dispatch lag p99 {} µs", d.p99_us);
     // After the stall the backlog drains and requests leave on time again.
     let late_tail: Vec<i64> = recs[500..]
         .iter()
         .map(|r| r.sent_us.unwrap() - r.t_us)
         .collect();
     assert!(
-        late_tail.iter().all(|l| *l < 250_000),
+        late_tail.iter().all(|l| *l < STALL_HALF_US as i64),
         "tail still lagging: {:?}",
         late_tail.iter().max()
     );
@@ -98,7 +101,7 @@ async fn schedule_is_honoured_while_the_server_stalls() {
     );
     assert!(s.latency.max_us >= 900_000);
     assert!(
-        s.uncorrected.p99_us < 400_000,
+        s.uncorrected.p99_us < STALL_HALF_US,
         "uncorrected p99 {} µs",
         s.uncorrected.p99_us
     );
@@ -129,7 +132,7 @@ async fn without_keepalive_requests_leave_during_the_stall() {
     let mut sorted = lags.clone();
     sorted.sort();
     assert!(
-        sorted[sorted.len() * 99 / 100] < 250_000,
+        sorted[sorted.len() * 99 / 100] < STALL_HALF_US as i64,
         "send lag p99 {} µs",
         sorted[198]
     );
@@ -317,12 +320,11 @@ async fn cancel_stops_the_schedule() {
         }
         c2.cancel();
     });
-    let t = std::time::Instant::now();
     let s = run_load(&c, Output::None, live.clone(), cancel)
         .await
         .unwrap();
-    assert!(t.elapsed() < Duration::from_secs(15));
-    assert!(s.requests >= 20 && s.requests < 6000);
+    // The schedule's own count: 60 s at 100/s would be 6,000.
+    assert!(s.requests >= 20 && s.requests < 6000, "{}", s.requests);
     assert_eq!(live.snapshot().done, s.requests);
 }
 
@@ -352,7 +354,9 @@ async fn idle_keepalive_closed_by_the_server_is_not_an_error() {
                 let _ = s
                     .write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok")
                     .await;
-                tokio::time::sleep(Duration::from_millis(10)).await;
+                // Closed right after the answer (FIN after the body, no sleep to guess with):
+                // the next request, 50 ms later, finds the pooled connection closed.
+                let _ = s.shutdown().await;
             });
         }
     });
@@ -384,8 +388,10 @@ async fn max_rate_times_out_stalled_requests_without_waiting_for_the_server() {
     c.timeout = Duration::from_millis(300);
     let t = std::time::Instant::now();
     let (s, recs) = go(&c).await;
+    // Ended before the server let go of anything (10 s): the watchdog, not the server, ended
+    // the stalled requests.
     assert!(
-        t.elapsed() < Duration::from_secs(5),
+        t.elapsed() < Duration::from_secs(10),
         "took {:?}",
         t.elapsed()
     );
@@ -455,8 +461,9 @@ async fn max_rate_cancel_ends_in_flight_requests_and_accounts_for_all() {
     )
     .await
     .unwrap();
+    // Ended before the stall (10 s) let any in-flight request go: the cancel ended them.
     assert!(
-        t.elapsed() < Duration::from_secs(8),
+        t.elapsed() < Duration::from_secs(10),
         "took {:?}",
         t.elapsed()
     );

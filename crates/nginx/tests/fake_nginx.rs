@@ -58,10 +58,12 @@ fn fake_sources(root: &Path) -> (std::path::PathBuf, std::path::PathBuf) {
 echo run >> {counter}
 for a in "$@"; do case "$a" in --builddir=*) B="${{a#--builddir=}}";; esac; done
 mkdir -p "$B"
-sleep 1
+# Hold the build until the test has seen the other process wait on the lock (bounded: 30 s).
+n=0; while [ ! -e {release} ] && [ $n -lt 600 ]; do sleep 0.05; n=$((n+1)); done
 printf 'all:\n\tprintf "#!/bin/sh\\necho nginx version: nginx/1.28.3 >&2\\n" > %s/nginx && chmod +x %s/nginx\n' "$B" "$B" > "$B/Makefile"
 "##,
-            counter = counter.display()
+            counter = counter.display(),
+            release = root.join("release").display()
         ),
     );
     let pcre = root.join("pcre2-sys");
@@ -88,6 +90,13 @@ fn build_in_a_child_process() {
         std::env::var_os(CHILD_ENV).is_some(),
         "run only by its parent test"
     );
+    // The provisioner's notes ("another process is preparing nginx; waiting…") on stdout, where
+    // the parent test reads them.
+    resolvelab_core::progress::set(|n| {
+        if let resolvelab_core::progress::Note::Line(l) = n {
+            println!("note: {l}");
+        }
+    });
     let path = resolvelab_nginx::provision::ensure_built().expect("provision");
     println!("built: {}", path.display());
 }
@@ -98,9 +107,11 @@ fn concurrent_builds_share_one_build_and_the_cache_hits_after() {
     let (ngx, pcre) = fake_sources(root.path());
     let cache = root.path().join("cache");
     // Two separate processes must contend for the lock: this test binary runs itself, with only
-    // the ignored helper below selected.
-    let spawn = || {
-        let out = Command::new(std::env::current_exe().unwrap())
+    // the ignored helper below selected. The fake configure holds the first build until the
+    // other process has said that it waits on the lock, so the two always overlap.
+    let release = root.path().join("release");
+    let child = || {
+        Command::new(std::env::current_exe().unwrap())
             .args([
                 "--exact",
                 "build_in_a_child_process",
@@ -112,25 +123,59 @@ fn concurrent_builds_share_one_build_and_the_cache_hits_after() {
             .env("RESOLVELAB_NGINX_SRC", &ngx)
             .env("RESOLVELAB_PCRE2_SRC", &pcre)
             .env_remove("RESOLVELAB_NGINX")
-            .output()
-            .unwrap();
-        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap()
+    };
+    let (tx, rx) = std::sync::mpsc::channel::<()>();
+    let run = |mut c: std::process::Child, tx: std::sync::mpsc::Sender<()>| {
+        use std::io::BufRead;
+        let mut text = String::new();
+        for line in std::io::BufReader::new(c.stdout.take().unwrap()).lines() {
+            let line = line.unwrap();
+            if line.contains("waiting for it") {
+                let _ = tx.send(());
+            }
+            text += &line;
+            text.push('\n');
+        }
+        let out = c.wait_with_output().unwrap();
         let built = text
             .lines()
             .find_map(|l| l.strip_prefix("built: "))
             .map(str::to_owned);
-        (out, built)
+        (
+            out.status,
+            text,
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+            built,
+        )
     };
-    let (a, b) = std::thread::scope(|s| {
-        let a = s.spawn(spawn);
-        let b = s.spawn(spawn);
-        (a.join().unwrap(), b.join().unwrap())
+    let (a, b, waited) = std::thread::scope(|s| {
+        let (ta, tb) = (tx.clone(), tx);
+        let a = s.spawn(|| run(child(), ta));
+        let b = s.spawn(|| run(child(), tb));
+        let waited = rx.recv_timeout(std::time::Duration::from_secs(30)).is_ok();
+        std::fs::write(&release, "").unwrap();
+        (a.join().unwrap(), b.join().unwrap(), waited)
     });
-    for (o, built) in [&a, &b] {
-        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-        assert!(built.is_some(), "{}", String::from_utf8_lossy(&o.stdout));
+    for (status, out, err, built) in [&a, &b] {
+        assert!(status.success(), "{err}");
+        assert!(built.is_some(), "{out}");
     }
-    assert_eq!(a.1, b.1, "both get the same binary");
+    assert!(
+        waited,
+        "neither process waited on the lock:\n{}\n{}",
+        a.1, b.1
+    );
+    let waiting = [&a.1, &b.1]
+        .iter()
+        .filter(|t| t.contains("waiting for it"))
+        .count();
+    assert_eq!(waiting, 1, "exactly one waited:\n{}\n{}", a.1, b.1);
+    assert_eq!(a.3, b.3, "both get the same binary");
+
     let runs = std::fs::read_to_string(root.path().join("configure-runs")).unwrap();
     assert_eq!(
         runs.lines().count(),
@@ -138,9 +183,9 @@ fn concurrent_builds_share_one_build_and_the_cache_hits_after() {
         "configure ran once: the second waited on the lock"
     );
     // Cache hit: a third call does not configure again.
-    let c = spawn();
-    assert!(c.0.status.success());
-    assert_eq!(c.1, a.1);
+    let (status, _, err, built) = run(child(), std::sync::mpsc::channel().0);
+    assert!(status.success(), "{err}");
+    assert_eq!(built, a.3);
     let runs = std::fs::read_to_string(root.path().join("configure-runs")).unwrap();
     assert_eq!(runs.lines().count(), 1, "cache hit");
 }

@@ -43,14 +43,17 @@ fn wheel(dir: &Path, body: &str) -> PathBuf {
     whl
 }
 
-/// A pip that copies `file` into `--dest` and counts its calls in `counter`.
+/// A pip that copies `file` into `--dest` and counts its calls in `counter`. While the file
+/// `dir/hold` exists it waits (at most 30 s) before copying: a test holds one download so that
+/// another fetch surely meets the lock.
 fn fake_pip(dir: &Path, file: &Path, counter: &Path) -> Vec<String> {
     let pip = dir.join("pip");
     write_exec(
         &pip,
         &format!(
-            "#!/bin/sh\necho call >> {counter}\nsleep 0.5\nwhile [ $# -gt 0 ]; do [ \"$1\" = --dest ] && D=\"$2\"; shift; done\ncp {file} \"$D\"/\n",
+            "#!/bin/sh\necho call >> {counter}\nn=0; while [ -e {hold} ] && [ $n -lt 600 ]; do sleep 0.05; n=$((n+1)); done\nwhile [ $# -gt 0 ]; do [ \"$1\" = --dest ] && D=\"$2\"; shift; done\ncp {file} \"$D\"/\n",
             counter = counter.display(),
+            hold = dir.join("hold").display(),
             file = file.display()
         ),
     );
@@ -88,11 +91,26 @@ fn concurrent_fetches_share_one_download_and_the_cache_hits_after() {
         fake_pip(tmp.path(), &whl, &counter),
     );
     let p = pin(&whl);
-    let (a, b) = std::thread::scope(|s| {
-        let a = s.spawn(|| f.ensure(&p, &|_| {}).unwrap());
-        let b = s.spawn(|| f.ensure(&p, &|_| {}).unwrap());
-        (a.join().unwrap(), b.join().unwrap())
+    // The first download is held until the other fetch says it waits on the lock.
+    let hold = tmp.path().join("hold");
+    std::fs::write(&hold, "").unwrap();
+    let (tx, rx) = std::sync::mpsc::channel::<()>();
+    let waits = std::sync::atomic::AtomicUsize::new(0);
+    let note = |l: &str| {
+        if l.contains("waiting for it") {
+            waits.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            let _ = tx.send(());
+        }
+    };
+    let (a, b, waited) = std::thread::scope(|s| {
+        let a = s.spawn(|| f.ensure(&p, &note).unwrap());
+        let b = s.spawn(|| f.ensure(&p, &note).unwrap());
+        let waited = rx.recv_timeout(std::time::Duration::from_secs(30)).is_ok();
+        std::fs::remove_file(&hold).unwrap();
+        (a.join().unwrap(), b.join().unwrap(), waited)
     });
+    assert!(waited, "neither fetch waited on the lock");
+    assert_eq!(waits.into_inner(), 1, "exactly one fetch waited");
     assert_eq!(a, b, "both get the same binary");
     let calls = || std::fs::read_to_string(&counter).unwrap().lines().count();
     assert_eq!(calls(), 1, "pip ran once: the second waited on the lock");
@@ -217,7 +235,7 @@ fn deb(dir: &Path, package: &str, version: &str, files: &[(&str, &str)]) -> Path
 fn debian_packages_are_fetched_unpacked_and_their_libraries_found() {
     let _serial = serial();
     if Command::new("dpkg-deb").arg("--version").output().is_err() {
-        eprintln!("skipped: no dpkg-deb (not a Debian system)");
+        resolvelab_core::testing::missing_prerequisite("no dpkg-deb (not a Debian system)");
         return;
     }
     let tmp = tempfile::tempdir().unwrap();

@@ -197,7 +197,8 @@ struct Line {
 fn legend_headroom(top: f64, entries: usize, h: u32) -> f64 {
     // The plot area is the chart less the caption, the x labels and the margins.
     let plot = (h as f64 - 72.0).max(60.0);
-    let legend = (entries as f64 * 18.0 + 14.0).min(plot * 0.6);
+    // Capped so that the data keeps a quarter of a small chart (the report draws 260–360 px).
+    let legend = (entries as f64 * 18.0 + 14.0).min(plot * 0.75);
     top * 1.05 * plot / (plot - legend)
 }
 
@@ -324,22 +325,98 @@ pub fn incident_svg(
 
 #[cfg(test)]
 mod tests {
-    use super::legend_headroom;
+    use super::{latency_svg, rate_svg};
+    use resolvelab_diagnose::verdict::{Point, Series};
+
+    /// `name="value"` of one SVG element's text.
+    fn attr<'a>(el: &'a str, name: &str) -> Option<&'a str> {
+        let at = el.find(&format!(" {name}=\""))? + name.len() + 3;
+        Some(&el[at..at + el[at..].find('"')?])
+    }
+
+    /// The elements of one kind in the drawing, as their tag text.
+    fn elements<'a>(svg: &'a str, tag: &str) -> Vec<&'a str> {
+        let open = format!("<{tag} ");
+        svg.match_indices(&open)
+            .map(|(i, _)| &svg[i..i + svg[i..].find('>').unwrap()])
+            .collect()
+    }
+
+    /// The legend's frame (x0, y0, x1, y1) and every data point (the 2-px series lines that
+    /// are not legend samples), in SVG pixels, as the rendered drawing has them.
+    /// A rectangle as (x0, y0, x1, y1), SVG pixels.
+    type Frame = (f64, f64, f64, f64);
+
+    fn legend_and_points(svg: &str) -> (Frame, Vec<(f64, f64)>) {
+        let num = |el: &str, n: &str| attr(el, n).unwrap().parse::<f64>().unwrap();
+        let frame = elements(svg, "rect")
+            .into_iter()
+            .find(|r| attr(r, "fill") == Some("none") && attr(r, "stroke") == Some("#000000"))
+            .expect("a legend frame");
+        let (x0, y0) = (num(frame, "x"), num(frame, "y"));
+        let b = (x0, y0, x0 + num(frame, "width"), y0 + num(frame, "height"));
+        let inside = |(x, y): (f64, f64)| x >= b.0 && x <= b.2 && y >= b.1 && y <= b.3;
+        let mut data = Vec::new();
+        for l in elements(svg, "polyline") {
+            if attr(l, "stroke-width") != Some("2") {
+                continue;
+            }
+            let pts: Vec<(f64, f64)> = attr(l, "points")
+                .unwrap()
+                .split_whitespace()
+                .map(|p| {
+                    let (x, y) = p.split_once(',').unwrap();
+                    (x.parse().unwrap(), y.parse().unwrap())
+                })
+                .collect();
+            if !pts.iter().all(|p| inside(*p)) {
+                data.extend(pts);
+            }
+        }
+        (b, data)
+    }
+
+    /// Every point of the data under the legend's x span lies below the legend's frame.
+    fn assert_legend_clear(svg: &str, what: &str) {
+        let (b, data) = legend_and_points(svg);
+        let under: Vec<_> = data.iter().filter(|p| p.0 >= b.0 && p.0 <= b.2).collect();
+        assert!(
+            !under.is_empty(),
+            "{what}: no data under the legend to check"
+        );
+        for p in under {
+            assert!(
+                p.1 > b.3,
+                "{what}: point {p:?} drawn inside the legend {b:?}"
+            );
+        }
+    }
+
+    /// A series that peaks in its last bins, right under the upper-right legend.
+    fn peak_at_the_end(n: usize) -> Series {
+        Series {
+            bin_ms: 1000,
+            points: (0..n)
+                .map(|k| Point {
+                    t_ms: k as i64 * 1000,
+                    ok: 10,
+                    failed: if k + 3 >= n { 500 } else { 0 },
+                    nlu: if k + 2 >= n { 800 } else { 1 },
+                    latency_ms: Some([1.0, 2.0, 3.0, if k + 2 >= n { 900.0 } else { 4.0 }]),
+                })
+                .collect(),
+        }
+    }
 
     #[test]
-    fn the_legend_gets_a_band_of_its_own_above_the_data() {
-        for (entries, h) in [(4usize, 260u32), (2, 200), (6, 320), (4, 120)] {
-            let top = 1234.0;
-            let ymax = legend_headroom(top, entries, h);
-            let plot = (h as f64 - 72.0).max(60.0);
-            let legend_px = (entries as f64 * 18.0 + 14.0).min(plot * 0.6);
-            // The data's top lies below the legend's bottom edge.
-            let data_px = top / ymax * plot;
-            assert!(
-                data_px <= plot - legend_px + 1e-6,
-                "{entries} {h}: {data_px} vs {}",
-                plot - legend_px
-            );
+    fn the_legend_never_covers_the_data_in_the_rendered_drawing() {
+        // The report's sizes (260–360 px) and a smaller one.
+        for (n, h) in [(40, 360), (12, 260), (20, 200), (60, 280)] {
+            let s = peak_at_the_end(n);
+            let rate = rate_svg(&s, 0, &[], &[], "t", (1200, h));
+            assert_legend_clear(&rate, &format!("rate {n}x{h}"));
+            let lat = latency_svg(&s, 0, "t", (1200, h));
+            assert_legend_clear(&lat, &format!("latency {n}x{h}"));
         }
     }
 }

@@ -34,8 +34,34 @@ fn evidence_is_escaped_in_html_and_markdown_tables() {
     assert!(html.contains("&lt;script&gt;alert(1)&lt;/script&gt;"));
     let md = render_diagnosis(&d, Format::Md).unwrap();
     assert!(md.contains("# resolvelab diagnosis"));
+    // In Markdown the evidence is text: every table row keeps its header's cell count although
+    // the request carries a `|`, and at least one row shows that request.
+    let mut shown = 0;
+    for table in md.split("\n\n").filter(|b| b.starts_with('|')) {
+        let rows: Vec<&str> = table.lines().collect();
+        let width = unescaped_pipes(rows[0]);
+        for r in &rows {
+            assert_eq!(unescaped_pipes(r), width, "row breaks its table: {r}");
+            if r.contains("alert(1)") {
+                assert!(r.contains(r"</script>\|x"), "unescaped `|` in {r}");
+                shown += 1;
+            }
+        }
+    }
+    assert!(
+        shown > 0,
+        "the evidence line is in no Markdown table:\n{md}"
+    );
     let json: serde_json::Value =
         serde_json::from_str(&render_diagnosis(&d, Format::Json).unwrap()).unwrap();
     assert_eq!(json["schema"], "resolvelab.diagnosis/v1");
     assert_eq!(json["status"], "completed");
+}
+
+/// The `|` of a Markdown row that delimit cells (not escaped as `\|`).
+fn unescaped_pipes(row: &str) -> usize {
+    let b = row.as_bytes();
+    (0..b.len())
+        .filter(|&i| b[i] == b'|' && (i == 0 || b[i - 1] != b'\\'))
+        .count()
 }

@@ -73,8 +73,12 @@ fn bad_input_is_one_clear_line() {
     assert_eq!(out.status.code(), Some(2));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("unknown backend fault `explode`"), "{err}");
-    let out = bin()
-        .args(["backend", "--listen", "192.0.2.1:80"])
+    // Offline and bounded: a broken refusal could serve nobody and stops by itself.
+    let Some(mut cmd) = common::bin_offline() else {
+        return;
+    };
+    let out = cmd
+        .args(["backend", "--listen", "192.0.2.1:80", "--duration", "2s"])
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(2));

@@ -35,4 +35,29 @@ fn demo_from_a_fresh_directory_with_the_default_out_reproduces_two_classes() {
     );
     let html = std::fs::read_to_string(&report).unwrap();
     assert!(html.contains("<svg"), "the report has charts");
+    // The verdict itself, not the printed text (which lists every expectation, held or not):
+    // one completed run of the `demo` scenario, every expectation held, and the two classes
+    // among its incidents.
+    let mut classes = Vec::new();
+    let mut runs_seen = 0;
+    for e in std::fs::read_dir(&runs).unwrap().flatten() {
+        let Ok(text) = std::fs::read_to_string(e.path().join("verdict.json")) else {
+            continue;
+        };
+        let v: serde_json::Value = serde_json::from_str(&text).unwrap();
+        runs_seen += 1;
+        assert_eq!(v["status"], "completed", "{}", e.path().display());
+        let exp = v["expectations"].as_array().unwrap();
+        assert!(!exp.is_empty(), "{}: no expectations", e.path().display());
+        for x in exp {
+            assert_eq!(x["held"], true, "{}: {x}", e.path().display());
+        }
+        for i in v["incidents"].as_array().unwrap() {
+            classes.push(i["class"].as_str().unwrap().to_string());
+        }
+    }
+    assert_eq!(runs_seen, 1, "the demo plays one scenario");
+    for c in ["generation-race-retry", "dns-nxdomain"] {
+        assert!(classes.iter().any(|x| x == c), "{c} not in {classes:?}");
+    }
 }

@@ -7,6 +7,8 @@ use std::time::Duration;
 
 use resolvelab_dns::{Transport, client};
 
+mod common;
+
 const BIN: &str = env!("CARGO_BIN_EXE_resolvelab");
 
 /// Kills the server (by its pid, which we started) if a test fails half-way.
@@ -221,6 +223,8 @@ fn dns_errors_name_the_file_and_line() {
         "{err}"
     );
 
+    // network-safe: 10.0.0.1 would only be an answer's record; a DNS server sends packets
+    // only to whoever queries it on loopback, and `--duration` bounds a broken refusal.
     let out = Command::new(BIN)
         .args([
             "dns",
@@ -228,6 +232,8 @@ fn dns_errors_name_the_file_and_line() {
             "127.0.54.2:0",
             "--name",
             "a.test=static:10.0.0.1",
+            "--duration",
+            "2s",
         ])
         .output()
         .unwrap();
@@ -270,10 +276,12 @@ fn watch_logs_every_change_of_a_timeline_with_its_flags() {
     let timeline = dir.path().join("timeline.toml");
     std::fs::write(
         &timeline,
-        "[[change]]\nat = \"1s\"\nname = \"app.test.local\"\nmode = \"static:127.0.0.30\"\n\
-         [[change]]\nat = \"2s\"\nname = \"app.test.local\"\nmode = \"static:127.0.0.20,127.0.0.30\"\n\
-         [[change]]\nat = \"3s\"\nname = \"app.test.local\"\nmode = \"nxdomain\"\n\
-         [[change]]\nat = \"4s\"\nname = \"app.test.local\"\nmode = \"servfail\"\n",
+        // Each state lasts 1.5 s against the probe's 200 ms interval (seven answers a state):
+        // only a stall of over a second could hide one.
+        "[[change]]\nat = \"2s\"\nname = \"app.test.local\"\nmode = \"static:127.0.0.30\"\n\
+         [[change]]\nat = \"3500ms\"\nname = \"app.test.local\"\nmode = \"static:127.0.0.20,127.0.0.30\"\n\
+         [[change]]\nat = \"5s\"\nname = \"app.test.local\"\nmode = \"nxdomain\"\n\
+         [[change]]\nat = \"6500ms\"\nname = \"app.test.local\"\nmode = \"servfail\"\n",
     )
     .unwrap();
     let s = start(&[
@@ -290,7 +298,7 @@ fn watch_logs_every_change_of_a_timeline_with_its_flags() {
     let o = Command::new(BIN)
         .args(["dns", "watch", "app.test.local", "--server"])
         .arg(s.dns.to_string())
-        .args(["--interval", "200ms", "--duration", "5s", "--out"])
+        .args(["--interval", "200ms", "--duration", "8s", "--out"])
         .arg(&out)
         .output()
         .unwrap();
@@ -348,25 +356,11 @@ fn watch_refuses_a_remote_server_before_sending() {
     // Inside a network namespace of its own (no interface up), so that even a wrong policy
     // could not send a packet anywhere; without root the policy is tested as a function in
     // resolvelab-dns.
-    let isolated = Command::new("unshare")
-        .args(["-n", "true"])
-        .stderr(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success());
-    if !isolated {
-        eprintln!("skipped: cannot create a network namespace here (not root)");
+    let Some(mut cmd) = common::bin_offline() else {
         return;
-    }
-    let o = Command::new("unshare")
-        .args([
-            "-n",
-            BIN,
-            "dns",
-            "watch",
-            "app.example",
-            "--server",
-            "192.0.2.1:53",
-        ])
+    };
+    let o = cmd
+        .args(["dns", "watch", "app.example", "--server", "192.0.2.1:53"])
         .args(["--count", "1"])
         .output()
         .unwrap();

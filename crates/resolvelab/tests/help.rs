@@ -49,7 +49,43 @@ fn all_commands() -> Vec<Vec<String>> {
 #[test]
 fn every_command_has_examples_and_none_is_wrapped() {
     let mut bad = Vec::new();
-    for path in all_commands() {
+    let paths = all_commands();
+    // The walk must reach the commands the README names: an empty or truncated walk (a help
+    // layout the parser no longer reads) would check nothing.
+    for want in [
+        "demo",
+        "nginx",
+        "nginx build",
+        "nginx path",
+        "nginx version",
+        "engine",
+        "engine list",
+        "engine fetch",
+        "dns",
+        "dns ctl",
+        "dns watch",
+        "backend",
+        "proxy",
+        "load",
+        "load report",
+        "run",
+        "compare",
+        "diagnose",
+        "analyze",
+        "lint",
+        "sim",
+        "sim nginx",
+        "sim predict",
+        "sim balance",
+        "sim fidelity",
+        "sim calibrate",
+    ] {
+        assert!(
+            paths.iter().any(|p| p.join(" ") == want),
+            "the walk did not reach `{want}`: {paths:?}"
+        );
+    }
+    for path in paths {
         let text = help(&path);
         let Some(ex) = text.split("Examples:").nth(1) else {
             bad.push(format!("{}: no examples", path.join(" ")));

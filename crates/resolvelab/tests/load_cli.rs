@@ -20,8 +20,12 @@ fn remote_targets_are_refused_without_allow_remote() {
         "http://example.com:8080/",
         "http://[2001:db8::1]/",
     ] {
-        let out = bin()
-            .args(["load", url, "--requests", "1"])
+        // Offline: a broken refusal could not send the request anywhere.
+        let Some(mut cmd) = common::bin_offline() else {
+            return;
+        };
+        let out = cmd
+            .args(["load", url, "--requests", "1", "--timeout", "2s"])
             .output()
             .unwrap();
         assert_eq!(out.status.code(), Some(2), "{url}");

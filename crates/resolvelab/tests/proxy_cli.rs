@@ -138,8 +138,12 @@ fn proxy_file_with_named_proxies() {
         "[[proxy]]\nname = \"a\"\nlisten = \"127.0.0.114:0\"\nupstream = \"10.0.0.1:9\"\n",
     )
     .unwrap();
-    let out = bin()
-        .args(["proxy", "--config"])
+    // Offline and bounded: a broken refusal could neither connect nor run on.
+    let Some(mut cmd) = common::bin_offline() else {
+        return;
+    };
+    let out = cmd
+        .args(["proxy", "--duration", "2s", "--config"])
         .arg(&cfg)
         .output()
         .unwrap();

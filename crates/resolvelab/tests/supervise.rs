@@ -12,7 +12,7 @@ fn sigkill_of_the_tool_leaves_no_process_of_the_run() {
         .args([
             "__supervise-selftest",
             "--listen",
-            "127.0.0.1:18091",
+            "127.18.91.1:8080", // an address of this test's own: no fixed port shared with others
             "--seconds",
             "60",
             "--run-dir",

@@ -83,3 +83,59 @@ fn text(line: &Line, in_table: bool) -> String {
         false => out,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::doc::{Cell, code, m, p};
+
+    /// The cells of a Markdown table row: split at every `|` that is not escaped.
+    fn cells(row: &str) -> Vec<String> {
+        let inner = row.trim().trim_start_matches('|');
+        let mut out = vec![String::new()];
+        let mut prev = ' ';
+        for c in inner.chars() {
+            if c == '|' && prev != '\\' {
+                out.push(String::new());
+            } else {
+                out.last_mut().unwrap().push(c);
+            }
+            prev = c;
+        }
+        out.pop(); // after the closing `|`
+        out
+    }
+
+    #[test]
+    fn a_pipe_or_a_newline_in_a_cell_cannot_break_its_row() {
+        let evil = "GET /a|b HTTP/1.1\n| x | y |";
+        let t = Table {
+            id: None,
+            cols: vec![("what", false), ("line", false), ("n", true)],
+            rows: vec![vec![
+                Cell::new(vec![m("our |words|")]),
+                Cell::new(vec![p(evil), code("c|d")]),
+                Cell::new(vec![m("3")]),
+            ]],
+            keyed: false,
+        };
+        let md = render(&Doc {
+            title: "t".into(),
+            blocks: vec![Block::Table(t)],
+        });
+        let rows: Vec<&str> = md.lines().filter(|l| l.starts_with('|')).collect();
+        assert_eq!(rows.len(), 3, "head, alignment, one row:\n{md}");
+        for r in &rows {
+            assert_eq!(cells(r).len(), 3, "{r}");
+        }
+        let row = cells(rows[2]);
+        assert_eq!(row[1].trim(), r"GET /a\|b HTTP/1.1 \| x \| y \|`c\|d`");
+        assert_eq!(row[2].trim(), "3");
+        // Outside a table nothing is escaped.
+        let para = render(&Doc {
+            title: "t".into(),
+            blocks: vec![Block::Para(vec![p("a|b")])],
+        });
+        assert!(para.contains("a|b") && !para.contains(r"a\|b"), "{para}");
+    }
+}

@@ -67,3 +67,19 @@ pub fn sim_nginx(dir: &std::path::Path, toml: &str) -> serde_json::Value {
             .arg(dir),
     )
 }
+
+/// The binary under test inside an empty network namespace of its own (`unshare -n`: not even
+/// loopback is up), for tests of a refusal to reach a non-loopback address: were the refusal
+/// broken, no packet could leave. `None` where namespaces cannot be made (not root): the test is
+/// skipped, or fails under `CI=true`.
+pub fn bin_offline() -> Option<Command> {
+    if !resolvelab_core::testing::can_unshare_net() {
+        resolvelab_core::testing::missing_prerequisite(
+            "cannot create a network namespace here (needs root)",
+        );
+        return None;
+    }
+    let mut c = Command::new("unshare");
+    c.args(["-n", env!("CARGO_BIN_EXE_resolvelab")]);
+    Some(c)
+}
