@@ -186,6 +186,39 @@ pub fn fix(class: &str) -> &'static str {
     }
 }
 
+/// The explanation and fix of an undetermined outcome, each sentence from what the evidence
+/// holds (issue #43): `nlu` of its failures were `no live upstreams` (0: none was — and a
+/// 504 never is one), `race_ruled_out` by the configuration or version (then a DNS swap is
+/// not offered as a cause), `timeouts` of them were 504s.
+pub fn undetermined(nlu: u64, race_ruled_out: bool, timeouts: u64) -> (String, &'static str) {
+    if nlu == 0 {
+        let mut t = "502/504 failures with no error line of their own that says why".to_string();
+        if timeouts > 0 {
+            t += &format!(
+                "; {timeouts} of them are 504s — an upstream timeout (connect, send or read), never a `no live upstreams`, which nginx answers with 502"
+            );
+        }
+        let fix = "No error line pairs with these failures: give every `error_log` destination of this server (at `warn` or lower; `nginx -T | grep error_log`) so that each failure pairs with its own line, and add `$upstream_addr`, `$upstream_status` and `$connection` to the log_format; then diagnose again.";
+        return (t + ".", fix);
+    }
+    let mut causes = Vec::new();
+    if !race_ruled_out {
+        causes.push("a peer-list change (DNS swap)");
+    }
+    causes.extend([
+        "peers excluded by max_fails or marked `down`",
+        "every peer already tried",
+    ]);
+    let mut t = format!(
+        "`no live upstreams` whose cause these inputs cannot decide: {} all end this way, and the logs show none of them",
+        causes.join(", ")
+    );
+    if race_ruled_out {
+        t += " (a DNS swap is ruled out: see \"What these logs can show\")";
+    }
+    (t + ".", fix(Class::Undetermined.id()))
+}
+
 /// An error-log signature. Its [`id`](Sig::id) is the stable name used in JSON, expectations
 /// and docs; the variants are in [`SIGNATURES`]' order (most specific first).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -251,6 +284,11 @@ impl Sig {
 
     /// The signature of an error message.
     pub fn of(message: &str) -> Sig {
+        // A Lua timer's own socket work (`context: ngx.timer`: OpenResty, Kong) belongs to no
+        // request and no upstream try, whatever errno it carries.
+        if message.contains("context: ngx.timer") {
+            return Sig::Other;
+        }
         SIGNATURES
             .iter()
             .find(|s| s.matches(message))
@@ -502,6 +540,16 @@ mod tests {
         }
         assert_eq!(Sig::Other as usize, SIGNATURES.len());
         assert_eq!(Sig::Other.id(), "other");
+    }
+
+    /// tests/fixtures/real/kong-7716-ngx-timer-recv-113: Kong's Lua timer logs its own socket
+    /// errors with a `*cid` and `client: 127.0.0.1`, but no request and no upstream try.
+    #[test]
+    fn a_lua_timers_socket_error_is_no_request_failure() {
+        let m = "recv() failed (113: Host is unreachable), context: ngx.timer";
+        assert_eq!(Sig::of(m), Sig::Other);
+        let r = "connect() failed (113: Host is unreachable) while connecting to upstream";
+        assert_eq!(Sig::of(r), Sig::ConnectNoRoute);
     }
 
     #[test]

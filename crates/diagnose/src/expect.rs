@@ -309,6 +309,58 @@ pub fn parse_checked(text: &str) -> Result<Check, String> {
     }
 }
 
+/// The fields of an NLU event (`all(nlu).FIELD`) and whether each is a number.
+pub const NLU_FIELDS: &[(&str, bool)] = &[
+    ("trajectory", false),
+    ("hops", true),
+    ("after_swap_ms", true),
+    ("class", false),
+    ("t_ms", true),
+    ("status", true),
+];
+
+/// The fields of an incident (`incident("C").FIELD`, `all(incidents).FIELD`) and whether each
+/// is a number.
+pub const INCIDENT_FIELDS: &[(&str, bool)] = &[
+    ("class", false),
+    ("shape", false),
+    ("duration_ms", true),
+    ("count", true),
+    ("nlu", true),
+    ("requests_in_window", true),
+    ("share_failed", true),
+    ("after_swap_ms", true),
+    ("confidence", true),
+    ("start_ms", true),
+    ("end_ms", true),
+];
+
+/// A field of an NLU event or an incident, checked by name and kind against what it is compared
+/// with: a typo or a text field compared as a number is refused when the check is parsed, not
+/// reported as "cannot evaluate" after a whole run.
+fn check_field(
+    what: &str,
+    fields: &[(&str, bool)],
+    field: &str,
+    op: Op,
+    lit: &Lit,
+) -> Result<(), String> {
+    let Some((_, numeric)) = fields.iter().find(|(f, _)| *f == field) else {
+        let known: Vec<&str> = fields.iter().map(|(f, _)| *f).collect();
+        return Err(format!(
+            "unknown {what} field `{field}` (known: {})",
+            known.join(", ")
+        ));
+    };
+    match (numeric, lit) {
+        (true, Lit::Str(s)) => Err(format!("`{field}` is a number; `{s}` is not")),
+        (false, _) if !matches!(op, Op::Eq | Op::Ne) => {
+            Err(format!("`{field}` is text: compare it with = or !="))
+        }
+        _ => Ok(()),
+    }
+}
+
 /// Parse one expectation; the error names what was expected.
 pub fn parse(text: &str) -> Result<Check, String> {
     let mut p = P {
@@ -423,6 +475,15 @@ pub fn parse(text: &str) -> Result<Check, String> {
     }
     if op == Op::Approx && !matches!(lit, Lit::Num(_, Some(_))) {
         return Err("≈ needs a tolerance: write e.g. `≈ 6000 ± 10%`".into());
+    }
+    match &value {
+        Value::Incident(_, f) | Value::Quant(_, Set::Incidents | Set::Class(_), f) => {
+            check_field("incident", INCIDENT_FIELDS, f, op, &lit)?
+        }
+        Value::Quant(_, Set::Nlu | Set::InternalNlu, f) => {
+            check_field("nlu", NLU_FIELDS, f, op, &lit)?
+        }
+        _ => {}
     }
     Ok(Check::Compare(value, op, lit))
 }
@@ -840,6 +901,41 @@ mod tests {
             "nlu = \"x",
         ] {
             assert!(parse(bad).is_err(), "{bad}");
+        }
+    }
+
+    /// Fields, and what they are compared with, are checked when the check is parsed (before
+    /// a run), not reported as "cannot evaluate" after it (issue #43: `all(nlu).hopz = 1`).
+    #[test]
+    fn unknown_fields_and_kinds_are_refused_at_parse() {
+        for (bad, says) in [
+            ("all(nlu).hopz = 1", "unknown nlu field `hopz`"),
+            ("any(internal_nlu).hopz = 1", "unknown nlu field `hopz`"),
+            (
+                "incident(\"dns-nxdomain\").durration_ms > 1",
+                "unknown incident field",
+            ),
+            (
+                "all(class(\"dns-nxdomain\")).trajectory = 1-hop",
+                "unknown incident field",
+            ),
+            ("all(nlu).hops = two", "`hops` is a number"),
+            ("any(incidents).shape > 3", "`shape` is text"),
+            ("all(nlu).trajectory <= 2-hop", "`trajectory` is text"),
+        ] {
+            let e = parse(bad).unwrap_err();
+            assert!(e.contains(says), "{bad}: {e}");
+        }
+        // Every field of the two lists parses, and evaluates on a diagnosis without an
+        // "unknown field" (the lists and the evaluators agree).
+        let d = diag();
+        for (set, fields) in [("nlu", NLU_FIELDS), ("incidents", INCIDENT_FIELDS)] {
+            for (f, numeric) in fields {
+                let rhs = if *numeric { ">= 0" } else { "= x" };
+                let c = format!("any({set}).{f} {rhs}");
+                let (_, m) = eval(&parse(&c).unwrap(), &d, None);
+                assert!(!m.contains("cannot evaluate"), "{c}: {m}");
+            }
         }
     }
 

@@ -151,7 +151,8 @@ fn detect_context(root: &[parse::Directive]) -> Context {
     if !servers.is_empty() && servers.iter().all(stream_server) {
         return Context::Stream;
     }
-    if has("upstream") || has("map") || !servers.is_empty() || has("log_format") {
+    if has("upstream") || has("map") || !servers.is_empty() || has("log_format") || has("location")
+    {
         return Context::Http;
     }
     Context::Main
@@ -178,7 +179,10 @@ fn in_context(mut cfg: Config, ctx: Context) -> Config {
     };
     let end_line = cfg.root.last().map_or(first.end_line, |d| d.end_line);
     let file = first.file;
-    let root = std::mem::take(&mut cfg.root);
+    let mut root = std::mem::take(&mut cfg.root);
+    if ctx == Context::Http {
+        root = locations_in_a_server(root, &mut cfg.notes);
+    }
     cfg.root = vec![parse::Directive {
         name: word,
         args: Vec::new(),
@@ -186,11 +190,42 @@ fn in_context(mut cfg: Config, ctx: Context) -> Config {
         end_line,
         block: Some(root),
     }];
+    cfg.fragment = true;
     cfg.notes.push(format!(
         "{}: a fragment (top-level `upstream`/`server`/…): linted as the {name}{{}} context it is included into (--context main to lint it as a whole nginx.conf)",
         cfg.files.first().map(|f| f.name.as_str()).unwrap_or("input")
     ));
     cfg
+}
+
+/// An excerpt that pasted `location` blocks beside its upstreams has left out the server{}
+/// around them (nginx takes `location` only in server{} and location{}): they go into one
+/// implicit server{}, so the rules see each location where nginx would.
+fn locations_in_a_server(
+    root: Vec<parse::Directive>,
+    notes: &mut Vec<String>,
+) -> Vec<parse::Directive> {
+    let (locations, mut rest): (Vec<_>, Vec<_>) = root
+        .into_iter()
+        .partition(|d| d.name.value == "location" && d.block.is_some());
+    let Some(first) = locations.first() else {
+        return rest;
+    };
+    notes.push(format!(
+        "line {}: `location` outside any server{{}}: linted inside an implicit server{{}}",
+        first.name.span.line
+    ));
+    rest.push(parse::Directive {
+        name: parse::Word {
+            value: "server".to_string(),
+            span: first.name.span,
+        },
+        args: Vec::new(),
+        file: first.file,
+        end_line: locations.last().map_or(first.end_line, |d| d.end_line),
+        block: Some(locations),
+    });
+    rest
 }
 
 impl Default for LintOptions {

@@ -83,6 +83,9 @@ pub struct Config {
     pub root: Vec<Directive>,
     /// Remarks about the input (e.g. an include glob that matched nothing).
     pub notes: Vec<String>,
+    /// The input is a fragment wrapped in the context it is included into (a `conf.d` file
+    /// linted as http{}): what that context holds outside the input is unknown.
+    pub fragment: bool,
 }
 
 /// The error of loading: a syntax error, or an include that cannot be read.
@@ -364,6 +367,7 @@ fn load_with(
         files: loader.files,
         root,
         notes: loader.notes,
+        fragment: false,
     })
 }
 

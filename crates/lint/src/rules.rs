@@ -160,8 +160,8 @@ pub static RULES: &[Rule] = &[
     Rule {
         id: "resolve-unsupported-version",
         severity: Severity::Error,
-        title: "`resolve` on nginx < 1.27.3",
-        explain: "Open-source nginx accepts `server … resolve` in upstream blocks only since 1.27.3; older versions refuse the configuration (and have no generation check).",
+        title: "`resolve`, or a `resolver` inside `upstream`, on nginx < 1.27.3",
+        explain: "Open-source nginx accepts `server … resolve`, and `resolver`/`resolver_timeout` inside an upstream block, only since 1.27.3; older versions refuse the configuration (`invalid parameter \"resolve\"`, `\"resolver\" directive is not allowed here`) and have no generation check.",
         fix: "upgrade to nginx >= 1.27.3, or resolve the name at startup only (drop `resolve`)",
         versions: Versions::Below(RESOLVE_SINCE),
         scenario: Some("swap-only"),
@@ -539,6 +539,24 @@ pub(crate) fn check(cfg: &Config, opts: &LintOptions) -> Vec<Hit> {
             check_keepalive(up, uname, &users, opts, &mut hits);
         }
 
+        if let Some(v) = version
+            && v < RESOLVE_SINCE
+        {
+            for d in dirs
+                .iter()
+                .filter(|d| ["resolver", "resolver_timeout"].contains(&d.name.value.as_str()))
+            {
+                hits.push(hit(
+                    "resolve-unsupported-version",
+                    &d.name,
+                    d.file,
+                    format!(
+                        "`{}` inside upstream `{uname}` needs nginx >= {RESOLVE_SINCE}; nginx {v} refuses it (\"directive is not allowed here\"): before {RESOLVE_SINCE} only http{{}}, server{{}} and location{{}} take a resolver",
+                        d.name.value
+                    ),
+                ));
+            }
+        }
         if resolve_lines.is_empty() {
             continue;
         }
@@ -593,12 +611,22 @@ pub(crate) fn check(cfg: &Config, opts: &LintOptions) -> Vec<Hit> {
                         cfg.files[r.file].name, r.name.span.line
                     ));
                 }
-                hits.push(hit(
+                let mut h = hit(
                     "resolve-no-resolver",
                     resolve_lines[0].addr,
                     resolve_lines[0].d.file,
                     message,
-                ));
+                );
+                if cfg.fragment {
+                    // The including http{} is not in the input: nginx refuses this only if it
+                    // has no resolver either.
+                    h.severity = Severity::Warning;
+                    h.message = format!(
+                        "upstream `{uname}` resolves `{}` at run time and no resolver is declared in the upstream or in this fragment: nginx refuses it unless the {ctx}{{}} that includes this file declares one (not in the input: lint the whole configuration, `nginx -T | resolvelab lint -`, to decide)",
+                        resolve_lines[0].addr.value
+                    );
+                }
+                hits.push(h);
             }
             Some(r) => {
                 let key = (r.file, r.name.span.line, r.name.span.col, "");
@@ -951,9 +979,15 @@ fn check_resolve_lines(
                             "`{name}` is an SRV lookup (`service=`): upstream `{uname}` gets one peer per SRV record, so with two or more records {current} applies and one failure per peer disables every peer at once (a 1-hop `no live upstreams` burst)"
                         )
                     } else {
-                        format!(
-                            "`{name}` can briefly answer two records (a GSLB during a transition); then upstream `{uname}` has 2 peers and {current} can disable both at once (a 1-hop `no live upstreams` burst)"
-                        )
+                        let outage = outage_armed(s.params.fail_timeout_ms);
+                        match many_records(name) {
+                            Some(kind) => format!(
+                                "`{name}` looks like {kind}, which answers several records all the time: upstream `{uname}` has >= 2 peers and {current} applies, so one failure per peer disables every peer at once (a 1-hop `no live upstreams` burst){outage}"
+                            ),
+                            None => format!(
+                                "`{name}` can answer two or more records (a GSLB during a transition, or any name with several A records); then upstream `{uname}` has >= 2 peers and {current} can disable all of them at once (a 1-hop `no live upstreams` burst){outage}"
+                            ),
+                        }
                     },
                 );
                 h.fix = "add `max_fails=0` to this line (a no-op while there is one peer), or move to per-DC names with an explicit max_fails".into();
@@ -972,6 +1006,40 @@ fn check_resolve_lines(
                 hits.push(h);
             }
         }
+    }
+}
+
+/// What kind of name answers several records all the time, by its shape: a cloud load
+/// balancer, a Consul service or a Kubernetes service (headless services answer every pod).
+fn many_records(name: &str) -> Option<&'static str> {
+    let n = name.to_ascii_lowercase();
+    let n = n.trim_end_matches('.');
+    if n.ends_with(".elb.amazonaws.com")
+        || n.contains(".elb.") && n.ends_with(".amazonaws.com")
+        || n.ends_with(".cloudapp.azure.com")
+        || n.ends_with(".cloudapp.net")
+        || n.ends_with(".azurefd.net")
+    {
+        Some("a cloud load balancer's name")
+    } else if n.ends_with(".consul") || n.contains(".service.consul") {
+        Some("a Consul service")
+    } else if n.ends_with(".svc.cluster.local") || n.ends_with(".svc") {
+        Some("a Kubernetes service (a headless one answers one record per pod)")
+    } else {
+        None
+    }
+}
+
+/// The outage an explicit `fail_timeout` arms (the length of a wipeout), when it is longer
+/// than the 10 s default.
+fn outage_armed(fail_timeout_ms: Option<u64>) -> String {
+    match fail_timeout_ms {
+        Some(ms) if ms > 10_000 => format!(
+            "; `fail_timeout={}s` makes that outage last {} s",
+            ms / 1000,
+            ms / 1000
+        ),
+        _ => String::new(),
     }
 }
 
@@ -1377,30 +1445,32 @@ mod tests {
 
     #[test]
     fn every_rule_id_is_unique_and_has_a_scenario_or_is_about_suppressions() {
-        // The scenario ids of the lab's library.
-        let scenarios = [
-            "swap-only",
-            "generation-race",
-            "generation-race-control",
-            "first-pick",
-            "nxdomain",
-            "dns-silent",
-            "dual-resolve",
-            "rto",
-            "per-dc",
-            "zone-churn",
-            "retry-shim",
-            "backup",
-            "aaaa-pollution",
-            "slow-dependency",
-            "port-exhaustion",
-            "stale-address",
-        ];
+        // The scenario ids of the lab's library, read from its files (the first `name = ` of
+        // each), so a renamed or deleted scenario fails here.
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scenarios");
+        let scenarios: Vec<String> = std::fs::read_dir(&dir)
+            .unwrap()
+            .flatten()
+            .filter(|e| e.path().extension().is_some_and(|x| x == "toml"))
+            .map(|e| {
+                let text = std::fs::read_to_string(e.path()).unwrap();
+                let line = text.lines().find(|l| l.starts_with("name = ")).unwrap();
+                line["name = ".len()..].trim_matches('"').to_string()
+            })
+            .collect();
+        assert!(
+            scenarios.len() >= 16,
+            "scenario library not found: {scenarios:?}"
+        );
         let mut ids = HashSet::new();
         for r in RULES {
             assert!(ids.insert(r.id), "{} twice", r.id);
             match r.scenario {
-                Some(s) => assert!(scenarios.contains(&s), "{}: unknown scenario {s}", r.id),
+                Some(s) => assert!(
+                    scenarios.iter().any(|x| x == s),
+                    "{}: unknown scenario {s}",
+                    r.id
+                ),
                 None => assert!(
                     r.id.starts_with("suppression-") || NO_SCENARIO_YET.contains(&r.id),
                     "{} has no scenario",

@@ -205,3 +205,109 @@ fn a_missing_keepalive_matters_only_before_1_29_7() {
     assert!(on(Some("1.28.3")));
     assert!(!on(Some("1.29.7")) && !on(Some("1.31.3")));
 }
+
+/// Issue #43, lint wording and severity, each from a real configuration of the corpus.
+mod evidence_of_the_input {
+    use resolvelab_lint::{LintOptions, Severity, lint_text};
+
+    fn findings(name: &str, text: &str, version: Option<&str>) -> Vec<resolvelab_lint::Finding> {
+        let opts = LintOptions {
+            nginx_version: version.map(|v| v.parse().unwrap()),
+            ..LintOptions::default()
+        };
+        lint_text(name, text.to_string(), &opts).unwrap().findings
+    }
+
+    /// tests/lint-corpus/real/upstream-queue-module-issue-6-k8s-resolve: a conf.d fragment with
+    /// a `resolve` upstream and no resolver in sight. The http{} that includes it is not in the
+    /// input: a warning that says so, not nginx's refusal; the whole file without one is.
+    #[test]
+    fn a_fragment_without_a_resolver_is_a_warning_naming_the_missing_context() {
+        let frag = "upstream api {\n    zone api 64k;\n    server api-backend.blah:8080 resolve max_fails=100;\n    keepalive 2;\n}\n";
+        let f = findings("conf.d/api.conf", frag, Some("1.27.3"));
+        let r = f
+            .iter()
+            .find(|f| f.rule == "resolve-no-resolver")
+            .expect("fires");
+        assert_eq!(r.severity, Severity::Warning, "{}", r.message);
+        assert!(
+            r.message
+                .contains("unless the http{} that includes this file"),
+            "{}",
+            r.message
+        );
+        let whole = format!("events {{}}\nhttp {{\n{frag}}}\n");
+        let f = findings("nginx.conf", &whole, Some("1.27.3"));
+        let r = f
+            .iter()
+            .find(|f| f.rule == "resolve-no-resolver")
+            .expect("fires");
+        assert_eq!(r.severity, Severity::Error, "{}", r.message);
+        assert!(r.message.contains("nginx refuses it"), "{}", r.message);
+    }
+
+    /// tests/lint-corpus/real/docker-openresty-issue-165-resolver-in-upstream: `resolver` inside
+    /// an upstream on OpenResty 1.17.8, which nginx refuses ("directive is not allowed here").
+    #[test]
+    fn a_resolver_inside_an_upstream_before_1_27_3_is_refused_with_its_version() {
+        let text = "upstream hostname_x_upstream {\n    resolver 127.0.0.11 ipv6=off;\n    resolver_timeout 3s;\n    server hostname-a;\n}\n";
+        let f = findings("file_name.conf", text, Some("1.17.8"));
+        let lines: Vec<u32> = f
+            .iter()
+            .filter(|f| f.rule == "resolve-unsupported-version")
+            .map(|f| f.line)
+            .collect();
+        assert_eq!(lines, [2, 3], "{f:?}");
+        let r = f
+            .iter()
+            .find(|f| f.rule == "resolve-unsupported-version")
+            .unwrap();
+        assert_eq!(r.severity, Severity::Error);
+        assert!(
+            r.message.contains("1.27.3") && r.message.contains("1.17.8"),
+            "{}",
+            r.message
+        );
+        // From 1.27.3 on it is allowed; with no version given, nothing is claimed.
+        for v in [Some("1.27.3"), None] {
+            let f = findings("file_name.conf", text, v);
+            assert!(
+                !f.iter().any(|f| f.rule == "resolve-unsupported-version"),
+                "{v:?}"
+            );
+        }
+    }
+
+    /// The name says which case it is: a headless Kubernetes service or a Consul service answers
+    /// several records all the time (not "briefly, as a GSLB"), and a long `fail_timeout` is the
+    /// length of the outage it arms.
+    #[test]
+    fn resolve_max_fails_says_what_the_name_looks_like() {
+        let conf = |name: &str, extra: &str| {
+            format!(
+                "http {{\n resolver 10.96.0.10 valid=5s ipv6=off;\n upstream be {{\n  zone be 64k;\n  server {name}:8080 resolve{extra};\n }}\n}}\n"
+            )
+        };
+        let msg = |name: &str, extra: &str| {
+            findings("nginx.conf", &conf(name, extra), Some("1.28.0"))
+                .into_iter()
+                .find(|f| f.rule == "resolve-max-fails")
+                .map(|f| f.message)
+                .unwrap_or_default()
+        };
+        let k8s = msg("api.default.svc.cluster.local", " fail_timeout=360s");
+        assert!(
+            k8s.contains("Kubernetes service") && k8s.contains("all the time"),
+            "{k8s}"
+        );
+        assert!(k8s.contains("last 360 s"), "{k8s}");
+        assert!(!k8s.contains("GSLB"), "{k8s}");
+        let consul = msg("web.service.consul", "");
+        assert!(consul.contains("Consul service"), "{consul}");
+        let gslb = msg("app.gslb.example.com", "");
+        assert!(
+            gslb.contains("GSLB") && !gslb.contains("all the time"),
+            "{gslb}"
+        );
+    }
+}

@@ -88,9 +88,16 @@ fn versions_switch_the_resolve_rules() {
     };
     let r = lint_text("nginx.conf", conf.clone(), &old).unwrap();
     let ids: Vec<&str> = r.findings.iter().map(|f| f.rule.as_str()).collect();
+    // The `resolve` line, and the `resolver` and `resolver_timeout` inside the upstream:
+    // nginx 1.26 refuses all three.
     assert_eq!(
         ids,
-        ["resolve-unsupported-version", "keepalive-ineffective"]
+        [
+            "resolve-unsupported-version",
+            "resolve-unsupported-version",
+            "resolve-unsupported-version",
+            "keepalive-ineffective"
+        ]
     );
     assert_eq!(r.findings[0].severity, Severity::Error);
     let new = LintOptions {

@@ -90,10 +90,18 @@ impl Binary {
 
     /// Run the binary's own configuration check (`args`); on failure, the error carries the
     /// lines of its output that `keep` picks (its own words on what is wrong).
-    pub fn check_config(&self, args: &[&std::ffi::OsStr], keep: fn(&str) -> bool) -> Result<()> {
+    pub fn check_config(
+        &self,
+        dir: &Path,
+        args: &[&std::ffi::OsStr],
+        keep: fn(&str) -> bool,
+    ) -> Result<()> {
+        // In `dir` (the run directory): a check writes what the configuration names relative
+        // to its working directory (Envoy's access log), which must not be the user's.
         let out = self
             .command()
             .args(args)
+            .current_dir(dir)
             .stdin(Stdio::null())
             .output()
             .with_context(|| format!("cannot run {}", self.path.display()))?;
@@ -167,12 +175,15 @@ mod tests {
         };
         let args =
             ["-c", "echo noise; echo 'ALERT: bad line 3' >&2; exit 1"].map(std::ffi::OsStr::new);
+        let dir = tempfile::tempdir().unwrap();
         let e = b
-            .check_config(&args, |l| l.contains("ALERT"))
+            .check_config(dir.path(), &args, |l| l.contains("ALERT"))
             .unwrap_err()
             .to_string();
         assert!(e.ends_with("ALERT: bad line 3"), "{e}");
-        let ok = ["-c", "exit 0"].map(std::ffi::OsStr::new);
-        b.check_config(&ok, |_| true).unwrap();
+        // What the check writes relative to its working directory lands in `dir`.
+        let ok = ["-c", "echo > written-by-the-check"].map(std::ffi::OsStr::new);
+        b.check_config(dir.path(), &ok, |_| true).unwrap();
+        assert!(dir.path().join("written-by-the-check").is_file());
     }
 }

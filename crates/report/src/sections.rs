@@ -1,7 +1,8 @@
 //! The sections of a diagnosis or a lab verdict, as one [`Doc`] both renderers walk: the
-//! verdict's head (status, expectations, injections, the client's view), what the logs can
-//! show, totals, the timeline charts, incidents with their evidence, classes and fixes,
-//! signatures, parsing. Where a section goes and what it says is decided here only.
+//! verdict's head (status, expectations, injections, the client's view), the answer in two or
+//! three sentences, incidents with their evidence, the timeline charts (when there is a
+//! timeline to draw), classes and fixes, signatures, what the logs can show, totals, parsing.
+//! Where a section goes and what it says is decided here only.
 
 use crate::{share_text, ts};
 use resolvelab_core::doc::{Block, Cell, Doc, Line, Table, Text, code, m, n, p};
@@ -10,6 +11,8 @@ use resolvelab_diagnose::{Diagnosis, Incident, Verdict};
 
 /// Incidents listed in the table; the rest are in the JSON report.
 const LISTED: usize = 200;
+/// Fewer time bins than this and the timeline charts are left out.
+const MIN_CHART_POINTS: usize = 10;
 /// Incidents that get a section of their own (with their zoomed chart in HTML), beside the
 /// first incident of every class.
 const SECTIONS: usize = 20;
@@ -27,13 +30,82 @@ pub(crate) fn doc(d: &Diagnosis, v: Option<&Verdict>) -> Doc {
     if let Some(v) = v {
         verdict(&mut b, v);
     }
+    // The answer first, then the incidents behind it, then what the logs could not show
+    // (issue #43: a person paged at night reads the top of the page).
+    answer(&mut b, d);
+    incidents(&mut b, d);
+    charts(&mut b, d);
+    classes_and_signatures(&mut b, d);
     evidence(&mut b, d);
     totals(&mut b, d);
-    charts(&mut b, d);
-    incidents(&mut b, d);
-    classes_and_signatures(&mut b, d);
     parsing(&mut b, d);
     Doc { title, blocks: b }
+}
+
+/// Two or three sentences: how many requests failed, which classes, the fix that matters most
+/// and how sure the diagnosis is — each from the diagnosis's own numbers.
+fn answer(b: &mut Vec<Block>, d: &Diagnosis) {
+    h2(b, "In short");
+    let mut said = Vec::new();
+    if d.incidents.is_empty() {
+        said.push(format!(
+            "No failed request in these logs ({} requests).",
+            d.requests
+        ));
+        b.push(Block::Para(vec![m(said.join(" "))]));
+        return;
+    }
+    let classes: Vec<String> = d
+        .classes
+        .iter()
+        .map(|c| format!("`{}` ({} failed)", c.class, c.requests))
+        .collect();
+    let how_many = if d.requests > 0 {
+        format!(
+            "{} of {} requests failed ({:.2} %)",
+            d.failures,
+            d.requests,
+            d.failures as f64 * 100.0 / d.requests as f64
+        )
+    } else {
+        format!(
+            "{} failed requests are seen in the error log (no access log: the share of all requests is unknown)",
+            d.failures
+        )
+    };
+    said.push(format!(
+        "{how_many}, in {} incident(s): {}.",
+        d.incidents.len(),
+        classes.join(", ")
+    ));
+    // On a tie, a decided class goes before `undetermined`.
+    if let Some(top) = d
+        .classes
+        .iter()
+        .max_by_key(|c| (c.requests, c.class != "undetermined"))
+    {
+        let sure = d
+            .incidents
+            .iter()
+            .filter(|i| i.class == top.class)
+            .map(|i| i.confidence)
+            .fold(0.0, f64::max);
+        let how_sure = if top.class == "undetermined" {
+            "undetermined: these logs cannot decide the cause (see \"What these logs can show\")"
+                .to_string()
+        } else if sure >= 0.8 {
+            format!("decided by the evidence (confidence {sure:.2})")
+        } else {
+            format!(
+                "probable, not decided (confidence {sure:.2}): see the incident for what would decide it"
+            )
+        };
+        said.push(format!("Most failures: `{}`, {how_sure}.", top.class));
+        b.push(Block::Para(vec![m(said.join(" "))]));
+        b.push(Block::Para(vec![m(format!("**What to do:** {}", top.fix))]));
+    } else {
+        b.push(Block::Para(vec![m(said.join(" "))]));
+    }
 }
 
 fn h2(b: &mut Vec<Block>, title: &str) {
@@ -393,6 +465,10 @@ fn totals(b: &mut Vec<Block>, d: &Diagnosis) {
 
 /// Requests by outcome and latency percentiles over time, swaps and incidents marked.
 fn charts(b: &mut Vec<Block>, d: &Diagnosis) {
+    // A chart of a handful of points says nothing a sentence does not: left out.
+    if d.timeline.points.len() < MIN_CHART_POINTS {
+        return;
+    }
     let t0 = d.timeline.points.first().map(|p| p.t_ms).unwrap_or(0);
     let swaps: Vec<i64> = d.swap_list.iter().map(|s| s.t_ms).collect();
     let bands: Vec<(i64, i64)> = d.incidents.iter().map(|i| (i.start_ms, i.end_ms)).collect();
@@ -406,6 +482,10 @@ fn charts(b: &mut Vec<Block>, d: &Diagnosis) {
             ts(t0)
         ))]),
     });
+    // No `$request_time` in the format: no latency to draw.
+    if d.timeline.points.iter().all(|p| p.latency_ms.is_none()) {
+        return;
+    }
     b.push(Block::Chart {
         id: Some("chart-latency"),
         svg: crate::charts::latency_svg(&d.timeline, t0, "latency percentiles", (1200, 300)),
@@ -485,7 +565,8 @@ fn incident_section(i: &Incident, swaps: &[i64]) -> Block {
         Block::Para(vec![m(&i.explanation)]),
         Block::Para(vec![m("**Fix:** "), m(&i.fix)]),
     ];
-    if !i.zoom.points.is_empty() {
+    // A zoom with nothing drawn in it (no request of the group in the access log) is left out.
+    if i.zoom.points.iter().any(|p| p.ok + p.failed + p.nlu > 0) {
         let title = format!("incident #{} — {}", i.id, i.class);
         s.push(Block::Chart {
             id: None,

@@ -55,6 +55,10 @@ fn nxdomain_on(
     let file = tmp.path().join("nx.toml");
     std::fs::write(&file, text).unwrap();
     let out = tmp.path().join("runs");
+    // From an empty working directory that must stay empty: every file an engine writes
+    // (Envoy's access log included) belongs in the run directory.
+    let cwd = tmp.path().join("cwd");
+    std::fs::create_dir(&cwd).unwrap();
     let o = bin()
         .args([
             "run",
@@ -65,8 +69,18 @@ fn nxdomain_on(
             "--out",
         ])
         .arg(&out)
+        .current_dir(&cwd)
         .output()
         .unwrap();
+    let left: Vec<_> = std::fs::read_dir(&cwd)
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name())
+        .collect();
+    assert!(
+        left.is_empty(),
+        "{engine} wrote {left:?} into the working directory"
+    );
     let stdout = String::from_utf8_lossy(&o.stdout);
     // The expectations were written for nginx (a 6 s outage): exit 1 is a finding, 2 an error.
     assert!(

@@ -178,13 +178,10 @@ fn a_full_shared_zone_leaves_an_upstream_without_peers_for_one_period() {
 #[test]
 fn ports_run_out_in_a_private_namespace_without_time_wait_reuse() {
     // Creating a network namespace needs root; elsewhere the scenario says so and this skips.
-    let can = Command::new("unshare")
-        .args(["-n", "true"])
-        .stderr(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success());
-    if !can {
-        eprintln!("skipped: cannot create a network namespace here (not root)");
+    if !resolvelab_core::testing::can_unshare_net() {
+        resolvelab_core::testing::missing_prerequisite(
+            "cannot create a network namespace here (needs root)",
+        );
         return;
     }
     let _g = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
@@ -234,8 +231,13 @@ fn an_interrupted_run_leaves_a_valid_directory_marked_aborted() {
             std::fs::read_to_string(e.path().join("events.jsonl"))
                 .is_ok_and(|t| t.contains("\"start\""))
         });
-        if started || Instant::now() > deadline {
+        if started {
             break;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("the load never started within 60 s: nothing to interrupt");
         }
         std::thread::sleep(Duration::from_millis(50));
     }
@@ -266,33 +268,39 @@ fn scenario_errors_are_one_line_with_file_and_line() {
     let (code, text) = run(&["no-such-scenario"], dir.path());
     assert_eq!(code, 2);
     assert!(text.contains("resolvelab run --list"), "{text}");
-    // A typo in an expectation is refused before the run, not reported after it as "not held".
+    // A typo in an expectation — an id, a field (issue #43: `all(nlu).hopz`), a text field
+    // compared as a number — is refused before the run, not reported after it as "not held"
+    // or "cannot evaluate".
     let lib = std::fs::read_to_string(
         Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scenarios/swap-only.toml"),
     )
     .unwrap();
-    let typo = lib.replacen(
-        "checks = [",
-        "checks = [\n  \"present(\\\"generation-race-retyr\\\")\",",
-        1,
-    );
-    assert_ne!(typo, lib);
-    let p = dir.path().join("typo.toml");
-    std::fs::write(&p, &typo).unwrap();
-    let runs = dir.path().join("runs");
-    let (code, text) = run(&[p.to_str().unwrap(), "--engine", "sim"], &runs);
-    assert_eq!(code, 2, "{text}");
-    assert!(
-        text.contains("generation-race-retyr") && text.contains("nothing was run"),
-        "{text}"
-    );
-    let line = typo
-        .lines()
-        .position(|l| l.contains("generation-race-retyr"))
-        .unwrap()
-        + 1;
-    assert!(text.contains(&format!("typo.toml:{line}:")), "{text}");
-    assert!(!runs.exists(), "no run directory was made");
+    for (check, says) in [
+        (
+            "present(\\\"generation-race-retyr\\\")",
+            "generation-race-retyr",
+        ),
+        ("all(nlu).hopz = 1", "unknown nlu field `hopz`"),
+        ("any(incidents).shape > 3", "`shape` is text"),
+    ] {
+        let typo = lib.replacen("checks = [", &format!("checks = [\n  \"{check}\","), 1);
+        assert_ne!(typo, lib);
+        let p = dir.path().join("typo.toml");
+        std::fs::write(&p, &typo).unwrap();
+        let runs = dir.path().join("runs");
+        let (code, text) = run(&[p.to_str().unwrap(), "--engine", "sim"], &runs);
+        assert_eq!(code, 2, "{check}: {text}");
+        assert!(
+            text.contains(says) && text.contains("nothing was run"),
+            "{check}: {text}"
+        );
+        let line = typo.lines().position(|l| l.contains(check)).unwrap() + 1;
+        assert!(
+            text.contains(&format!("typo.toml:{line}:")),
+            "{check}: {text}"
+        );
+        assert!(!runs.exists(), "{check}: no run directory was made");
+    }
 }
 
 #[test]
@@ -305,9 +313,15 @@ fn a_moved_backend_is_a_stale_address_and_dns_watch_decides_it_from_production_l
         .status()
         .is_ok_and(|s| s.success());
     if !can {
-        eprintln!("skipped: cannot create a mount namespace here (not root)");
+        resolvelab_core::testing::missing_prerequisite(
+            "cannot create a mount namespace here (needs root)",
+        );
         return;
     }
+    // The run bind-mounts its own resolv.conf over /etc/resolv.conf inside nginx's private
+    // mount namespace: the host's file and its mounts must be as they were afterwards.
+    let host_resolv = std::fs::read("/etc/resolv.conf").ok();
+    let host_mounts = resolv_mounts();
     let _g = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
     let out = tempfile::Builder::new()
         .prefix("rl-stale-")
@@ -381,5 +395,21 @@ fn a_moved_backend_is_a_stale_address_and_dns_watch_decides_it_from_production_l
         "{}",
         inc["explanation"]
     );
+    assert_eq!(
+        std::fs::read("/etc/resolv.conf").ok(),
+        host_resolv,
+        "the host's /etc/resolv.conf changed"
+    );
+    assert_eq!(resolv_mounts(), host_mounts, "the host's mounts changed");
     let _ = std::fs::remove_dir_all(&out);
+}
+
+/// This process's mounts that touch resolv.conf (`/proc/self/mountinfo` lines).
+fn resolv_mounts() -> Vec<String> {
+    std::fs::read_to_string("/proc/self/mountinfo")
+        .unwrap()
+        .lines()
+        .filter(|l| l.contains("resolv.conf"))
+        .map(str::to_string)
+        .collect()
 }

@@ -230,7 +230,7 @@ impl Instance {
                 .map(|(k, v)| (k.clone(), v.to_string_lossy().into())),
         );
         checked
-            .check_config(&args, kind.complaint())
+            .check_config(&run_dir, &args, kind.complaint())
             .with_context(|| format!("{} rejected {}", kind.title(), cfg.display()))?;
         let log_path = run_dir.join(kind.log_file());
         let log = std::fs::File::create(&log_path)

@@ -46,6 +46,9 @@ pub(super) struct AccessPass {
     pub files: Vec<FileStats>,
     /// The fields the lines held (`1 << Field`), for a format that does not say (bare `json`).
     pub seen: u32,
+    /// Requests whose `$upstream_addr` held a token that is neither an address nor a group
+    /// (a redaction): their trajectories are unknown.
+    pub unknown_addr: u64,
 }
 
 impl AccessPass {
@@ -178,6 +181,7 @@ impl Reader<'_> {
         let tid = self.traj_id(a);
         let traj = tid.map(|i| &self.out.trajs[i as usize]);
         let nlu = traj.is_some_and(|t| t.nlu);
+        self.out.unknown_addr += traj.is_some_and(|t| t.unknown) as u64;
         let failed = nlu || st == 502 || st == 504;
         let latency = a.request_time_us();
         let outcome = if nlu {
@@ -267,7 +271,12 @@ impl Reader<'_> {
             Some(&id) => id,
             None => {
                 let b = a.get(Field::UpstreamAddr).unwrap_or_default();
-                let t = parse_traj(&String::from_utf8_lossy(b), &mut o.keys);
+                let mut t = parse_traj(&String::from_utf8_lossy(b), &mut o.keys);
+                // ingress-nginx names the group in `$proxy_upstream_name`, and its Lua
+                // balancer never writes one into `$upstream_addr`: a name there is no group.
+                if upstream_name(a).is_some() {
+                    t.group_is_unknown();
+                }
                 if let Some(g) = t.group.as_deref().or_else(|| upstream_name(a)) {
                     for ad in &t.addrs {
                         o.addr_group

@@ -460,7 +460,10 @@ pub(super) fn failures_from_errors(
         };
         let key = (cid, e.request.clone());
         let i = match open.get(&key) {
-            Some(&i) if t_ms - out[i].start_ms <= 2000 => i,
+            // A request's chain: its failed tries, then maybe its NLU, within two seconds of
+            // its first line. An NLU ends its request, so whatever follows on the connection
+            // is another request (keep-alive, HTTP/2 streams share one `*cid`).
+            Some(&i) if !out[i].nlu && t_ms - out[i].start_ms <= 2000 => i,
             _ => {
                 open.insert(key, out.len());
                 out.push(error_failure(e, cid, sig, store));

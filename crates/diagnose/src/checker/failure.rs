@@ -26,11 +26,62 @@ pub(super) struct Traj {
     pub passes: u32,
     /// NLUs that ended an earlier pass: (hops, group, real addresses of that pass).
     pub internal: Vec<(u32, String, Vec<String>)>,
+    /// A hop of the last pass is neither an address nor a group ([`Hop::Unknown`]): the
+    /// trajectory is unknown, and the request is no NLU on this evidence.
+    pub unknown: bool,
+}
+
+impl Traj {
+    /// What was read as a group name is not one (the log names groups elsewhere, as
+    /// ingress-nginx's `$proxy_upstream_name` does): the trajectory becomes unknown.
+    pub fn group_is_unknown(&mut self) {
+        if self.nlu {
+            self.nlu = false;
+            self.group = None;
+            self.key = None;
+            self.unknown = true;
+        }
+    }
 }
 
 /// A real address (`IP:port`, `[v6]:port`, `unix:…`) rather than an upstream group's name.
 pub(super) fn is_addr(h: &str) -> bool {
     h.starts_with("unix:") || h.parse::<std::net::SocketAddr>().is_ok()
+}
+
+/// What one hop of `$upstream_addr` is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Hop {
+    /// A real address.
+    Addr,
+    /// An upstream group's name: what nginx writes when peer selection refused the request.
+    Group,
+    /// Neither: a redaction (`XXX`, `<ip>`, `x.x.x.x`, `10.xxx.xx.xxx:80`, `[2409:xxxx::1]:80`,
+    /// `serverIP:81`) or a placeholder. Never read as a group, so never an NLU (issue #43).
+    Unknown,
+}
+
+/// The kind of one hop. A group name is what nginx's `upstream` block (or a `*_pass` host)
+/// is called: a host-like token without a port, brackets or spaces, and not a redaction.
+pub(super) fn hop(h: &str) -> Hop {
+    if is_addr(h) {
+        return Hop::Addr;
+    }
+    let odd =
+        |c: char| matches!(c, '<' | '>' | '*' | '[' | ']' | ':' | '?' | '#') || c.is_whitespace();
+    // Dotted labels of digits and x's with at least one x (`x.x.x.x`, `10.xxx.xx.xxx`,
+    // `192.x.x.x`), or a run of x's alone (`XXX`).
+    let xs = |l: &str| !l.is_empty() && l.chars().all(|c| c == 'x' || c == 'X');
+    let masked = h
+        .split('.')
+        .all(|l| xs(l) || (!l.is_empty() && l.bytes().all(|b| b.is_ascii_digit())))
+        && h.split('.').any(xs);
+    let placeholder = ["REDACTED", "redacted", "IP", "HIDDEN", "hidden"].contains(&h);
+    if h.chars().any(odd) || masked || placeholder {
+        Hop::Unknown
+    } else {
+        Hop::Group
+    }
 }
 
 /// Small integer ids for addresses and group names (the per-bucket counts are keyed by them).
@@ -69,19 +120,22 @@ pub(super) fn parse_traj(s: &str, keys: &mut Keys) -> Traj {
         .iter()
         .filter_map(|p| {
             let h = split_hops(p);
-            let g = h.last().filter(|g| !is_addr(g))?.clone();
+            let g = h.last().filter(|g| hop(g) == Hop::Group)?.clone();
             let addrs = h.iter().filter(|x| is_addr(x)).cloned().collect();
             Some((h.len() as u32, g, addrs))
         })
         .collect();
     let hops: Vec<String> = split_hops(last);
-    let nlu = hops.last().is_some_and(|h| !is_addr(h));
+    let unknown = hops.iter().any(|h| hop(h) == Hop::Unknown);
+    let nlu = hops.last().is_some_and(|h| hop(h) == Hop::Group);
     let addrs: Vec<String> = hops.iter().filter(|h| is_addr(h)).cloned().collect();
     let group = if nlu { hops.last().cloned() } else { None };
     let key = if nlu {
         group.as_deref().map(|g| keys.id(g))
-    } else {
+    } else if hops.last().is_some_and(|h| is_addr(h)) {
         addrs.last().map(|a| keys.id(a))
+    } else {
+        None
     };
     // After `key`, so that the last address keeps the id it had before tries were tracked.
     let mut tried: Vec<u32> = internal
@@ -102,6 +156,7 @@ pub(super) fn parse_traj(s: &str, keys: &mut Keys) -> Traj {
         group,
         passes: all.len() as u32,
         internal,
+        unknown,
     }
 }
 
@@ -519,6 +574,51 @@ mod tests {
         assert_eq!(host_of("[::1]:8080"), "::1");
         let t = parse_traj("unix:/run/app.sock", &mut k);
         assert!(!t.nlu);
+    }
+
+    /// Redactions and placeholders seen in real logs (tests/fixtures/real/) are neither an
+    /// address nor a group: never an NLU (issue #43).
+    #[test]
+    fn a_redaction_is_never_a_group() {
+        for h in [
+            "XXX",
+            "xx",
+            "x.x.x.x",
+            "10.xxx.xx.xxx:80",
+            "192.x.x.x",
+            "<ip>",
+            "<REDACTED_IP>",
+            "<ipaddress>:xxx",
+            "serverIP:81",
+            "<data>:9000",
+            "[2409:xxxx:xxxx::1]:443",
+            "[::1]:XXX",
+            "****",
+            "REDACTED",
+        ] {
+            assert_eq!(hop(h), Hop::Unknown, "{h}");
+            let mut k = Keys::default();
+            let t = parse_traj(h, &mut k);
+            assert!(
+                !t.nlu && t.unknown && t.group.is_none() && t.key.is_none(),
+                "{h}"
+            );
+            let t = parse_traj(&format!("10.0.0.1:80, {h}"), &mut k);
+            assert!(!t.nlu && t.unknown, "{h} as the second hop");
+        }
+        for g in [
+            "be",
+            "backend",
+            "api.example.com",
+            "default-svc-80",
+            "app_v2",
+            "xapi",
+        ] {
+            assert_eq!(hop(g), Hop::Group, "{g}");
+        }
+        for a in ["10.0.0.1:80", "[2001:db8::1]:443", "unix:/run/php.sock"] {
+            assert_eq!(hop(a), Hop::Addr, "{a}");
+        }
     }
 
     fn nlu_at(t_ms: i64, line: u64) -> Failure {

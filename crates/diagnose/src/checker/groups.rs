@@ -154,7 +154,9 @@ impl Groups {
         let default_group = upstream
             .map(str::to_string)
             .or_else(|| (group_names.len() == 1).then(|| group_names[0].clone()))
-            .unwrap_or_else(|| "upstream".to_string());
+            // No group is known (no group name in the logs, one or none in the config):
+            // said so, never a made-up name.
+            .unwrap_or_else(|| "(unknown)".to_string());
         let key_group: Vec<String> = acc
             .keys
             .names

@@ -513,6 +513,13 @@ fn incident(
         }
         _ => detail,
     };
+    let (explanation, fix) = match class {
+        Class::Undetermined => undetermined_text(store, members, hops.total, cx.race, &detail),
+        _ => (
+            format!("{} {detail}", classes::explanation(class.id())),
+            classes::fix(class.id()).to_string(),
+        ),
+    };
     Incident {
         id: 0,
         class: class.id().to_string(),
@@ -531,10 +538,28 @@ fn incident(
         swap_direction: sw.map(|i| changes[i].direction.clone()),
         methods,
         evidence,
-        explanation: format!("{} {detail}", classes::explanation(class.id())),
-        fix: classes::fix(class.id()).to_string(),
+        explanation,
+        fix,
         zoom: Series::default(),
     }
+}
+
+/// An undetermined incident's explanation and fix ([`classes::undetermined`]), from what it
+/// holds: its NLUs, its 504s, and whether the configuration allows a race.
+fn undetermined_text(
+    store: &Store,
+    members: &[usize],
+    nlu: u64,
+    race: Race,
+    detail: &str,
+) -> (String, String) {
+    let timeouts: u64 = members
+        .iter()
+        .filter(|&&i| store.kind(i).status == 504)
+        .map(|&i| store.recs[i].weight())
+        .sum();
+    let (what, fix) = classes::undetermined(nlu, race == Race::RuledOut, timeouts);
+    (format!("{what} {detail}"), fix.to_string())
 }
 
 /// What an incident counts over its members.

@@ -146,7 +146,17 @@ pub fn diagnose_with_stats(opts: &Options) -> anyhow::Result<(Diagnosis, History
         error: !opts.error.is_empty() || errs.stats.error_lines > 0,
         seen: acc.seen,
     };
-    let (observability, race, by_cid) = observe(opts, &peers, read);
+    let (mut observability, race, by_cid) = observe(opts, &peers, read);
+    if acc.unknown_addr > 0 {
+        observability.missing.push(evidence::Missing {
+            what: format!(
+                "addresses in `$upstream_addr` ({} requests logged a redacted or non-address token)",
+                acc.unknown_addr
+            ),
+            decides: "those requests' trajectories (which peer failed, 1-hop vs 2-hop, NLU or not): a redaction is never read as an upstream group".into(),
+            add: "the log as nginx wrote it, or the addresses replaced consistently (one fake address per real one)".into(),
+        });
+    }
     let cx = incidents::Ctx {
         hist: &hist,
         trajs: &acc.trajs,
@@ -215,7 +225,7 @@ pub fn diagnose_with_stats(opts: &Options) -> anyhow::Result<(Diagnosis, History
         requery_period_ms: peers.requery.map(|p| (p * 10.0).round() / 10.0),
         requery_source: peers.requery_source.to_string(),
         swap_follow,
-        classes: totals::class_summaries(&incidents),
+        classes: totals::class_summaries(&incidents, race),
         incidents,
         signatures,
         nlu_events_truncated: !nlu.complete,

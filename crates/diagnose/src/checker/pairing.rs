@@ -261,6 +261,7 @@ fn pair_one(f: &mut Failure, win: &mut PairWindow) -> Option<String> {
     let by_text = f.conn.is_none() && f.remote.is_some();
     // Each candidate's signature, and whether its request text agrees (a line without one, or
     // a failure without one, agrees).
+    let mut same_request = Vec::new();
     let cands: Vec<(ERef, Sig, bool)> = keys
         .into_iter()
         .filter_map(|k| {
@@ -272,6 +273,9 @@ fn pair_one(f: &mut Failure, win: &mut PairWindow) -> Option<String> {
             let client_ok = e.client.is_none()
                 || e.client == f.remote
                 || (e.request.is_some() && e.request == f.request);
+            if e.request.is_some() && e.request == f.request && e.sig.is_first_try_failure() {
+                same_request.push(k);
+            }
             (!by_text || client_ok).then_some((k, e.sig, req_ok))
         })
         .collect();
@@ -302,6 +306,22 @@ fn pair_one(f: &mut Failure, win: &mut PairWindow) -> Option<String> {
         // Formats without $upstream_addr learn NLU from the error log.
         f.nlu = true;
         return host(win, e.upstream_host);
+    }
+    // A 1-hop "NLU" whose own request (same connection, second and request text) logged a
+    // first try on a peer was not refused at the pick: its one hop is a redacted address, not
+    // a group (issue #43: `upstream prematurely closed connection` behind `XXX`).
+    if f.nlu
+        && !f.internal
+        && f.hops == 1
+        && let Some(&k) = same_request.first()
+    {
+        f.nlu = false;
+        f.hops = 0;
+        let e = win.get(&k);
+        f.paired = Some((k, e.sig));
+        let upstream = host(win, e.upstream_host);
+        f.group = unnamed_group(upstream.clone()).into_owned();
+        return upstream;
     }
     if !f.nlu
         && let Some(c) = cands.iter().find(first_try)

@@ -5,7 +5,8 @@ use super::errors::{Cites, SigIndex};
 use super::failure::Store;
 use super::swaps::PeerChanges;
 use super::traj_label;
-use crate::classes::{self, Sig};
+use crate::classes::{self, Class, Sig};
+use crate::evidence::Race;
 use crate::verdict::{ClassSummary, Incident, NluCounts, NluEvent, PassCounts, Signature};
 use resolvelab_history::History;
 use std::collections::{BTreeMap, HashMap};
@@ -96,19 +97,30 @@ pub(super) fn nlu_totals(
 }
 
 /// Per class (in report order): its incidents and failed requests.
-pub(super) fn class_summaries(incidents: &[Incident]) -> Vec<ClassSummary> {
+pub(super) fn class_summaries(incidents: &[Incident], race: Race) -> Vec<ClassSummary> {
     let mut out = Vec::new();
     for c in classes::CLASSES {
         let incs: Vec<&Incident> = incidents.iter().filter(|i| i.class == *c).collect();
         if incs.is_empty() {
             continue;
         }
+        // Undetermined says only what its incidents' evidence leaves open.
+        let (explanation, fix) = if *c == Class::Undetermined.id() {
+            let nlu = incs.iter().map(|i| i.nlu).sum();
+            let (e, f) = classes::undetermined(nlu, race == Race::RuledOut, 0);
+            (e, f.to_string())
+        } else {
+            (
+                classes::explanation(c).to_string(),
+                classes::fix(c).to_string(),
+            )
+        };
         out.push(ClassSummary {
             class: c.to_string(),
             incidents: incs.len() as u64,
             requests: incs.iter().map(|i| i.count).sum(),
-            explanation: classes::explanation(c).to_string(),
-            fix: classes::fix(c).to_string(),
+            explanation,
+            fix,
         });
     }
     out
