@@ -216,6 +216,11 @@ pub fn undetermined(nlu: u64, race_ruled_out: bool, timeouts: u64) -> (String, &
     if race_ruled_out {
         t += " (a DNS swap is ruled out: see \"What these logs can show\")";
     }
+    // The lines that would decide it, cause by cause.
+    t += ". What would decide it: an `upstream server temporarily disabled` line (logged at `warn`) before the first NLU — a max_fails wipeout, even in a static upstream with the default max_fails=1; every peer of the group in the request's `$upstream_addr` — tries exhausted";
+    if !race_ruled_out {
+        t += "; a DNS answer history (`--dns`) or addresses changing in `$upstream_addr` — a peer-list change";
+    }
     (t + ".", fix(Class::Undetermined.id()))
 }
 
