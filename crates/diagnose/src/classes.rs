@@ -37,27 +37,24 @@ pub enum Class {
     Undetermined,
 }
 
-/// Every class id, in report order.
-pub const CLASSES: &[&str] = &[
-    "generation-race-retry",
-    "generation-race-first-pick",
-    "maxfails-wipeout",
-    "dns-nxdomain",
-    "dns-hold-expired",
-    "dns-cluster-emptied",
-    "dns-lookup-failed",
-    "dns-request-failure",
-    "stale-address",
-    "zone-memory-exhausted",
-    "port-exhaustion",
-    "tries-exhausted",
-    "upstream-failure",
-    "undetermined",
-];
+/// Every class id, in report order (derived from [`Class::ALL`] and [`Class::id`]).
+pub const CLASSES: [&str; Class::COUNT] = {
+    let mut ids = [""; Class::COUNT];
+    let mut i = 0;
+    while i < Class::COUNT {
+        ids[i] = Class::ALL[i].id();
+        i += 1;
+    }
+    ids
+};
 
 impl Class {
-    /// Every class, in report order (the order of [`CLASSES`]).
-    pub const ALL: [Class; 14] = [
+    /// How many classes there are: one more than the last variant's index.
+    pub const COUNT: usize = Class::Undetermined as usize + 1;
+
+    /// Every class, in report order (the variants' order). Checked when the crate compiles:
+    /// a variant left out (or out of order) fails the build.
+    pub const ALL: [Class; Class::COUNT] = [
         Class::GenerationRaceRetry,
         Class::GenerationRaceFirstPick,
         Class::MaxfailsWipeout,
@@ -74,14 +71,29 @@ impl Class {
         Class::Undetermined,
     ];
 
-    /// The stable id.
-    pub fn id(self) -> &'static str {
-        CLASSES[Class::ALL.iter().position(|c| *c == self).unwrap_or(0)]
+    /// The stable id: one arm per variant, so a new class without an id does not compile.
+    pub const fn id(self) -> &'static str {
+        match self {
+            Class::GenerationRaceRetry => "generation-race-retry",
+            Class::GenerationRaceFirstPick => "generation-race-first-pick",
+            Class::MaxfailsWipeout => "maxfails-wipeout",
+            Class::DnsNxdomain => "dns-nxdomain",
+            Class::DnsHoldExpired => "dns-hold-expired",
+            Class::DnsClusterEmptied => "dns-cluster-emptied",
+            Class::DnsLookupFailed => "dns-lookup-failed",
+            Class::DnsRequestFailure => "dns-request-failure",
+            Class::StaleAddress => "stale-address",
+            Class::ZoneMemoryExhausted => "zone-memory-exhausted",
+            Class::PortExhaustion => "port-exhaustion",
+            Class::TriesExhausted => "tries-exhausted",
+            Class::UpstreamFailure => "upstream-failure",
+            Class::Undetermined => "undetermined",
+        }
     }
 
     /// The class of a stable id.
     pub fn from_id(id: &str) -> Option<Class> {
-        CLASSES.iter().position(|c| *c == id).map(|i| Class::ALL[i])
+        Class::ALL.into_iter().find(|c| c.id() == id)
     }
 
     /// A generation race (either branch): a class that needs an observed peer-list change.
@@ -92,6 +104,18 @@ impl Class {
         )
     }
 }
+
+// `ALL[i]` is the variant of index `i`: with `COUNT` = the last index + 1, every variant is in it.
+const _: () = {
+    let mut i = 0;
+    while i < Class::COUNT {
+        assert!(
+            Class::ALL[i] as usize == i,
+            "Class::ALL must list every variant in order"
+        );
+        i += 1;
+    }
+};
 
 /// What the class is (one paragraph).
 pub fn explanation(class: &str) -> &'static str {

@@ -40,6 +40,9 @@ pub(crate) enum Sent {
     /// hyper handed the request back unsent: the connection was not ready for another
     /// request yet, or had closed before the request was written. Safe to send again.
     Unsent(Box<Request<Full<Bytes>>>),
+    /// The request was written (or partly) and the connection failed before any byte of a
+    /// response: what a client may re-send on a new connection if the request is idempotent.
+    Lost(ErrorKind),
 }
 
 /// A complete response.
@@ -170,7 +173,7 @@ async fn exchange(
         Err(mut e) => {
             return match e.take_message() {
                 Some(req) => Sent::Unsent(Box::new(req)),
-                None => Sent::Done(Err(hyper_kind(e.error()))),
+                None => Sent::Lost(hyper_kind(e.error())),
             };
         }
     };

@@ -101,37 +101,24 @@ impl Default for Mix {
 }
 
 impl Mix {
-    /// Parse `GET=0.8,POST=0.2` (weights are normalised; `GET` alone means all GET).
+    /// Parse `GET=0.8,POST=0.2` (weights are normalised; `GET` alone means all GET), with the
+    /// vocabulary's one parser ([`resolvelab_core::spec::mix::Mix`]).
     pub fn parse(s: &str) -> Result<Mix, String> {
-        let mut raw = Vec::new();
-        for item in s.split(',').map(str::trim).filter(|i| !i.is_empty()) {
-            let (m, w) = item.split_once('=').unwrap_or((item, "1"));
-            let method = Method::from_bytes(m.trim().to_ascii_uppercase().as_bytes())
-                .map_err(|_| format!("--mix `{s}`: `{m}` is not an HTTP method"))?;
-            let w: f64 = w.trim().parse().map_err(|_| {
-                format!(
-                    "--mix `{s}`: weight `{w}` of {m} is not a number; write e.g. GET=0.8,POST=0.2"
-                )
-            })?;
-            if !w.is_finite() || w < 0.0 {
-                return Err(format!("--mix `{s}`: weight of {m} must be ≥ 0"));
-            }
-            raw.push((method, w));
-        }
-        let total: f64 = raw.iter().map(|(_, w)| w).sum();
-        if raw.is_empty() || total <= 0.0 {
-            return Err(format!(
-                "--mix `{s}`: needs at least one method with a positive weight, e.g. GET=0.8,POST=0.2"
-            ));
-        }
+        let m: resolvelab_core::spec::mix::Mix =
+            s.parse().map_err(|e| format!("--mix `{s}`: {e}"))?;
+        Mix::from_shares(&m).map_err(|e| format!("--mix `{s}`: {e}"))
+    }
+
+    /// The generator's mix of a parsed one: methods as hyper's, shares made cumulative.
+    pub fn from_shares(m: &resolvelab_core::spec::mix::Mix) -> Result<Mix, String> {
         let mut acc = 0.0;
-        let methods = raw
-            .into_iter()
-            .map(|(m, w)| {
-                acc += w / total;
-                (m, acc)
-            })
-            .collect();
+        let mut methods = Vec::new();
+        for (name, share) in m.shares() {
+            let method = Method::from_bytes(name.as_bytes())
+                .map_err(|_| format!("`{name}` is not an HTTP method"))?;
+            acc += share;
+            methods.push((method, acc));
+        }
         Ok(Mix { methods })
     }
 
@@ -159,6 +146,12 @@ pub struct LoadConfig {
     pub connections: usize,
     /// `false` for `--no-keepalive`: one new connection per request.
     pub keepalive: bool,
+    /// `--retry-idempotent`: behave like real clients (browsers, curl, Go's `net/http`): a
+    /// GET/HEAD/OPTIONS/TRACE written on a reused keep-alive connection that closed or reset
+    /// before any response byte is sent once more on a new connection (counted as
+    /// `client_retries`). Off by default: the lab counts such a request as failed. Open loop
+    /// only.
+    pub retry_idempotent: bool,
     /// `--mix`.
     pub mix: Mix,
     /// `--body-size`: body bytes for methods other than GET/HEAD/DELETE/OPTIONS.
@@ -202,6 +195,7 @@ impl LoadConfig {
             requests: None,
             connections: 64,
             keepalive: true,
+            retry_idempotent: false,
             mix: Mix::default(),
             body_size: 0,
             timeout: Duration::from_secs(10),

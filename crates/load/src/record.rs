@@ -156,10 +156,13 @@ mod tests {
             method: "GET".into(),
             header: None,
             seq: 3,
+            retried: false,
         };
         let v = serde_json::to_value(&r).unwrap();
         assert_eq!(v["error"], "connect-refused");
         assert!(v["sent_us"].is_null() && v["status"].is_null() && v["header"].is_null());
+        // `retried` is left out when false (files of earlier runs stay byte for byte).
+        assert!(v.get("retried").is_none(), "{v}");
         let back: Record = serde_json::from_value(v).unwrap();
         assert_eq!(back, r);
         assert_eq!(r.class(), 5);

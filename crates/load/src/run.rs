@@ -139,6 +139,8 @@ pub(crate) struct Shared {
     template: HeaderMap,
     capture: Option<HeaderName>,
     pub(crate) keepalive: bool,
+    /// `--retry-idempotent`: re-send as real clients do (see [`Shared::exchange_on`]).
+    retry_idempotent: bool,
     pub(crate) timeout: Duration,
     pub(crate) max_in_flight: usize,
     pub(crate) cancel: CancellationToken,
@@ -172,7 +174,18 @@ fn method_name(m: &Method) -> Cow<'static, str> {
 pub(crate) struct Attempt {
     res: Result<Outcome, ErrorKind>,
     conn: Option<u64>,
+    /// Sent again on a new connection after a reused one was lost (`--retry-idempotent`).
+    retried: bool,
     pub(crate) keep: Option<Conn>,
+}
+
+/// Methods a client re-sends on its own after a reused connection closed before a response:
+/// Go's `isReplayable` (GET, HEAD, OPTIONS, TRACE), as browsers and curl do for them.
+fn replayable(m: &Method) -> bool {
+    matches!(
+        *m,
+        Method::GET | Method::HEAD | Method::OPTIONS | Method::TRACE
+    )
 }
 
 impl Shared {
@@ -247,16 +260,22 @@ impl Shared {
     /// Connect (or reuse `conn` if it is still open) and exchange one request. `conn_id` is
     /// set as soon as a connection is in use and `keep` receives it back if it may be reused,
     /// so a caller that abandons this future (timeout, cancel) still knows which one it was.
+    ///
+    /// With `--retry-idempotent`, a replayable request written on a *reused* connection that
+    /// then closed or reset before any response byte is sent once more on a new connection
+    /// (`retried`), as browsers, curl (`Curl_retry_request`) and Go's client
+    /// (`shouldRetryRequest`) do; without it that is the request's error, as it always was.
     async fn exchange_on(
         &self,
         conn: Option<Conn>,
         m: usize,
         conn_id: &mut Option<u64>,
         keep: &mut Option<Conn>,
+        retried: &mut bool,
     ) -> Result<Outcome, ErrorKind> {
-        let mut c = match conn.filter(Conn::is_open) {
-            Some(c) => c,
-            None => self.connect().await?,
+        let (mut c, mut reused) = match conn.filter(Conn::is_open) {
+            Some(c) => (c, true),
+            None => (self.connect().await?, false),
         };
         let mut req = self.request(m, c.take_headers());
         // hyper hands a request back unsent when the connection was not ready for it yet
@@ -272,10 +291,25 @@ impl Shared {
                     }
                     return Ok(out);
                 }
+                Sent::Lost(kind) => {
+                    let again = self.retry_idempotent
+                        && reused
+                        && !*retried
+                        && matches!(kind, ErrorKind::Closed | ErrorKind::Reset)
+                        && replayable(&self.methods[m].0);
+                    if !again {
+                        return Err(kind);
+                    }
+                    *retried = true;
+                    c = self.connect().await?;
+                    reused = false;
+                    req = self.request(m, None);
+                }
                 Sent::Unsent(r) => {
                     req = *r;
                     if !(c.is_open() && c.ready().await) {
                         c = self.connect().await?;
+                        reused = false;
                     }
                 }
             }
@@ -298,8 +332,9 @@ impl Shared {
     ) -> Attempt {
         let mut conn_id = None;
         let mut keep = None;
+        let mut retried = false;
         let res = {
-            let work = self.exchange_on(conn, m, &mut conn_id, &mut keep);
+            let work = self.exchange_on(conn, m, &mut conn_id, &mut keep, &mut retried);
             tokio::select! {
                 r = tokio::time::timeout(self.timeout, work) => r.unwrap_or(Err(ErrorKind::Timeout)),
                 _ = cancelled => Err(ErrorKind::Other),
@@ -308,6 +343,7 @@ impl Shared {
         Attempt {
             res,
             conn: conn_id,
+            retried,
             keep,
         }
     }
@@ -325,7 +361,9 @@ impl Shared {
     }
 
     pub(crate) fn record(&self, seq: u64, t_us: i64, sent_us: i64, m: usize, a: Attempt) -> Record {
-        self.finished(seq, t_us, sent_us, self.now_us(), m, a.res, a.conn)
+        let mut r = self.finished(seq, t_us, sent_us, self.now_us(), m, a.res, a.conn);
+        r.retried = a.retried;
+        r
     }
 
     /// The record of a request that was sent at `sent_us` and ended at `done`.
@@ -356,6 +394,7 @@ impl Shared {
             method: self.methods[m].2.clone(),
             header,
             seq,
+            retried: false,
         }
     }
 
@@ -372,6 +411,7 @@ impl Shared {
             method: self.methods[m].2.clone(),
             header: None,
             seq,
+            retried: false,
         }
     }
 }
@@ -603,6 +643,7 @@ pub async fn run_load(
         template,
         capture: cfg.header_capture.clone(),
         keepalive: cfg.keepalive,
+        retry_idempotent: cfg.retry_idempotent,
         timeout: cfg.timeout,
         max_in_flight: cfg.max_in_flight,
         cancel: cancel.clone(),

@@ -143,6 +143,10 @@ pub struct Summary {
     pub per_second: Vec<Second>,
     /// Malformed lines skipped while reading result files (`load report`).
     pub malformed_lines: u64,
+    /// Requests sent a second time on a new connection after a reused one closed before any
+    /// response byte (`--retry-idempotent`), whatever their outcome.
+    #[serde(default)]
+    pub client_retries: u64,
 }
 
 #[derive(Default, Clone)]
@@ -195,6 +199,7 @@ pub struct SummaryBuilder {
     header_name: Option<String>,
     dispatch_lag: Option<Percentiles>,
     malformed: u64,
+    retried: u64,
 }
 
 impl SummaryBuilder {
@@ -224,6 +229,7 @@ impl SummaryBuilder {
             header_name: None,
             dispatch_lag: None,
             malformed: 0,
+            retried: 0,
         }
     }
 
@@ -245,6 +251,7 @@ impl SummaryBuilder {
     /// Add one record.
     pub fn add(&mut self, r: &Record) {
         self.requests += 1;
+        self.retried += r.retried as u64;
         self.first_t = Some(self.first_t.map_or(r.t_us, |x| x.min(r.t_us)));
         self.last_t = Some(self.last_t.map_or(r.t_us, |x| x.max(r.t_us)));
         let class = r.class();
@@ -395,6 +402,7 @@ impl SummaryBuilder {
             headers: self.headers,
             per_second,
             malformed_lines: self.malformed,
+            client_retries: self.retried,
         }
     }
 }
@@ -522,6 +530,13 @@ impl Summary {
                 self.malformed_lines
             );
         }
+        if self.client_retries > 0 {
+            let _ = writeln!(
+                s,
+                "Retried        [sent again on a new connection]     {}",
+                self.client_retries
+            );
+        }
         s
     }
 }
@@ -549,6 +564,7 @@ mod tests {
             method: "GET".into(),
             header: Some("a".into()),
             seq,
+            retried: false,
         }
     }
 

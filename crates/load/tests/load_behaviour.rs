@@ -690,3 +690,89 @@ async fn max_rate_sends_the_mix_with_its_bodies() {
     let conns: HashSet<u64> = recs.iter().filter_map(|r| r.conn).collect();
     assert_eq!(conns.len(), 3);
 }
+
+/// A server that answers the first request of each connection and, on the second, reads it
+/// and closes without a byte of response: the keep-alive reclaim race a real client rides out
+/// by sending the request again (issue #46).
+async fn second_request_lost(ip: &str) -> (std::net::SocketAddr, tokio::task::JoinHandle<()>) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind((ip, 0)).await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let server = tokio::spawn(async move {
+        loop {
+            let Ok((mut s, _)) = listener.accept().await else {
+                return;
+            };
+            tokio::spawn(async move {
+                let mut buf = Vec::new();
+                let mut chunk = [0u8; 4096];
+                for k in 0..2 {
+                    // A canned exchange once a request head is in; a fixture, not a parser.
+                    loop {
+                        if let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+                            let len = buf[..end]
+                                .split(|b| *b == b'\n')
+                                .find_map(|l| {
+                                    let l = String::from_utf8_lossy(l).to_ascii_lowercase();
+                                    l.strip_prefix("content-length:")
+                                        .and_then(|v| v.trim().parse::<usize>().ok())
+                                })
+                                .unwrap_or(0);
+                            if buf.len() >= end + 4 + len {
+                                buf.drain(..end + 4 + len);
+                                break;
+                            }
+                        }
+                        match s.read(&mut chunk).await {
+                            Ok(0) | Err(_) => return,
+                            Ok(n) => buf.extend_from_slice(&chunk[..n]),
+                        }
+                    }
+                    if k == 0 {
+                        let _ = s
+                            .write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok")
+                            .await;
+                    }
+                }
+                // The second request was read: close with no response.
+            });
+        }
+    });
+    (addr, server)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn retry_idempotent_resends_what_a_closed_keepalive_connection_lost() {
+    let (addr, server) = second_request_lost("127.0.0.54").await;
+    let run = |retry: bool, mix: &str| {
+        let mut c = cfg(&format!("http://{addr}/"), "20");
+        c.requests = Some(4);
+        c.connections = 1;
+        c.lanes = Some(1);
+        c.retry_idempotent = retry;
+        c.mix = Mix::parse(mix).unwrap();
+        c
+    };
+    // The lab's client: every second request on a connection fails, closed.
+    let (s, recs) = go(&run(false, "GET")).await;
+    assert_eq!(s.classes.c2xx, 2, "{:?}", s.errors);
+    assert_eq!(s.errors.get("closed").copied(), Some(2), "{:?}", s.errors);
+    assert_eq!(s.client_retries, 0);
+    assert!(recs.iter().all(|r| !r.retried));
+    // A real client's: each lost GET goes again on a new connection and is answered there
+    // (as that connection's first request), so the next one is lost in its turn: requests 2, 3
+    // and 4 are each sent twice.
+    let (s, recs) = go(&run(true, "GET")).await;
+    assert_eq!(s.classes.c2xx, 4, "{:?}", s.errors);
+    assert_eq!(s.client_retries, 3);
+    assert_eq!(recs.iter().filter(|r| r.retried).count(), 3);
+    assert!(
+        recs.iter()
+            .filter(|r| r.retried)
+            .all(|r| r.status == Some(200))
+    );
+    // A POST is not idempotent: not sent twice, it fails as before.
+    let (s, _) = go(&run(true, "POST")).await;
+    assert_eq!((s.classes.c2xx, s.client_retries), (2, 0), "{:?}", s.errors);
+    server.abort();
+}

@@ -25,6 +25,7 @@ fn rec(seq: u64, t_us: i64, status: Option<u16>, error: Option<ErrorKind>) -> Re
         method: "GET".into(),
         header: status.map(|_| "b2".to_string()),
         seq,
+        retried: false,
     }
 }
 

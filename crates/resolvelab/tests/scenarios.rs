@@ -301,6 +301,39 @@ fn scenario_errors_are_one_line_with_file_and_line() {
         );
         assert!(!runs.exists(), "{check}: no run directory was made");
     }
+    // A typo in a typed value (issue #45: `load.mix`, `proxy_next_upstream`) fails at its line
+    // when the file is read, on every engine, before anything starts (no run directory).
+    for (section, line_text, says) in [
+        (
+            "[load]\n",
+            "mix = \"GET=x\"",
+            "weight `x` of GET is not a number",
+        ),
+        ("[load]\n", "mix = \"GE T=1\"", "is not an HTTP method"),
+        (
+            "[nginx]\n",
+            "proxy_next_upstream = \"eror timeout\"",
+            "`eror` is not a `proxy_next_upstream` case",
+        ),
+    ] {
+        let typo = lib.replacen(section, &format!("{section}{line_text}\n"), 1);
+        assert_ne!(typo, lib);
+        let p = dir.path().join("typo.toml");
+        std::fs::write(&p, &typo).unwrap();
+        let line = typo.lines().position(|l| l == line_text).unwrap() + 1;
+        for engine in ["sim", "nginx"] {
+            let runs = dir.path().join("runs");
+            let (code, text) = run(&[p.to_str().unwrap(), "--engine", engine], &runs);
+            assert_eq!(code, 2, "{line_text}: {text}");
+            assert!(text.contains(says), "{line_text}: {text}");
+            assert!(
+                text.contains(&format!("typo.toml:{line}")),
+                "{line_text}: {text}"
+            );
+            assert_eq!(text.trim().lines().count(), 1, "one line: {text}");
+            assert!(!runs.exists(), "{line_text}: no run directory was made");
+        }
+    }
 }
 
 #[test]

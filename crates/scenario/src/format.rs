@@ -3,6 +3,8 @@
 use resolvelab_core::spec::dns::{Align, DnsSetting, HostRef};
 use resolvelab_core::spec::fault::BackendFault;
 use resolvelab_core::spec::latency::Latency;
+use resolvelab_core::spec::mix::Mix;
+use resolvelab_core::spec::nginx::NextUpstream;
 use resolvelab_core::spec::rate::RatePlan;
 use resolvelab_core::spec::toxic::ToxicSpec;
 use serde::{Deserialize, Serialize};
@@ -117,9 +119,9 @@ pub struct NginxSpec {
     /// `keepalive_timeout` of the upstream block.
     #[serde(default)]
     pub keepalive_timeout: Option<String>,
-    /// `proxy_next_upstream` (`off` disables retries).
+    /// `proxy_next_upstream` (`off` disables retries), checked when the file is read.
     #[serde(default = "d_next")]
-    pub proxy_next_upstream: String,
+    pub proxy_next_upstream: NextUpstream,
     /// `proxy_next_upstream_tries` (0: nginx's default, unlimited).
     #[serde(default)]
     pub proxy_next_upstream_tries: u32,
@@ -440,9 +442,9 @@ pub struct LoadSpec {
     pub rate: String,
     /// Duration.
     pub duration: String,
-    /// Method mix (`GET=1`, `GET=0.8,POST=0.2`).
-    #[serde(default = "d_mix")]
-    pub mix: String,
+    /// Method mix (`GET=1`, `GET=0.8,POST=0.2`), checked when the file is read.
+    #[serde(default)]
+    pub mix: Mix,
     /// Client keep-alive connections.
     #[serde(default = "d_conns")]
     pub connections: u32,
@@ -455,6 +457,12 @@ pub struct LoadSpec {
     /// Concurrency cap (in-flight requests) for slow scenarios.
     #[serde(default)]
     pub max_in_flight: Option<u32>,
+    /// A client like browsers, curl and Go's: an idempotent request sent on a reused
+    /// keep-alive connection that closed before any response byte is sent once more on a new
+    /// connection (`resolvelab load --retry-idempotent`, counted as client retries). Off by
+    /// default: such a request is a client error, which the lab then counts against the proxy.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub retry_idempotent: bool,
 }
 
 /// One injection on the timeline.
@@ -581,8 +589,12 @@ fn d_zone() -> String {
 fn d_keepalive() -> u32 {
     16
 }
-fn d_next() -> String {
-    "error timeout".into()
+fn d_next() -> NextUpstream {
+    NextUpstream {
+        error: true,
+        timeout: true,
+        ..NextUpstream::default()
+    }
 }
 fn d_true() -> bool {
     true
@@ -592,9 +604,6 @@ fn d_port() -> u16 {
 }
 fn d_ttl() -> String {
     "1s".into()
-}
-fn d_mix() -> String {
-    "GET=1".into()
 }
 fn d_conns() -> u32 {
     32

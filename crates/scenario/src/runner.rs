@@ -520,7 +520,9 @@ fn load_config(sc: &Scenario, specs: &Specs, net: &Net, seed: u64) -> Result<Loa
     cfg.duration = Some(dur("load.duration", &sc.load.duration)?);
     cfg.connections = sc.load.connections as usize;
     cfg.timeout = dur("load.timeout", &sc.load.timeout)?;
-    cfg.mix = resolvelab_load::Mix::parse(&sc.load.mix).map_err(|e| anyhow!("load.mix: {e}"))?;
+    cfg.mix =
+        resolvelab_load::Mix::from_shares(&sc.load.mix).map_err(|e| anyhow!("load.mix: {e}"))?;
+    cfg.retry_idempotent = sc.load.retry_idempotent;
     cfg.header_capture = Some("x-backend".parse()?);
     cfg.seed = seed;
     // One keep-alive pool, as the lab's evidence was gathered and as the simulator models it.

@@ -484,6 +484,12 @@ fn refuse_unmodelled(sc: &Scenario) -> Result<()> {
             "the model's load is an uncapped open loop",
         );
     }
+    if sc.load.retry_idempotent {
+        return refuse(
+            "load.retry_idempotent",
+            "the model's client never sends a request twice",
+        );
+    }
     for (i, s) in n.servers.iter().enumerate() {
         if let Some(name) = s.host.strip_prefix('@')
             && sc.backends.iter().any(|b| b.name == name && b.echo_db)
@@ -542,7 +548,7 @@ fn nginx_settings(cfg: &mut SimConfig, sc: &Scenario) -> Result<()> {
     cfg.next_upstream = next_upstream(&n.proxy_next_upstream).map_err(|why| {
         unsupported(
             sc,
-            &format!("nginx.proxy_next_upstream = {:?}", n.proxy_next_upstream),
+            &format!("nginx.proxy_next_upstream = \"{}\"", n.proxy_next_upstream),
             &why,
         )
     })?;
@@ -587,7 +593,7 @@ fn load_settings(cfg: &mut SimConfig, sc: &Scenario, specs: &Specs, net: &Net) -
             cfg.rps = cfg.arrivals.len() as f64 * 1e6 / cfg.duration.0 as f64;
         }
     }
-    cfg.mix = mix(&sc.load.mix)?;
+    cfg.mix = sc.load.mix.shares().to_vec();
     cfg.client_connections = sc.load.connections.max(1);
     // The real runner connects once to see nginx listening (`Instance::wait_listening`): the
     // first accept, which sends the load's first connection to the other worker.
@@ -1110,43 +1116,23 @@ fn for_each_json(path: &Path, mut f: impl FnMut(&Value)) -> Result<()> {
     Ok(())
 }
 
-/// `error timeout non_idempotent` / `off` → the model's `proxy_next_upstream`.
-fn next_upstream(s: &str) -> std::result::Result<NextUpstream, String> {
-    let mut n = NextUpstream {
-        error: false,
-        timeout: false,
-        non_idempotent: false,
-        tries: 0,
-    };
-    for w in s.split_whitespace() {
-        match w {
-            "off" => {}
-            "error" => n.error = true,
-            "timeout" => n.timeout = true,
-            "non_idempotent" => n.non_idempotent = true,
-            other => {
-                return Err(format!(
-                    "`{other}` is not modelled (the model knows error, timeout, non_idempotent, off)"
-                ));
-            }
-        }
+/// The scenario's `proxy_next_upstream` as the model plays it: error, timeout and
+/// non_idempotent; the rest (`invalid_header`, `http_NNN`) is not modelled.
+fn next_upstream(
+    n: &resolvelab_core::spec::nginx::NextUpstream,
+) -> std::result::Result<NextUpstream, String> {
+    if n.invalid_header || !n.statuses.is_empty() {
+        return Err(
+            "only error, timeout, non_idempotent and off are modelled (not invalid_header or http_NNN)"
+                .into(),
+        );
     }
-    Ok(n)
-}
-
-/// `GET=0.8,POST=0.2` → `[("GET", 0.8), ("POST", 0.2)]`.
-fn mix(s: &str) -> Result<Vec<(String, f64)>> {
-    s.split(',')
-        .filter(|p| !p.trim().is_empty())
-        .map(|p| {
-            let (m, w) = p.split_once('=').unwrap_or((p, "1"));
-            let w: f64 = w
-                .trim()
-                .parse()
-                .map_err(|_| anyhow!("load.mix = {s:?}: weight {w:?} is not a number"))?;
-            Ok((m.trim().to_ascii_uppercase(), w))
-        })
-        .collect()
+    Ok(NextUpstream {
+        error: n.error,
+        timeout: n.timeout,
+        non_idempotent: n.non_idempotent,
+        tries: 0,
+    })
 }
 
 /// The backends' latency as the model's (one distribution for every backend).
@@ -1553,6 +1539,7 @@ mod tests {
         let staged = sim_config(&bad, 1, (0, 0)).unwrap();
         assert_eq!(staged.arrivals.len(), 100 * 10 + 500 * 30);
         assert_eq!(size("z", "64k").unwrap(), 65536);
-        assert!(next_upstream("error http_502").is_err());
+        assert!(next_upstream(&"error http_502".parse().unwrap()).is_err());
+        assert!(next_upstream(&"error timeout non_idempotent".parse().unwrap()).is_ok());
     }
 }

@@ -102,6 +102,11 @@ pub struct Request {
     /// Position in the schedule (0-based); records are written in completion order.
     #[serde(default)]
     pub seq: u64,
+    /// Sent a second time, on a new connection, after a reused keep-alive connection closed
+    /// before any response byte (`--retry-idempotent`: what browsers, curl and Go's client do
+    /// for an idempotent request). Left out when false.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub retried: bool,
 }
 
 impl Request {

@@ -9,7 +9,9 @@
 //! * [`toxic`] — the proxy's fault kinds (Toxiproxy's `latency`, `reset_peer`, `down`, …).
 //! * [`latency`] — latency models (`2ms`, `uniform:1ms..5ms`, `lognormal:p50=2ms,p99=40ms`).
 //! * [`rate`] — rate plans (`300`, `100@10s,0..500@30s`) and their scaling.
-//! * [`nginx`] — nginx's own size and time values (`128k`, `1m30s`).
+//! * [`nginx`] — nginx's own size and time values (`128k`, `1m30s`), a `server` line's
+//!   parameters and `proxy_next_upstream` ([`nginx::NextUpstream`]).
+//! * [`mix`] — the load's method mix (`GET=0.8,POST=0.2`).
 //! * [`Spec`] — the `KIND[:key=value,…]` syntax the fault specs are written in.
 //!
 //! ```
@@ -22,6 +24,7 @@
 pub mod dns;
 pub mod fault;
 pub mod latency;
+pub mod mix;
 pub mod nginx;
 pub mod rate;
 pub mod toxic;

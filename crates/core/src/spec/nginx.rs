@@ -246,3 +246,112 @@ mod tests {
         assert_eq!(time_text(1500), "1500ms");
     }
 }
+
+/// `proxy_next_upstream` (and `fastcgi_`/`grpc_`/`uwsgi_`/`scgi_next_upstream`): the cases in
+/// which nginx passes a request to the next server, as its configuration writes them
+/// (`ngx_http_proxy_next_upstream_masks`). Parsed once, where the scenario is read; the
+/// renderers of every engine and the model read the typed value.
+///
+/// ```
+/// use resolvelab_core::spec::nginx::NextUpstream;
+/// let n: NextUpstream = "error timeout http_502".parse().unwrap();
+/// assert!(n.error && n.timeout && n.statuses == [502]);
+/// assert_eq!(n.to_string(), "error timeout http_502");
+/// assert!("off".parse::<NextUpstream>().unwrap().is_off());
+/// assert!("eror".parse::<NextUpstream>().is_err());
+/// ```
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(try_from = "String", into = "String")]
+pub struct NextUpstream {
+    /// `error`: a connection error, or an error sending or reading the response header.
+    pub error: bool,
+    /// `timeout`: a timeout connecting, sending or reading the response header.
+    pub timeout: bool,
+    /// `invalid_header`: an empty or invalid response header.
+    pub invalid_header: bool,
+    /// `http_NNN`: these response statuses, in the order written.
+    pub statuses: Vec<u16>,
+    /// `non_idempotent`: POST, LOCK, PATCH are retried too.
+    pub non_idempotent: bool,
+}
+
+impl NextUpstream {
+    /// The statuses nginx accepts as `http_NNN`.
+    pub const STATUSES: [u16; 7] = [500, 502, 503, 504, 403, 404, 429];
+
+    /// `off`: no case passes a request on.
+    pub fn is_off(&self) -> bool {
+        !self.error && !self.timeout && !self.invalid_header && self.statuses.is_empty()
+    }
+}
+
+impl std::str::FromStr for NextUpstream {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let mut n = NextUpstream::default();
+        let words: Vec<&str> = s.split_whitespace().collect();
+        if words.is_empty() {
+            return Err(
+                "`proxy_next_upstream` is empty: write e.g. `error timeout`, or `off`".into(),
+            );
+        }
+        for w in &words {
+            match *w {
+                "off" if words.len() == 1 => {}
+                "off" => return Err(format!("`{s}`: `off` stands alone")),
+                "error" => n.error = true,
+                "timeout" => n.timeout = true,
+                "invalid_header" => n.invalid_header = true,
+                "non_idempotent" => n.non_idempotent = true,
+                other => match other
+                    .strip_prefix("http_")
+                    .and_then(|c| c.parse::<u16>().ok())
+                {
+                    Some(code) if Self::STATUSES.contains(&code) => n.statuses.push(code),
+                    _ => {
+                        return Err(format!(
+                            "`{other}` is not a `proxy_next_upstream` case (error, timeout, invalid_header, http_500, http_502, http_503, http_504, http_403, http_404, http_429, non_idempotent, off)"
+                        ));
+                    }
+                },
+            }
+        }
+        Ok(n)
+    }
+}
+
+impl fmt::Display for NextUpstream {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.is_off() && !self.non_idempotent {
+            return f.write_str("off");
+        }
+        let mut w: Vec<String> = Vec::new();
+        for (on, name) in [
+            (self.error, "error"),
+            (self.timeout, "timeout"),
+            (self.invalid_header, "invalid_header"),
+        ] {
+            if on {
+                w.push(name.into());
+            }
+        }
+        w.extend(self.statuses.iter().map(|c| format!("http_{c}")));
+        if self.non_idempotent {
+            w.push("non_idempotent".into());
+        }
+        f.write_str(&w.join(" "))
+    }
+}
+
+impl TryFrom<String> for NextUpstream {
+    type Error = String;
+    fn try_from(s: String) -> Result<Self, String> {
+        s.parse()
+    }
+}
+
+impl From<NextUpstream> for String {
+    fn from(n: NextUpstream) -> String {
+        n.to_string()
+    }
+}

@@ -99,7 +99,7 @@ pub(super) fn nlu_totals(
 /// Per class (in report order): its incidents and failed requests.
 pub(super) fn class_summaries(incidents: &[Incident], race: Race) -> Vec<ClassSummary> {
     let mut out = Vec::new();
-    for c in classes::CLASSES {
+    for c in &classes::CLASSES {
         let incs: Vec<&Incident> = incidents.iter().filter(|i| i.class == *c).collect();
         if incs.is_empty() {
             continue;

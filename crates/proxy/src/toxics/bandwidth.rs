@@ -33,3 +33,31 @@ impl ToxicConn for Bandwidth {
         true
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::testing::{conn, feed, forwarded};
+    use super::*;
+
+    #[test]
+    fn the_waits_add_up_to_the_rate() {
+        // 100 kB/s: 50,000 bytes take 0.5 s, in pieces of ~10 ms (1,000 bytes).
+        let t = Bandwidth { rate_kb: 100 };
+        let now = Instant::now();
+        let (steps, acted) = feed(conn(&t, now).as_mut(), 50_000, now, 1);
+        assert!(acted);
+        let waited: Duration = steps
+            .iter()
+            .map(|s| match s {
+                Step::Wait(d) => *d,
+                _ => Duration::ZERO,
+            })
+            .sum();
+        assert!((waited.as_secs_f64() - 0.5).abs() < 1e-6, "{waited:?}");
+        assert_eq!(forwarded(&steps), 50_000);
+        assert_eq!(
+            steps.iter().filter(|s| matches!(s, Step::Data(_))).count(),
+            50
+        );
+    }
+}

@@ -27,3 +27,20 @@ impl ToxicConn for Down {
         false
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::testing::{conn, feed, forwarded};
+    use super::*;
+
+    /// `down` acts on the listener (new connections are refused, `proxy.rs`); a connection
+    /// accepted before keeps flowing, as in Toxiproxy.
+    #[test]
+    fn an_established_connection_keeps_flowing() {
+        let now = Instant::now();
+        let mut c = conn(&Down, now);
+        let (steps, acted) = feed(c.as_mut(), 10, now, 1);
+        assert!(!acted && forwarded(&steps) == 10);
+        assert_eq!(c.deadline(), None);
+    }
+}

@@ -31,3 +31,33 @@ impl ToxicConn for Latency {
         true
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::testing::{conn, feed, forwarded};
+    use super::*;
+    use std::time::Duration;
+
+    #[test]
+    fn every_chunk_waits_its_delay_within_the_jitter() {
+        let t = Latency {
+            delay: Duration::from_millis(100),
+            jitter: Duration::from_millis(20),
+        };
+        let now = Instant::now();
+        let mut c = conn(&t, now);
+        for seed in 0..50 {
+            let (steps, acted) = feed(c.as_mut(), 10, now, seed);
+            assert!(acted);
+            let Step::Until(at) = steps[0] else {
+                panic!("{steps:?}")
+            };
+            let d = at - now;
+            assert!(
+                d >= Duration::from_millis(80) && d <= Duration::from_millis(120),
+                "{d:?}"
+            );
+            assert_eq!(forwarded(&steps), 10);
+        }
+    }
+}

@@ -38,3 +38,21 @@ impl ToxicConn for LimitConn {
         true
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::testing::{conn, feed, forwarded};
+    use super::*;
+
+    #[test]
+    fn the_connection_closes_after_exactly_n_bytes() {
+        let now = Instant::now();
+        let mut c = conn(&LimitData { bytes: 25 }, now);
+        let (steps, acted) = feed(c.as_mut(), 10, now, 1);
+        assert!(!acted && forwarded(&steps) == 10);
+        let (steps, acted) = feed(c.as_mut(), 30, now, 1);
+        assert!(acted);
+        assert_eq!(forwarded(&steps), 15, "{steps:?}");
+        assert_eq!(steps.last(), Some(&Step::Close));
+    }
+}

@@ -91,3 +91,37 @@ pub trait ToxicConn: Send {
         None
     }
 }
+
+/// What the toxics' unit tests share: one connection's direction, fed chunk by chunk.
+#[cfg(test)]
+pub(crate) mod testing {
+    use super::{Step, Toxic, ToxicConn};
+    use bytes::Bytes;
+    use rand::SeedableRng;
+    use rand_chacha::ChaCha8Rng;
+    use std::time::Instant;
+
+    /// A toxic's state on a fresh connection opened at `now`.
+    pub fn conn(t: &dyn Toxic, now: Instant) -> Box<dyn ToxicConn> {
+        t.connect(now)
+    }
+
+    /// The steps for one chunk of `n` bytes arriving at `at`, and whether the toxic acted.
+    pub fn feed(c: &mut dyn ToxicConn, n: usize, at: Instant, seed: u64) -> (Vec<Step>, bool) {
+        let mut rng = ChaCha8Rng::seed_from_u64(seed);
+        let mut out = Vec::new();
+        let acted = c.data(Bytes::from(vec![7u8; n]), at, &mut rng, &mut out);
+        (out, acted)
+    }
+
+    /// The bytes the steps forward.
+    pub fn forwarded(steps: &[Step]) -> usize {
+        steps
+            .iter()
+            .map(|s| match s {
+                Step::Data(d) => d.len(),
+                _ => 0,
+            })
+            .sum()
+    }
+}

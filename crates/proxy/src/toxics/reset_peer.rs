@@ -38,3 +38,32 @@ impl ToxicConn for ResetConn {
         Some((self.at, Step::Reset))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::testing::{conn, feed, forwarded};
+    use super::*;
+    use std::time::Duration;
+
+    #[test]
+    fn data_flows_until_the_deadline_then_the_connection_is_reset() {
+        let now = Instant::now();
+        let later = ResetPeer {
+            timeout: Duration::from_secs(3600),
+        };
+        let mut c = conn(&later, now);
+        let (steps, acted) = feed(c.as_mut(), 10, now, 1);
+        assert!(!acted && forwarded(&steps) == 10);
+        assert_eq!(
+            c.deadline(),
+            Some((now + Duration::from_secs(3600), Step::Reset))
+        );
+        // Already past its deadline: the next chunk resets the connection.
+        let at_once = ResetPeer {
+            timeout: Duration::ZERO,
+        };
+        let (steps, acted) = feed(conn(&at_once, now).as_mut(), 10, now, 1);
+        assert!(acted);
+        assert_eq!(steps, [Step::Reset]);
+    }
+}

@@ -36,3 +36,43 @@ impl ToxicConn for Slicer {
         true
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::testing::{conn, feed, forwarded};
+    use super::*;
+    use std::time::Duration;
+
+    #[test]
+    fn a_chunk_is_cut_into_pieces_of_the_given_size_with_delays_between() {
+        let t = Slicer {
+            average_size: 10,
+            size_variation: 3,
+            delay: Duration::from_millis(5),
+        };
+        let now = Instant::now();
+        let (steps, acted) = feed(conn(&t, now).as_mut(), 1_000, now, 9);
+        assert!(acted);
+        let pieces: Vec<usize> = steps
+            .iter()
+            .filter_map(|s| match s {
+                Step::Data(d) => Some(d.len()),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(forwarded(&steps), 1_000);
+        // Every piece but the last is 7..=13 bytes; a wait stands between each two.
+        assert!(
+            pieces[..pieces.len() - 1]
+                .iter()
+                .all(|p| (7..=13).contains(p)),
+            "{pieces:?}"
+        );
+        let waits = steps.iter().filter(|s| matches!(s, Step::Wait(_))).count();
+        assert_eq!(waits, pieces.len() - 1);
+        assert!(
+            matches!(steps[0], Step::Data(_)),
+            "no wait before the first piece"
+        );
+    }
+}

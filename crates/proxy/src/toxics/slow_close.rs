@@ -28,3 +28,24 @@ impl ToxicConn for SlowClose {
         true
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::testing::{conn, feed, forwarded};
+    use super::*;
+    use std::time::Duration;
+
+    #[test]
+    fn data_passes_and_the_close_waits_its_delay() {
+        let now = Instant::now();
+        let t = SlowClose {
+            delay: Duration::from_millis(300),
+        };
+        let mut c = conn(&t, now);
+        let (steps, acted) = feed(c.as_mut(), 10, now, 1);
+        assert!(!acted && forwarded(&steps) == 10);
+        let mut out = Vec::new();
+        assert!(c.eof(&mut out));
+        assert_eq!(out, [Step::Wait(Duration::from_millis(300))]);
+    }
+}

@@ -33,3 +33,30 @@ impl ToxicConn for TimeoutConn {
         self.close_at.map(|t| (t, Step::Close))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::testing::{conn, feed, forwarded};
+    use super::*;
+    use std::time::Duration;
+
+    #[test]
+    fn data_is_swallowed_and_the_connection_closes_at_the_timeout() {
+        let now = Instant::now();
+        let t = Timeout {
+            timeout: Duration::from_secs(2),
+        };
+        let mut c = conn(&t, now);
+        let (steps, acted) = feed(c.as_mut(), 100, now, 1);
+        assert!(acted && forwarded(&steps) == 0, "{steps:?}");
+        assert_eq!(
+            c.deadline(),
+            Some((now + Duration::from_secs(2), Step::Close))
+        );
+        // timeout=0: held forever, never closed.
+        let t = Timeout {
+            timeout: Duration::ZERO,
+        };
+        assert_eq!(conn(&t, now).deadline(), None);
+    }
+}

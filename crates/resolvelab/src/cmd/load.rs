@@ -22,6 +22,8 @@ Examples:
   resolvelab load http://127.0.0.1:8080/ --rate 300 --duration 60s --out load.jsonl
   resolvelab load http://127.0.0.1:8080/ --rate 100@10s,0..2000@30s --header-capture x-backend
   resolvelab load http://127.0.0.1:8080/ --rate 500 --requests 10000 --no-keepalive
+  # a client that re-sends on a closed keep-alive connection, as browsers do:
+  resolvelab load http://127.0.0.1:8080/ --rate 300 --duration 60s --retry-idempotent
   resolvelab load http://127.0.0.1:8080/api --rate 200 --duration 30s \\
       --mix GET=0.8,POST=0.2 --body-size 512
   resolvelab load http://127.0.0.1:8080/ --rate max --connections 64 --duration 10s --threads 1
@@ -71,6 +73,11 @@ pub struct Args {
     /// A new connection per request (`Connection: close`), so nothing ever waits for one.
     #[arg(long)]
     no_keepalive: bool,
+    /// Behave like browsers, curl and Go's client: a GET/HEAD/OPTIONS/TRACE sent on a reused
+    /// keep-alive connection that closed before any response byte is sent once more on a new
+    /// connection (counted as "Retried"). Without it such a request fails ("closed").
+    #[arg(long)]
+    retry_idempotent: bool,
     /// Method mix, e.g. GET=0.8,POST=0.2.
     #[arg(long, default_value = "GET", value_name = "MIX")]
     mix: String,
@@ -162,6 +169,12 @@ pub fn run(args: Args, _ctx: &Ctx) -> anyhow::Result<ExitCode> {
     cfg.requests = args.requests;
     cfg.connections = args.connections;
     cfg.keepalive = !args.no_keepalive;
+    if args.retry_idempotent && args.rate == "max" {
+        anyhow::bail!(
+            "--retry-idempotent needs an open-loop --rate (a number or a plan), not `max`"
+        );
+    }
+    cfg.retry_idempotent = args.retry_idempotent;
     cfg.mix = Mix::parse(&args.mix).map_err(|e| anyhow::anyhow!(e))?;
     cfg.body_size = args.body_size;
     cfg.timeout = dur("--timeout", &args.timeout)?;

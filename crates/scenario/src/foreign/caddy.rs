@@ -146,7 +146,7 @@ mod tests {
     fn names_become_dynamic_sources_and_knobs_merge() {
         let mut sc = crate::library::get("swap-only").unwrap();
         sc.caddy.upstreams = toml::from_str("refresh = \"5s\"").unwrap();
-        sc.nginx.proxy_next_upstream = "off".into();
+        sc.nginx.proxy_next_upstream = "off".parse().unwrap();
         let cfg = config(&sc, &Net::assign(&sc, 10, 1).unwrap()).unwrap();
         let v: Value = serde_json::from_str(&cfg).unwrap();
         let h = &v["apps"]["http"]["servers"]["fe"]["routes"][0]["handle"][2];

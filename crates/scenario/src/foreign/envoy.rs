@@ -17,6 +17,7 @@ use super::{knobs, merge};
 use crate::Scenario;
 use crate::render::Net;
 use anyhow::Result;
+use resolvelab_core::spec::nginx::NextUpstream;
 use serde_json::{Value, json};
 
 /// Envoy's access log in the run directory (relative: Envoy runs there).
@@ -24,19 +25,23 @@ pub const ACCESS_LOG: &str = "envoy-access.log";
 
 /// Which Envoy `retry_on` conditions stand for nginx's `proxy_next_upstream` tokens: `error`
 /// (a connection refused or reset before a response) and the statuses nginx may retry.
-fn retry_on(next_upstream: &str) -> String {
+fn retry_on(next_upstream: &NextUpstream) -> String {
     let mut on: Vec<&str> = Vec::new();
-    for t in next_upstream.split_whitespace() {
-        let add: &[&str] = match t {
-            "error" => &["connect-failure", "refused-stream", "reset"],
-            "http_502" | "http_503" | "http_504" => &["gateway-error"],
-            "http_500" => &["5xx"],
-            _ => &[],
-        };
-        for a in add {
+    let mut add = |a: &[&'static str]| {
+        for a in a {
             if !on.contains(a) {
                 on.push(a);
             }
+        }
+    };
+    if next_upstream.error {
+        add(&["connect-failure", "refused-stream", "reset"]);
+    }
+    for code in &next_upstream.statuses {
+        match code {
+            502..=504 => add(&["gateway-error"]),
+            500 => add(&["5xx"]),
+            _ => {}
         }
     }
     on.join(",")
@@ -185,7 +190,7 @@ mod tests {
             "connect-failure,refused-stream,reset"
         );
         assert_eq!(r["retry_policy"]["num_retries"], 1);
-        sc.nginx.proxy_next_upstream = "off".into();
+        sc.nginx.proxy_next_upstream = "off".parse().unwrap();
         let v = rendered(&sc);
         let r = &v["static_resources"]["listeners"][0]["filter_chains"][0]["filters"][0]["typed_config"]
             ["route_config"]["virtual_hosts"][0]["routes"][0]["route"];

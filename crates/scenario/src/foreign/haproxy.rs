@@ -100,7 +100,7 @@ mod tests {
     #[test]
     fn retries_follow_the_scenario_and_knobs_are_appended() {
         let mut sc = crate::library::get("swap-only").unwrap();
-        sc.nginx.proxy_next_upstream = "off".into();
+        sc.nginx.proxy_next_upstream = "off".parse().unwrap();
         sc.haproxy.resolvers.push("hold nx 5s".into());
         sc.haproxy.backend.push("option redispatch".into());
         let cfg = config(&sc, &Net::assign(&sc, 10, 1).unwrap()).unwrap();

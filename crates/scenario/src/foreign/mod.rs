@@ -148,7 +148,7 @@ pub fn requery_period(kind: Kind, sc: &Scenario) -> Result<std::time::Duration> 
 /// counterpart where the number of addresses is not known at render time).
 pub(crate) fn retries(sc: &Scenario, default: u32) -> u32 {
     let n = &sc.nginx;
-    if n.proxy_next_upstream.trim() == "off" {
+    if n.proxy_next_upstream.is_off() {
         0
     } else if n.proxy_next_upstream_tries > 0 {
         n.proxy_next_upstream_tries - 1

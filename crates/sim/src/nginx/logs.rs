@@ -57,6 +57,7 @@ fn answered(arrival_us: i64, end_us: i64, seq: u64) -> load::Request {
         method: "GET".into(),
         header: None,
         seq,
+        retried: false,
     }
 }
 
