@@ -11,6 +11,11 @@ pub struct Version(pub u32, pub u32, pub u32);
 /// peer-generation check (DOMAIN.md F4); older versions cannot show a generation race.
 pub const RESOLVE_SINCE: Version = Version(1, 27, 3);
 
+/// The first nginx whose upstreams keep idle connections by default (`keepalive 32`, local)
+/// and speak HTTP/1.1 to them: before it, an upstream without `keepalive` opens a connection
+/// per request, and `keepalive 0` is refused; from it on, `keepalive 0` turns the cache off.
+pub const KEEPALIVE_DEFAULT_SINCE: Version = Version(1, 29, 7);
+
 impl Version {
     /// Parses `1.28.3` (a missing patch is 0; a fourth component, as in OpenResty's
     /// `1.25.3.1`, is ignored).

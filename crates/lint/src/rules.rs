@@ -1279,7 +1279,7 @@ fn check_fastcgi_keep_conn(loc: &Loc<'_>, pass: &Directive, uname: &str, hits: &
 }
 
 /// nginx 1.29.7 made upstream keep-alive and `proxy_http_version 1.1` the defaults.
-const KEEPALIVE_DEFAULT_SINCE: crate::Version = crate::Version(1, 29, 7);
+use resolvelab_core::version::KEEPALIVE_DEFAULT_SINCE;
 
 /// What the `proxy_set_header Connection` lines in effect do to keep-alive: the missing piece
 /// (when a literal value closes the connection, or none clears it on an old nginx) and the

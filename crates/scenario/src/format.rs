@@ -113,9 +113,15 @@ pub struct NginxSpec {
     /// Shared-memory zone size of the upstream.
     #[serde(default = "d_zone")]
     pub zone: String,
-    /// Upstream `keepalive` connections (0: no upstream keep-alive).
+    /// Upstream `keepalive` connections (0: no upstream keep-alive, on every nginx version:
+    /// rendered as `keepalive 0;` from 1.29.7 on, whose default is 32).
     #[serde(default = "d_keepalive")]
     pub keepalive: u32,
+    /// No `keepalive` line at all: the nginx version's own default applies (none before
+    /// 1.29.7, 32 from it on), as in a configuration that never mentions it. `keepalive` is
+    /// then not used; the model (nginx 1.28) keeps none.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub keepalive_default: bool,
     /// `keepalive_timeout` of the upstream block.
     #[serde(default)]
     pub keepalive_timeout: Option<String>,

@@ -6,7 +6,7 @@
 //! [`resolvelab_thirdparty::Kind`].
 
 use crate::Scenario;
-use crate::render::{Net, http_body};
+use crate::render::{Net, http_body_for};
 use anyhow::Result;
 use resolvelab_core::rundir::RunDir;
 use resolvelab_core::supervise::Supervisor;
@@ -118,7 +118,7 @@ impl Running {
             ProxyBin::Nginx(nginx) => {
                 let conf_text = conf::lab_conf_with(
                     &dir.path,
-                    &http_body(sc, net)?,
+                    &http_body_for(sc, net, Some(nginx.info.version))?,
                     &conf::LabConf {
                         workers: sc.nginx.workers,
                         ..conf::LabConf::default()

@@ -8,6 +8,7 @@ use crate::format::{Route, Scenario, ServerLine, dur};
 use anyhow::{Result, bail};
 use resolvelab_core::spec::dns::{DnsMode, DnsSetting, HostRef, check_multi};
 use resolvelab_core::spec::nginx::ServerParams;
+use resolvelab_core::version::{KEEPALIVE_DEFAULT_SINCE, Version};
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
@@ -137,6 +138,14 @@ impl Net {
 /// The `http {}` body for a scenario: resolver, upstream `be`, the method map, the server with
 /// its proxy settings and the optional retry shim.
 pub fn http_body(sc: &Scenario, net: &Net) -> Result<String> {
+    http_body_for(sc, net, None)
+}
+
+/// [`http_body`] for a given nginx version: where a default differs between versions, the
+/// configuration says the scenario's value explicitly, so that the version's default never
+/// leaks in unnoticed — `keepalive = 0` renders `keepalive 0;` from 1.29.7 on (which keeps 32
+/// idle connections by default; older versions refuse `0` and keep none without the line).
+pub fn http_body_for(sc: &Scenario, net: &Net, version: Option<Version>) -> Result<String> {
     let n = &sc.nginx;
     let resolver = format!(
         "resolver {} valid={}{};",
@@ -159,14 +168,20 @@ pub fn http_body(sc: &Scenario, net: &Net) -> Result<String> {
     let mut b = String::new();
     let w = &mut b;
     if n.route == Route::Upstream {
-        upstream_block(w, sc, net, &resolver)?;
+        upstream_block(w, sc, net, &resolver, version)?;
     }
     server_block(w, sc, net, &resolver)?;
     Ok(b)
 }
 
 /// `upstream be {…}` (and the zone filler's).
-fn upstream_block(w: &mut String, sc: &Scenario, net: &Net, resolver: &str) -> Result<()> {
+fn upstream_block(
+    w: &mut String,
+    sc: &Scenario,
+    net: &Net,
+    resolver: &str,
+    version: Option<Version>,
+) -> Result<()> {
     let n = &sc.nginx;
     writeln!(w, "upstream be {{")?;
     writeln!(w, "    zone be {};", n.zone)?;
@@ -180,11 +195,15 @@ fn upstream_block(w: &mut String, sc: &Scenario, net: &Net, resolver: &str) -> R
         let u = net.upstream_server(sc, s)?;
         writeln!(w, "    server {}:{}{};", u.host, u.port, u.params)?;
     }
-    if n.keepalive > 0 {
+    if n.keepalive_default {
+        // The version's own default, unsaid.
+    } else if n.keepalive > 0 {
         writeln!(w, "    keepalive {};", n.keepalive)?;
         if let Some(t) = &n.keepalive_timeout {
             writeln!(w, "    keepalive_timeout {t};")?;
         }
+    } else if version.is_some_and(|v| v >= KEEPALIVE_DEFAULT_SINCE) {
+        writeln!(w, "    keepalive 0;")?;
     }
     writeln!(w, "}}\n")?;
     if let Some(f) = &n.zone_filler {
@@ -341,6 +360,41 @@ duration = "60s"
                 .parse::<DnsSetting<HostRef>>()
                 .unwrap_err()
                 .contains("neither an IPv4 address nor `@NAME`")
+        );
+    }
+
+    /// `keepalive = 0` means no upstream keep-alive on every version: nothing on 1.28 (which
+    /// refuses `keepalive 0` and keeps none without the line), `keepalive 0;` from 1.29.7 on
+    /// (which keeps 32 without it) — checked against both binaries' `nginx -t` by hand
+    /// (issue #46: the 1.31 column's "stale-address" gap was the default leaking in).
+    #[test]
+    fn no_keepalive_is_said_explicitly_where_the_version_defaults_to_it() {
+        let s = sc("keepalive = 0");
+        let net = Net::assign(&s, 10, 2).unwrap();
+        let v = |t: &str| Version::parse(t);
+        for (version, explicit) in [
+            (None, false),
+            (v("1.28.3"), false),
+            (v("1.29.6"), false),
+            (v("1.29.7"), true),
+            (v("1.31.3"), true),
+        ] {
+            let b = http_body_for(&s, &net, version).unwrap();
+            assert_eq!(b.contains("keepalive 0;"), explicit, "{version:?}: {b}");
+            assert!(!b.contains("keepalive 16;"), "{b}");
+        }
+        // `keepalive_default`: no line, whatever the version (its own default applies).
+        let s = sc("keepalive_default = true");
+        for version in [v("1.28.3"), v("1.31.3")] {
+            let b = http_body_for(&s, &net, version).unwrap();
+            assert!(!b.contains("keepalive "), "{b}");
+        }
+        // A scenario's own keepalive is written on every version.
+        let s = sc("keepalive = 8");
+        let b = http_body_for(&s, &net, v("1.31.3")).unwrap();
+        assert!(
+            b.contains("keepalive 8;") && !b.contains("keepalive 0;"),
+            "{b}"
         );
     }
 

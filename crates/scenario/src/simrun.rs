@@ -336,7 +336,7 @@ fn ephemeral_ports(
     if reuse != 0 {
         return Ok(None);
     }
-    if sc.nginx.keepalive > 0 {
+    if sc.nginx.keepalive > 0 && !sc.nginx.keepalive_default {
         return Err(unsupported(
             &format!(
                 "[host] sysctl net.ipv4.tcp_tw_reuse = 0 with nginx.keepalive = {}",
@@ -535,8 +535,9 @@ fn nginx_settings(cfg: &mut SimConfig, sc: &Scenario) -> Result<()> {
         port: n.port,
     });
     cfg.resolver = n.resolver;
-    // proxy_pass to a name (no upstream block) keeps no upstream connections.
-    cfg.keepalive = if n.route == Route::Upstream {
+    // proxy_pass to a name (no upstream block) keeps no upstream connections; nor does the
+    // model's nginx 1.28 by default (`keepalive_default`).
+    cfg.keepalive = if n.route == Route::Upstream && !n.keepalive_default {
         n.keepalive
     } else {
         0
