@@ -304,15 +304,21 @@ fn the_near_query_generator_reaches_answers_and_both_malformed_paths() {
     });
     let e = engine();
     let strategy = near_query();
+    // Answered with records (NOERROR, ANCOUNT > 0): the input reached a name's mode, which
+    // noise almost never does (a FORMERR reply is an answer too, so it is not counted here).
     let mut answered = 0;
     for _ in 0..2000 {
         let bytes = strategy.new_tree(&mut runner).unwrap().current();
         let r = e.handle(&bytes, "127.0.0.1:1".parse().unwrap(), Transport::Udp);
-        answered += usize::from(r.bytes.is_some());
+        if let Some(b) = r.bytes.filter(|b| b.len() >= 12) {
+            let records = u16::from_be_bytes([b[6], b[7]]);
+            answered += usize::from(b[3] & 0x0f == 0 && records > 0);
+        }
     }
     let (dropped, formerr) = e.malformed();
+    eprintln!("{answered} answered with records, {dropped} dropped, {formerr} FORMERR of 2000");
     assert!(
-        answered >= 500 && dropped >= 50 && formerr >= 50,
-        "{answered} answered, {dropped} dropped, {formerr} FORMERR of 2000"
+        answered >= 20 && dropped >= 50 && formerr >= 50,
+        "{answered} answered with records, {dropped} dropped, {formerr} FORMERR of 2000"
     );
 }

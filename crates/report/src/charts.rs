@@ -159,11 +159,12 @@ fn draw_latency(
         .collect();
     let x0 = s.points.first().map(|p| x(p.t_ms)).unwrap_or(0.0) - bin / 2000.0;
     let x1 = s.points.last().map(|p| x(p.t_ms)).unwrap_or(1.0) + bin / 2000.0;
+    // Not the rate chart's colours: red there means `no live upstreams`, orange failures.
     let colors = [
         RGBColor(60, 60, 60),
         RGBColor(40, 90, 200),
-        RGBColor(230, 140, 0),
-        RGBColor(200, 30, 30),
+        RGBColor(150, 80, 170),
+        RGBColor(20, 150, 160),
     ];
     let lines: Vec<Line> = ["p50", "p90", "p99", "max"]
         .iter()
