@@ -10,6 +10,7 @@ pub(crate) mod hooks;
 mod idle_timeout;
 mod reclaim;
 mod refuse;
+mod restart;
 mod rst;
 mod slow_headers;
 mod status;
@@ -43,6 +44,7 @@ fn behaviour(kind: &BackendFaultKind) -> Box<dyn Behaviour> {
         BackendFaultKind::IdleTimeout { after } => Box::new(idle_timeout::IdleTimeout { after }),
         BackendFaultKind::Rst => Box::new(rst::Rst),
         BackendFaultKind::Refuse => Box::new(refuse::Refuse),
+        BackendFaultKind::Restart => Box::new(restart::Restart),
         BackendFaultKind::Hang => Box::new(hang::Hang),
         BackendFaultKind::CloseAfterHeaders => Box::new(close_after_headers::CloseAfterHeaders),
         BackendFaultKind::Status { code } => Box::new(status::Status { code }),

@@ -15,7 +15,7 @@ use rand_chacha::ChaCha8Rng;
 use resolvelab_core::policy;
 use resolvelab_core::time::now_us;
 use resolvelab_inject::gate::FaultList;
-use resolvelab_inject::net::{listen_reuse, set_reset_on_close};
+use resolvelab_inject::net::{listen_reuse, set_reset_on_close, set_reset_on_close_fd};
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::convert::Infallible;
@@ -118,6 +118,9 @@ pub(crate) struct Shared {
     log: Option<LogSender>,
     pool: Option<Arc<Pool>>,
     shutdown: watch::Sender<bool>,
+    /// The last fault installed that resets established connections (`restart`): every
+    /// connection task watches it.
+    restart: watch::Sender<Option<Arc<Fault>>>,
 }
 
 impl Shared {
@@ -182,6 +185,7 @@ impl Backend {
             log,
             pool,
             shutdown,
+            restart: watch::channel(None).0,
         });
         let mut handle = BackendHandle {
             sh: sh.clone(),
@@ -251,6 +255,10 @@ impl BackendHandle {
         rec.faults = vec![name.clone()];
         rec.detail = Some(format!("added {}", fault.spec.render()));
         self.sh.log(rec);
+        if fault.behaviour.resets_established() {
+            // Every open connection resets now (each one a hit); the listener refuses next.
+            self.sh.restart.send_replace(Some(fault.clone()));
+        }
         self.sh.changed.notify_one();
         Ok(name)
     }
@@ -384,7 +392,25 @@ struct ConnState {
     close_reason: Mutex<&'static str>,
 }
 
+/// The next `restart` fault installed after this connection was accepted.
+async fn restarted(rx: &mut watch::Receiver<Option<Arc<Fault>>>) -> Arc<Fault> {
+    loop {
+        if rx.changed().await.is_err() {
+            return std::future::pending().await;
+        }
+        if let Some(f) = rx.borrow_and_update().clone() {
+            return f;
+        }
+    }
+}
+
 async fn handle_conn(sh: Arc<Shared>, stream: TcpStream, peer: SocketAddr) {
+    // Subscribed before anything else: a restart from now on reaches this connection.
+    let mut restart = sh.restart.subscribe();
+    restart.mark_unchanged();
+    // The socket's descriptor, to make it reset while hyper owns the stream (used only while
+    // the serving future that owns it is alive).
+    let raw_fd = std::os::fd::AsRawFd::as_raw_fd(&stream);
     let id = sh.next_conn.fetch_add(1, Ordering::Relaxed);
     sh.connections.fetch_add(1, Ordering::Relaxed);
     let _ = stream.set_nodelay(true);
@@ -457,9 +483,10 @@ async fn handle_conn(sh: Arc<Shared>, stream: TcpStream, peer: SocketAddr) {
         .header_read_timeout(None)
         .keep_alive(true);
     let fut = builder.serve_connection(TokioIo::new(io), svc);
+    tokio::pin!(fut);
     let mut shutdown = sh.shutdown.subscribe();
     tokio::select! {
-        r = fut => {
+        r = &mut fut => {
             if r.is_err() {
                 let mut reason = conn.close_reason.lock().unwrap_or_else(|p| p.into_inner());
                 if *reason == "client" {
@@ -469,6 +496,15 @@ async fn handle_conn(sh: Arc<Shared>, stream: TcpStream, peer: SocketAddr) {
         }
         _ = shutdown.changed() => {
             *conn.close_reason.lock().unwrap_or_else(|p| p.into_inner()) = "shutdown";
+        }
+        f = restarted(&mut restart) => {
+            // SAFETY: `fut`, which owns the stream and so this descriptor, is alive until the
+            // end of this function; the socket resets (RST) when it closes.
+            let fd = unsafe { std::os::fd::BorrowedFd::borrow_raw(raw_fd) };
+            if set_reset_on_close_fd(&fd).is_ok() {
+                f.gate.hit();
+            }
+            *conn.close_reason.lock().unwrap_or_else(|p| p.into_inner()) = "restart";
         }
     }
     let mut rec = Rec::new("conn_close", &sh.name, id);

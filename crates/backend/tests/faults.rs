@@ -282,3 +282,54 @@ async fn control_api_adds_lists_and_removes_faults() {
     assert_eq!(get_once(b.local_addr(), "/").await.unwrap().status, 200);
     b.shutdown().await;
 }
+
+/// `restart`: an established keep-alive connection is reset (not left working, as `refuse`
+/// leaves it), new connections are refused for the window, and the backend serves again after.
+#[tokio::test]
+async fn restart_resets_established_connections_and_refuses_new_ones() {
+    let b = backend("127.0.0.187", &[]).await;
+    let mut kept = connect(b.local_addr()).await.unwrap();
+    assert_eq!(kept.get("/").await.unwrap().status, 200);
+    // The same with `refuse`: the established connection keeps working.
+    b.add_fault_str("refuse:for=300ms").unwrap();
+    let refused = TcpStream::connect(b.local_addr()).await;
+    assert!(refused.is_err(), "refuse closes the listener");
+    assert_eq!(kept.get("/").await.unwrap().status, 200, "refuse spared it");
+    assert!(b.remove_fault("refuse"));
+    // Listening again before the restart (so its window closes an open listener: one hit).
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while get_once(b.local_addr(), "/").await.is_err() {
+        assert!(
+            Instant::now() < deadline,
+            "never listened again after refuse"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    // Only `kept` is open (the probes' connections have closed): the restart resets one.
+    assert!(eventually(Duration::from_secs(3), || b.stats().open == 1).await);
+    b.add_fault_str("restart:for=400ms").unwrap();
+    // Reset at once: the client's connection ends (bounded wait) and a request on it fails.
+    assert!(
+        kept.closed_within(Duration::from_secs(3)).await,
+        "not reset"
+    );
+    assert!(kept.get("/").await.is_err());
+    let e = TcpStream::connect(b.local_addr()).await.unwrap_err();
+    assert_eq!(e.kind(), std::io::ErrorKind::ConnectionRefused);
+    // One hit for the connection it reset, one for the window it refused.
+    assert!(
+        eventually(Duration::from_secs(2), || hits(&b, "restart") == 2).await,
+        "{}",
+        hits(&b, "restart")
+    );
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        if let Ok(r) = get_once(b.local_addr(), "/").await {
+            assert_eq!(r.status, 200);
+            break;
+        }
+        assert!(Instant::now() < deadline, "never listened again");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    b.shutdown().await;
+}

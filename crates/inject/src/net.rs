@@ -24,6 +24,13 @@ pub fn set_reset_on_close(stream: &TcpStream) -> io::Result<()> {
     SockRef::from(stream).set_linger(Some(Duration::ZERO))
 }
 
+/// [`set_reset_on_close`] through another descriptor of the same socket (a `dup` kept while
+/// the stream itself is owned by a server's connection task): the socket resets (RST) when its
+/// last descriptor closes.
+pub fn set_reset_on_close_fd(fd: &impl std::os::fd::AsFd) -> io::Result<()> {
+    SockRef::from(fd).set_linger(Some(Duration::ZERO))
+}
+
 /// What a [`refusable_accept_loop`] tells its server, for the server's own log.
 #[derive(Debug, Clone, Copy)]
 pub enum ListenerEvent<'a> {

@@ -36,6 +36,10 @@ pub(crate) trait Behaviour: Send + Sync + std::fmt::Debug {
     fn refuses(&self, _gate: &Gate) -> bool {
         false
     }
+    /// Installing the fault resets (RST) every established connection at once.
+    fn resets_established(&self) -> bool {
+        false
+    }
     /// A connection was accepted.
     fn at_accept(&self, _gate: &Gate) -> AtAccept {
         AtAccept::Serve

@@ -146,6 +146,10 @@ pub enum BackendFaultKind {
     Rst,
     /// Stop listening (connection refused) while active.
     Refuse,
+    /// A restart or a deleted pod: refuse new connections while active, as `refuse` does, and
+    /// reset (RST) every established connection when the window opens — which `refuse` leaves
+    /// alone, so a proxy's pooled connections would otherwise keep working.
+    Restart,
     /// Accept and never answer.
     Hang,
     /// Send the response headers, then close before the body.
@@ -168,6 +172,10 @@ pub const BACKEND_KINDS: &[(&str, &str)] = &[
     ("idle-timeout", "DUR or after=DUR"),
     ("rst", ""),
     ("refuse", "(listener; no toxicity)"),
+    (
+        "restart",
+        "(listener + resets established connections; no toxicity)",
+    ),
     ("hang", ""),
     ("close-after-headers", ""),
     ("status", "CODE or code=CODE"),
@@ -182,6 +190,7 @@ impl BackendFaultKind {
             BackendFaultKind::IdleTimeout { .. } => "idle-timeout",
             BackendFaultKind::Rst => "rst",
             BackendFaultKind::Refuse => "refuse",
+            BackendFaultKind::Restart => "restart",
             BackendFaultKind::Hang => "hang",
             BackendFaultKind::CloseAfterHeaders => "close-after-headers",
             BackendFaultKind::Status { .. } => "status",
@@ -306,6 +315,7 @@ impl FromStr for BackendFault {
             ),
             "rst" | "reset" => (BackendFaultKind::Rst, &[]),
             "refuse" => (BackendFaultKind::Refuse, &[]),
+            "restart" => (BackendFaultKind::Restart, &[]),
             "hang" => (BackendFaultKind::Hang, &[]),
             "close-after-headers" => (BackendFaultKind::CloseAfterHeaders, &[]),
             "status" => {
@@ -334,10 +344,13 @@ impl FromStr for BackendFault {
             }
         };
         let common = Common::from_spec(&spec, own)?;
-        if kind == BackendFaultKind::Refuse && common.toxicity < 1.0 {
+        if matches!(kind, BackendFaultKind::Refuse | BackendFaultKind::Restart)
+            && common.toxicity < 1.0
+        {
             return Err(format!(
-                "`{s}`: `refuse` closes the listening socket and takes no toxicity; for \
-                 probabilistic failures use `rst:toxicity=P`"
+                "`{s}`: `{}` closes the listening socket and takes no toxicity; for \
+                 probabilistic failures use `rst:toxicity=P`",
+                kind.name()
             ));
         }
         Ok(BackendFault { kind, common })
