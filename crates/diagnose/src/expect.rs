@@ -926,9 +926,32 @@ mod tests {
             let e = parse(bad).unwrap_err();
             assert!(e.contains(says), "{bad}: {e}");
         }
-        // Every field of the two lists parses, and evaluates on a diagnosis without an
-        // "unknown field" (the lists and the evaluators agree).
-        let d = diag();
+        // Every field of the two lists parses, and evaluates on a diagnosis (with NLU events
+        // and an incident, so every field is read) without an "unknown field": the lists and
+        // the evaluators agree.
+        let mut d = diag();
+        d.incidents.push(Incident {
+            id: 1,
+            class: "dns-nxdomain".into(),
+            confidence: 0.95,
+            upstream: "be".into(),
+            start_ms: 0,
+            end_ms: 6000,
+            duration_ms: 6000,
+            count: 3,
+            nlu: 3,
+            hops: Default::default(),
+            requests_in_window: 3,
+            share_failed: 1.0,
+            shape: "burst".into(),
+            after_swap_ms: None,
+            swap_direction: None,
+            methods: Default::default(),
+            evidence: Vec::new(),
+            explanation: String::new(),
+            fix: String::new(),
+            zoom: Default::default(),
+        });
         for (set, fields) in [("nlu", NLU_FIELDS), ("incidents", INCIDENT_FIELDS)] {
             for (f, numeric) in fields {
                 let rhs = if *numeric { ">= 0" } else { "= x" };
