@@ -68,6 +68,7 @@ fn every_setup_recovers_as_nginx_does_and_lint_flags_the_pins_at_their_line() {
             "proxy-pass",
             "reload",
             "resolve",
+            "resolve-restart",
             "variable",
             "variable-no-resolver",
             "variable-servfail"
