@@ -16,6 +16,19 @@ async fn backend(ip: &str, faults: &[&str]) -> BackendHandle {
     Backend::start(cfg).await.unwrap()
 }
 
+/// Poll (bounded: 5 s) until a fresh connection is answered 200: the listener is back.
+async fn serves_again(b: &BackendHandle) {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        if let Ok(r) = get_once(b.local_addr(), "/").await {
+            assert_eq!(r.status, 200);
+            return;
+        }
+        assert!(Instant::now() < deadline, "never listened again");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
 fn hits(b: &BackendHandle, name: &str) -> u64 {
     b.faults()
         .into_iter()
@@ -172,15 +185,7 @@ async fn refuse_closes_the_port_for_a_window() {
     assert!(eventually(Duration::from_secs(2), || hits(&b, "refuse") == 1).await);
     let e = TcpStream::connect(b.local_addr()).await.unwrap_err();
     assert_eq!(e.kind(), std::io::ErrorKind::ConnectionRefused);
-    let deadline = Instant::now() + Duration::from_secs(5);
-    loop {
-        if let Ok(r) = get_once(b.local_addr(), "/").await {
-            assert_eq!(r.status, 200);
-            break;
-        }
-        assert!(Instant::now() < deadline, "never listened again");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    serves_again(&b).await;
     assert_eq!(hits(&b, "refuse"), 1);
     b.shutdown().await;
 }
@@ -297,14 +302,7 @@ async fn restart_resets_established_connections_and_refuses_new_ones() {
     assert_eq!(kept.get("/").await.unwrap().status, 200, "refuse spared it");
     assert!(b.remove_fault("refuse"));
     // Listening again before the restart (so its window closes an open listener: one hit).
-    let deadline = Instant::now() + Duration::from_secs(5);
-    while get_once(b.local_addr(), "/").await.is_err() {
-        assert!(
-            Instant::now() < deadline,
-            "never listened again after refuse"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    serves_again(&b).await;
     // Only `kept` is open (the probes' connections have closed): the restart resets one.
     assert!(eventually(Duration::from_secs(3), || b.stats().open == 1).await);
     b.add_fault_str("restart:for=400ms").unwrap();
@@ -322,14 +320,6 @@ async fn restart_resets_established_connections_and_refuses_new_ones() {
         "{}",
         hits(&b, "restart")
     );
-    let deadline = Instant::now() + Duration::from_secs(5);
-    loop {
-        if let Ok(r) = get_once(b.local_addr(), "/").await {
-            assert_eq!(r.status, 200);
-            break;
-        }
-        assert!(Instant::now() < deadline, "never listened again");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    serves_again(&b).await;
     b.shutdown().await;
 }

@@ -328,38 +328,49 @@ async fn cancel_stops_the_schedule() {
     assert_eq!(live.snapshot().done, s.requests);
 }
 
+/// A fixture server on `ip`: each accepted connection handled by `conn` on a task of its own.
+async fn serve_each<F, Fut>(
+    ip: &str,
+    conn: F,
+) -> (std::net::SocketAddr, tokio::task::JoinHandle<()>)
+where
+    F: Fn(tokio::net::TcpStream) -> Fut + Send + 'static,
+    Fut: std::future::Future<Output = ()> + Send + 'static,
+{
+    let listener = tokio::net::TcpListener::bind((ip, 0)).await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let server = tokio::spawn(async move {
+        while let Ok((s, _)) = listener.accept().await {
+            tokio::spawn(conn(s));
+        }
+    });
+    (addr, server)
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn idle_keepalive_closed_by_the_server_is_not_an_error() {
     // A server that answers once per connection and then closes it while idle, without a
     // `Connection: close` header: the pooled connection must be found dead before it is reused
     // (the keep-alive reclaim race is what the lab studies; the generator must not add its own).
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let listener = tokio::net::TcpListener::bind("127.0.0.50:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    let server = tokio::spawn(async move {
-        loop {
-            let Ok((mut s, _)) = listener.accept().await else {
-                return;
-            };
-            tokio::spawn(async move {
-                let mut buf = Vec::new();
-                let mut chunk = [0u8; 1024];
-                // A canned answer once the request head is in; this is a fixture, not a parser.
-                while !buf.windows(4).any(|w| w == b"\r\n\r\n") {
-                    match s.read(&mut chunk).await {
-                        Ok(0) | Err(_) => return,
-                        Ok(n) => buf.extend_from_slice(&chunk[..n]),
-                    }
-                }
-                let _ = s
-                    .write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok")
-                    .await;
-                // Closed right after the answer (FIN after the body, no sleep to guess with):
-                // the next request, 50 ms later, finds the pooled connection closed.
-                let _ = s.shutdown().await;
-            });
+    let (addr, server) = serve_each("127.0.0.50", |mut s| async move {
+        let mut buf = Vec::new();
+        let mut chunk = [0u8; 1024];
+        // A canned answer once the request head is in; this is a fixture, not a parser.
+        while !buf.windows(4).any(|w| w == b"\r\n\r\n") {
+            match s.read(&mut chunk).await {
+                Ok(0) | Err(_) => return,
+                Ok(n) => buf.extend_from_slice(&chunk[..n]),
+            }
         }
-    });
+        let _ = s
+            .write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok")
+            .await;
+        // Closed right after the answer (FIN after the body, no sleep to guess with):
+        // the next request, 50 ms later, finds the pooled connection closed.
+        let _ = s.shutdown().await;
+    })
+    .await;
     let mut c = cfg(&format!("http://{addr}/"), "20");
     c.requests = Some(10);
     c.connections = 1;
@@ -696,49 +707,40 @@ async fn max_rate_sends_the_mix_with_its_bodies() {
 /// by sending the request again (issue #46).
 async fn second_request_lost(ip: &str) -> (std::net::SocketAddr, tokio::task::JoinHandle<()>) {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let listener = tokio::net::TcpListener::bind((ip, 0)).await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    let server = tokio::spawn(async move {
-        loop {
-            let Ok((mut s, _)) = listener.accept().await else {
-                return;
-            };
-            tokio::spawn(async move {
-                let mut buf = Vec::new();
-                let mut chunk = [0u8; 4096];
-                for k in 0..2 {
-                    // A canned exchange once a request head is in; a fixture, not a parser.
-                    loop {
-                        if let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
-                            let len = buf[..end]
-                                .split(|b| *b == b'\n')
-                                .find_map(|l| {
-                                    let l = String::from_utf8_lossy(l).to_ascii_lowercase();
-                                    l.strip_prefix("content-length:")
-                                        .and_then(|v| v.trim().parse::<usize>().ok())
-                                })
-                                .unwrap_or(0);
-                            if buf.len() >= end + 4 + len {
-                                buf.drain(..end + 4 + len);
-                                break;
-                            }
-                        }
-                        match s.read(&mut chunk).await {
-                            Ok(0) | Err(_) => return,
-                            Ok(n) => buf.extend_from_slice(&chunk[..n]),
-                        }
-                    }
-                    if k == 0 {
-                        let _ = s
-                            .write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok")
-                            .await;
+    serve_each(ip, |mut s| async move {
+        let mut buf = Vec::new();
+        let mut chunk = [0u8; 4096];
+        for k in 0..2 {
+            // A canned exchange once a request head is in; a fixture, not a parser.
+            loop {
+                if let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+                    let len = buf[..end]
+                        .split(|b| *b == b'\n')
+                        .find_map(|l| {
+                            let l = String::from_utf8_lossy(l).to_ascii_lowercase();
+                            l.strip_prefix("content-length:")
+                                .and_then(|v| v.trim().parse::<usize>().ok())
+                        })
+                        .unwrap_or(0);
+                    if buf.len() >= end + 4 + len {
+                        buf.drain(..end + 4 + len);
+                        break;
                     }
                 }
-                // The second request was read: close with no response.
-            });
+                match s.read(&mut chunk).await {
+                    Ok(0) | Err(_) => return,
+                    Ok(n) => buf.extend_from_slice(&chunk[..n]),
+                }
+            }
+            if k == 0 {
+                let _ = s
+                    .write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok")
+                    .await;
+            }
         }
-    });
-    (addr, server)
+        // The second request was read: close with no response.
+    })
+    .await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

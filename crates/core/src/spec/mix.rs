@@ -73,15 +73,4 @@ impl fmt::Display for Mix {
     }
 }
 
-impl TryFrom<String> for Mix {
-    type Error = String;
-    fn try_from(s: String) -> Result<Self, String> {
-        s.parse()
-    }
-}
-
-impl From<Mix> for String {
-    fn from(m: Mix) -> String {
-        m.to_string()
-    }
-}
+serde_as_text!(Mix);

@@ -343,15 +343,4 @@ impl fmt::Display for NextUpstream {
     }
 }
 
-impl TryFrom<String> for NextUpstream {
-    type Error = String;
-    fn try_from(s: String) -> Result<Self, String> {
-        s.parse()
-    }
-}
-
-impl From<NextUpstream> for String {
-    fn from(n: NextUpstream) -> String {
-        n.to_string()
-    }
-}
+serde_as_text!(NextUpstream);
