@@ -41,7 +41,7 @@
 //! The pure parts need no network:
 //!
 //! ```
-//! use resolvelab_load::{RatePlan, Scheduled, config::Target};
+//! use resolvelab_load::{RatePlan, config::Target};
 //! let plan = RatePlan::parse("100@1s,0..200@2s").unwrap();
 //! assert_eq!(plan.schedule(None, None).unwrap().count(), 300);
 //! assert!(Target::parse("http://192.0.2.7/", false).is_err()); // not loopback
@@ -65,7 +65,7 @@ pub mod summary;
 mod wire;
 
 pub use config::{LoadConfig, Mix, Target};
-pub use plan::{RatePlan, Scheduled};
+pub use plan::RatePlan;
 pub use record::{ErrorKind, Header, JsonlSink, Record, RecordSink};
 pub use run::{Live, LiveSnapshot, Output, run_load, set_realtime};
 pub use summary::Summary;

@@ -6,7 +6,6 @@
 use crate::client::{Conn, Outcome, Sent};
 use crate::config::LoadConfig;
 use crate::plan::RatePlan;
-use crate::plan::Scheduled;
 use crate::record::{ErrorKind, Header, JsonlSink, NullSink, Record, RecordSink, SCHEMA};
 use crate::summary::{Classes, Percentiles, Summary, SummaryBuilder};
 use anyhow::Context;

@@ -34,8 +34,8 @@ pub struct Ctx {
 impl Ctx {
     /// Run options with the binaries these global options name (`--nginx`, `--engine-bin`);
     /// each command sets the rest.
-    pub fn run_options(&self) -> resolvelab_scenario::runner::RunOptions {
-        resolvelab_scenario::runner::RunOptions {
+    pub fn run_options(&self) -> resolvelab_lab::runner::RunOptions {
+        resolvelab_lab::runner::RunOptions {
             nginx: self.nginx.clone(),
             engine_bins: self.engine_bins(),
             ..Default::default()
@@ -53,8 +53,8 @@ fn parse_engine_bin(s: &str) -> Result<(String, PathBuf), String> {
     let (name, path) = s
         .split_once('=')
         .ok_or_else(|| format!("`{s}`: expected NAME=PATH, e.g. nginx-1.31=/usr/sbin/nginx"))?;
-    let engine = resolvelab_scenario::engine::by_name(name).map_err(|e| e.to_string())?;
-    if engine.id() == "sim" || engine.id().starts_with("sim-") {
+    let engine = resolvelab_lab::engine::by_name(name).map_err(|e| e.to_string())?;
+    if engine.id().is_model() {
         return Err(format!("the {} engine runs no binary", engine.id()));
     }
     Ok((engine.id().to_string(), PathBuf::from(path)))

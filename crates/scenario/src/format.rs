@@ -1,6 +1,7 @@
 //! The scenario file format (`version = 1`), documented in docs/scenarios.md.
 
 use resolvelab_core::spec::dns::{Align, DnsSetting, HostRef};
+use resolvelab_core::spec::engine::EngineId;
 use resolvelab_core::spec::fault::BackendFault;
 use resolvelab_core::spec::latency::Latency;
 use resolvelab_core::spec::mix::Mix;
@@ -550,7 +551,7 @@ impl Scenario {
     /// What this scenario expects of a run on `engine` (`expect.json`): the checks that
     /// engine is judged by, and the injections meant to miss (`expect_miss`, or placed
     /// `between-requeries`) or allowed to (`may_miss`).
-    pub fn expectations(&self, engine: &str) -> resolvelab_core::evidence::Expectations {
+    pub fn expectations(&self, engine: EngineId) -> resolvelab_core::evidence::Expectations {
         use resolvelab_core::spec::dns::Align;
         let meant = |e: &&Event| e.expect_miss || e.align == Some(Align::BetweenQueries);
         resolvelab_core::evidence::Expectations {
@@ -566,7 +567,7 @@ impl Scenario {
                 .filter(|e| e.may_miss)
                 .filter_map(Event::injected)
                 .collect(),
-            ..resolvelab_core::evidence::Expectations::new(&self.name, engine)
+            ..resolvelab_core::evidence::Expectations::new(&self.name, engine.as_str())
         }
     }
 }
@@ -574,13 +575,28 @@ impl Scenario {
 impl Expect {
     /// The checks a run of `engine` is judged by: its own, a model's proxy's (`sim-haproxy` →
     /// `haproxy`), else `checks`.
-    pub fn for_engine(&self, engine: &str) -> &[String] {
-        let proxy = engine.strip_prefix("sim-").unwrap_or(engine);
-        self.engines
-            .get(engine)
-            .or_else(|| self.engines.get(proxy))
+    pub fn for_engine(&self, engine: EngineId) -> &[String] {
+        let own = |want: EngineId| {
+            let mut keys = self.engines.iter();
+            keys.find(|(k, _)| k.parse() == Ok(want)).map(|(_, v)| v)
+        };
+        let modelled = engine.proxy().filter(|_| engine.is_model());
+        own(engine)
+            .or_else(|| modelled.and_then(|k| own(EngineId::Proxy(k))))
             .unwrap_or(&self.checks)
     }
+}
+
+/// `[host] sysctl`: only per-namespace networking settings may be set, and only inside the private namespace.
+pub fn check_sysctl_key(key: &str) -> Result<(), String> {
+    let ok =
+        key.starts_with("net.ipv4.") || key.starts_with("net.ipv6.") || key == "net.core.somaxconn";
+    if !ok || key.contains("..") || key.contains('/') {
+        return Err(format!(
+            "sysctl `{key}`: only per-namespace `net.ipv4.*`, `net.ipv6.*` or `net.core.somaxconn` may be set"
+        ));
+    }
+    Ok(())
 }
 
 fn d_workers() -> u32 {
@@ -699,10 +715,12 @@ impl Scenario {
             return Err(self.err_at(&["load", "rate"], e));
         }
         for (i, id) in self.engines.iter().enumerate() {
-            crate::engine::by_name(id).map_err(|e| self.err_at(&["engines", &i.to_string()], e))?;
+            id.parse::<EngineId>()
+                .map_err(|e| self.err_at(&["engines", &i.to_string()], e))?;
         }
         for id in self.expect.engines.keys() {
-            crate::engine::by_name(id).map_err(|e| self.err_at(&["expect", "engines", id], e))?;
+            id.parse::<EngineId>()
+                .map_err(|e| self.err_at(&["expect", "engines", id], e))?;
         }
         self.check_load().map_err(|e| self.err_at(&["load"], e))?;
         if self.nginx.servers.is_empty() && self.nginx.inline.is_none() {
@@ -747,7 +765,7 @@ impl Scenario {
     /// Each server line's parameters read as nginx reads them (`fail_timeout` is an nginx
     /// time), with the `[nginx]` defaults applied: the value the renderer and the model use.
     fn check_server_params(&self) -> anyhow::Result<()> {
-        let net = crate::render::Net::assign(self, 255, 255)?;
+        let net = crate::net::Net::assign(self, 255, 255)?;
         for (i, s) in self.nginx.servers.iter().enumerate() {
             if let Err(e) = net.upstream_server(self, s) {
                 let i = i.to_string();
@@ -870,7 +888,7 @@ impl Scenario {
             ));
         }
         for k in self.host.sysctl.keys() {
-            crate::netns::check_sysctl_key(k)
+            check_sysctl_key(k)
                 .map_err(|e| self.err_at(&["host", "sysctl", k], format!("[host] {e}")))?;
         }
         for (i, b) in self.backends.iter().enumerate() {
@@ -907,14 +925,14 @@ impl Scenario {
             }
         }
         // The run's addresses (a /24 of its own): a host collision is a mistake of the file.
-        crate::render::Net::assign(self, 255, 255).map_err(|e| self.err_at(&["backend"], e))?;
+        crate::net::Net::assign(self, 255, 255).map_err(|e| self.err_at(&["backend"], e))?;
         Ok(names)
     }
 
     /// Every spec written in the lab's vocabulary parses: DNS modes (their `@name` references
     /// resolved in a placeholder run), backend and proxy faults, backend latency.
     fn check_specs(&self) -> anyhow::Result<()> {
-        let net = crate::render::Net::assign(self, 255, 255)?;
+        let net = crate::net::Net::assign(self, 255, 255)?;
         let specs = self.specs()?;
         for (name, setting) in &specs.dns {
             net.resolve(setting).map_err(|e| {
@@ -1025,7 +1043,7 @@ impl Scenario {
 
     /// `[[timeline]]`: one action per event, its references, its specs and its alignment.
     fn check_timeline(&self, names: &std::collections::BTreeSet<&str>) -> anyhow::Result<()> {
-        let net = crate::render::Net::assign(self, 255, 255)?;
+        let net = crate::net::Net::assign(self, 255, 255)?;
         for (i, ev) in self.timeline.iter().enumerate() {
             let n = i + 1;
             let idx = i.to_string();
@@ -1133,8 +1151,7 @@ impl Scenario {
 
     /// How many requests the load plans (None for `rate = "max"`, which has no schedule).
     pub fn planned_requests(&self) -> Result<Option<u64>, String> {
-        use resolvelab_load::Scheduled;
-        let plan = resolvelab_load::RatePlan::parse(&self.load.rate)
+        let plan = RatePlan::parse(&self.load.rate)
             .map_err(|e| format!("[load] rate = \"{}\": {e}", self.load.rate))?;
         let d = resolvelab_core::dur::parse(&self.load.duration)?;
         Ok(plan.schedule(Some(d), None).and_then(|s| s.planned()))
@@ -1267,7 +1284,7 @@ impl Scenario {
                 (d.as_millis() as f64 * f).round() as u64,
             )))
         };
-        s.load.rate = resolvelab_load::RatePlan::parse(&s.load.rate)
+        s.load.rate = RatePlan::parse(&s.load.rate)
             .map_err(anyhow::Error::msg)?
             .scaled(f)
             .to_string();
@@ -1321,6 +1338,7 @@ fn merge(base: &mut toml::Table, patch: toml::Table) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use resolvelab_core::spec::engine::ProxyKind;
 
     const MIN: &str = r#"
 version = 1
@@ -1380,7 +1398,7 @@ expect = { checks = ["nlu = 0"] }
                  [[timeline]]\nafter = \"1s\"\nfault = \"b1\"\nspec = \"rst\"\nfor = \"1s\"\nmay_miss = true\n[expect]",
             );
         let s = Scenario::from_toml(&text, "t.toml").unwrap();
-        let e = s.expectations("sim-haproxy");
+        let e = s.expectations(EngineId::SimProxy(ProxyKind::Haproxy));
         assert_eq!(
             (e.scenario.as_str(), e.engine.as_str()),
             ("t", "sim-haproxy")
@@ -1390,7 +1408,7 @@ expect = { checks = ["nlu = 0"] }
         assert!(e.is_meant_to_miss("app.test.local", Some("nxdomain")));
         assert_eq!(e.meant_to_miss.len(), 1);
         assert!(e.may_miss("b1") && !e.may_miss("b2"));
-        let v = s.variant("mf0").unwrap().expectations("nginx");
+        let v = s.variant("mf0").unwrap().expectations(EngineId::Nginx);
         assert_eq!(
             (v.variant.as_deref(), v.checks.as_slice()),
             (Some("mf0"), &["nlu = 0".to_string()][..])
@@ -1404,16 +1422,25 @@ expect = { checks = ["nlu = 0"] }
             "[expect.engines]\nhaproxy = [\"nlu = 0\"]\n[[variant]]",
         );
         let s = Scenario::from_toml(&text, "t.toml").unwrap();
-        assert_eq!(s.expect.for_engine("haproxy"), ["nlu = 0"]);
         assert_eq!(
-            s.expect.for_engine("sim-haproxy"),
+            s.expect.for_engine(EngineId::Proxy(ProxyKind::Haproxy)),
+            ["nlu = 0"]
+        );
+        assert_eq!(
+            s.expect.for_engine(EngineId::SimProxy(ProxyKind::Haproxy)),
             ["nlu = 0"],
             "a model is judged as its proxy"
         );
-        assert_eq!(s.expect.for_engine("envoy"), ["nlu > 0"]);
+        assert_eq!(
+            s.expect.for_engine(EngineId::Proxy(ProxyKind::Envoy)),
+            ["nlu > 0"]
+        );
         // A variant's expectations replace the base's, its engines' too.
         let v = s.variant("mf0").unwrap();
-        assert_eq!(v.expect.for_engine("haproxy"), ["nlu = 0"]);
+        assert_eq!(
+            v.expect.for_engine(EngineId::Proxy(ProxyKind::Haproxy)),
+            ["nlu = 0"]
+        );
         assert!(v.expect.engines.is_empty());
         let bad = text.replace("haproxy = [", "lighttpd = [");
         let e = Scenario::from_toml(&bad, "t.toml").unwrap_err().to_string();
@@ -1517,7 +1544,7 @@ expect = { checks = ["nlu = 0"] }
         );
         // Each run resolves the same typed value against its own /24.
         for (a, b) in [(10, 2), (200, 7)] {
-            let net = crate::render::Net::assign(&sc, a, b).unwrap();
+            let net = crate::net::Net::assign(&sc, a, b).unwrap();
             assert_eq!(
                 net.resolve(alt).unwrap().to_string(),
                 format!("alternate:127.{a}.{b}.20,127.{a}.{b}.30")

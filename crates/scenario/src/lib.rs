@@ -1,16 +1,16 @@
-//! Scenarios: the lab's experiments as files, and the runner that plays them against a real nginx.
-//!
-//! A scenario (Jepsen's vocabulary) is a load *generator*, faults on a *timeline* (the nemesis),
-//! the *history* it leaves in a run directory, and *expectations* written before the run that the
-//! checker (`resolvelab-diagnose`) judges. The built-in library lives in `scenarios/*.toml` and is
-//! embedded in the binary ([`library`]).
+//! Scenarios: the lab's experiments as files. A scenario (Jepsen's vocabulary) is a load
+//! *generator*, faults on a *timeline* (the nemesis), and *expectations* written before the run
+//! that the checker (`resolvelab-diagnose`) judges. This crate reads and checks the file, with
+//! `file:line` errors before anything starts, and knows the built-in library
+//! (`scenarios/*.toml`, embedded in the binary, [`library`]). It depends on `resolvelab-core`
+//! alone: playing a scenario is `resolvelab-lab`'s job.
 //!
 //! ```
-//! use resolvelab_scenario::{library, render::Net};
+//! use resolvelab_scenario::{library, net::Net};
 //! let sc = library::get("swap-only").unwrap();
+//! assert!(sc.nginx.servers.iter().any(|s| s.resolve));
 //! let net = Net::assign(&sc, 10, 1).unwrap();
-//! let body = resolvelab_scenario::render::http_body(&sc, &net).unwrap();
-//! assert!(body.contains("resolve"));
+//! assert_eq!(net.dns.ip().to_string(), "127.10.1.53");
 //! ```
 
 // A library says what it has to say through `resolvelab_core::progress`, never on its own
@@ -18,22 +18,10 @@
 #![cfg_attr(not(test), deny(clippy::print_stdout, clippy::print_stderr))]
 #![cfg_attr(not(test), deny(unused_crate_dependencies))]
 
-pub mod compare;
-pub mod engine;
-pub mod fidelity;
-pub mod foreign;
 pub mod format;
-pub mod judge;
 pub mod library;
-pub mod lifecycle;
 pub mod locate;
-pub mod netns;
-pub mod probe;
-pub mod proxy;
-pub mod render;
-pub mod replay;
-pub mod runner;
-pub mod simrun;
+pub mod net;
 pub mod timeline;
 
 pub use format::Scenario;

@@ -39,28 +39,8 @@ use serde::Serialize;
 use std::net::{IpAddr, SocketAddr};
 use std::path::Path;
 
-/// Which proxy.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Proxy {
-    /// HAProxy 2.6 `resolvers`.
-    Haproxy,
-    /// Envoy 1.40, a STRICT_DNS cluster.
-    Envoy,
-    /// Caddy 2.11, dynamic `a` upstreams.
-    Caddy,
-}
-
-impl Proxy {
-    /// `haproxy`, `envoy`, `caddy`: the engine id of the real proxy.
-    pub fn id(self) -> &'static str {
-        match self {
-            Proxy::Haproxy => "haproxy",
-            Proxy::Envoy => "envoy",
-            Proxy::Caddy => "caddy",
-        }
-    }
-}
+/// Which proxy: the vocabulary's [`ProxyKind`](resolvelab_core::spec::engine::ProxyKind).
+pub use resolvelab_core::spec::engine::ProxyKind as Proxy;
 
 /// A proxy's DNS-event policy and its retry behaviour.
 #[derive(Debug, Clone, PartialEq, Serialize)]

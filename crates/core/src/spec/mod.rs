@@ -12,6 +12,8 @@
 //! * [`nginx`] — nginx's own size and time values (`128k`, `1m30s`), a `server` line's
 //!   parameters and `proxy_next_upstream` ([`nginx::NextUpstream`]).
 //! * [`mix`] — the load's method mix (`GET=0.8,POST=0.2`).
+//! * [`engine`] — engine ids (`nginx`, `haproxy`, `sim-envoy`) and the third-party proxies.
+//! * [`schedule`] — the open-loop schedule of a rate plan.
 //! * [`Spec`] — the `KIND[:key=value,…]` syntax the fault specs are written in.
 //!
 //! ```
@@ -42,11 +44,13 @@ macro_rules! serde_as_text {
 }
 
 pub mod dns;
+pub mod engine;
 pub mod fault;
 pub mod latency;
 pub mod mix;
 pub mod nginx;
 pub mod rate;
+pub mod schedule;
 pub mod toxic;
 
 use std::collections::BTreeMap;

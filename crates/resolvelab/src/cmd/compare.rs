@@ -3,10 +3,10 @@
 
 use crate::Ctx;
 use anyhow::Result;
-use resolvelab_scenario::compare::{self, Comparison};
-use resolvelab_scenario::engine;
-use resolvelab_scenario::judge;
-use resolvelab_scenario::runner::{INTERRUPTED, RunOptions};
+use resolvelab_lab::compare::{self, Comparison};
+use resolvelab_lab::engine;
+use resolvelab_lab::judge;
+use resolvelab_lab::runner::{INTERRUPTED, RunOptions};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::atomic::Ordering;
@@ -85,7 +85,7 @@ pub fn run(args: Args, ctx: &Ctx) -> Result<ExitCode> {
         .iter()
         .map(|e| engine::by_name(e.trim()))
         .collect::<Result<Vec<_>>>()?;
-    let ids: Vec<&str> = engines.iter().map(|e| e.id()).collect();
+    let ids: Vec<&str> = engines.iter().map(|e| e.id().as_str()).collect();
     let planned = judge::planned(
         &judge::selected(args.all, args.scenario.as_deref())?,
         args.variant.as_deref(),

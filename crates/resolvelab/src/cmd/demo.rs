@@ -1,9 +1,9 @@
 //! `resolvelab demo` — the README's first command: a short real reproduction with nginx.
 
 use crate::Ctx;
+use resolvelab_lab::runner::RunOptions;
+use resolvelab_lab::{engine, judge};
 use resolvelab_scenario::library;
-use resolvelab_scenario::runner::RunOptions;
-use resolvelab_scenario::{engine, judge};
 use std::path::PathBuf;
 use std::process::ExitCode;
 

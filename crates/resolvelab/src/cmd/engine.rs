@@ -1,8 +1,8 @@
 //! `resolvelab engine list | fetch` — the engines a scenario can run on and their binaries.
 
 use crate::Ctx;
-use resolvelab_scenario::engine::{self, ENGINES};
-use resolvelab_scenario::runner::RunOptions;
+use resolvelab_lab::engine::{self, ENGINES};
+use resolvelab_lab::runner::RunOptions;
 use std::process::ExitCode;
 
 /// Arguments of `resolvelab engine`.
@@ -47,7 +47,11 @@ pub fn run(args: Args, ctx: &Ctx) -> anyhow::Result<ExitCode> {
     };
     match args.what {
         What::List => {
-            let w = ENGINES.iter().map(|e| e.id().len()).max().unwrap_or(6);
+            let w = ENGINES
+                .iter()
+                .map(|e| e.id().as_str().len())
+                .max()
+                .unwrap_or(6);
             for e in ENGINES {
                 println!(
                     "{:<w$}  {}\n{:<w$}  binary: {}",

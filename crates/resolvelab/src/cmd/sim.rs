@@ -435,7 +435,7 @@ fn run_predict(a: PredictArgs) -> anyhow::Result<ExitCode> {
         sample: dur_arg("--sample", &a.sample)?,
         seed: a.seed,
     };
-    if let Some(proxy) = resolvelab_scenario::replay::model_of(&a.engine) {
+    if let Some(proxy) = resolvelab_lab::replay::model_of(&a.engine) {
         if a.config.is_some() {
             anyhow::bail!(
                 "--config is an nginx model's configuration: leave it out with --engine {}",
@@ -486,7 +486,7 @@ fn run_moves(a: &PredictArgs, moves_per_day: f64) -> anyhow::Result<ExitCode> {
 }
 
 fn run_fidelity(a: FidelityArgs) -> anyhow::Result<ExitCode> {
-    use resolvelab_scenario::fidelity;
+    use resolvelab_lab::fidelity;
     if let Some(runs) = &a.replay {
         return run_replay(&a, runs);
     }
@@ -524,7 +524,7 @@ fn run_fidelity(a: FidelityArgs) -> anyhow::Result<ExitCode> {
 /// `sim fidelity --replay RUNS`: every lab run replayed on the model and compared; the
 /// generated section printed, or written into --update's page.
 fn run_replay(a: &FidelityArgs, runs: &std::path::Path) -> anyhow::Result<ExitCode> {
-    use resolvelab_scenario::fidelity;
+    use resolvelab_lab::fidelity;
     let sim_out = a.sim_out.clone().unwrap_or_else(|| {
         std::env::temp_dir().join(format!(
             "resolvelab-fidelity-{}",
@@ -581,7 +581,7 @@ fn run_calibrate(a: CalibrateArgs) -> anyhow::Result<ExitCode> {
             tmp.path().to_path_buf()
         }
     };
-    let c = resolvelab_scenario::fidelity::calibrate_first_pick(&a.runs, &sim_out)?;
+    let c = resolvelab_lab::fidelity::calibrate_first_pick(&a.runs, &sim_out)?;
     if matches!(a.format, SummaryFormat::Json) {
         emit(&(serde_json::to_string_pretty(&c)? + "\n"))?;
         return Ok(ExitCode::SUCCESS);

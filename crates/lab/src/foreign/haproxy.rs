@@ -3,16 +3,17 @@
 //! `[haproxy]` lines for HAProxy's own knobs.
 //!
 //! ```
-//! use resolvelab_scenario::{foreign::haproxy, library, render::Net};
+//! use resolvelab_lab::foreign::haproxy;
+//! use resolvelab_scenario::{library, net::Net};
 //! let sc = library::get("nxdomain").unwrap();
 //! let cfg = haproxy::config(&sc, &Net::assign(&sc, 10, 1).unwrap()).unwrap();
 //! assert!(cfg.contains("server s1 app.test.local:8080 resolvers lab init-addr none"));
 //! assert!(cfg.contains("hold nx 30s"));
 //! ```
 
-use crate::Scenario;
-use crate::render::Net;
 use anyhow::Result;
+use resolvelab_scenario::Scenario;
+use resolvelab_scenario::net::Net;
 use std::fmt::Write as _;
 
 /// The whole `haproxy.cfg` of a run.
@@ -99,7 +100,7 @@ mod tests {
 
     #[test]
     fn retries_follow_the_scenario_and_knobs_are_appended() {
-        let mut sc = crate::library::get("swap-only").unwrap();
+        let mut sc = resolvelab_scenario::library::get("swap-only").unwrap();
         sc.nginx.proxy_next_upstream = "off".parse().unwrap();
         sc.haproxy.resolvers.push("hold nx 5s".into());
         sc.haproxy.backend.push("option redispatch".into());

@@ -11,6 +11,7 @@
 //! original namespace when dropped.
 
 use anyhow::{Context, Result, bail};
+use resolvelab_scenario::format::check_sysctl_key;
 use std::collections::BTreeMap;
 use std::fs::File;
 use std::os::fd::AsRawFd;
@@ -31,18 +32,6 @@ impl Drop for NetnsGuard {
             ));
         }
     }
-}
-
-/// Only per-namespace networking settings may be set, and only inside the private namespace.
-pub fn check_sysctl_key(key: &str) -> Result<(), String> {
-    let ok =
-        key.starts_with("net.ipv4.") || key.starts_with("net.ipv6.") || key == "net.core.somaxconn";
-    if !ok || key.contains("..") || key.contains('/') {
-        return Err(format!(
-            "sysctl `{key}`: only per-namespace `net.ipv4.*`, `net.ipv6.*` or `net.core.somaxconn` may be set"
-        ));
-    }
-    Ok(())
 }
 
 /// Move this thread into a fresh network namespace, bring its loopback up and apply `sysctl`.

@@ -5,19 +5,21 @@
 //! docs/COMPARISON.md.
 //!
 //! ```no_run
-//! use resolvelab_scenario::{compare, engine, library, runner::RunOptions};
+//! use resolvelab_lab::{compare, engine, runner::RunOptions};
+//! use resolvelab_scenario::library;
 //! let sc = library::get("nxdomain").unwrap();
 //! let engines = [engine::by_name("nginx").unwrap(), engine::by_name("nginx-1.31").unwrap()];
 //! let c = compare::compare(&sc, &RunOptions::default(), &engines, &mut |_| {});
 //! println!("{}", compare::markdown(&[c]));
 //! ```
 
-use crate::Scenario;
 use crate::engine::Engine;
 use crate::judge::{self, Judged};
 use crate::runner::RunOptions;
 use resolvelab_core::doc::{Block, Cell as DocCell, Doc, Table, code, m, n, p};
 use resolvelab_core::evidence::file;
+use resolvelab_core::spec::engine::EngineId;
+use resolvelab_scenario::Scenario;
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -26,7 +28,7 @@ use std::path::{Path, PathBuf};
 #[derive(Debug, Clone, Serialize, PartialEq)]
 pub struct Cell {
     /// The engine id.
-    pub engine: String,
+    pub engine: EngineId,
     /// What the binary says it is (`nginx/1.31.3`), `model` for the simulation.
     pub version: String,
     /// The run directory (empty when the run could not start).
@@ -68,9 +70,9 @@ pub struct Cell {
 }
 
 impl Cell {
-    fn empty(engine: &str, sc: &Scenario, status: &str) -> Cell {
+    fn empty(engine: EngineId, sc: &Scenario, status: &str) -> Cell {
         Cell {
-            engine: engine.into(),
+            engine,
             version: String::new(),
             run: PathBuf::new(),
             status: status.into(),
@@ -164,7 +166,7 @@ pub fn compare_reusing(
     let mut cells = Vec::new();
     for e in engines {
         let o = RunOptions {
-            out: opts.out.join(e.id()),
+            out: opts.out.join(e.id().as_str()),
             ..opts.clone()
         };
         if let Some(why) = crate::engine::not_applicable(sc, *e) {
@@ -177,7 +179,7 @@ pub fn compare_reusing(
             continue;
         }
         let earlier = reuse
-            .get(e.id())
+            .get(e.id().as_str())
             .and_then(|dir| reusable_run(dir, sc, e.id(), opts));
         let judged = match earlier {
             // Judged by today's expectations, which may be newer than the run.
@@ -208,7 +210,7 @@ pub fn compare_reusing(
 fn reusable_run(
     dir: &Path,
     sc: &Scenario,
-    engine: &str,
+    engine: EngineId,
     opts: &RunOptions,
 ) -> Option<crate::runner::RunRecord> {
     // The scenario as it would be played: its other variants' definitions, its expectations
@@ -228,7 +230,7 @@ fn reusable_run(
         .filter_map(|d| crate::runner::RunRecord::read(&d).ok())
         .filter(|r| r.status == crate::runner::RunStatus::Completed && r.seed == seed)
         .filter(|r| r.scenario == sc.name && r.variant == sc.variant_of)
-        .filter(|r| engine_of(&r.dir) == engine)
+        .filter(|r| engine_of(&r.dir) == engine.as_str())
         .filter(|r| {
             let text = std::fs::read_to_string(r.dir.join(file::SCENARIO)).unwrap_or_default();
             played(&text).as_ref() == Some(&want)
@@ -245,11 +247,11 @@ fn engine_of(dir: &Path) -> String {
     fp["engine"].as_str().unwrap_or("").to_string()
 }
 
-fn cell_of(engine: &str, j: &Judged) -> Cell {
+fn cell_of(engine: EngineId, j: &Judged) -> Cell {
     let v = &j.verdict;
     let d = &v.diagnosis;
     Cell {
-        engine: engine.into(),
+        engine,
         version: version_of(&j.record.dir),
         run: j.record.dir.clone(),
         status: v.status.clone(),
@@ -375,7 +377,7 @@ fn without_dns_cell(c: &Cell) -> String {
 /// swap, p99, expectations (the run apart).
 fn columns(e: &Cell) -> [String; 12] {
     [
-        e.engine.clone(),
+        e.engine.to_string(),
         e.version.clone(),
         e.requests.to_string(),
         e.client_errors.to_string(),
@@ -424,7 +426,7 @@ fn blocks(comparisons: &[Comparison], level: u8) -> Vec<Block> {
         for e in &c.cells {
             if let Some((name, text)) = config_of(&e.run) {
                 out.push(Block::Details(
-                    vec![p(&e.engine), m(": "), code(name)],
+                    vec![p(e.engine.as_str()), m(": "), code(name)],
                     text,
                 ));
             }
@@ -542,7 +544,7 @@ mod tests {
     #[test]
     fn a_failed_engine_keeps_its_row_and_says_why() {
         let tmp = tempfile::tempdir().unwrap();
-        let sc = crate::library::get("swap-only")
+        let sc = resolvelab_scenario::library::get("swap-only")
             .unwrap()
             .scaled(0.1)
             .unwrap();
@@ -561,10 +563,8 @@ mod tests {
             crate::engine::by_name("sim").unwrap(),
         ];
         let mut seen = Vec::new();
-        let c = compare(&sc, &opts, &engines, &mut |cell| {
-            seen.push(cell.engine.clone())
-        });
-        assert_eq!(seen, ["nginx", "sim"]);
+        let c = compare(&sc, &opts, &engines, &mut |cell| seen.push(cell.engine));
+        assert_eq!(seen, [EngineId::Nginx, EngineId::Sim]);
         assert!(!c.all_ran());
         let nginx = &c.cells[0];
         assert_eq!(nginx.status, "error");
@@ -584,7 +584,7 @@ mod tests {
             not_applicable: Some(
                 "a.toml:3: scenario `x`: nginx.route cannot run on --engine haproxy (only the upstream route (servers resolved by a resolver) is rendered); run it with --engine nginx".into(),
             ),
-            ..Cell::empty("haproxy", &sc, "n/a")
+            ..Cell::empty(EngineId::Proxy(resolvelab_core::spec::engine::ProxyKind::Haproxy), &sc, "n/a")
         };
         assert_eq!(
             classes_cell(&na),

@@ -6,7 +6,8 @@
 //! (`[envoy] cluster = { … }`), and pools upstream connections whatever nginx's `keepalive`.
 //!
 //! ```
-//! use resolvelab_scenario::{foreign::envoy, library, render::Net};
+//! use resolvelab_lab::foreign::envoy;
+//! use resolvelab_scenario::{library, net::Net};
 //! let sc = library::get("swap-only").unwrap();
 //! let cfg = envoy::config(&sc, &Net::assign(&sc, 10, 1).unwrap()).unwrap();
 //! let v: serde_json::Value = serde_json::from_str(&cfg).unwrap();
@@ -14,10 +15,10 @@
 //! ```
 
 use super::{knobs, merge};
-use crate::Scenario;
-use crate::render::Net;
 use anyhow::Result;
 use resolvelab_core::spec::nginx::NextUpstream;
+use resolvelab_scenario::Scenario;
+use resolvelab_scenario::net::Net;
 use serde_json::{Value, json};
 
 /// Envoy's access log in the run directory (relative: Envoy runs there).
@@ -181,7 +182,7 @@ mod tests {
 
     #[test]
     fn retries_follow_proxy_next_upstream() {
-        let mut sc = crate::library::get("swap-only").unwrap();
+        let mut sc = resolvelab_scenario::library::get("swap-only").unwrap();
         let v = rendered(&sc);
         let r = &v["static_resources"]["listeners"][0]["filter_chains"][0]["filters"][0]["typed_config"]
             ["route_config"]["virtual_hosts"][0]["routes"][0]["route"];
@@ -199,7 +200,7 @@ mod tests {
 
     #[test]
     fn knobs_merge_into_the_cluster_and_backups_are_priority_one() {
-        let mut sc = crate::library::get("backup").unwrap();
+        let mut sc = resolvelab_scenario::library::get("backup").unwrap();
         sc.envoy.cluster =
             toml::from_str("type = \"LOGICAL_DNS\"\ndns_refresh_rate = \"1s\"").unwrap();
         let v = rendered(&sc);

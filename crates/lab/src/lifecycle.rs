@@ -6,22 +6,25 @@
 //!
 //! ```no_run
 //! # fn main() -> anyhow::Result<()> {
-//! use resolvelab_scenario::{library, lifecycle::Lifecycle, runner::{RunOptions, RunStatus}};
+//! use resolvelab_core::spec::engine::EngineId;
+//! use resolvelab_lab::{lifecycle::Lifecycle, runner::{RunOptions, RunStatus}};
+//! use resolvelab_scenario::library;
 //! let sc = library::get("swap-only")?;
 //! let opts = RunOptions::default();
-//! let run = Lifecycle::begin(&sc, &opts, "sim", (10, 1), "127.10.1.1:8080".into(), 1)?;
+//! let run = Lifecycle::begin(&sc, &opts, EngineId::Sim, (10, 1), "127.10.1.1:8080".into(), 1)?;
 //! let fp = run.dir.fingerprint(1, run.record.started_us, "sim", "");
 //! let record = run.end(RunStatus::Completed, None, &fp)?;
 //! assert_eq!(record.status, RunStatus::Completed);
 //! # Ok(()) }
 //! ```
 
-use crate::Scenario;
 use crate::runner::{Network, RunOptions, RunRecord, RunStatus};
 use anyhow::{Context, Result};
 use resolvelab_core::evidence::{file, schema};
 use resolvelab_core::rundir::RunDir;
+use resolvelab_core::spec::engine::EngineId;
 use resolvelab_core::time::now_us;
+use resolvelab_scenario::Scenario;
 use std::collections::BTreeMap;
 
 /// A run directory being written, with its record.
@@ -39,7 +42,7 @@ impl Lifecycle {
     pub fn begin(
         sc: &Scenario,
         opts: &RunOptions,
-        engine: &str,
+        engine: EngineId,
         (a, b): (u8, u8),
         nginx_addr: String,
         seed: u64,
@@ -48,7 +51,7 @@ impl Lifecycle {
         let record = RunRecord {
             schema: schema::RUN.into(),
             scenario: sc.name.clone(),
-            engine: engine.into(),
+            engine: engine.to_string(),
             variant: sc.variant_of.clone(),
             status: RunStatus::Running,
             reason: None,
@@ -127,14 +130,21 @@ mod tests {
     #[test]
     fn a_run_directory_says_running_then_how_it_ended() {
         let out = tempfile::tempdir().unwrap();
-        let mut sc = crate::library::get("swap-only").unwrap();
+        let mut sc = resolvelab_scenario::library::get("swap-only").unwrap();
         sc.variant_of = Some("ttl=0 s".into());
         let opts = RunOptions {
             out: out.path().into(),
             ..RunOptions::default()
         };
-        let run =
-            Lifecycle::begin(&sc, &opts, "sim", (10, 1), "127.10.1.1:8080".into(), 3).unwrap();
+        let run = Lifecycle::begin(
+            &sc,
+            &opts,
+            EngineId::Sim,
+            (10, 1),
+            "127.10.1.1:8080".into(),
+            3,
+        )
+        .unwrap();
         let name = run
             .dir
             .path

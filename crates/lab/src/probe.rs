@@ -6,7 +6,6 @@
 //! drifting behind a slow answer), on a fresh connection like a kubelet, and writes one line per
 //! probe to `probes.jsonl` (`schema: resolvelab.probes/v1`).
 
-use crate::format::{ProbeSpec, dur};
 use anyhow::Result;
 use bytes::Bytes;
 use http_body_util::{BodyExt, Empty};
@@ -14,6 +13,7 @@ use hyper_util::rt::TokioIo;
 use resolvelab_core::jsonl::JsonlWriter;
 use resolvelab_core::time::now_us;
 use resolvelab_load::CancellationToken;
+use resolvelab_scenario::format::{ProbeSpec, dur};
 use serde::Serialize;
 use std::net::SocketAddr;
 use std::sync::Arc;

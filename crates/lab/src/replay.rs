@@ -5,7 +5,7 @@
 //! calibrated on.
 //!
 //! ```no_run
-//! use resolvelab_scenario::replay;
+//! use resolvelab_lab::replay;
 //! use std::path::Path;
 //! for lab in replay::lab_runs(Path::new("runs/all")).unwrap() {
 //!     let r = replay::replay(&lab, Path::new("/tmp/model-runs")).unwrap();
@@ -14,10 +14,11 @@
 //! }
 //! ```
 
-use crate::Scenario;
 use crate::runner::{LabInputs, RunOptions, RunRecord};
 use anyhow::{Context, Result, bail};
 use resolvelab_core::evidence::file;
+use resolvelab_core::spec::engine::EngineId;
+use resolvelab_scenario::Scenario;
 use resolvelab_sim::nginx::SimSummary;
 use std::path::{Path, PathBuf};
 
@@ -84,11 +85,8 @@ pub fn lab_scenario(lab: &Path) -> Result<Scenario> {
 /// The model of the engine that played a lab run: nginx's for either nginx release, the
 /// proxy's own for HAProxy, Envoy and Caddy.
 pub fn model_of(engine: &str) -> Option<resolvelab_sim::proxies::Proxy> {
-    use resolvelab_sim::proxies::Proxy;
-    match engine {
-        "haproxy" => Some(Proxy::Haproxy),
-        "envoy" => Some(Proxy::Envoy),
-        "caddy" => Some(Proxy::Caddy),
+    match engine.parse() {
+        Ok(EngineId::Proxy(k)) => Some(k),
         _ => None,
     }
 }
@@ -122,7 +120,7 @@ mod tests {
     fn a_library_run_replays_with_the_lab_inputs() {
         // A model run stands in for the lab run here: replay only reads its directory.
         let tmp = tempfile::tempdir().unwrap();
-        let sc = crate::library::get("swap-only")
+        let sc = resolvelab_scenario::library::get("swap-only")
             .unwrap()
             .scaled(0.1)
             .unwrap();

@@ -7,7 +7,8 @@
 //! A new proxy is one more module here and one more [`Kind`].
 //!
 //! ```
-//! use resolvelab_scenario::{foreign, library, render::Net};
+//! use resolvelab_lab::foreign;
+//! use resolvelab_scenario::{library, net::Net};
 //! use resolvelab_thirdparty::Kind;
 //! let sc = library::get("nxdomain").unwrap();
 //! let net = Net::assign(&sc, 10, 1).unwrap();
@@ -21,12 +22,13 @@ pub mod caddy;
 pub mod envoy;
 pub mod haproxy;
 
-use crate::Scenario;
-use crate::format::Route;
-use crate::render::Net;
 use anyhow::{Context, Result, anyhow};
 use resolvelab_core::rundir::RunDir;
-use resolvelab_thirdparty::Kind;
+use resolvelab_core::spec::engine::EngineId;
+use resolvelab_scenario::Scenario;
+use resolvelab_scenario::format::Route;
+use resolvelab_scenario::net::Net;
+use resolvelab_thirdparty::{Kind, ProxyBinary};
 
 /// The error for what `kind` cannot play, at the field's `file:line`.
 pub(crate) fn unsupported(
@@ -116,7 +118,7 @@ pub fn config(kind: Kind, sc: &Scenario, net: &Net) -> Result<String> {
 /// `timeout resolve` (1 s), Envoy's `dns_refresh_rate` (5 s), Caddy's `refresh` (1 min),
 /// knobs included.
 pub fn requery_period(kind: Kind, sc: &Scenario) -> Result<std::time::Duration> {
-    use crate::format::dur;
+    use resolvelab_scenario::format::dur;
     let knob = |t: &toml::Table, key: &str| t.get(key).and_then(|v| v.as_str()).map(str::to_string);
     match kind {
         Kind::Haproxy => {
@@ -224,11 +226,10 @@ pub fn evidence(kind: Kind, dir: &RunDir) -> Result<()> {
 /// Derive a finished run's evidence again from its proxy's own log when `engine` is a
 /// third-party proxy (nothing to do for nginx and the models).
 pub fn rederive(dir: &std::path::Path, engine: &str) -> Result<()> {
-    let kind = [Kind::Haproxy, Kind::Envoy, Kind::Caddy]
-        .into_iter()
-        .find(|k| k.id() == engine);
-    match kind {
-        Some(k) if dir.join(k.log_file()).is_file() => evidence(k, &RunDir::open(dir)),
+    match engine.parse() {
+        Ok(EngineId::Proxy(k)) if dir.join(k.log_file()).is_file() => {
+            evidence(k, &RunDir::open(dir))
+        }
         _ => Ok(()),
     }
 }
@@ -240,7 +241,7 @@ mod tests {
     #[test]
     fn what_no_third_party_proxy_can_do_is_refused_at_its_line() {
         for kind in [Kind::Haproxy, Kind::Envoy, Kind::Caddy] {
-            let sc = crate::library::get("retry-shim").unwrap();
+            let sc = resolvelab_scenario::library::get("retry-shim").unwrap();
             let e = refuse(kind, &sc).unwrap_err().to_string();
             assert!(
                 e.contains("retry_shim") && e.contains("--engine nginx"),
@@ -251,7 +252,7 @@ mod tests {
                 e.contains("retry-shim.toml:"),
                 "names the file and line: {e}"
             );
-            let sc = crate::library::get("stale-address").unwrap();
+            let sc = resolvelab_scenario::library::get("stale-address").unwrap();
             let e = refuse(kind, &sc).unwrap_err().to_string();
             assert!(e.contains("resolve = false"), "{e}");
         }
@@ -259,10 +260,10 @@ mod tests {
 
     #[test]
     fn a_reload_is_refused_where_the_lab_cannot_reload() {
-        let mut sc = crate::library::get("swap-only").unwrap();
-        sc.timeline.push(crate::format::Event {
+        let mut sc = resolvelab_scenario::library::get("swap-only").unwrap();
+        sc.timeline.push(resolvelab_scenario::format::Event {
             at: Some("5s".into()),
-            nginx: Some(crate::format::NginxAction::Reload),
+            nginx: Some(resolvelab_scenario::format::NginxAction::Reload),
             ..Default::default()
         });
         refuse(Kind::Haproxy, &sc).unwrap();
