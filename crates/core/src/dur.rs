@@ -1,6 +1,68 @@
-//! Human durations (`250ms`, `2s`, `1.5s`, `1m`, `500us`) and ranges (`0ms..50ms`).
+//! Human durations (`250ms`, `2s`, `1.5s`, `1m`, `500us`) and ranges (`0ms..50ms`), and
+//! [`Dur`], a duration as a file wrote it.
+//!
+//! ```
+//! use resolvelab_core::dur::Dur;
+//! use std::time::Duration;
+//! let d: Dur = "1500ms".parse().unwrap();
+//! assert_eq!(d.get(), Duration::from_millis(1500));
+//! assert_eq!(d.to_string(), "1500ms", "the spelling is kept");
+//! assert_eq!(d.scaled(0.5).to_string(), "750ms");
+//! assert!("5 parsecs".parse::<Dur>().is_err());
+//! ```
 
+use serde::{Deserialize, Serialize};
+use std::fmt;
 use std::time::Duration;
+
+/// A duration read from a file: its value, typed once when the file is read, and its text, so
+/// the file written back (a run directory's `scenario.toml`) keeps the author's spelling.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(try_from = "String", into = "String")]
+pub struct Dur {
+    value: Duration,
+    text: String,
+}
+
+impl Dur {
+    /// A duration with its compact spelling ([`format`]).
+    pub fn new(d: Duration) -> Dur {
+        Dur {
+            value: d,
+            text: format(d),
+        }
+    }
+
+    /// The value.
+    pub fn get(&self) -> Duration {
+        self.value
+    }
+
+    /// Scaled by `f`, to the millisecond, spelled anew.
+    pub fn scaled(&self, f: f64) -> Dur {
+        Dur::new(Duration::from_millis(
+            (self.value.as_millis() as f64 * f).round() as u64,
+        ))
+    }
+}
+
+impl std::str::FromStr for Dur {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Dur, String> {
+        Ok(Dur {
+            value: parse(s)?,
+            text: s.to_string(),
+        })
+    }
+}
+
+impl fmt::Display for Dur {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.text)
+    }
+}
+
+serde_as_text!(Dur);
 
 /// Parse a duration such as `200ms`, `2s`, `1.5s`, `1m`, `750us`, or `0` (zero needs no unit).
 pub fn parse(s: &str) -> Result<Duration, String> {

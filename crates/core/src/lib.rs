@@ -26,6 +26,26 @@
 #![cfg_attr(not(test), deny(clippy::print_stdout, clippy::print_stderr))]
 #![cfg_attr(not(test), deny(unused_crate_dependencies))]
 
+/// Serde reads and writes `$t` as its text (`FromStr` and `Display`), so a scenario file's value
+/// is typed when the file is read, and a bad one is a serde error at its line. Use with
+/// `#[serde(try_from = "String", into = "String")]`.
+macro_rules! serde_as_text {
+    ($t:ty) => {
+        impl TryFrom<String> for $t {
+            type Error = String;
+            fn try_from(s: String) -> Result<Self, String> {
+                s.parse()
+            }
+        }
+
+        impl From<$t> for String {
+            fn from(v: $t) -> String {
+                v.to_string()
+            }
+        }
+    };
+}
+
 pub mod doc;
 pub mod dur;
 pub mod evidence;

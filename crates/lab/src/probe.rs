@@ -13,7 +13,7 @@ use hyper_util::rt::TokioIo;
 use resolvelab_core::jsonl::JsonlWriter;
 use resolvelab_core::time::now_us;
 use resolvelab_load::CancellationToken;
-use resolvelab_scenario::format::{ProbeSpec, dur};
+use resolvelab_scenario::format::ProbeSpec;
 use serde::Serialize;
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -52,8 +52,8 @@ pub async fn run(
     cancel: CancellationToken,
 ) -> Result<u64> {
     resolvelab_core::policy::check_target(addr, false).map_err(anyhow::Error::msg)?;
-    let interval = dur("probe interval", &spec.interval)?;
-    let timeout = dur("probe timeout", &spec.timeout)?;
+    let interval = spec.interval.get();
+    let timeout = spec.timeout.get();
     // Epoch time of `t0`, so scheduled times are exact multiples of the interval.
     let base_us = now_us() - t0.elapsed().as_micros() as i64;
     let mut n = 0u64;
@@ -161,8 +161,8 @@ mod tests {
         let spec = ProbeSpec {
             target: "b1".into(),
             path: "/ready".into(),
-            interval: "200ms".into(),
-            timeout: "100ms".into(),
+            interval: "200ms".parse().unwrap(),
+            timeout: "100ms".parse().unwrap(),
         };
         let cancel = CancellationToken::new();
         let task = tokio::spawn(run(spec, addr, out, Instant::now(), cancel.clone()));

@@ -62,10 +62,7 @@ impl ProxyBin {
     /// placed between queries, or waiting for one, count on it.
     pub(crate) fn requery_period(&self, sc: &Scenario) -> Result<Duration> {
         match self {
-            ProxyBin::Nginx(_) => Ok(resolvelab_scenario::format::dur(
-                "nginx.valid",
-                &sc.nginx.valid,
-            )? + Duration::from_secs(1)),
+            ProxyBin::Nginx(_) => Ok(sc.requery_period()),
             ProxyBin::Foreign(k, _) => crate::foreign::requery_period(*k, sc),
         }
     }

@@ -6,7 +6,7 @@
 
 use anyhow::Result;
 use resolvelab_core::version::{KEEPALIVE_DEFAULT_SINCE, Version};
-use resolvelab_scenario::format::{Route, Scenario, dur};
+use resolvelab_scenario::format::{Route, Scenario};
 use resolvelab_scenario::net::Net;
 use std::fmt::Write as _;
 
@@ -39,7 +39,6 @@ pub fn http_body_for(sc: &Scenario, net: &Net, version: Option<Version>) -> Resu
         }
         return Ok(t);
     }
-    dur("nginx.valid", &n.valid)?;
     let mut b = String::new();
     let w = &mut b;
     if n.route == Route::Upstream {

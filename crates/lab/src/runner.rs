@@ -15,7 +15,7 @@ use resolvelab_core::supervise::Supervisor;
 use resolvelab_core::time::now_us;
 use resolvelab_dns::{DnsConfig, DnsHandle, DnsServer, NameConfig};
 use resolvelab_load::{CancellationToken, Live, LoadConfig, Output, run_load};
-use resolvelab_scenario::format::{Route, Scenario, Specs, dur};
+use resolvelab_scenario::format::{Route, Scenario, Specs};
 use resolvelab_scenario::net::Net;
 use resolvelab_scenario::timeline::{Action, Step};
 use std::collections::BTreeMap;
@@ -410,7 +410,7 @@ async fn start_dns(
             .map_err(|e| anyhow!("[dns.names] {name}: {e}"))?;
         names.push(NameConfig::new(name, setting).map_err(|e| anyhow!("[dns.names] {name}: {e}"))?);
     }
-    let ttl = dur("dns.ttl", &sc.dns.ttl)?.as_secs().max(1) as u32;
+    let ttl = sc.dns.ttl.get().as_secs().max(1) as u32;
     let dns = DnsServer::start(DnsConfig {
         listen: net.dns,
         names,
@@ -528,9 +528,9 @@ fn load_config(sc: &Scenario, specs: &Specs, net: &Net, seed: u64) -> Result<Loa
         specs.rate.clone(),
         false,
     )?;
-    cfg.duration = Some(dur("load.duration", &sc.load.duration)?);
+    cfg.duration = Some(sc.load.duration.get());
     cfg.connections = sc.load.connections as usize;
-    cfg.timeout = dur("load.timeout", &sc.load.timeout)?;
+    cfg.timeout = sc.load.timeout.get();
     cfg.mix =
         resolvelab_load::Mix::from_shares(&sc.load.mix).map_err(|e| anyhow!("load.mix: {e}"))?;
     cfg.retry_idempotent = sc.load.retry_idempotent;
@@ -640,10 +640,8 @@ async fn start_backend(
             addr: net.hosts[db],
             round_trips: be.round_trips.unwrap_or(1),
             pool: be.pool.unwrap_or(10) as usize,
-            acquire_timeout: dur(
-                &format!("backend `{}` acquire_timeout", be.name),
-                be.acquire_timeout.as_deref().unwrap_or("30s"),
-            )?,
+            acquire_timeout: (be.acquire_timeout.as_ref())
+                .map_or(Duration::from_secs(30), resolvelab_core::dur::Dur::get),
         });
     }
     cfg.log = Some(dir.file(&format!("backend-{}.jsonl", be.name)));

@@ -280,10 +280,6 @@ fn us(d: Duration) -> Us {
     Us(d.as_micros() as i64)
 }
 
-fn field_dur(field: &str, v: &str) -> Result<Us> {
-    Ok(us(dur(field, v)?))
-}
-
 /// `64k`, `1m`, `65536` → bytes.
 fn size(field: &str, v: &str) -> Result<u64> {
     resolvelab_core::spec::nginx::size(v)
@@ -516,11 +512,11 @@ fn server_lines(sc: &Scenario, net: &Net) -> Result<Vec<ServerLine>> {
 /// `[nginx]` and `[dns]` settings beside the server lines.
 fn nginx_settings(cfg: &mut SimConfig, sc: &Scenario) -> Result<()> {
     let n = &sc.nginx;
-    cfg.valid = Some(field_dur("nginx.valid", &n.valid)?);
+    cfg.valid = Some(us(n.valid.get()));
     cfg.ipv6 = n.ipv6;
-    cfg.dns_ttl = field_dur("dns.ttl", &sc.dns.ttl)?;
+    cfg.dns_ttl = us(sc.dns.ttl.get());
     if let Some(t) = &n.resolver_timeout {
-        cfg.resolver_timeout = field_dur("nginx.resolver_timeout", t)?;
+        cfg.resolver_timeout = us(t.get());
     }
     cfg.zone_bytes = size("nginx.zone", &n.zone)?;
     // The template's `upstream filler { zone be; server NAME:PORT resolve max_fails=0; }`.
@@ -550,7 +546,7 @@ fn nginx_settings(cfg: &mut SimConfig, sc: &Scenario) -> Result<()> {
     })?;
     cfg.next_upstream.tries = n.proxy_next_upstream_tries;
     if let Some(t) = &n.read_timeout {
-        cfg.read_timeout = field_dur("nginx.read_timeout", t)?;
+        cfg.read_timeout = us(t.get());
     }
     // The lab renders `keepalive_requests 100000` (crates/scenario/src/render.rs).
     cfg.keepalive_requests = 100_000;
@@ -561,7 +557,7 @@ fn nginx_settings(cfg: &mut SimConfig, sc: &Scenario) -> Result<()> {
 /// and the backends' latency.
 fn load_settings(cfg: &mut SimConfig, sc: &Scenario, specs: &Specs, net: &Net) -> Result<()> {
     let n = &sc.nginx;
-    cfg.duration = field_dur("load.duration", &sc.load.duration)?;
+    cfg.duration = us(sc.load.duration.get());
     match sc.load.rate.trim().parse::<f64>() {
         Ok(r) => cfg.rps = r,
         Err(_) => {
@@ -648,7 +644,7 @@ fn pools(
         };
         let field = |k: &str| format!("backend `{}` {k}", be.name);
         let (Some(round_trips), Some(pool), Some(acquire)) =
-            (be.round_trips, be.pool, be.acquire_timeout.as_deref())
+            (be.round_trips, be.pool, be.acquire_timeout.as_ref())
         else {
             return Err(unsupported(
                 sc,
@@ -678,21 +674,22 @@ fn pools(
                 .or_default()
                 .push(cfg.pools.len());
         }
-        let probe = match sc.probes.iter().find(|p| p.target == be.name) {
-            Some(p) => Some(Probe {
-                interval: field_dur(&format!("probe {} interval", p.target), &p.interval)?,
-                timeout: field_dur(&format!("probe {} timeout", p.target), &p.timeout)?,
+        let probe = sc
+            .probes
+            .iter()
+            .find(|p| p.target == be.name)
+            .map(|p| Probe {
+                interval: us(p.interval.get()),
+                timeout: us(p.timeout.get()),
                 path: p.path.clone(),
-            }),
-            None => None,
-        };
+            });
         cfg.pools.push(BackendPool {
             target: net.hosts[&be.name].to_string(),
             name: be.name.clone(),
             pool,
             round_trips,
             round_trip: Us(round_trip),
-            acquire_timeout: field_dur(&field("acquire_timeout"), acquire)?,
+            acquire_timeout: us(acquire.get()),
             probe,
         });
     }
@@ -1523,7 +1520,7 @@ mod tests {
         assert!(a.faults[0].start.0 >= 10_000_000 && a.faults[0].start.0 < 16_000_000);
         assert_eq!(a.dns.last().unwrap().at, a.faults[0].start);
         let mut bad = library::get("swap-only").unwrap();
-        bad.nginx.connect_timeout = Some("1s".into());
+        bad.nginx.connect_timeout = Some("1s".parse().unwrap());
         let e = sim_config(&bad, 1, (0, 0)).unwrap_err().to_string();
         assert!(e.contains("nginx.connect_timeout"), "{e}");
         bad.nginx.connect_timeout = None;

@@ -315,12 +315,28 @@ fn scenario_errors_are_one_line_with_file_and_line() {
             "proxy_next_upstream = \"eror timeout\"",
             "`eror` is not a `proxy_next_upstream` case",
         ),
+        // Durations and nginx times are typed when the file is read, too.
+        ("[load]\n", "timeout = \"5 secs\"", "unknown unit"),
+        ("[nginx]\n", "read_timeout = \"1.5s\"", "is not an nginx time"),
+        ("[nginx]\n", "fail_timeout = \"10 s\"", "is not an nginx time"),
+        (
+            "[[backend]]\nname = \"b2\"\n",
+            "[[timeline]]\nfault = \"b1\"\nspec = \"rst\"\nat = \"10x\"",
+            "unknown unit `x`",
+        ),
+        (
+            "[[backend]]\n",
+            "faults = [\"reclam\"]",
+            "reclam",
+        ),
     ] {
         let typo = lib.replacen(section, &format!("{section}{line_text}\n"), 1);
         assert_ne!(typo, lib);
         let p = dir.path().join("typo.toml");
         std::fs::write(&p, &typo).unwrap();
-        let line = typo.lines().position(|l| l == line_text).unwrap() + 1;
+        // The line of the mistake: the last line inserted.
+        let last = line_text.lines().last().unwrap();
+        let line = typo.lines().position(|l| l == last).unwrap() + 1;
         for engine in ["sim", "nginx"] {
             let runs = dir.path().join("runs");
             let (code, text) = run(&[p.to_str().unwrap(), "--engine", engine], &runs);

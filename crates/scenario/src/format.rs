@@ -1,11 +1,12 @@
 //! The scenario file format (`version = 1`), documented in docs/scenarios.md.
 
+use resolvelab_core::dur::Dur;
 use resolvelab_core::spec::dns::{Align, DnsSetting, HostRef};
 use resolvelab_core::spec::engine::EngineId;
 use resolvelab_core::spec::fault::BackendFault;
 use resolvelab_core::spec::latency::Latency;
 use resolvelab_core::spec::mix::Mix;
-use resolvelab_core::spec::nginx::NextUpstream;
+use resolvelab_core::spec::nginx::{NextUpstream, NginxTime};
 use resolvelab_core::spec::rate::RatePlan;
 use resolvelab_core::spec::toxic::ToxicSpec;
 use serde::{Deserialize, Serialize};
@@ -104,13 +105,13 @@ pub struct NginxSpec {
     pub workers: u32,
     /// Resolver `valid=` (the re-query period is valid + 1 s).
     #[serde(default = "d_valid")]
-    pub valid: String,
+    pub valid: NginxTime,
     /// Resolver `ipv6=` (false renders `ipv6=off`).
     #[serde(default)]
     pub ipv6: bool,
     /// `resolver_timeout`.
     #[serde(default)]
-    pub resolver_timeout: Option<String>,
+    pub resolver_timeout: Option<NginxTime>,
     /// Shared-memory zone size of the upstream.
     #[serde(default = "d_zone")]
     pub zone: String,
@@ -125,7 +126,7 @@ pub struct NginxSpec {
     pub keepalive_default: bool,
     /// `keepalive_timeout` of the upstream block.
     #[serde(default)]
-    pub keepalive_timeout: Option<String>,
+    pub keepalive_timeout: Option<NginxTime>,
     /// `proxy_next_upstream` (`off` disables retries), checked when the file is read.
     #[serde(default = "d_next")]
     pub proxy_next_upstream: NextUpstream,
@@ -146,16 +147,16 @@ pub struct NginxSpec {
     pub max_fails: Option<u32>,
     /// Default `fail_timeout` for every server line (None: nginx's default, 10s).
     #[serde(default)]
-    pub fail_timeout: Option<String>,
+    pub fail_timeout: Option<NginxTime>,
     /// The port backends listen on and server lines point at.
     #[serde(default = "d_port")]
     pub port: u16,
     /// `proxy_connect_timeout`.
     #[serde(default)]
-    pub connect_timeout: Option<String>,
+    pub connect_timeout: Option<NginxTime>,
     /// `proxy_read_timeout`.
     #[serde(default)]
-    pub read_timeout: Option<String>,
+    pub read_timeout: Option<NginxTime>,
     /// Upstream server lines (`[[nginx.server]]`).
     #[serde(default, rename = "server")]
     pub servers: Vec<ServerLine>,
@@ -287,7 +288,7 @@ pub struct ServerLine {
     pub max_fails: Option<u32>,
     /// `fail_timeout=`.
     #[serde(default)]
-    pub fail_timeout: Option<String>,
+    pub fail_timeout: Option<NginxTime>,
     /// `backup`.
     #[serde(default)]
     pub backup: bool,
@@ -299,7 +300,7 @@ pub struct ServerLine {
 pub struct DnsSpec {
     /// TTL of answers (nginx ignores it in favour of `valid`).
     #[serde(default = "d_ttl")]
-    pub ttl: String,
+    pub ttl: Dur,
     /// Name → initial mode (`alternate:@b1,@b2`, `static:@b1`, `nxdomain`, …). `@name` is a
     /// backend's (or proxy's) address.
     #[serde(default)]
@@ -341,7 +342,7 @@ pub struct BackendSpec {
     pub pool: Option<u32>,
     /// Slow dependency: pool acquire timeout.
     #[serde(default)]
-    pub acquire_timeout: Option<String>,
+    pub acquire_timeout: Option<Dur>,
     /// This backend is the DB stand-in (`--echo-db`).
     #[serde(default)]
     pub echo_db: bool,
@@ -428,17 +429,17 @@ pub struct ProbeSpec {
     pub path: String,
     /// Time between probes (not scaled by `--scale`, like `valid`).
     #[serde(default = "d_probe_interval")]
-    pub interval: String,
+    pub interval: Dur,
     /// A probe without a complete answer within this time counts as failed.
     #[serde(default = "d_probe_interval")]
-    pub timeout: String,
+    pub timeout: Dur,
 }
 
 fn d_probe_path() -> String {
     "/ready".into()
 }
-fn d_probe_interval() -> String {
-    "1s".into()
+fn d_probe_interval() -> Dur {
+    Dur::new(Duration::from_secs(1))
 }
 
 /// The load.
@@ -448,7 +449,7 @@ pub struct LoadSpec {
     /// Requests per second, or a plan (`100@10s,500@30s`).
     pub rate: String,
     /// Duration.
-    pub duration: String,
+    pub duration: Dur,
     /// Method mix (`GET=1`, `GET=0.8,POST=0.2`), checked when the file is read.
     #[serde(default)]
     pub mix: Mix,
@@ -457,7 +458,7 @@ pub struct LoadSpec {
     pub connections: u32,
     /// Per-request timeout.
     #[serde(default = "d_timeout")]
-    pub timeout: String,
+    pub timeout: Dur,
     /// Path requested.
     #[serde(default = "d_path")]
     pub path: String,
@@ -478,14 +479,14 @@ pub struct LoadSpec {
 pub struct Event {
     /// Time after the load starts.
     #[serde(default)]
-    pub at: Option<String>,
+    pub at: Option<Dur>,
     /// Time after the previous event.
     #[serde(default)]
-    pub after: Option<String>,
+    pub after: Option<Dur>,
     /// Add a uniform random delay in `[0, jitter)` from the run's seeded RNG: the phase of a real
     /// failure relative to nginx's re-query timer is random (RTO ~ U(0, valid + 1 s]).
     #[serde(default)]
-    pub jitter: Option<String>,
+    pub jitter: Option<Dur>,
     /// `next-requery` (lands on nginx's next re-query of `dns`) or `between-requeries`.
     #[serde(default)]
     pub align: Option<resolvelab_core::spec::dns::Align>,
@@ -509,7 +510,7 @@ pub struct Event {
     pub nginx: Option<NginxAction>,
     /// How long the change lasts (then it reverts).
     #[serde(default, rename = "for")]
-    pub for_: Option<String>,
+    pub for_: Option<Dur>,
     /// A note for the events log.
     #[serde(default)]
     pub note: Option<String>,
@@ -602,8 +603,8 @@ pub fn check_sysctl_key(key: &str) -> Result<(), String> {
 fn d_workers() -> u32 {
     2
 }
-fn d_valid() -> String {
-    "5s".into()
+fn d_valid() -> NginxTime {
+    "5s".parse().expect("an nginx time")
 }
 fn d_zone() -> String {
     "64k".into()
@@ -624,14 +625,14 @@ fn d_true() -> bool {
 fn d_port() -> u16 {
     8080
 }
-fn d_ttl() -> String {
-    "1s".into()
+fn d_ttl() -> Dur {
+    Dur::new(Duration::from_secs(1))
 }
 fn d_conns() -> u32 {
     32
 }
-fn d_timeout() -> String {
-    "5s".into()
+fn d_timeout() -> Dur {
+    Dur::new(Duration::from_secs(5))
 }
 fn d_path() -> String {
     "/".into()
@@ -703,13 +704,6 @@ impl Scenario {
                 &["version"],
                 format!("version = {} is not supported (use 1)", self.version),
             ));
-        }
-        for (path, v) in [
-            (["nginx", "valid"], &self.nginx.valid),
-            (["load", "duration"], &self.load.duration),
-            (["dns", "ttl"], &self.dns.ttl),
-        ] {
-            dur(&path.join("."), v).map_err(|e| self.err_at(&path, e))?;
         }
         if let Err(e) = RatePlan::parse(&self.load.rate) {
             return Err(self.err_at(&["load", "rate"], e));
@@ -901,10 +895,6 @@ impl Scenario {
                         b.name
                     );
                 }
-                if let Some(t) = &b.acquire_timeout {
-                    dur(&format!("backend `{}` acquire_timeout", b.name), t)
-                        .map_err(|e| anyhow::anyhow!("{}: {e}", at("acquire_timeout")))?;
-                }
                 if b.pool == Some(0) || b.round_trips == Some(0) {
                     anyhow::bail!(
                         "{}: backend `{}`: pool and round_trips must be at least 1",
@@ -1024,9 +1014,7 @@ impl Scenario {
                 );
             }
             for (f, v) in [("interval", &p.interval), ("timeout", &p.timeout)] {
-                let d = dur(&format!("probe {n}: {f}"), v)
-                    .map_err(|e| anyhow::anyhow!("{}: {e}", at(f)))?;
-                if d.is_zero() {
+                if v.get().is_zero() {
                     anyhow::bail!("{}: probe {n}: {f} must be above 0 (e.g. `1s`)", at(f));
                 }
             }
@@ -1051,16 +1039,6 @@ impl Scenario {
             let bad = |k: &str, m: String| anyhow::anyhow!("{}: timeline event {n}: {m}", at(k));
             if ev.at.is_some() && ev.after.is_some() {
                 return Err(bad("after", "give `at` or `after`, not both".into()));
-            }
-            for (f, v) in [
-                ("at", &ev.at),
-                ("after", &ev.after),
-                ("for", &ev.for_),
-                ("jitter", &ev.jitter),
-            ] {
-                if let Some(v) = v {
-                    dur(f, v).map_err(|e| bad(f, e.to_string()))?;
-                }
             }
             let actions = [
                 ev.dns.is_some(),
@@ -1129,7 +1107,7 @@ impl Scenario {
                     return Err(bad("align", "`align` needs a `dns` name".into()));
                 }
                 if a == Align::NextQuery {
-                    self.check_window_fits_period(n, ev.for_.as_deref())
+                    self.check_window_fits_period(n, ev.for_.as_ref())
                         .map_err(|e| anyhow::anyhow!("{}: {e}", at("for")))?;
                 }
             }
@@ -1149,11 +1127,16 @@ impl Scenario {
         Ok(())
     }
 
+    /// nginx's re-query period for this scenario: `valid` + 1 s (DOMAIN.md §3).
+    pub fn requery_period(&self) -> Duration {
+        self.nginx.valid.get() + Duration::from_secs(1)
+    }
+
     /// How many requests the load plans (None for `rate = "max"`, which has no schedule).
     pub fn planned_requests(&self) -> Result<Option<u64>, String> {
         let plan = RatePlan::parse(&self.load.rate)
             .map_err(|e| format!("[load] rate = \"{}\": {e}", self.load.rate))?;
-        let d = resolvelab_core::dur::parse(&self.load.duration)?;
+        let d = self.load.duration.get();
         Ok(plan.schedule(Some(d), None).and_then(|s| s.planned()))
     }
 
@@ -1161,27 +1144,21 @@ impl Scenario {
     /// it would be dropped or cut silently. An event armed at the next re-query may take effect
     /// up to one period later.
     fn check_events_within_load(&self) -> Result<(), String> {
-        let load = resolvelab_core::dur::parse(&self.load.duration)?;
-        let period = resolvelab_core::dur::parse(&self.nginx.valid)? + Duration::from_secs(1);
+        let load = self.load.duration.get();
+        let period = self.requery_period();
         let mut t = Duration::ZERO;
         for (i, ev) in self.timeline.iter().enumerate() {
-            let p = |v: &Option<String>| {
-                v.as_deref()
-                    .map(resolvelab_core::dur::parse)
-                    .transpose()
-                    .map(Option::unwrap_or_default)
-            };
-            t = if ev.at.is_some() {
-                p(&ev.at)?
-            } else {
-                t + p(&ev.after)?
+            let p = |v: &Option<Dur>| v.as_ref().map(Dur::get).unwrap_or_default();
+            t = match &ev.at {
+                Some(at) => at.get(),
+                None => t + p(&ev.after),
             };
             let aligned = if ev.align.is_some() {
                 period
             } else {
                 Duration::ZERO
             };
-            let end = t + p(&ev.for_)? + aligned;
+            let end = t + p(&ev.for_) + aligned;
             if end > load {
                 return Err(format!(
                     "timeline event {} ends at {} (start {}{}), after the load ends at {}: make [load] duration at least {}",
@@ -1204,14 +1181,12 @@ impl Scenario {
     /// A window armed at nginx's next re-query must end before the one after it: a window as long
     /// as the period (valid + 1 s) reverts at the moment nginx asks again, and whether that query
     /// sees the injection is a coin toss (the demo failed one run in three that way).
-    fn check_window_fits_period(&self, n: usize, for_: Option<&str>) -> Result<(), String> {
-        let (Some(f), Ok(valid)) = (for_, resolvelab_core::dur::parse(&self.nginx.valid)) else {
+    fn check_window_fits_period(&self, n: usize, for_: Option<&Dur>) -> Result<(), String> {
+        let Some(f) = for_ else {
             return Ok(());
         };
-        let len =
-            resolvelab_core::dur::parse(f).map_err(|e| format!("timeline event {n}: for: {e}"))?;
-        let period = valid + Duration::from_secs(1);
-        if len >= period {
+        let period = self.requery_period();
+        if f.get() >= period {
             return Err(format!(
                 "timeline event {n}: for = \"{f}\" with align = \"next-requery\" must be shorter than \
                  nginx's re-query period (valid {} + 1 s = {}): the revert would race the next \
@@ -1245,12 +1220,18 @@ impl Scenario {
         if patch.contains_key("expect") {
             base.remove("expect");
         }
-        merge(&mut base, patch);
-        let mut v: Scenario = toml::Value::Table(base).try_into().map_err(|e| {
-            self.err_at(
-                &["variant", &index.to_string()],
-                format!("variant `{name}`: {}", e.message().trim()),
-            )
+        let whole = {
+            let mut t = base.clone();
+            merge(&mut t, patch.clone());
+            t
+        };
+        let mut v: Scenario = toml::Value::Table(whole).try_into().map_err(|e| {
+            // Point at the variant's own key that does not read, else at the variant.
+            let idx = index.to_string();
+            let key = culprit(&base, &patch, &mut Vec::new()).unwrap_or_default();
+            let mut path = vec!["variant", idx.as_str()];
+            path.extend(key.iter().map(String::as_str));
+            self.err_at(&path, format!("variant `{name}`: {}", e.message().trim()))
         })?;
         v.source = self.source.clone();
         v.variant_index = Some(index);
@@ -1278,12 +1259,6 @@ impl Scenario {
             anyhow::bail!("--scale {f}: use a factor in (0, 1]");
         }
         let mut s = self.clone();
-        let scale = |v: &str| -> anyhow::Result<String> {
-            let d = resolvelab_core::dur::parse(v).map_err(anyhow::Error::msg)?;
-            Ok(resolvelab_core::dur::format(Duration::from_millis(
-                (d.as_millis() as f64 * f).round() as u64,
-            )))
-        };
         s.load.rate = RatePlan::parse(&s.load.rate)
             .map_err(anyhow::Error::msg)?
             .scaled(f)
@@ -1291,37 +1266,63 @@ impl Scenario {
         let mut end = Duration::ZERO;
         let mut t = Duration::ZERO;
         for ev in &mut s.timeline {
-            if let Some(a) = &ev.at {
-                ev.at = Some(scale(a)?);
-                t = dur("at", ev.at.as_deref().unwrap_or("0"))?;
-            } else if let Some(a) = &ev.after {
-                ev.after = Some(scale(a)?);
-                t += dur("after", ev.after.as_deref().unwrap_or("0"))?;
+            if let Some(a) = &mut ev.at {
+                *a = a.scaled(f);
+                t = a.get();
+            } else if let Some(a) = &mut ev.after {
+                *a = a.scaled(f);
+                t += a.get();
             }
-            let len = ev.for_.as_deref().map(|v| dur("for", v)).transpose()?;
-            end = end.max(t + len.unwrap_or_default());
+            end = end.max(t + ev.for_.as_ref().map(Dur::get).unwrap_or_default());
         }
         // The load must still cover the last injection and what follows it: two re-query
         // periods, or the wipeout tail (fail_timeout) when that is longer.
-        let period = dur("nginx.valid", &s.nginx.valid)? + Duration::from_secs(1);
-        let fail = s
-            .nginx
-            .fail_timeout
-            .as_deref()
-            .and_then(resolvelab_core::spec::nginx::time_ms)
-            .map_or(Duration::from_secs(10), Duration::from_millis);
-        let tail = (period * 2).max(fail + Duration::from_secs(2));
-        let scaled = dur("load.duration", &scale(&s.load.duration)?)?;
+        let fail = (s.nginx.fail_timeout.as_ref()).map_or(Duration::from_secs(10), NginxTime::get);
+        let tail = (s.requery_period() * 2).max(fail + Duration::from_secs(2));
+        let scaled = s.load.duration.scaled(f).get();
         let need = if s.timeline.is_empty() {
             scaled
         } else {
             scaled.max(end + tail)
         };
-        s.load.duration = resolvelab_core::dur::format(need);
+        s.load.duration = Dur::new(need);
         s.check_load()
             .map_err(|e| anyhow::anyhow!("--scale {f}: {e}"))?;
         Ok(s)
     }
+}
+
+/// The path of the first value of `patch` that makes `base` unreadable as a scenario on its
+/// own (`base` alone reads).
+fn culprit(base: &toml::Table, patch: &toml::Table, at: &mut Vec<String>) -> Option<Vec<String>> {
+    for (k, v) in patch {
+        at.push(k.clone());
+        let found = match v {
+            toml::Value::Table(t) => culprit(base, t, at),
+            _ => {
+                let mut one = toml::Table::new();
+                let leaf = at.iter().rev().fold(v.clone(), |inner, key| {
+                    let mut t = toml::Table::new();
+                    t.insert(key.clone(), inner);
+                    toml::Value::Table(t)
+                });
+                if let toml::Value::Table(t) = leaf {
+                    one = t;
+                }
+                let mut t = base.clone();
+                merge(&mut t, one);
+                toml::Value::Table(t)
+                    .try_into::<Scenario>()
+                    .is_err()
+                    .then(|| at.clone())
+            }
+        };
+        at.pop();
+        if found.is_some() {
+            return found;
+        }
+    }
+    None
 }
 
 fn merge(base: &mut toml::Table, patch: toml::Table) {
@@ -1379,7 +1380,11 @@ expect = { checks = ["nlu = 0"] }
         assert_eq!(s.variant_names(), ["mf0"]);
         let v = s.variant("mf0").unwrap();
         assert_eq!(v.nginx.max_fails, Some(0));
-        assert_eq!(v.nginx.valid, "1s", "untouched fields survive the merge");
+        assert_eq!(
+            v.nginx.valid.to_string(),
+            "1s",
+            "untouched fields survive the merge"
+        );
         assert_eq!(v.expect.checks, ["nlu = 0"]);
         assert_eq!(v.variant_of.as_deref(), Some("mf0"));
         assert!(s.variant("nope").unwrap_err().to_string().contains("mf0"));
@@ -1522,7 +1527,7 @@ expect = { checks = ["nlu = 0"] }
                 29,
                 "variant `mf0`",
             ),
-            (mf0, "nginx = { max_fail = 0 }", 27, "max_fail"),
+            (mf0, "nginx = { max_fail = 0 }", 29, "max_fail"),
             // A server line's fail_timeout is an nginx time, at its own line or the [nginx] default's.
             (mf0, "nginx = { fail_timeout = \"5 s\" }", 29, "nginx time"),
         ] {
@@ -1595,7 +1600,7 @@ expect = { checks = ["nlu = 0"] }
         let ok = db.replace("DB", "db").replace("PT", "b2");
         let s = Scenario::from_toml(&ok, "t").unwrap();
         assert_eq!(s.probes[0].path, "/ready");
-        assert_eq!(s.probes[0].interval, "1s");
+        assert_eq!(s.probes[0].interval.to_string(), "1s");
         let err = |text: &str| Scenario::from_toml(text, "t").unwrap_err().to_string();
         assert!(err(&db.replace("DB", "nope").replace("PT", "b2")).contains("db `nope`"));
         assert!(err(&db.replace("DB", "b2").replace("PT", "b2")).contains("another backend"));
@@ -1655,7 +1660,7 @@ expect = { checks = ["nlu = 0"] }
         let s = Scenario::from_toml(&format!("scalable = false\n{MIN}"), "t").unwrap();
         let t = s.scaled(0.1).unwrap();
         assert_eq!(
-            (t.load.rate.as_str(), t.load.duration.as_str()),
+            (t.load.rate.as_str(), t.load.duration.to_string().as_str()),
             ("300", "60s")
         );
         // Round trip: the resolved scenario.toml of a run keeps the flag.
@@ -1666,11 +1671,18 @@ expect = { checks = ["nlu = 0"] }
     #[test]
     fn scaling_keeps_valid() {
         let s = Scenario::from_toml(MIN, "t").unwrap().scaled(0.1).unwrap();
-        assert_eq!(s.timeline[0].at.as_deref(), Some("1s"));
+        assert_eq!(
+            s.timeline[0]
+                .at
+                .as_ref()
+                .map(ToString::to_string)
+                .as_deref(),
+            Some("1s")
+        );
         // 1 s + 1 s window + two re-query periods of 2 s… or the 10 s fail_timeout tail + 2 s.
-        assert_eq!(s.load.duration, "14s");
+        assert_eq!(s.load.duration.to_string(), "14s");
         assert_eq!(s.load.rate, "30");
-        assert_eq!(s.nginx.valid, "1s");
+        assert_eq!(s.nginx.valid.to_string(), "1s");
         let mut ramp = Scenario::from_toml(MIN, "t").unwrap();
         ramp.load.rate = "0..300@10s,300".into();
         // A ramp scales in rate and in duration, like a step.

@@ -14,7 +14,7 @@
 use crate::format::{Route, Scenario, ServerLine};
 use anyhow::{Result, bail};
 use resolvelab_core::spec::dns::{DnsMode, DnsSetting, HostRef, check_multi};
-use resolvelab_core::spec::nginx::ServerParams;
+use resolvelab_core::spec::nginx::{NginxTime, ServerParams};
 use std::collections::BTreeMap;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 
@@ -61,12 +61,8 @@ impl Net {
                 s.resolve && n.route == Route::Upstream,
             ),
         };
-        let fail_timeout_ms = match s.fail_timeout.as_ref().or(n.fail_timeout.as_ref()) {
-            Some(t) => Some(resolvelab_core::spec::nginx::time_ms(t).ok_or_else(|| {
-                anyhow::anyhow!("fail_timeout `{t}` is not an nginx time (`10s`, `500ms`)")
-            })?),
-            None => None,
-        };
+        let fail_timeout = s.fail_timeout.as_ref().or(n.fail_timeout.as_ref());
+        let fail_timeout_ms = fail_timeout.map(NginxTime::ms);
         Ok(UpstreamServer {
             host,
             port,

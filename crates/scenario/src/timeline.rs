@@ -15,8 +15,9 @@
 //! assert_eq!(plan[0].at, std::time::Duration::from_secs(12));
 //! ```
 
-use crate::format::{Event, NginxAction, ProxySpec, dur};
+use crate::format::{Event, NginxAction, ProxySpec};
 use anyhow::{Result, anyhow};
+use resolvelab_core::dur::Dur;
 use resolvelab_core::spec::dns::{Align, DnsSetting, HostRef};
 use resolvelab_core::spec::fault::Fault;
 use std::time::Duration;
@@ -131,15 +132,13 @@ pub fn steps(timeline: &[Event], proxies: &[ProxySpec], seed: u64) -> Result<Vec
     let mut out = Vec::with_capacity(timeline.len());
     for (i, e) in timeline.iter().enumerate() {
         let n = i + 1;
-        let parse =
-            |f: &str, v: &str| dur(f, v).map_err(|err| anyhow!("timeline event {n}: {err}"));
         let mut at = match (&e.at, &e.after) {
-            (Some(a), _) => parse("at", a)?,
-            (None, Some(a)) => prev + parse("after", a)?,
+            (Some(a), _) => a.get(),
+            (None, Some(a)) => prev + a.get(),
             (None, None) => prev,
         };
         if let Some(j) = &e.jitter {
-            at += parse("jitter", j)?.mul_f64(rand::RngExt::random::<f64>(&mut rng));
+            at += j.get().mul_f64(rand::RngExt::random::<f64>(&mut rng));
         }
         prev = at;
         let action = Action::of(e, proxies)
@@ -152,7 +151,7 @@ pub fn steps(timeline: &[Event], proxies: &[ProxySpec], seed: u64) -> Result<Vec
         out.push(Step {
             n,
             at,
-            window: e.for_.as_deref().map(|f| parse("for", f)).transpose()?,
+            window: e.for_.as_ref().map(Dur::get),
             align: e.align,
             action,
             note: e.note.clone(),

@@ -23,26 +23,6 @@
 //! assert!("static:10.0.0.1".parse::<DnsMode>().unwrap().check_loopback(false).is_err());
 //! ```
 
-/// Serde reads and writes `$t` as its text (`FromStr` and `Display`), so a scenario file's value
-/// is typed when the file is read, and a bad one is a serde error at its line. Use with
-/// `#[serde(try_from = "String", into = "String")]`.
-macro_rules! serde_as_text {
-    ($t:ty) => {
-        impl TryFrom<String> for $t {
-            type Error = String;
-            fn try_from(s: String) -> Result<Self, String> {
-                s.parse()
-            }
-        }
-
-        impl From<$t> for String {
-            fn from(v: $t) -> String {
-                v.to_string()
-            }
-        }
-    };
-}
-
 pub mod dns;
 pub mod engine;
 pub mod fault;

@@ -65,6 +65,50 @@ pub fn time_ms(s: &str) -> Option<u64> {
     Some(total)
 }
 
+/// An nginx time as a scenario wrote it (`30s`, `1m30s`, `500ms`, bare seconds): its value,
+/// typed when the file is read, and its text, written verbatim into the configuration.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(try_from = "String", into = "String")]
+pub struct NginxTime {
+    ms: u64,
+    text: String,
+}
+
+impl NginxTime {
+    /// The value in milliseconds.
+    pub fn ms(&self) -> u64 {
+        self.ms
+    }
+
+    /// The value.
+    pub fn get(&self) -> std::time::Duration {
+        std::time::Duration::from_millis(self.ms)
+    }
+}
+
+impl std::str::FromStr for NginxTime {
+    type Err = String;
+    fn from_str(s: &str) -> Result<NginxTime, String> {
+        match time_ms(s) {
+            Some(ms) => Ok(NginxTime {
+                ms,
+                text: s.to_string(),
+            }),
+            None => Err(format!(
+                "`{s}` is not an nginx time (`10s`, `500ms`, `1m30s`, bare seconds)"
+            )),
+        }
+    }
+}
+
+impl std::fmt::Display for NginxTime {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.text)
+    }
+}
+
+serde_as_text!(NginxTime);
+
 /// A time in milliseconds as nginx's configuration writes it: whole seconds as `10s`, else
 /// `1500ms`.
 pub fn time_text(ms: u64) -> String {

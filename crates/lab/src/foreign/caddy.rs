@@ -79,7 +79,7 @@ fn handler(sc: &Scenario, net: &Net) -> Value {
         },
         "transport": {
             "protocol": "http",
-            "dial_timeout": n.connect_timeout.as_deref().unwrap_or("5s"),
+            "dial_timeout": super::text_or(&n.connect_timeout, "5s"),
         },
     });
     if let Some(t) = &n.read_timeout {

@@ -53,7 +53,7 @@ fn route(sc: &Scenario) -> Value {
     let mut r = json!({
         "cluster": "be",
         // nginx's proxy_read_timeout (60 s); Envoy's own default would cut requests at 15 s.
-        "timeout": n.read_timeout.as_deref().unwrap_or("60s"),
+        "timeout": super::text_or(&n.read_timeout, "60s"),
     });
     let on = retry_on(&n.proxy_next_upstream);
     // Envoy's default once a retry policy exists is one retry; nginx's, every peer once.
@@ -105,7 +105,7 @@ fn cluster(sc: &Scenario, net: &Net) -> Value {
     let mut c = json!({
         "name": "be",
         "type": "STRICT_DNS",
-        "connect_timeout": n.connect_timeout.as_deref().unwrap_or("5s"),
+        "connect_timeout": super::text_or(&n.connect_timeout, "5s"),
         "lb_policy": "ROUND_ROBIN",
         "dns_lookup_family": if n.ipv6 { "AUTO" } else { "V4_ONLY" },
         "dns_refresh_rate": "5s",

@@ -41,13 +41,13 @@ pub fn config(sc: &Scenario, net: &Net) -> Result<String> {
     writeln!(
         w,
         "    timeout connect {}",
-        n.connect_timeout.as_deref().unwrap_or("5s")
+        super::text_or(&n.connect_timeout, "5s")
     )?;
     writeln!(w, "    timeout client 60s")?;
     writeln!(
         w,
         "    timeout server {}",
-        n.read_timeout.as_deref().unwrap_or("60s")
+        super::text_or(&n.read_timeout, "60s")
     )?;
     // HAProxy's own default is 3 retries (to the same server, unless `option redispatch`).
     writeln!(w, "    retries {}", super::retries(sc, 3))?;

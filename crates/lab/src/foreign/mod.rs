@@ -25,6 +25,7 @@ pub mod haproxy;
 use anyhow::{Context, Result, anyhow};
 use resolvelab_core::rundir::RunDir;
 use resolvelab_core::spec::engine::EngineId;
+use resolvelab_core::spec::nginx::NginxTime;
 use resolvelab_scenario::Scenario;
 use resolvelab_scenario::format::Route;
 use resolvelab_scenario::net::Net;
@@ -145,6 +146,12 @@ pub fn requery_period(kind: Kind, sc: &Scenario) -> Result<std::time::Duration> 
     }
 }
 
+/// An `[nginx]` time written into another proxy's configuration as the scenario spelled it,
+/// else that proxy's stand-in for nginx's default.
+pub(crate) fn text_or(t: &Option<NginxTime>, default: &str) -> String {
+    t.as_ref().map_or(default.to_string(), ToString::to_string)
+}
+
 /// How many times a failed try is tried again: none for `proxy_next_upstream off`, N − 1 for
 /// `proxy_next_upstream_tries N`, else `default` (nginx's own default, every peer once, has no
 /// counterpart where the number of addresses is not known at render time).
@@ -262,7 +269,7 @@ mod tests {
     fn a_reload_is_refused_where_the_lab_cannot_reload() {
         let mut sc = resolvelab_scenario::library::get("swap-only").unwrap();
         sc.timeline.push(resolvelab_scenario::format::Event {
-            at: Some("5s".into()),
+            at: Some("5s".parse().unwrap()),
             nginx: Some(resolvelab_scenario::format::NginxAction::Reload),
             ..Default::default()
         });
