@@ -33,23 +33,60 @@ fn with_rotations(dir: &Path, name: &str) -> Vec<PathBuf> {
     out
 }
 
-/// The access-log format of a run: `log_format lab` from its nginx.conf (else the format its
-/// `access_log` names, else the lab format).
+/// The access-log format of a run: the format its nginx.conf's `access_log` names (else
+/// `log_format lab`), else the lab format.
 pub fn run_log_format(dir: &Path) -> anyhow::Result<LogFormat> {
     let conf = dir.join(resolvelab_core::evidence::file::NGINX_CONF);
     let Ok(text) = std::fs::read_to_string(&conf) else {
         return Ok(LogFormat::lab());
     };
-    let name = logformat::access_log_formats(&text)
-        .into_iter()
-        .next()
-        .unwrap_or_else(|| "lab".to_string());
-    match logformat::find_in_config(&text, &name) {
-        Ok(t) => {
-            LogFormat::compile(&name, &t).map_err(|e| anyhow::anyhow!("{}: {e}", conf.display()))
-        }
+    let origin = conf.display().to_string();
+    let Ok(cfg) = resolvelab_lint::load::load_text(&origin, text, None) else {
+        return Ok(LogFormat::lab());
+    };
+    let formats = resolvelab_lint::log_formats(&cfg);
+    match format_text(&formats, None, "lab") {
+        Ok((name, t)) => LogFormat::compile(name, t).map_err(|e| anyhow::anyhow!("{origin}: {e}")),
         Err(_) => Ok(LogFormat::lab()),
     }
+}
+
+/// The access-log format a configuration gives: `log_format name`, else the format its first
+/// `access_log` names, else `default`; nginx's predefined `combined` needs no definition.
+pub fn config_log_format(
+    formats: &resolvelab_lint::LogFormats,
+    name: Option<&str>,
+    default: &str,
+) -> anyhow::Result<LogFormat> {
+    let (name, text) = format_text(formats, name, default)?;
+    LogFormat::compile(name, text)
+}
+
+/// The name and text of the format [`config_log_format`] picks.
+fn format_text<'a>(
+    formats: &'a resolvelab_lint::LogFormats,
+    name: Option<&'a str>,
+    default: &'a str,
+) -> anyhow::Result<(&'a str, &'a str)> {
+    let name = name
+        .or(formats.used.first().map(String::as_str))
+        .unwrap_or(default);
+    let text = match formats.get(name) {
+        Some(t) => t,
+        None if name == "combined" => logformat::COMBINED,
+        None => {
+            let names = formats.names();
+            anyhow::bail!(
+                "no `log_format {name}` in the configuration (found: {}); pass --log-format-name with one of those",
+                if names.is_empty() {
+                    "none".to_string()
+                } else {
+                    names.join(", ")
+                }
+            )
+        }
+    };
+    Ok((name, text))
 }
 
 /// The checker's diagnosis of a run directory's logs alone: its own `log_format`, its DNS log
@@ -547,5 +584,29 @@ fn empty_diagnosis(o: &Options) -> Diagnosis {
         timeline: Default::default(),
         parse: Default::default(),
         evidence: Default::default(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_config_gives_its_access_logs_format_or_says_which_it_has() {
+        let conf = "http {\n  # comment log_format x 'y';\n  log_format main escape=json '$remote_addr [$time_local] '\n     '\"$request\" $status';\n  access_log /var/log/a.log main;\n}";
+        let cfg = resolvelab_lint::load::load_text("t.conf", conf.into(), None).unwrap();
+        let f = resolvelab_lint::log_formats(&cfg);
+        assert_eq!(
+            format_text(&f, None, "combined").unwrap(),
+            ("main", "$remote_addr [$time_local] \"$request\" $status")
+        );
+        assert_eq!(
+            format_text(&f, Some("combined"), "x").unwrap().1,
+            logformat::COMBINED
+        );
+        let e = config_log_format(&f, Some("nope"), "combined")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("found: main"), "{e}");
     }
 }

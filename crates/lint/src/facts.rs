@@ -66,6 +66,52 @@ pub fn runtime_facts(cfg: &Config, source: &str) -> RuntimeFacts {
     f
 }
 
+/// The access logs' formats a configuration defines and uses, read by the one parser of nginx
+/// configurations (the checker takes its `log_format` from here, not from a second reader).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct LogFormats {
+    /// Every `log_format NAME …`, in order, with its text: the format's strings joined as nginx
+    /// joins them, `escape=` left out.
+    pub defined: Vec<(String, String)>,
+    /// The format names `access_log PATH NAME` lines use, in order (`off` left out).
+    pub used: Vec<String>,
+}
+
+impl LogFormats {
+    /// The text of `log_format name`, if the configuration defines it.
+    pub fn get(&self, name: &str) -> Option<&str> {
+        let found = self.defined.iter().find(|(n, _)| n == name);
+        found.map(|(_, t)| t.as_str())
+    }
+
+    /// The names defined, in order.
+    pub fn names(&self) -> Vec<&str> {
+        self.defined.iter().map(|(n, _)| n.as_str()).collect()
+    }
+}
+
+/// The `log_format`s and `access_log` formats of a loaded configuration, in file order.
+pub fn log_formats(cfg: &Config) -> LogFormats {
+    let mut out = LogFormats::default();
+    let mut stack: Vec<&Directive> = cfg.root.iter().rev().collect();
+    while let Some(d) = stack.pop() {
+        let args: Vec<&str> = d.args.iter().map(|a| a.value.as_str()).collect();
+        match (d.name.value.as_str(), args.as_slice()) {
+            ("log_format", [name, rest @ ..]) => {
+                let text = rest.iter().filter(|a| !a.starts_with("escape="));
+                out.defined
+                    .push((name.to_string(), text.copied().collect()));
+            }
+            ("access_log", [path, format, ..]) if *path != "off" => {
+                out.used.push(format.to_string());
+            }
+            _ => {}
+        }
+        stack.extend(d.children().iter().rev());
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -102,5 +148,21 @@ mod tests {
         assert!(!f.resolved_once && !f.resolve);
         let f = facts("http { upstream a { server app:80; } }");
         assert!(f.resolved_once, "a static server line with a name");
+    }
+
+    #[test]
+    fn log_formats_are_read_with_the_parser() {
+        let cfg = crate::load::load_text(
+            "t.conf",
+            "http {\n  log_format main escape=json '$remote_addr \"$request\" '\n    '$status';\n\
+             # log_format fake '$x';\n  server { access_log /var/log/a.log main buffer=32k; access_log off; }\n}\n"
+                .into(),
+            None,
+        )
+        .unwrap();
+        let f = log_formats(&cfg);
+        assert_eq!(f.get("main"), Some("$remote_addr \"$request\" $status"));
+        assert_eq!(f.names(), ["main"], "a comment defines nothing");
+        assert_eq!(f.used, ["main"]);
     }
 }

@@ -33,7 +33,7 @@ pub mod rules;
 mod suppress;
 pub mod version;
 
-pub use facts::{RuntimeFacts, runtime_facts};
+pub use facts::{LogFormats, RuntimeFacts, log_formats, runtime_facts};
 
 pub use load::{Config, LoadError, SourceFile};
 pub use render::{render_json, render_sarif, render_text, sarif_value};

@@ -317,18 +317,22 @@ fn scenario_errors_are_one_line_with_file_and_line() {
         ),
         // Durations and nginx times are typed when the file is read, too.
         ("[load]\n", "timeout = \"5 secs\"", "unknown unit"),
-        ("[nginx]\n", "read_timeout = \"1.5s\"", "is not an nginx time"),
-        ("[nginx]\n", "fail_timeout = \"10 s\"", "is not an nginx time"),
+        (
+            "[nginx]\n",
+            "read_timeout = \"1.5s\"",
+            "is not an nginx time",
+        ),
+        (
+            "[nginx]\n",
+            "fail_timeout = \"10 s\"",
+            "is not an nginx time",
+        ),
         (
             "[[backend]]\nname = \"b2\"\n",
             "[[timeline]]\nfault = \"b1\"\nspec = \"rst\"\nat = \"10x\"",
             "unknown unit `x`",
         ),
-        (
-            "[[backend]]\n",
-            "faults = [\"reclam\"]",
-            "reclam",
-        ),
+        ("[[backend]]\n", "faults = [\"reclam\"]", "reclam"),
     ] {
         let typo = lib.replacen(section, &format!("{section}{line_text}\n"), 1);
         assert_ne!(typo, lib);

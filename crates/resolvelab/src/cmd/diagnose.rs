@@ -2,7 +2,7 @@
 
 use crate::Ctx;
 use resolvelab_diagnose::Options;
-use resolvelab_history::logformat::{self, LogFormat};
+use resolvelab_history::logformat::LogFormat;
 use resolvelab_report::{Format, render_diagnosis};
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -109,33 +109,37 @@ pub fn run(args: Args, ctx: &Ctx) -> anyhow::Result<ExitCode> {
         ),
         None => None,
     };
-    let log_format = match (&args.log_format, &conf_text) {
+    // The configuration, read once by the linter's parser: its log_format and its run-time facts.
+    let loaded = match (&args.nginx_conf, &conf, conf_text) {
+        (Some(orig), Some(read), Some(text)) => Some((orig, load_config(orig, read, text))),
+        _ => None,
+    };
+    let log_format = match (&args.log_format, &loaded) {
         (Some(f), _) => LogFormat::from_arg(f)?,
         // Without an access log no format is needed, whatever the config's access_log names.
-        (None, Some(text)) if !args.access.is_empty() => {
-            let name = args
-                .log_format_name
-                .clone()
-                .or_else(|| logformat::access_log_formats(text).into_iter().next())
-                .unwrap_or_else(|| "combined".into());
-            let fmt = logformat::find_in_config(text, &name).map_err(|e| {
-                anyhow::anyhow!("{}: {e}", args.nginx_conf.as_ref().unwrap().display())
-            })?;
-            LogFormat::compile(&name, &fmt)?
+        (None, Some((orig, Ok(cfg)))) if !args.access.is_empty() => {
+            let formats = resolvelab_lint::log_formats(cfg);
+            let name = args.log_format_name.as_deref();
+            resolvelab_diagnose::run::config_log_format(&formats, name, "combined")
+                .map_err(|e| anyhow::anyhow!("{}: {e}", orig.display()))?
         }
+        (None, Some((_, Err(e)))) if !args.access.is_empty() => anyhow::bail!(
+            "{e}: its log_format cannot be read; pass the format itself with --log-format '…'"
+        ),
         (None, _) => LogFormat::combined(),
     };
-    let config = match (&args.nginx_conf, &conf, conf_text) {
-        // A config that does not parse (an excerpt, a template) still gave its log_format;
-        // its run-time facts are left out and the report lists the configuration as missing.
-        (Some(orig), Some(read), Some(text)) => match config_facts(orig, read, text) {
-            Ok(f) => Some(f),
-            Err(e) => {
-                eprintln!("warning: {e}; diagnosing without the configuration's facts");
-                None
-            }
-        },
-        _ => None,
+    let config = match loaded {
+        Some((orig, Ok(cfg))) => Some(resolvelab_lint::runtime_facts(
+            &cfg,
+            &orig.display().to_string(),
+        )),
+        // A config that does not parse (an excerpt, a template) with --log-format given: its
+        // run-time facts are left out and the report lists the configuration as missing.
+        Some((_, Err(e))) => {
+            eprintln!("warning: {e}; diagnosing without the configuration's facts");
+            None
+        }
+        None => None,
     };
     let nginx_version = match (args.nginx_version, &ctx.nginx) {
         (Some(v), _) => Some(v),
@@ -233,21 +237,20 @@ fn exit_status(d: &resolvelab_diagnose::Diagnosis, fail_on: &[String]) -> ExitCo
     ExitCode::SUCCESS
 }
 
-/// What the configuration resolves at run time: a file tree (includes followed) or an
+/// A configuration as the linter's parser reads it: a file tree (includes followed) or an
 /// `nginx -T` dump (also what arrives through a pipe).
-fn config_facts(
+fn load_config(
     orig: &std::path::Path,
     read: &std::path::Path,
     text: String,
-) -> anyhow::Result<resolvelab_diagnose::evidence::RuntimeFacts> {
+) -> anyhow::Result<resolvelab_lint::load::Config> {
     let name = orig.display().to_string();
     let cfg = if orig == read && !resolvelab_lint::load::is_dump(&text) {
         resolvelab_lint::load::load_path(read, None)
     } else {
         resolvelab_lint::load::load_text(&name, text, None)
-    }
-    .map_err(|e| anyhow::anyhow!("--nginx-conf {e}"))?;
-    Ok(resolvelab_lint::runtime_facts(&cfg, &name))
+    };
+    cfg.map_err(|e| anyhow::anyhow!("--nginx-conf {e}"))
 }
 
 /// Inputs that cannot be read twice (`-`, pipes, FIFOs, `<(…)`) are copied once into a private
