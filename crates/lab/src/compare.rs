@@ -5,7 +5,7 @@
 //! docs/COMPARISON.md.
 //!
 //! ```no_run
-//! use resolvelab_lab::{compare, engine, runner::RunOptions};
+//! use resolvelab_lab::{compare, engine, options::RunOptions};
 //! use resolvelab_scenario::library;
 //! let sc = library::get("nxdomain").unwrap();
 //! let engines = [engine::by_name("nginx").unwrap(), engine::by_name("nginx-1.31").unwrap()];
@@ -15,7 +15,7 @@
 
 use crate::engine::Engine;
 use crate::judge::{self, Judged};
-use crate::runner::RunOptions;
+use crate::options::RunOptions;
 use resolvelab_core::doc::{Block, Cell as DocCell, Doc, Table, code, m, n, p};
 use resolvelab_core::evidence::file;
 use resolvelab_core::spec::engine::EngineId;
@@ -212,7 +212,7 @@ fn reusable_run(
     sc: &Scenario,
     engine: EngineId,
     opts: &RunOptions,
-) -> Option<crate::runner::RunRecord> {
+) -> Option<crate::options::RunRecord> {
     // The scenario as it would be played: its other variants' definitions, its expectations
     // and the engines it names do not change it (a reused run is judged by today's).
     let played = |text: &str| -> Option<toml::Table> {
@@ -224,11 +224,11 @@ fn reusable_run(
     };
     let want = played(&toml::to_string(&sc.scaled(opts.scale).ok()?).ok()?)?;
     let seed = opts.seed.or(sc.seed).unwrap_or(1);
-    let mut found: Vec<crate::runner::RunRecord> = crate::replay::lab_runs(dir)
+    let mut found: Vec<crate::options::RunRecord> = crate::replay::lab_runs(dir)
         .ok()?
         .into_iter()
-        .filter_map(|d| crate::runner::RunRecord::read(&d).ok())
-        .filter(|r| r.status == crate::runner::RunStatus::Completed && r.seed == seed)
+        .filter_map(|d| crate::options::RunRecord::read(&d).ok())
+        .filter(|r| r.status == crate::options::RunStatus::Completed && r.seed == seed)
         .filter(|r| r.scenario == sc.name && r.variant == sc.variant_of)
         .filter(|r| engine_of(&r.dir) == engine.as_str())
         .filter(|r| {

@@ -14,8 +14,8 @@
 //! assert!(e.to_string().contains("nginx, nginx-1.31, haproxy, envoy, caddy, sim, sim-haproxy"));
 //! ```
 
+use crate::options::{RunOptions, RunRecord};
 use crate::proxy::ProxyBin;
-use crate::runner::{RunOptions, RunRecord};
 use anyhow::{Result, bail};
 use resolvelab_core::spec::engine::{EngineId, ProxyKind};
 use resolvelab_nginx::{Nginx, Release};

@@ -277,7 +277,7 @@ fn cell(e: &anyhow::Error) -> String {
 
 /// Replay one lab run on the model into `sim_out` and compare the two.
 pub fn replay_row(lab: &Path, sim_out: &Path) -> Result<Row> {
-    let rec = crate::runner::RunRecord::read(lab)?;
+    let rec = crate::options::RunRecord::read(lab)?;
     let lab_run = lab
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
@@ -641,7 +641,7 @@ lab: 9000 requests, 640 failed, 2 swaps · model: 9000 requests, 600 failed, 2 s
             .unwrap();
         crate::simrun::run(
             &sc,
-            &crate::runner::RunOptions {
+            &crate::options::RunOptions {
                 out: tmp.path().join("lab"),
                 seed: Some(2),
                 progress: false,

@@ -4,7 +4,7 @@
 //! docs/REPRODUCTION.md built from the verdicts.
 //!
 //! ```no_run
-//! use resolvelab_lab::{engine, judge, runner::RunOptions};
+//! use resolvelab_lab::{engine, judge, options::RunOptions};
 //! use resolvelab_scenario::library;
 //! let sc = library::get("swap-only").unwrap();
 //! let j = judge::run_and_judge(&sc, &RunOptions::default(), engine::by_name("sim").unwrap()).unwrap();
@@ -12,7 +12,7 @@
 //! ```
 
 use crate::engine::Engine;
-use crate::runner::{RunOptions, RunRecord};
+use crate::options::{RunOptions, RunRecord};
 use anyhow::{Context, Result};
 use resolvelab_diagnose::Verdict;
 use resolvelab_scenario::{Scenario, library};
@@ -140,7 +140,7 @@ pub fn judge_dir_by(record: RunRecord, checks: Option<&[String]>) -> Result<Judg
     crate::foreign::rederive(&record.dir, &record.engine)?;
     let mut verdict = resolvelab_diagnose::run::analyze_run_by(&record.dir, checks)
         .with_context(|| format!("analyzing {}", record.dir.display()))?;
-    if record.status == crate::runner::RunStatus::Aborted {
+    if record.status == crate::options::RunStatus::Aborted {
         verdict.status = "aborted".into();
     }
     resolvelab_report::write_verdict_files(&record.dir, &verdict)?;

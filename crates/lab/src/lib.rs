@@ -29,6 +29,7 @@ pub mod foreign;
 pub mod judge;
 pub mod lifecycle;
 pub mod netns;
+pub mod options;
 pub mod probe;
 pub mod proxy;
 pub mod render;

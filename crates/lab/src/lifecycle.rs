@@ -7,7 +7,7 @@
 //! ```no_run
 //! # fn main() -> anyhow::Result<()> {
 //! use resolvelab_core::spec::engine::EngineId;
-//! use resolvelab_lab::{lifecycle::Lifecycle, runner::{RunOptions, RunStatus}};
+//! use resolvelab_lab::{lifecycle::Lifecycle, options::{RunOptions, RunStatus}};
 //! use resolvelab_scenario::library;
 //! let sc = library::get("swap-only")?;
 //! let opts = RunOptions::default();
@@ -18,7 +18,7 @@
 //! # Ok(()) }
 //! ```
 
-use crate::runner::{Network, RunOptions, RunRecord, RunStatus};
+use crate::options::{Network, RunOptions, RunRecord, RunStatus};
 use anyhow::{Context, Result};
 use resolvelab_core::evidence::{file, schema};
 use resolvelab_core::rundir::RunDir;

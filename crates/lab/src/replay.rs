@@ -14,7 +14,7 @@
 //! }
 //! ```
 
-use crate::runner::{LabInputs, RunOptions, RunRecord};
+use crate::options::{LabInputs, RunOptions, RunRecord};
 use anyhow::{Context, Result, bail};
 use resolvelab_core::evidence::file;
 use resolvelab_core::spec::engine::EngineId;

@@ -17,8 +17,8 @@
 //! ```
 
 use crate::lifecycle::Lifecycle;
+use crate::options::{RunOptions, RunRecord, RunStatus};
 use crate::render::http_body;
-use crate::runner::{RunOptions, RunRecord, RunStatus};
 use anyhow::{Context, Result, anyhow, bail};
 use resolvelab_core::evidence::{Event, event_kind};
 use resolvelab_core::spec::dns::{Align, DnsSetting, HostRef};

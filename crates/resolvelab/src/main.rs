@@ -34,8 +34,8 @@ pub struct Ctx {
 impl Ctx {
     /// Run options with the binaries these global options name (`--nginx`, `--engine-bin`);
     /// each command sets the rest.
-    pub fn run_options(&self) -> resolvelab_lab::runner::RunOptions {
-        resolvelab_lab::runner::RunOptions {
+    pub fn run_options(&self) -> resolvelab_lab::options::RunOptions {
+        resolvelab_lab::options::RunOptions {
             nginx: self.nginx.clone(),
             engine_bins: self.engine_bins(),
             ..Default::default()

@@ -99,3 +99,102 @@ fn the_crate_table_has_one_short_row_per_crate() {
         );
     }
 }
+
+/// The modules a lab file imports: `crate::m` (a top-level module) and, inside `foreign/`, its
+/// siblings through `super::` (`super::f` alone is the folder's `mod.rs`). Tests are left out.
+fn lab_imports(module: &str, text: &str) -> BTreeSet<String> {
+    let code = text.split("#[cfg(test)]\nmod tests").next().unwrap();
+    let code: String = (code.lines())
+        .filter(|l| !l.trim_start().starts_with("//"))
+        .collect::<Vec<_>>()
+        .join("\n");
+    let ident = |s: &str| -> String {
+        s.chars()
+            .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+            .collect()
+    };
+    let mut out = BTreeSet::new();
+    for (i, _) in code.match_indices("crate::") {
+        out.insert(ident(&code[i + 7..]));
+    }
+    if let Some(parent) = module.strip_suffix(&format!("::{}", module.rsplit("::").next().unwrap()))
+    {
+        for (i, _) in code.match_indices("super::") {
+            let next = ident(&code[i + 7..]);
+            let sibling = code[i + 7 + next.len()..].starts_with("::");
+            out.insert(match sibling {
+                true => format!("{parent}::{next}"),
+                false => parent.to_string(),
+            });
+        }
+    }
+    // A folder's mod.rs using its children (`haproxy::config`).
+    let children = repo().join("crates/lab/src").join(module);
+    if children.is_dir() {
+        for e in std::fs::read_dir(children).unwrap() {
+            let n = e.unwrap().file_name().to_string_lossy().replace(".rs", "");
+            if n != "mod" && code.contains(&format!("{n}::")) {
+                out.insert(format!("{module}::{n}"));
+            }
+        }
+    }
+    out.remove(module);
+    out.remove("");
+    out
+}
+
+#[test]
+fn no_module_of_the_lab_imports_one_that_imports_it_back() {
+    let src = repo().join("crates/lab/src");
+    let mut graph: Vec<(String, BTreeSet<String>)> = Vec::new();
+    let mut add = |module: String, path: &Path| {
+        let text = std::fs::read_to_string(path).unwrap();
+        graph.push((module.clone(), lab_imports(&module, &text)));
+    };
+    for e in std::fs::read_dir(&src).unwrap() {
+        let p = e.unwrap().path();
+        let stem = p.file_stem().unwrap().to_string_lossy().into_owned();
+        if p.is_dir() {
+            for c in std::fs::read_dir(&p).unwrap() {
+                let c = c.unwrap().path();
+                let n = c.file_stem().unwrap().to_string_lossy().into_owned();
+                let module = if n == "mod" {
+                    stem.clone()
+                } else {
+                    format!("{stem}::{n}")
+                };
+                add(module, &c);
+            }
+        } else if stem != "lib" {
+            add(stem, &p);
+        }
+    }
+    assert!(graph.len() > 10, "{graph:?}");
+    // Depth-first search for a cycle.
+    let edges = |m: &str| graph.iter().find(|(n, _)| n == m).map(|(_, e)| e.clone());
+    fn visit(
+        m: &str,
+        path: &mut Vec<String>,
+        done: &mut BTreeSet<String>,
+        edges: &dyn Fn(&str) -> Option<BTreeSet<String>>,
+    ) {
+        if let Some(i) = path.iter().position(|p| p == m) {
+            panic!(
+                "import circle in crates/lab: {}",
+                path[i..].join(" → ") + " → " + m
+            );
+        }
+        if !done.insert(m.to_string()) {
+            return;
+        }
+        path.push(m.to_string());
+        for n in edges(m).unwrap_or_default() {
+            visit(&n, path, done, edges);
+        }
+        path.pop();
+    }
+    let mut done = BTreeSet::new();
+    for (m, _) in &graph {
+        visit(m, &mut Vec::new(), &mut done, &edges);
+    }
+}

@@ -15,7 +15,7 @@
 //! assert!(cfg.contains("\"refresh\": \"1m\""));
 //! ```
 
-use super::{knobs, merge, unsupported};
+use super::shared::{knobs, merge, retries, text_or, unsupported};
 use anyhow::Result;
 use resolvelab_scenario::Scenario;
 use resolvelab_scenario::net::Net;
@@ -75,11 +75,11 @@ fn handler(sc: &Scenario, net: &Net) -> Value {
         "load_balancing": {
             "selection_policy": {"policy": "random"},
             // Caddy's own default is no retry; nginx's, every peer once.
-            "retries": super::retries(sc, 1),
+            "retries": retries(sc, 1),
         },
         "transport": {
             "protocol": "http",
-            "dial_timeout": super::text_or(&n.connect_timeout, "5s"),
+            "dial_timeout": text_or(&n.connect_timeout, "5s"),
         },
     });
     if let Some(t) = &n.read_timeout {

@@ -14,7 +14,7 @@
 //! assert_eq!(v["static_resources"]["clusters"][0]["dns_refresh_rate"], "5s");
 //! ```
 
-use super::{knobs, merge};
+use super::shared::{knobs, merge, retries, text_or};
 use anyhow::Result;
 use resolvelab_core::spec::nginx::NextUpstream;
 use resolvelab_scenario::Scenario;
@@ -53,11 +53,11 @@ fn route(sc: &Scenario) -> Value {
     let mut r = json!({
         "cluster": "be",
         // nginx's proxy_read_timeout (60 s); Envoy's own default would cut requests at 15 s.
-        "timeout": super::text_or(&n.read_timeout, "60s"),
+        "timeout": text_or(&n.read_timeout, "60s"),
     });
     let on = retry_on(&n.proxy_next_upstream);
     // Envoy's default once a retry policy exists is one retry; nginx's, every peer once.
-    let retries = super::retries(sc, 1);
+    let retries = retries(sc, 1);
     if retries > 0 && !on.is_empty() {
         r["retry_policy"] = json!({
             "retry_on": on,
@@ -105,7 +105,7 @@ fn cluster(sc: &Scenario, net: &Net) -> Value {
     let mut c = json!({
         "name": "be",
         "type": "STRICT_DNS",
-        "connect_timeout": super::text_or(&n.connect_timeout, "5s"),
+        "connect_timeout": text_or(&n.connect_timeout, "5s"),
         "lb_policy": "ROUND_ROBIN",
         "dns_lookup_family": if n.ipv6 { "AUTO" } else { "V4_ONLY" },
         "dns_refresh_rate": "5s",

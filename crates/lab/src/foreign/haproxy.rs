@@ -11,6 +11,7 @@
 //! assert!(cfg.contains("hold nx 30s"));
 //! ```
 
+use super::shared::{retries, text_or};
 use anyhow::Result;
 use resolvelab_scenario::Scenario;
 use resolvelab_scenario::net::Net;
@@ -41,16 +42,12 @@ pub fn config(sc: &Scenario, net: &Net) -> Result<String> {
     writeln!(
         w,
         "    timeout connect {}",
-        super::text_or(&n.connect_timeout, "5s")
+        text_or(&n.connect_timeout, "5s")
     )?;
     writeln!(w, "    timeout client 60s")?;
-    writeln!(
-        w,
-        "    timeout server {}",
-        super::text_or(&n.read_timeout, "60s")
-    )?;
+    writeln!(w, "    timeout server {}", text_or(&n.read_timeout, "60s"))?;
     // HAProxy's own default is 3 retries (to the same server, unless `option redispatch`).
-    writeln!(w, "    retries {}", super::retries(sc, 3))?;
+    writeln!(w, "    retries {}", retries(sc, 3))?;
     for l in &h.defaults {
         writeln!(w, "    {l}")?;
     }

@@ -1,7 +1,7 @@
 //! `resolvelab demo` — the README's first command: a short real reproduction with nginx.
 
 use crate::Ctx;
-use resolvelab_lab::runner::RunOptions;
+use resolvelab_lab::options::RunOptions;
 use resolvelab_lab::{engine, judge};
 use resolvelab_scenario::library;
 use std::path::PathBuf;

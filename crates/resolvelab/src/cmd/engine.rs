@@ -2,7 +2,7 @@
 
 use crate::Ctx;
 use resolvelab_lab::engine::{self, ENGINES};
-use resolvelab_lab::runner::RunOptions;
+use resolvelab_lab::options::RunOptions;
 use std::process::ExitCode;
 
 /// Arguments of `resolvelab engine`.

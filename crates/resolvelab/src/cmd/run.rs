@@ -4,7 +4,8 @@ use crate::Ctx;
 use anyhow::Result;
 use resolvelab_lab::engine;
 use resolvelab_lab::judge::{self, Judged};
-use resolvelab_lab::runner::{INTERRUPTED, RunOptions};
+use resolvelab_lab::options::RunOptions;
+use resolvelab_lab::runner::INTERRUPTED;
 use resolvelab_scenario::library;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -256,7 +257,7 @@ fn rejudge(dir: &Path, args: &Args) -> Result<ExitCode> {
     let table = judge::reproduction_table(&judged, &distributions, &command);
     let whole = judged
         .iter()
-        .all(|(_, j)| j.record.status == resolvelab_lab::runner::RunStatus::Completed);
+        .all(|(_, j)| j.record.status == resolvelab_lab::options::RunStatus::Completed);
     write_tables(
         &dir.join("summary.md"),
         args.table.as_deref(),
