@@ -265,7 +265,6 @@ fn loadavg() -> String {
         .join(" ")
 }
 
-// Over 150 lines on purpose: the benchmark's script, one measured case after another.
 fn main() {
     let server_rt = rt(1);
     let client_rt = rt(1);
@@ -279,6 +278,14 @@ fn main() {
             .unwrap_or(0)
     );
 
+    bench_http(&server_rt, &client_rt);
+    bench_tcp_proxy(&server_rt, &client_rt);
+    println!("\nload average at end: {}", loadavg());
+}
+
+/// The backend against nginx: closed-loop throughput and open-loop latency, direct and
+/// through nginx.
+fn bench_http(server_rt: &tokio::runtime::Runtime, client_rt: &tokio::runtime::Runtime) {
     // --- HTTP -------------------------------------------------------------------------------
     let backend = server_rt
         .block_on(Backend::start(BackendConfig::new(
@@ -385,6 +392,11 @@ fn main() {
     println!();
     drop(nx);
 
+    server_rt.block_on(backend.shutdown());
+}
+
+/// The TCP fault proxy without faults: added round-trip latency and throughput.
+fn bench_tcp_proxy(server_rt: &tokio::runtime::Runtime, client_rt: &tokio::runtime::Runtime) {
     // --- TCP proxy --------------------------------------------------------------------------
     let echo = client_rt.block_on(echo_server("127.0.0.153:0"));
     let proxy = server_rt
@@ -441,10 +453,8 @@ fn main() {
         best_v / best_d,
         best_v / 1000.0
     );
-    println!("\nload average at end: {}", loadavg());
     server_rt.block_on(async {
         proxy.shutdown().await;
         sproxy.shutdown().await;
-        backend.shutdown().await;
     });
 }

@@ -659,49 +659,12 @@ impl Engine {
             }
         };
 
-        let mut truncated = false;
-        let (bytes, rcode, answers): (Option<Vec<u8>>, &'static str, Vec<IpAddr>) = match plan {
-            Plan::Drop => (None, "DROPPED", Vec::new()),
-            Plan::Truncated => {
-                truncated = true;
-                let resp = response_shell(&req, ResponseCode::NoError, true);
-                (resp.to_vec().ok(), "NOERROR", Vec::new())
-            }
-            Plan::Records { rcode, v4, v6 } => {
-                let mut resp = response_shell(&req, rcode, false);
-                let mut answers = Vec::with_capacity(v4.len() + v6.len());
-                for ip in v4 {
-                    answers.push(IpAddr::V4(ip));
-                    resp.add_answer(Record::from_rdata(
-                        query.name().clone(),
-                        ttl,
-                        RData::A(A(ip)),
-                    ));
-                }
-                for ip in v6 {
-                    answers.push(IpAddr::V6(ip));
-                    resp.add_answer(Record::from_rdata(
-                        query.name().clone(),
-                        ttl,
-                        RData::AAAA(AAAA(ip)),
-                    ));
-                }
-                let mut bytes = resp.to_vec().ok();
-                if transport == Transport::Udp {
-                    let limit = req
-                        .edns
-                        .as_ref()
-                        .map(|e| usize::from(e.max_payload()).max(UDP_PLAIN_LIMIT))
-                        .unwrap_or(UDP_PLAIN_LIMIT);
-                    if bytes.as_ref().is_some_and(|b| b.len() > limit) {
-                        truncated = true;
-                        bytes = response_shell(&req, rcode, true).to_vec().ok();
-                        answers.clear();
-                    }
-                }
-                (bytes, rcode_str(rcode), answers)
-            }
-        };
+        let Encoded {
+            bytes,
+            rcode,
+            answers,
+            truncated,
+        } = encode(&req, plan, ttl, transport);
 
         // Bookkeeping under the name's lock: counters, `changed`.
         let mut changed = false;
@@ -962,6 +925,69 @@ impl Engine {
             }
         }
         m.finish()
+    }
+}
+
+/// A reply as it goes on the wire, with what the query log says of it.
+struct Encoded {
+    bytes: Option<Vec<u8>>,
+    rcode: &'static str,
+    answers: Vec<IpAddr>,
+    truncated: bool,
+}
+
+/// The wire form of `plan`'s reply to `req`: records with `ttl`, truncated (TC, no records)
+/// when a UDP answer exceeds the client's payload size.
+fn encode(req: &Message, plan: Plan, ttl: u32, transport: Transport) -> Encoded {
+    let query = &req.queries[0];
+    let mut truncated = false;
+    let (bytes, rcode, answers) = match plan {
+        Plan::Drop => (None, "DROPPED", Vec::new()),
+        Plan::Truncated => {
+            truncated = true;
+            let resp = response_shell(req, ResponseCode::NoError, true);
+            (resp.to_vec().ok(), "NOERROR", Vec::new())
+        }
+        Plan::Records { rcode, v4, v6 } => {
+            let mut resp = response_shell(req, rcode, false);
+            let mut answers = Vec::with_capacity(v4.len() + v6.len());
+            for ip in v4 {
+                answers.push(IpAddr::V4(ip));
+                resp.add_answer(Record::from_rdata(
+                    query.name().clone(),
+                    ttl,
+                    RData::A(A(ip)),
+                ));
+            }
+            for ip in v6 {
+                answers.push(IpAddr::V6(ip));
+                resp.add_answer(Record::from_rdata(
+                    query.name().clone(),
+                    ttl,
+                    RData::AAAA(AAAA(ip)),
+                ));
+            }
+            let mut bytes = resp.to_vec().ok();
+            if transport == Transport::Udp {
+                let limit = req
+                    .edns
+                    .as_ref()
+                    .map(|e| usize::from(e.max_payload()).max(UDP_PLAIN_LIMIT))
+                    .unwrap_or(UDP_PLAIN_LIMIT);
+                if bytes.as_ref().is_some_and(|b| b.len() > limit) {
+                    truncated = true;
+                    bytes = response_shell(req, rcode, true).to_vec().ok();
+                    answers.clear();
+                }
+            }
+            (bytes, rcode_str(rcode), answers)
+        }
+    };
+    Encoded {
+        bytes,
+        rcode,
+        answers,
+        truncated,
     }
 }
 

@@ -539,46 +539,11 @@ pub(crate) fn check(cfg: &Config, opts: &LintOptions) -> Vec<Hit> {
             check_keepalive(up, uname, &users, opts, &mut hits);
         }
 
-        if let Some(v) = version
-            && v < RESOLVE_SINCE
-        {
-            for d in dirs
-                .iter()
-                .filter(|d| ["resolver", "resolver_timeout"].contains(&d.name.value.as_str()))
-            {
-                hits.push(hit(
-                    "resolve-unsupported-version",
-                    &d.name,
-                    d.file,
-                    format!(
-                        "`{}` inside upstream `{uname}` needs nginx >= {RESOLVE_SINCE}; nginx {v} refuses it (\"directive is not allowed here\"): before {RESOLVE_SINCE} only http{{}}, server{{}} and location{{}} take a resolver",
-                        d.name.value
-                    ),
-                ));
-            }
+        let too_old = version.filter(|v| *v < RESOLVE_SINCE);
+        if let Some(v) = too_old {
+            unsupported_in_upstream(dirs, &resolve_lines, uname, v, &mut hits);
         }
-        if resolve_lines.is_empty() {
-            continue;
-        }
-        if let Some(v) = version
-            && v < RESOLVE_SINCE
-        {
-            for s in &resolve_lines {
-                let w =
-                    s.d.args
-                        .iter()
-                        .find(|w| w.value == "resolve")
-                        .unwrap_or(s.addr);
-                hits.push(hit(
-                    "resolve-unsupported-version",
-                    w,
-                    s.d.file,
-                    format!(
-                        "`resolve` on `{}` in upstream `{uname}` needs nginx >= {RESOLVE_SINCE}; this configuration is for nginx {v}, which refuses it",
-                        s.addr.value
-                    ),
-                ));
-            }
+        if resolve_lines.is_empty() || too_old.is_some() {
             continue;
         }
         if find(dirs, "zone").is_none() {
@@ -595,39 +560,7 @@ pub(crate) fn check(cfg: &Config, opts: &LintOptions) -> Vec<Hit> {
         let resolver = find(dirs, "resolver").or(ctx_resolver);
         let timeout = find(dirs, "resolver_timeout").or(ctx_timeout);
         match resolver {
-            None => {
-                let mut message = format!(
-                    "upstream `{uname}` resolves `{}` at run time but no resolver is declared in the upstream or in {ctx}{{}}: nginx refuses it (no resolver defined to resolve names at run time)",
-                    resolve_lines[0].addr.value
-                );
-                let in_server = m
-                    .servers
-                    .iter()
-                    .find_map(|s| find(s.children(), "resolver"))
-                    .filter(|_| ctx == "http");
-                if let Some(r) = in_server {
-                    message.push_str(&format!(
-                        "; the `resolver` at {}:{} is inside server{{}} and does not apply to upstreams",
-                        cfg.files[r.file].name, r.name.span.line
-                    ));
-                }
-                let mut h = hit(
-                    "resolve-no-resolver",
-                    resolve_lines[0].addr,
-                    resolve_lines[0].d.file,
-                    message,
-                );
-                if cfg.fragment {
-                    // The including http{} is not in the input: nginx refuses this only if it
-                    // has no resolver either.
-                    h.severity = Severity::Warning;
-                    h.message = format!(
-                        "upstream `{uname}` resolves `{}` at run time and no resolver is declared in the upstream or in this fragment: nginx refuses it unless the {ctx}{{}} that includes this file declares one (not in the input: lint the whole configuration, `nginx -T | resolvelab lint -`, to decide)",
-                        resolve_lines[0].addr.value
-                    );
-                }
-                hits.push(h);
-            }
+            None => hits.push(no_resolver(cfg, &m, ctx, uname, resolve_lines[0])),
             Some(r) => {
                 let key = (r.file, r.name.span.line, r.name.span.col, "");
                 if seen_resolver.insert(key) {
@@ -657,6 +590,83 @@ pub(crate) fn check(cfg: &Config, opts: &LintOptions) -> Vec<Hit> {
     if facts.resolve || facts.variable_pass {
         check_error_logs(cfg, &m, &mut hits);
     }
+    check_next_upstream_off(cfg, &mut hits);
+    hits.retain(|h| h.rule.versions.contains(version));
+    hits
+}
+
+/// `resolver`/`resolver_timeout` inside an upstream and `resolve` on its server lines, on an
+/// nginx older than [`RESOLVE_SINCE`], which refuses them.
+fn unsupported_in_upstream(
+    dirs: &[Directive],
+    resolve_lines: &[&ServerLine],
+    uname: &str,
+    v: crate::version::Version,
+    hits: &mut Vec<Hit>,
+) {
+    for d in dirs
+        .iter()
+        .filter(|d| ["resolver", "resolver_timeout"].contains(&d.name.value.as_str()))
+    {
+        hits.push(hit(
+            "resolve-unsupported-version",
+            &d.name,
+            d.file,
+            format!(
+                "`{}` inside upstream `{uname}` needs nginx >= {RESOLVE_SINCE}; nginx {v} refuses it (\"directive is not allowed here\"): before {RESOLVE_SINCE} only http{{}}, server{{}} and location{{}} take a resolver",
+                d.name.value
+            ),
+        ));
+    }
+    for s in resolve_lines {
+        let w = (s.d.args.iter())
+            .find(|w| w.value == "resolve")
+            .unwrap_or(s.addr);
+        hits.push(hit(
+            "resolve-unsupported-version",
+            w,
+            s.d.file,
+            format!(
+                "`resolve` on `{}` in upstream `{uname}` needs nginx >= {RESOLVE_SINCE}; this configuration is for nginx {v}, which refuses it",
+                s.addr.value
+            ),
+        ));
+    }
+}
+
+/// Upstream `uname` resolves at run time with no resolver in scope: nginx refuses it (in a
+/// fragment, unless the including context declares one).
+fn no_resolver(cfg: &Config, m: &Model, ctx: &str, uname: &str, first: &ServerLine) -> Hit {
+    let mut message = format!(
+        "upstream `{uname}` resolves `{}` at run time but no resolver is declared in the upstream or in {ctx}{{}}: nginx refuses it (no resolver defined to resolve names at run time)",
+        first.addr.value
+    );
+    let in_server = m
+        .servers
+        .iter()
+        .find_map(|s| find(s.children(), "resolver"))
+        .filter(|_| ctx == "http");
+    if let Some(r) = in_server {
+        message.push_str(&format!(
+            "; the `resolver` at {}:{} is inside server{{}} and does not apply to upstreams",
+            cfg.files[r.file].name, r.name.span.line
+        ));
+    }
+    let mut h = hit("resolve-no-resolver", first.addr, first.d.file, message);
+    if cfg.fragment {
+        // The including http{} is not in the input: nginx refuses this only if it
+        // has no resolver either.
+        h.severity = Severity::Warning;
+        h.message = format!(
+            "upstream `{uname}` resolves `{}` at run time and no resolver is declared in the upstream or in this fragment: nginx refuses it unless the {ctx}{{}} that includes this file declares one (not in the input: lint the whole configuration, `nginx -T | resolvelab lint -`, to decide)",
+            first.addr.value
+        );
+    }
+    h
+}
+
+/// `*_next_upstream off` and `*_next_upstream_tries 1`: no retry at all.
+fn check_next_upstream_off(cfg: &Config, hits: &mut Vec<Hit>) {
     for d in walk_all(&cfg.root) {
         let name = d.name.value.as_str();
         let off = name.ends_with("_next_upstream") && d.arg(0) == Some("off");
@@ -674,8 +684,6 @@ pub(crate) fn check(cfg: &Config, opts: &LintOptions) -> Vec<Hit> {
             ));
         }
     }
-    hits.retain(|h| h.rule.versions.contains(version));
-    hits
 }
 
 /// Rules proven on real configurations (`tests/lint-corpus/real/`) whose lab scenario does not

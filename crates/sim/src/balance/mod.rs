@@ -394,8 +394,6 @@ struct Conn {
 
 /// Run the model. Validates first; the DNS strategy fails with
 /// `DNS returned unhealthy backend X` when the cached answer holds an unhealthy backend.
-// Over 150 lines on purpose: one event loop whose arms share the connection and stream state;
-// the seed rows of `sim balance --golden` pin its behaviour.
 pub fn simulate(input: &BalanceInput, strategy: Strategy) -> Result<Vec<RequestTrace>> {
     input.validate()?;
     let backend = |id: &str| {
@@ -489,61 +487,18 @@ pub fn simulate(input: &BalanceInput, strategy: Strategy) -> Result<Vec<RequestT
                 weighted_cursor += 1;
                 b
             }
-            Strategy::ProxyLeast => {
-                let mut best: Option<usize> = None;
-                for (i, b) in input.backends.iter().enumerate() {
-                    if !b.healthy || b.weight <= 0 {
-                        continue;
-                    }
-                    best = Some(match best {
-                        None => i,
-                        Some(j) => {
-                            let bj = &input.backends[j];
-                            // Compare active/weight exactly: a_i * w_j vs a_j * w_i.
-                            let lhs = active[b.id.as_str()] * bj.weight;
-                            let rhs = active[bj.id.as_str()] * b.weight;
-                            if lhs < rhs || (lhs == rhs && b.id < bj.id) {
-                                i
-                            } else {
-                                j
-                            }
-                        }
-                    });
-                }
-                best.with_context(|| {
-                    format!(
-                        "{rid} at t={t}: no healthy backend with weight > 0 for the proxy to select"
-                    )
-                })?
-            }
+            Strategy::ProxyLeast => least_loaded(input, &active).with_context(|| {
+                format!(
+                    "{rid} at t={t}: no healthy backend with weight > 0 for the proxy to select"
+                )
+            })?,
         };
         let sel_id = input.backends[selected].id.clone();
         let active_before = active[sel_id.as_str()];
         *active.get_mut(sel_id.as_str()).expect("known") += 1;
 
-        let reuse = conns.iter().position(|c| {
-            c.address == sel_id && c.reusable_until > t && c.active_streams < input.max_streams
-        });
-        let (ci, reused) = match reuse {
-            Some(ci) => (ci, true),
-            None => {
-                let id = loop {
-                    let candidate = format!("conn-{next_conn}");
-                    next_conn += 1;
-                    if !used_ids.contains(&candidate) {
-                        break candidate;
-                    }
-                };
-                used_ids.insert(id.clone());
-                conns.push(Conn {
-                    id,
-                    address: sel_id.clone(),
-                    reusable_until: t + input.connection_lifetime,
-                    active_streams: 0,
-                });
-                (conns.len() - 1, false)
-            }
-        };
+        let (ci, reused) =
+            connection_for(&mut conns, &mut used_ids, &mut next_conn, input, &sel_id, t);
         conns[ci].active_streams += 1;
         let done_at = t + req.service;
         in_flight.push((done_at, selected, ci));
@@ -561,4 +516,62 @@ pub fn simulate(input: &BalanceInput, strategy: Strategy) -> Result<Vec<RequestT
         });
     }
     Ok(rows)
+}
+
+/// The healthy backend with the fewest active streams per weight (ties: the smaller id).
+fn least_loaded(input: &BalanceInput, active: &BTreeMap<&str, i64>) -> Option<usize> {
+    let mut best: Option<usize> = None;
+    for (i, b) in input.backends.iter().enumerate() {
+        if !b.healthy || b.weight <= 0 {
+            continue;
+        }
+        best = Some(match best {
+            None => i,
+            Some(j) => {
+                let bj = &input.backends[j];
+                // Compare active/weight exactly: a_i * w_j vs a_j * w_i.
+                let lhs = active[b.id.as_str()] * bj.weight;
+                let rhs = active[bj.id.as_str()] * b.weight;
+                if lhs < rhs || (lhs == rhs && b.id < bj.id) {
+                    i
+                } else {
+                    j
+                }
+            }
+        });
+    }
+    best
+}
+
+/// A connection to `backend` with a free stream that is still reusable at `t`, else a new one
+/// (`conn-N`, the first N no supplied connection uses): its index and whether it was reused.
+fn connection_for(
+    conns: &mut Vec<Conn>,
+    used_ids: &mut HashSet<String>,
+    next_conn: &mut u64,
+    input: &BalanceInput,
+    backend: &str,
+    t: i64,
+) -> (usize, bool) {
+    let reuse = conns.iter().position(|c| {
+        c.address == backend && c.reusable_until > t && c.active_streams < input.max_streams
+    });
+    if let Some(ci) = reuse {
+        return (ci, true);
+    }
+    let id = loop {
+        let candidate = format!("conn-{next_conn}");
+        *next_conn += 1;
+        if !used_ids.contains(&candidate) {
+            break candidate;
+        }
+    };
+    used_ids.insert(id.clone());
+    conns.push(Conn {
+        id,
+        address: backend.to_string(),
+        reusable_until: t + input.connection_lifetime,
+        active_streams: 0,
+    });
+    (conns.len() - 1, false)
 }

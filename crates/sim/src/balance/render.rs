@@ -159,12 +159,66 @@ connection when one to the same address has a free stream (maxStreams = {}).",
 const CSS: &str = "svg text.lane{font-size:12px;font-weight:600} svg text.bar{font-size:10px;fill:#fff;pointer-events:none} \
 svg text.dark{fill:#222} svg text.tick{font-size:10px;fill:#666;text-anchor:middle} pre{background:#f6f6f6;padding:8px;font-size:12px}";
 
+/// The drawing's coordinate system and what is drawn so far: x of a time, the next lane's y.
+struct Canvas {
+    t0: i64,
+    scale: f64,
+    svg: String,
+    y: f64,
+}
+
+const LABEL_W: f64 = 200.0;
+const PLOT_W: f64 = 900.0;
+const ROW_H: f64 = 18.0;
+const LANE_GAP: f64 = 8.0;
+
+impl Canvas {
+    fn x(&self, t: i64) -> f64 {
+        LABEL_W + (t - self.t0) as f64 * self.scale
+    }
+
+    /// A lane of `subrows` rows titled `title`; returns the y of its first row.
+    fn lane(&mut self, title: &str, subrows: usize) -> f64 {
+        let y = self.y;
+        let h = subrows as f64 * ROW_H + 4.0;
+        let _ = write!(
+            self.svg,
+            r##"<rect x="0" y="{y:.1}" width="{w:.1}" height="{h:.1}" fill="#f6f6f6"/><text x="6" y="{ty:.1}" class="lane">{t}</text>"##,
+            w = LABEL_W + PLOT_W + 10.0,
+            ty = y + 13.0,
+            t = esc(title)
+        );
+        self.y += h + LANE_GAP;
+        y + 2.0
+    }
+
+    /// A bar from `s` to `e` in row `sub` of the lane at `top`, with its label and tooltip.
+    #[allow(clippy::too_many_arguments)]
+    fn bar(&mut self, top: f64, sub: usize, s: i64, e: i64, fill: &str, text: &str, tip: &str) {
+        let x0 = self.x(s);
+        let w = (self.x(e.max(s)) - x0).max(3.0);
+        let yy = top + sub as f64 * ROW_H;
+        let _ = write!(
+            self.svg,
+            r##"<g><title>{tip}</title><rect x="{x0:.1}" y="{yy:.1}" width="{w:.1}" height="{h:.1}" rx="3" fill="{fill}" stroke="#333" stroke-width="0.5"/><text x="{tx:.1}" y="{ty:.1}" class="{cls}">{text}</text></g>"##,
+            h = ROW_H - 3.0,
+            tx = x0 + 3.0,
+            ty = yy + 11.5,
+            tip = esc(tip),
+            text = esc(text),
+            // Light fills (the DNS lanes) need dark text.
+            cls = if fill.starts_with("#c") || fill.starts_with("#d") {
+                "bar dark"
+            } else {
+                "bar"
+            }
+        );
+    }
+}
+
 /// The SVG timeline: one lane for the DNS authority, one for the DNS cache, one per backend and
 /// one per connection (streams stacked inside).
-// Over 150 lines on purpose: one SVG drawing whose lanes share one coordinate system (x of a
-// time, y of a lane) and the closures that compute it.
 fn timeline_svg(input: &BalanceInput, rows: &[RequestTrace]) -> String {
-    let color = |backend: &str| color_of(input, backend);
     let t_end = rows
         .iter()
         .map(|r| r.done_at.max(r.dns_cache_expires_at))
@@ -177,62 +231,41 @@ fn timeline_svg(input: &BalanceInput, rows: &[RequestTrace]) -> String {
         .map(|r| r.arrival)
         .unwrap_or(0)
         .min(input.dns[0].at);
-    let label_w = 200.0;
-    let plot_w = 900.0;
-    let scale = plot_w / (t_end - t0).max(1) as f64;
-    let x = |t: i64| label_w + (t - t0) as f64 * scale;
-    let row_h = 18.0;
-    let lane_gap = 8.0;
-    let mut svg = String::new();
-    let mut y = 30.0;
-
-    let lane = |svg: &mut String, y: &mut f64, title: &str, subrows: usize| -> f64 {
-        let h = subrows as f64 * row_h + 4.0;
-        let _ = write!(
-            svg,
-            r##"<rect x="0" y="{y:.1}" width="{w:.1}" height="{h:.1}" fill="#f6f6f6"/><text x="6" y="{ty:.1}" class="lane">{t}</text>"##,
-            w = label_w + plot_w + 10.0,
-            ty = *y + 13.0,
-            t = esc(title)
-        );
-        let top = *y + 2.0;
-        *y += h + lane_gap;
-        top
+    let mut c = Canvas {
+        t0,
+        scale: PLOT_W / (t_end - t0).max(1) as f64,
+        svg: String::new(),
+        y: 30.0,
     };
-    let bar = |svg: &mut String,
-               top: f64,
-               sub: usize,
-               s: i64,
-               e: i64,
-               fill: &str,
-               text: &str,
-               tip: &str| {
-        let x0 = x(s);
-        let w = (x(e.max(s)) - x0).max(3.0);
-        let yy = top + sub as f64 * row_h;
+    dns_lanes(&mut c, input, rows, t_end);
+    backend_lanes(&mut c, input, rows);
+    connection_lanes(&mut c, input, rows);
+    // Time axis.
+    let mut axis = String::new();
+    for t in t0..=t_end {
+        let xx = c.x(t);
+        let y = c.y;
         let _ = write!(
-            svg,
-            r##"<g><title>{tip}</title><rect x="{x0:.1}" y="{yy:.1}" width="{w:.1}" height="{h:.1}" rx="3" fill="{fill}" stroke="#333" stroke-width="0.5"/><text x="{tx:.1}" y="{ty:.1}" class="{cls}">{text}</text></g>"##,
-            h = row_h - 3.0,
-            tx = x0 + 3.0,
-            ty = yy + 11.5,
-            tip = esc(tip),
-            text = esc(text),
-            // Light fills (the DNS lanes) need dark text.
-            cls = if fill.starts_with("#c") || fill.starts_with("#d") {
-                "bar dark"
-            } else {
-                "bar"
-            }
+            axis,
+            r##"<line x1="{xx:.1}" y1="24" x2="{xx:.1}" y2="{y:.1}" stroke="#ccc" stroke-width="0.5"/><text x="{xx:.1}" y="18" class="tick">{t}</text>"##
         );
-    };
+    }
+    let height = c.y + 10.0;
+    let width = LABEL_W + PLOT_W + 20.0;
+    let svg = c.svg;
+    format!(
+        r##"<svg xmlns="http://www.w3.org/2000/svg" width="{width:.0}" height="{height:.0}" viewBox="0 0 {width:.0} {height:.0}">
+{axis}{svg}
+</svg>"##
+    )
+}
 
-    // DNS authority lane: what the authority would answer over time.
-    let top = lane(&mut svg, &mut y, "DNS authority", 1);
+/// The DNS authority's answers over time, and each fill of the DNS cache with how long it is kept.
+fn dns_lanes(c: &mut Canvas, input: &BalanceInput, rows: &[RequestTrace], t_end: i64) {
+    let top = c.lane("DNS authority", 1);
     for (i, a) in input.dns.iter().enumerate() {
         let end = input.dns.get(i + 1).map(|n| n.at).unwrap_or(t_end);
-        bar(
-            &mut svg,
+        c.bar(
             top,
             0,
             a.at,
@@ -246,8 +279,7 @@ fn timeline_svg(input: &BalanceInput, rows: &[RequestTrace]) -> String {
             ),
         );
     }
-    // DNS cache lane: each fill and how long it is kept.
-    let top = lane(&mut svg, &mut y, "DNS cache", 1);
+    let top = c.lane("DNS cache", 1);
     let mut last_fill: Option<(i64, i64, String)> = None;
     let mut fills = Vec::new();
     for r in rows {
@@ -258,8 +290,7 @@ fn timeline_svg(input: &BalanceInput, rows: &[RequestTrace]) -> String {
         }
     }
     for (s, e, a) in &fills {
-        bar(
-            &mut svg,
+        c.bar(
             top,
             0,
             *s,
@@ -269,30 +300,28 @@ fn timeline_svg(input: &BalanceInput, rows: &[RequestTrace]) -> String {
             &format!("cache filled at t={s} with [{a}], expires at t={e}"),
         );
     }
-    // One lane per backend: the requests it really served.
+}
+
+/// One lane per backend: the requests it really served.
+fn backend_lanes(c: &mut Canvas, input: &BalanceInput, rows: &[RequestTrace]) {
     for b in &input.backends {
         let mine: Vec<&RequestTrace> = rows.iter().filter(|r| r.selected == b.id).collect();
-        let (row_of, n) = pack(
-            &mine
-                .iter()
-                .map(|r| (r.arrival, r.done_at))
-                .collect::<Vec<_>>(),
-        );
+        let spans: Vec<(i64, i64)> = mine.iter().map(|r| (r.arrival, r.done_at)).collect();
+        let (row_of, n) = pack(&spans);
         let title = format!(
             "backend {} (w={}{})",
             b.id,
             b.weight,
             if b.healthy { "" } else { ", unhealthy" }
         );
-        let top = lane(&mut svg, &mut y, &title, n);
+        let top = c.lane(&title, n);
         for (r, sub) in mine.iter().zip(row_of) {
-            bar(
-                &mut svg,
+            c.bar(
                 top,
                 sub,
                 r.arrival,
                 r.done_at,
-                color(&b.id),
+                color_of(input, &b.id),
                 &r.id,
                 &format!(
                     "{} t={}..{} on {} ({}), dns returned [{}], activeBefore {}",
@@ -307,7 +336,10 @@ fn timeline_svg(input: &BalanceInput, rows: &[RequestTrace]) -> String {
             );
         }
     }
-    // One lane per connection: its streams, stacked up to maxStreams.
+}
+
+/// One lane per connection: its streams, stacked up to maxStreams.
+fn connection_lanes(c: &mut Canvas, input: &BalanceInput, rows: &[RequestTrace]) {
     let mut conn_ids: Vec<(String, String)> = input
         .connections
         .iter()
@@ -320,26 +352,21 @@ fn timeline_svg(input: &BalanceInput, rows: &[RequestTrace]) -> String {
     }
     for (cid, addr) in &conn_ids {
         let mine: Vec<&RequestTrace> = rows.iter().filter(|r| &r.connection == cid).collect();
-        let (row_of, n) = pack(
-            &mine
-                .iter()
-                .map(|r| (r.arrival, r.done_at))
-                .collect::<Vec<_>>(),
-        );
+        let spans: Vec<(i64, i64)> = mine.iter().map(|r| (r.arrival, r.done_at)).collect();
+        let (row_of, n) = pack(&spans);
         let supplied = input.connections.iter().any(|c| &c.id == cid);
         let title = format!(
             "{cid} → {addr}{}",
             if supplied { " (pre-existing)" } else { "" }
         );
-        let top = lane(&mut svg, &mut y, &title, n.max(1));
+        let top = c.lane(&title, n.max(1));
         for (r, sub) in mine.iter().zip(row_of) {
-            bar(
-                &mut svg,
+            c.bar(
                 top,
                 sub,
                 r.arrival,
                 r.done_at,
-                color(addr),
+                color_of(input, addr),
                 &format!("{} s{}", r.id, sub + 1),
                 &format!(
                     "{} stream {} on {cid}, t={}..{}{}",
@@ -356,21 +383,4 @@ fn timeline_svg(input: &BalanceInput, rows: &[RequestTrace]) -> String {
             );
         }
     }
-    // Time axis.
-    let mut axis = String::new();
-    for t in t0..=t_end {
-        let xx = x(t);
-        let _ = write!(
-            axis,
-            r##"<line x1="{xx:.1}" y1="24" x2="{xx:.1}" y2="{y:.1}" stroke="#ccc" stroke-width="0.5"/><text x="{xx:.1}" y="18" class="tick">{t}</text>"##
-        );
-    }
-    let height = y + 10.0;
-    let width = label_w + plot_w + 20.0;
-
-    format!(
-        r##"<svg xmlns="http://www.w3.org/2000/svg" width="{width:.0}" height="{height:.0}" viewBox="0 0 {width:.0} {height:.0}">
-{axis}{svg}
-</svg>"##
-    )
 }

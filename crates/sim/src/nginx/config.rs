@@ -842,10 +842,20 @@ impl SimConfig {
         self.valid.unwrap_or(self.dns_ttl).0
     }
 
-    /// Reject configurations that would make a run meaningless, with one clear line each.
-    // Over 150 lines on purpose: a flat list of independent checks, one `bail!` each, read top
-    // to bottom; grouping them would only hide which line says what.
+    /// Reject configurations that would make a run meaningless, with one clear line each,
+    /// checked in this order.
     pub fn validate(&self) -> Result<()> {
+        self.check_load()?;
+        self.check_servers()?;
+        self.check_dns()?;
+        self.check_faults()?;
+        self.check_requests()?;
+        self.check_pools()?;
+        self.check_the_rest()
+    }
+
+    /// The load's rate and span, and the sizes of the inputs.
+    fn check_load(&self) -> Result<()> {
         if !(self.rps > 0.0 && self.rps.is_finite()) {
             bail!("rps = {}: must be a positive number", self.rps);
         }
@@ -861,6 +871,11 @@ impl SimConfig {
         if self.dns.len() > 60_000 || self.faults.len() > 30_000 {
             bail!("at most 60,000 DNS phases and 30,000 fault windows");
         }
+        Ok(())
+    }
+
+    /// The upstream's server lines.
+    fn check_servers(&self) -> Result<()> {
         if self.servers.is_empty() {
             bail!("servers is empty: the upstream needs at least one server line");
         }
@@ -890,6 +905,11 @@ impl SimConfig {
                 bail!("servers[{i}].weight = 0: weight must be ≥ 1");
             }
         }
+        Ok(())
+    }
+
+    /// The DNS phases, the zone filler and the port model.
+    fn check_dns(&self) -> Result<()> {
         let mut last = std::collections::HashMap::new();
         let filler = self.zone_filler.as_ref().map(|f| f.name.as_str());
         for (i, p) in self.dns.iter().enumerate() {
@@ -947,6 +967,11 @@ impl SimConfig {
                 );
             }
         }
+        Ok(())
+    }
+
+    /// The fault windows.
+    fn check_faults(&self) -> Result<()> {
         for (i, f) in self.faults.iter().enumerate() {
             if let Some(t) = &f.target
                 && t.parse::<std::net::SocketAddr>().is_err()
@@ -984,6 +1009,11 @@ impl SimConfig {
                 bail!("faults[{i}]: delay_min must be ≥ 0 and delay_max not below it");
             }
         }
+        Ok(())
+    }
+
+    /// The method mix, the read timeout and explicit arrivals.
+    fn check_requests(&self) -> Result<()> {
         let total: f64 = self.mix.iter().map(|(_, w)| *w).sum();
         if self.mix.is_empty() || total <= 0.0 || self.mix.iter().any(|(_, w)| *w < 0.0) {
             bail!("mix needs at least one method with a positive weight");
@@ -999,6 +1029,11 @@ impl SimConfig {
         {
             bail!("arrivals must be in order and within 0..duration");
         }
+        Ok(())
+    }
+
+    /// The slow dependency's pools and their probes.
+    fn check_pools(&self) -> Result<()> {
         for (i, p) in self.pools.iter().enumerate() {
             if p.target.parse::<std::net::SocketAddr>().is_err() {
                 bail!("pools[{i}].target {:?}: write IP:PORT", p.target);
@@ -1018,6 +1053,11 @@ impl SimConfig {
                 );
             }
         }
+        Ok(())
+    }
+
+    /// Workers, client connections, the first-pick window and the latency models.
+    fn check_the_rest(&self) -> Result<()> {
         if !(1..=1024).contains(&self.workers) {
             bail!("workers = {}: must be within 1..=1024", self.workers);
         }
