@@ -63,7 +63,7 @@ impl ProxyBin {
     pub(crate) fn requery_period(&self, sc: &Scenario) -> Result<Duration> {
         match self {
             ProxyBin::Nginx(_) => Ok(sc.requery_period()),
-            ProxyBin::Foreign(k, _) => crate::foreign::requery_period(*k, sc),
+            ProxyBin::Foreign(k, _) => Ok(sc.proxy_timing(*k)?.period),
         }
     }
 

@@ -26,7 +26,7 @@ use resolvelab_core::spec::engine::EngineId;
 use resolvelab_core::spec::fault::Fault;
 use resolvelab_core::spec::toxic::ToxicSpec;
 use resolvelab_scenario::Scenario;
-use resolvelab_scenario::format::{Route, Specs, Spelled, dur};
+use resolvelab_scenario::format::{Route, Specs, Spelled};
 use resolvelab_scenario::net::Net;
 use resolvelab_scenario::timeline::{Action, Step};
 use resolvelab_sim::nginx::{
@@ -93,20 +93,16 @@ pub fn proxy_refusal(sc: &Scenario, proxy: Proxy) -> Option<String> {
 /// `retry-on`, `dns_refresh_rate`, `refresh`).
 pub fn policy(sc: &Scenario, proxy: Proxy) -> Result<Policy> {
     let mut p = Policy::of(proxy);
-    let us = |field: &str, v: &str| -> Result<Us> { Ok(Us(dur(field, v)?.as_micros() as i64)) };
-    p.period = Us(crate::foreign::requery_period(proxy, sc)?.as_micros() as i64);
+    let timing = sc.proxy_timing(proxy)?;
+    p.period = us(timing.period);
     match proxy {
         Proxy::Haproxy => {
             p.retries = crate::foreign::retries(sc, 3);
-            for l in &sc.haproxy.resolvers {
-                let w: Vec<&str> = l.split_whitespace().collect();
-                match w.as_slice() {
-                    ["hold", "nx", v] => p.hold_nx = us("haproxy.resolvers hold nx", v)?,
-                    ["hold", "other" | "timeout" | "refused", v] => {
-                        p.hold_other = us("haproxy.resolvers hold", v)?
-                    }
-                    _ => {}
-                }
+            if let Some(h) = timing.hold_nx {
+                p.hold_nx = us(h);
+            }
+            if let Some(h) = timing.hold_other {
+                p.hold_other = us(h);
             }
             p.retry_reused = sc
                 .haproxy

@@ -638,11 +638,6 @@ fn d_path() -> String {
     "/".into()
 }
 
-/// Parse a duration field, naming the field in the error.
-pub fn dur(field: &str, s: &str) -> anyhow::Result<Duration> {
-    resolvelab_core::dur::parse(s).map_err(|e| anyhow::anyhow!("{field}: {e}"))
-}
-
 impl Scenario {
     /// Parse a scenario from TOML text; `origin` names the file in errors. Every mistake —
     /// syntax, a DNS mode, a fault spec, a rate plan, a reference, in the scenario or in any of
@@ -717,6 +712,9 @@ impl Scenario {
                 .map_err(|e| self.err_at(&["expect", "engines", id], e))?;
         }
         self.check_load().map_err(|e| self.err_at(&["load"], e))?;
+        for kind in resolvelab_core::spec::engine::ProxyKind::ALL {
+            self.proxy_timing(kind)?;
+        }
         if self.nginx.servers.is_empty() && self.nginx.inline.is_none() {
             return Err(self.err_at(
                 &["nginx"],

@@ -19,6 +19,7 @@
 #![cfg_attr(not(test), deny(unused_crate_dependencies))]
 
 pub mod format;
+pub mod knobs;
 pub mod library;
 pub mod locate;
 pub mod net;

@@ -102,37 +102,6 @@ pub fn config(kind: Kind, sc: &Scenario, net: &Net) -> Result<String> {
     }
 }
 
-/// How often `kind` asks the authority again, as the scenario configures it: HAProxy's
-/// `timeout resolve` (1 s), Envoy's `dns_refresh_rate` (5 s), Caddy's `refresh` (1 min),
-/// knobs included.
-pub fn requery_period(kind: Kind, sc: &Scenario) -> Result<std::time::Duration> {
-    use resolvelab_scenario::format::dur;
-    let knob = |t: &toml::Table, key: &str| t.get(key).and_then(|v| v.as_str()).map(str::to_string);
-    match kind {
-        Kind::Haproxy => {
-            // The last `timeout resolve` line wins, as in HAProxy.
-            let knob = sc
-                .haproxy
-                .resolvers
-                .iter()
-                .rev()
-                .find_map(|l| l.trim().strip_prefix("timeout resolve ").map(str::trim));
-            dur("haproxy.resolvers timeout resolve", knob.unwrap_or("1s"))
-        }
-        Kind::Envoy => {
-            let knob = knob(&sc.envoy.cluster, "dns_refresh_rate");
-            dur(
-                "envoy.cluster.dns_refresh_rate",
-                knob.as_deref().unwrap_or("5s"),
-            )
-        }
-        Kind::Caddy => {
-            let knob = knob(&sc.caddy.upstreams, "refresh");
-            dur("caddy.upstreams.refresh", knob.as_deref().unwrap_or("1m"))
-        }
-    }
-}
-
 /// After the run: the proxy's logs → `access.log` in the lab format, and its timestamped
 /// state lines (addresses changed, a server in maintenance, a lookup failed) into
 /// `events.jsonl` in time order.
