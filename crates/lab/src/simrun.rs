@@ -554,9 +554,9 @@ fn nginx_settings(cfg: &mut SimConfig, sc: &Scenario) -> Result<()> {
 fn load_settings(cfg: &mut SimConfig, sc: &Scenario, specs: &Specs, net: &Net) -> Result<()> {
     let n = &sc.nginx;
     cfg.duration = us(sc.load.duration.get());
-    match sc.load.rate.trim().parse::<f64>() {
-        Ok(r) => cfg.rps = r,
-        Err(_) => {
+    match specs.rate.constant() {
+        Some(r) => cfg.rps = r,
+        None => {
             // A staged plan: the request times the lab's own scheduler gives it.
             let plan = &specs.rate;
             let Some(schedule) =
@@ -1520,11 +1520,11 @@ mod tests {
         let e = sim_config(&bad, 1, (0, 0)).unwrap_err().to_string();
         assert!(e.contains("nginx.connect_timeout"), "{e}");
         bad.nginx.connect_timeout = None;
-        bad.load.rate = "max".into();
+        bad.load.rate = "max".to_string().try_into().unwrap();
         let e = sim_config(&bad, 1, (0, 0)).unwrap_err().to_string();
         assert!(e.contains("load.rate"), "{e}");
         // Stages are the lab scheduler's request times.
-        bad.load.rate = "100@10s,500@30s".into();
+        bad.load.rate = "100@10s,500@30s".to_string().try_into().unwrap();
         let staged = sim_config(&bad, 1, (0, 0)).unwrap();
         assert_eq!(staged.arrivals.len(), 100 * 10 + 500 * 30);
         assert_eq!(size("z", "64k").unwrap(), 65536);

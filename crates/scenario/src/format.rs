@@ -348,15 +348,7 @@ pub struct BackendSpec {
     pub echo_db: bool,
 }
 
-/// A spec as the file writes it and as it reads: the lab names a standing fault by its kind as
-/// written, so both travel together.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Spelled<T> {
-    /// As written.
-    pub text: String,
-    /// As parsed.
-    pub value: T,
-}
+pub use resolvelab_core::spec::Spelled;
 
 /// What [`Scenario::specs`] parses.
 #[derive(Debug, Clone)]
@@ -446,8 +438,8 @@ fn d_probe_interval() -> Dur {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct LoadSpec {
-    /// Requests per second, or a plan (`100@10s,500@30s`).
-    pub rate: String,
+    /// Requests per second, or a plan (`100@10s,500@30s`), checked when the file is read.
+    pub rate: Spelled<RatePlan>,
     /// Duration.
     pub duration: Dur,
     /// Method mix (`GET=1`, `GET=0.8,POST=0.2`), checked when the file is read.
@@ -699,9 +691,6 @@ impl Scenario {
                 &["version"],
                 format!("version = {} is not supported (use 1)", self.version),
             ));
-        }
-        if let Err(e) = RatePlan::parse(&self.load.rate) {
-            return Err(self.err_at(&["load", "rate"], e));
         }
         for (i, id) in self.engines.iter().enumerate() {
             id.parse::<EngineId>()
@@ -989,8 +978,7 @@ impl Scenario {
             }
             proxies.insert(p.name.clone(), faults);
         }
-        let rate =
-            RatePlan::parse(&self.load.rate).map_err(|e| self.err_at(&["load", "rate"], e))?;
+        let rate = self.load.rate.value.clone();
         Ok(Specs {
             dns,
             backends,
@@ -1132,10 +1120,9 @@ impl Scenario {
 
     /// How many requests the load plans (None for `rate = "max"`, which has no schedule).
     pub fn planned_requests(&self) -> Result<Option<u64>, String> {
-        let plan = RatePlan::parse(&self.load.rate)
-            .map_err(|e| format!("[load] rate = \"{}\": {e}", self.load.rate))?;
         let d = self.load.duration.get();
-        Ok(plan.schedule(Some(d), None).and_then(|s| s.planned()))
+        let schedule = self.load.rate.value.schedule(Some(d), None);
+        Ok(schedule.and_then(|s| s.planned()))
     }
 
     /// Every timeline event must be played while the load runs: one that starts or ends after
@@ -1257,10 +1244,7 @@ impl Scenario {
             anyhow::bail!("--scale {f}: use a factor in (0, 1]");
         }
         let mut s = self.clone();
-        s.load.rate = RatePlan::parse(&s.load.rate)
-            .map_err(anyhow::Error::msg)?
-            .scaled(f)
-            .to_string();
+        s.load.rate = Spelled::new(s.load.rate.value.scaled(f));
         let mut end = Duration::ZERO;
         let mut t = Duration::ZERO;
         for ev in &mut s.timeline {
@@ -1658,7 +1642,10 @@ expect = { checks = ["nlu = 0"] }
         let s = Scenario::from_toml(&format!("scalable = false\n{MIN}"), "t").unwrap();
         let t = s.scaled(0.1).unwrap();
         assert_eq!(
-            (t.load.rate.as_str(), t.load.duration.to_string().as_str()),
+            (
+                t.load.rate.text.as_str(),
+                t.load.duration.to_string().as_str()
+            ),
             ("300", "60s")
         );
         // Round trip: the resolved scenario.toml of a run keeps the flag.
@@ -1679,11 +1666,11 @@ expect = { checks = ["nlu = 0"] }
         );
         // 1 s + 1 s window + two re-query periods of 2 s… or the 10 s fail_timeout tail + 2 s.
         assert_eq!(s.load.duration.to_string(), "14s");
-        assert_eq!(s.load.rate, "30");
+        assert_eq!(s.load.rate.text, "30");
         assert_eq!(s.nginx.valid.to_string(), "1s");
         let mut ramp = Scenario::from_toml(MIN, "t").unwrap();
-        ramp.load.rate = "0..300@10s,300".into();
+        ramp.load.rate = "0..300@10s,300".to_string().try_into().unwrap();
         // A ramp scales in rate and in duration, like a step.
-        assert_eq!(ramp.scaled(0.5).unwrap().load.rate, "0..150@5s,150");
+        assert_eq!(ramp.scaled(0.5).unwrap().load.rate.text, "0..150@5s,150");
     }
 }

@@ -35,6 +35,55 @@ pub mod toxic;
 
 use std::collections::BTreeMap;
 
+/// A value as a file wrote it and as it reads: typed when the file is read, and written back
+/// with the author's spelling (a run directory's `scenario.toml`; the lab names a standing fault
+/// by its kind as written). Serde reads and writes it as its text.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(
+    try_from = "String",
+    into = "String",
+    bound(
+        serialize = "T: Clone",
+        deserialize = "T: std::str::FromStr<Err = String>"
+    )
+)]
+pub struct Spelled<T> {
+    /// As written.
+    pub text: String,
+    /// As parsed.
+    pub value: T,
+}
+
+impl<T: std::fmt::Display> Spelled<T> {
+    /// A value with its canonical spelling.
+    pub fn new(value: T) -> Spelled<T> {
+        Spelled {
+            text: value.to_string(),
+            value,
+        }
+    }
+}
+
+impl<T: std::str::FromStr<Err = String>> TryFrom<String> for Spelled<T> {
+    type Error = String;
+    fn try_from(text: String) -> Result<Self, String> {
+        let value = text.parse()?;
+        Ok(Spelled { text, value })
+    }
+}
+
+impl<T> From<Spelled<T>> for String {
+    fn from(v: Spelled<T>) -> String {
+        v.text
+    }
+}
+
+impl<T> std::fmt::Display for Spelled<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.text)
+    }
+}
+
 /// A parsed `KIND[:key=value,…]` specification. A bare positional value after the colon
 /// (`status:503`, `idle-timeout:2s`) is stored under the key `""`.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]

@@ -52,6 +52,17 @@ fn parse_rate(s: &str, whole: &str) -> Result<f64, String> {
 }
 
 impl RatePlan {
+    /// The rate of a plan that is one open-ended constant stage (`300`), else `None`.
+    pub fn constant(&self) -> Option<f64> {
+        match self {
+            RatePlan::Stages(st) => match st.as_slice() {
+                [s] if s.dur.is_none() && s.from == s.to => Some(s.from),
+                _ => None,
+            },
+            RatePlan::Max => None,
+        }
+    }
+
     /// Parse `max`, `500`, `100@10s,500@30s` or `0..1000@60s` (stages may be mixed).
     pub fn parse(s: &str) -> Result<RatePlan, String> {
         let whole = s.trim();
