@@ -260,7 +260,7 @@ struct Plan {
     /// into `cfg.pools`) that use them: their faults touch the pools' connections.
     links: BTreeMap<String, Vec<usize>>,
     /// Every proxy's fault specs by name.
-    proxies: Vec<(String, Vec<String>)>,
+    proxies: Vec<(String, Vec<Spelled<ToxicSpec>>)>,
 }
 
 /// One DNS injection with `for`; times are µs from the load start.
@@ -597,8 +597,11 @@ fn load_settings(cfg: &mut SimConfig, sc: &Scenario, specs: &Specs, net: &Net) -
         });
     }
     // Backends alike when their latencies are written alike.
-    let written: std::collections::BTreeSet<Option<&str>> =
-        sc.backends.iter().map(|b| b.latency.as_deref()).collect();
+    let written: std::collections::BTreeSet<Option<&str>> = sc
+        .backends
+        .iter()
+        .map(|b| b.latency.as_ref().map(|l| l.text.as_str()))
+        .collect();
     let model = |name: &str| {
         specs.backends[name]
             .latency
@@ -1162,15 +1165,6 @@ pub const LOOPBACK_LATENCY: Latency = Latency::Uniform {
     max: Us(400),
 };
 
-/// The name a lab backend gives a fault (its kind: `reclaim`, `rst`, …).
-/// The lab proxy's name for a fault: `name=`, else its kind and direction
-/// (`latency:delay=200ms,direction=downstream` → `latency_downstream`).
-fn link_fault_name(spec: &str) -> String {
-    spec.parse::<ToxicSpec>()
-        .map(|t| t.name())
-        .unwrap_or_else(|_| fault_name(spec))
-}
-
 /// A fault's kind as written, which is how the lab's events name it.
 fn fault_name(spec: &str) -> String {
     spec.split(':').next().unwrap_or(spec).trim().to_string()
@@ -1225,7 +1219,7 @@ fn finish_events(
             continue;
         };
         for spec in &px.1 {
-            let fname = link_fault_name(spec);
+            let fname = spec.value.name();
             let at = |t: i64, kind: &str| Event::new(t, kind, name).spec(&fname);
             events.push(at(epoch - plan.cfg.warmup.0, event_kind::FAULT_ON).note("from start"));
             events.push(
@@ -1391,7 +1385,7 @@ mod tests {
         assert_eq!(c.names.len(), 3);
         // A fault the link cannot stand for is refused on one line.
         let mut sc = library::get("slow-dependency").unwrap();
-        sc.proxies[0].faults = vec!["reset_peer:timeout=0".into()];
+        sc.proxies[0].faults = vec!["reset_peer:timeout=0".to_string().try_into().unwrap()];
         let e = sim_config(&sc, 1, (0, 0)).unwrap_err().to_string();
         assert!(
             e.contains("db-link") && e.contains("only models latency"),

@@ -304,7 +304,7 @@ pub struct DnsSpec {
     /// Name → initial mode (`alternate:@b1,@b2`, `static:@b1`, `nxdomain`, …). `@name` is a
     /// backend's (or proxy's) address.
     #[serde(default)]
-    pub names: BTreeMap<String, String>,
+    pub names: BTreeMap<String, Spelled<DnsSetting<HostRef>>>,
 }
 
 impl Default for DnsSpec {
@@ -327,10 +327,10 @@ pub struct BackendSpec {
     pub host: Option<u8>,
     /// Latency model (`1ms`, `uniform:1ms..5ms`, `lognormal:p50=2ms,p99=40ms`).
     #[serde(default)]
-    pub latency: Option<String>,
+    pub latency: Option<Spelled<Latency>>,
     /// Faults active from the start (`reclaim:toxicity=0.3,delay=0ms..50ms`).
     #[serde(default)]
-    pub faults: Vec<String>,
+    pub faults: Vec<Spelled<BackendFault>>,
     /// Slow dependency: the proxy (by name) in front of the DB stand-in.
     #[serde(default)]
     pub db: Option<String>,
@@ -389,7 +389,7 @@ pub struct ProxySpec {
     pub upstream: String,
     /// Faults active from the start.
     #[serde(default)]
-    pub faults: Vec<String>,
+    pub faults: Vec<Spelled<ToxicSpec>>,
 }
 
 /// `[host]`: kernel settings a scenario needs, applied only inside a private network namespace.
@@ -927,57 +927,24 @@ impl Scenario {
     /// this cannot fail: the engines start from it rather than from the strings.
     pub fn specs(&self) -> anyhow::Result<Specs> {
         let mut dns = BTreeMap::new();
-        for (name, text) in &self.dns.names {
-            let at = || self.at(&["dns", "names", name]);
-            let setting: DnsSetting<HostRef> = text
-                .parse()
-                .map_err(|e| anyhow::anyhow!("{}: [dns.names] {name}: {e}", at()))?;
-            if setting.mode.is_partial() {
+        for (name, setting) in &self.dns.names {
+            if setting.value.mode.is_partial() {
                 anyhow::bail!(
                     "{}: [dns.names] {name}: a starting mode must be complete, e.g. `delay:200ms+static:@b1`",
-                    at()
+                    self.at(&["dns", "names", name])
                 );
             }
-            dns.insert(name.clone(), setting);
+            dns.insert(name.clone(), setting.value.clone());
         }
-        let mut backends = BTreeMap::new();
-        for (i, b) in self.backends.iter().enumerate() {
-            let n = i.to_string();
-            let mut faults = Vec::new();
-            for (j, f) in b.faults.iter().enumerate() {
-                let value = f
-                    .parse::<BackendFault>()
-                    .map_err(|e| self.err_at(&["backend", &n, "faults", &j.to_string()], e))?;
-                faults.push(Spelled {
-                    text: f.clone(),
-                    value,
-                });
-            }
-            let latency = match &b.latency {
-                Some(l) => Some(Spelled {
-                    text: l.clone(),
-                    value: l
-                        .parse::<Latency>()
-                        .map_err(|e| self.err_at(&["backend", &n, "latency"], e))?,
-                }),
-                None => None,
-            };
-            backends.insert(b.name.clone(), BackendSpecs { latency, faults });
-        }
-        let mut proxies = BTreeMap::new();
-        for (i, p) in self.proxies.iter().enumerate() {
-            let mut faults = Vec::new();
-            for (j, f) in p.faults.iter().enumerate() {
-                let value = f.parse::<ToxicSpec>().map_err(|e| {
-                    self.err_at(&["proxy", &i.to_string(), "faults", &j.to_string()], e)
-                })?;
-                faults.push(Spelled {
-                    text: f.clone(),
-                    value,
-                });
-            }
-            proxies.insert(p.name.clone(), faults);
-        }
+        let backends = (self.backends.iter())
+            .map(|b| {
+                let (latency, faults) = (b.latency.clone(), b.faults.clone());
+                (b.name.clone(), BackendSpecs { latency, faults })
+            })
+            .collect();
+        let proxies = (self.proxies.iter())
+            .map(|p| (p.name.clone(), p.faults.clone()))
+            .collect();
         let rate = self.load.rate.value.clone();
         Ok(Specs {
             dns,
