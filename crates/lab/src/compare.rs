@@ -529,8 +529,8 @@ pub fn update_page(
 Regenerate with `resolvelab compare {what} --engines {} --table {}`. Each scenario ran once per\n\
 engine with the same DNS timeline, backends, faults, load and seed, and the one checker judged\n\
 every run. The expectations are the scenario's (written for nginx 1.28): one that does not\n\
-hold on another engine is a finding, not a failure.\n\n{g}\n## What the runs show\n\n\
-(hand-written, citing the runs above)\n",
+hold on another engine is a finding, not a failure; the findings belong on a hand-written\n\
+page beside this one that cites these runs (docs/COMPARISON.md).\n\n{g}",
             engines.join(","),
             path.display()
         )

@@ -434,11 +434,11 @@ const END: &str = resolvelab_report::GENERATED_END;
 pub fn update_page(path: &Path, generated: &str) -> Result<()> {
     resolvelab_report::update_generated(path, generated, |generated| {
         format!(
-            "# Fidelity: the simulated nginx against the real one\n\n\
+            "# Fidelity: the simulated nginx against the real one, run by run\n\n\
 Regenerate with `resolvelab sim fidelity --replay RUNS --update {}`. The rules are fixed in\n\
 `resolvelab_sim::nginx::fidelity`: counts within each other's Poisson 95 % interval,\n\
-burst durations within 10 %, the same classes present.\n\n{generated}\n\
-## Disagreements, explained\n\n(hand-written: explain every DISAGREE above)\n",
+burst durations within 10 %, the same classes present. The summary and every DISAGREE\n\
+explained belong on a hand-written page beside this one (docs/FIDELITY.md).\n\n{generated}",
             path.display()
         )
     })
@@ -627,7 +627,8 @@ lab: 9000 requests, 640 failed, 2 swaps · model: 9000 requests, 600 failed, 2 s
         .unwrap();
         let t = std::fs::read_to_string(&fresh).unwrap();
         assert!(
-            t.starts_with("# Fidelity") && t.contains("\nn\n") && t.contains("## Disagreements")
+            t.starts_with("# Fidelity") && t.contains("\nn\n") && t.contains("docs/FIDELITY.md"),
+            "a new page is the run-by-run page, pointing at the hand-written one: {t}"
         );
     }
 

@@ -141,42 +141,16 @@ mod tests {
     use super::*;
     use resolvelab_core::spec::dns::{DnsSetting, HostRef};
 
-    fn sc(extra_nginx: &str) -> Scenario {
-        let text = format!(
-            r#"
-version = 1
-name = "t"
-description = "d"
-question = "q"
-[nginx]
-valid = "1s"
-{extra_nginx}
-[[nginx.server]]
-host = "app.test.local"
-[[nginx.server]]
-host = "@b3"
-backup = true
-max_fails = 0
-[dns.names]
-"app.test.local" = "alternate:@b1,@b2"
-[[backend]]
-name = "b1"
-[[backend]]
-name = "b2"
-[[backend]]
-name = "b3"
-host = 99
-[load]
-rate = "300"
-duration = "60s"
-"#
-        );
-        Scenario::from_toml(&text, "t").unwrap()
+    /// The library's `backup` scenario with its third backend moved to `.99`.
+    fn sc() -> Scenario {
+        let mut s = crate::library::get("backup").unwrap();
+        s.backends[2].host = Some(99);
+        s
     }
 
     #[test]
     fn addresses_and_references() {
-        let s = sc("");
+        let s = sc();
         let net = Net::assign(&s, 10, 2).unwrap();
         assert_eq!(net.hosts["b1"].to_string(), "127.10.2.20:8080");
         assert_eq!(net.hosts["b2"].to_string(), "127.10.2.30:8080");

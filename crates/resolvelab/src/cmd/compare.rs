@@ -19,7 +19,7 @@ use std::sync::atomic::Ordering;
 resolvelab compare generation-race --engines nginx,nginx-1.31,sim\n  \
 resolvelab compare nxdomain --variant nx40s         # longer than HAProxy's hold nx 30s\n  \
 resolvelab compare nxdomain --variant valid30-aligned --format json\n  \
-resolvelab compare --all --table docs/COMPARISON.md\n  \
+resolvelab compare --all --table docs/COMPARISON-RUNS.md\n  \
 resolvelab compare stale-address --engines nginx,sim --table docs/STALE-ADDRESS.md\n  \
 resolvelab --engine-bin nginx-1.31=/opt/nginx/sbin/nginx compare swap-only\n\n\
 Each engine plays the same scenario (DNS timeline, backends, faults, load, seed) into \

@@ -17,7 +17,7 @@ use std::process::ExitCode;
     after_help = "Examples:\n  resolvelab sim nginx --print-example > sim.toml\n  resolvelab sim nginx --config sim.toml --out runs/sim-race\n  \
 resolvelab sim predict --rps 8000 --swap-interval 6s --first-try-failure 0.001\n  resolvelab sim balance --golden\n  \
 resolvelab sim balance --golden --strategy proxy-least --format json\n  \
-resolvelab sim fidelity --replay runs/all --update docs/FIDELITY.md\n  resolvelab sim calibrate runs/all"
+resolvelab sim fidelity --replay runs/all --update docs/FIDELITY-RUNS.md\n  resolvelab sim calibrate runs/all"
 )]
 pub struct Args {
     #[command(subcommand)]
@@ -50,12 +50,12 @@ the bound.\n\n\
 With --replay RUNS every lab run directory under RUNS (the --out of `resolvelab run --all`) is replayed on \
 the model first: the lab run's own scenario.toml (as it was when the lab ran), its seed, its loopback /24, \
 its load start (the same phase of nginx's one-second clock) and its requests' actual send times. The \
-result is the generated part of docs/FIDELITY.md (--update writes it between the page's markers and keeps \
+result is the generated docs/FIDELITY-RUNS.md (--update writes it between the page's markers and keeps \
 the hand-written text), with first-pick races pooled over every row against the model's expectation.\n\n\
 Exit status: 0 = the model agrees with nginx (every row with --replay), 1 = a disagreement (or a row \
 that could not be compared), 2 = an error.",
     after_help = "Examples:\n  resolvelab run --all --out runs/all -q                   # real nginx, ~40 min\n  \
-resolvelab sim fidelity --replay runs/all --update docs/FIDELITY.md\n  \
+resolvelab sim fidelity --replay runs/all --update docs/FIDELITY-RUNS.md\n  \
 resolvelab sim fidelity --replay runs/all/generation-race-20261130T060000Z     # one lab run\n  \
 resolvelab sim fidelity --replay runs/all --format json --sim-out /tmp/model-runs\n  \
 resolvelab sim fidelity --lab LAB_DIR --sim SIM_DIR --name generation-race\n  \
