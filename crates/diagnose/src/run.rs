@@ -5,7 +5,7 @@ use crate::expect;
 use crate::verdict::*;
 use resolvelab_core::evidence::Expectations;
 use resolvelab_core::evidence::load::ErrorKind;
-use resolvelab_core::evidence::run::{Run, RunStatus};
+use resolvelab_core::evidence::run::{Run, RunStatus, VerdictStatus};
 use resolvelab_history::logformat::{self, LogFormat};
 use resolvelab_history::ours;
 use std::path::{Path, PathBuf};
@@ -229,7 +229,7 @@ pub fn analyze_run_by(dir: &Path, checks: Option<&[String]>) -> anyhow::Result<V
     Ok(Verdict {
         verdict_schema: VERDICT_SCHEMA.to_string(),
         scenario,
-        status: status.to_string(),
+        status,
         summary,
         injections,
         expectations,
@@ -274,7 +274,7 @@ fn run_status(
     no_access: bool,
     injections: &[Injection],
     expectations: &[Expectation],
-) -> (&'static str, String) {
+) -> (VerdictStatus, String) {
     let missed: Vec<&Injection> = injections
         .iter()
         .filter(|i| i.hits == 0 && !i.expect_miss && !i.may_miss)
@@ -304,18 +304,18 @@ fn run_status(
         // written is never judged `completed`.
         match st {
             RunStatus::Running => (
-                "aborted",
+                VerdictStatus::Aborted,
                 "the run did not finish: run.json says `running` or cannot be read (killed, hung up, out of disk, or still going): partial evidence".to_string(),
             ),
             RunStatus::Failed => (
-                "failed",
+                VerdictStatus::Failed,
                 format!(
                     "the run failed: {}",
                     reason.as_deref().unwrap_or("no reason recorded")
                 ),
             ),
             other => (
-                "aborted",
+                VerdictStatus::Aborted,
                 format!(
                     "the run was {other}: {}: partial evidence",
                     reason.as_deref().unwrap_or("no reason recorded")
@@ -324,17 +324,17 @@ fn run_status(
         }
     } else if aborted {
         (
-            "aborted",
+            VerdictStatus::Aborted,
             "the run was interrupted: partial evidence".to_string(),
         )
     } else if no_access {
         (
-            "incomplete",
+            VerdictStatus::Incomplete,
             "no access.log in the run directory".to_string(),
         )
     } else if !missed.is_empty() {
         (
-            "not-interpretable",
+            VerdictStatus::NotInterpretable,
             format!(
                 "injection did not hit — not interpretable ({})",
                 missed.iter().map(name).collect::<Vec<_>>().join("; ")
@@ -342,7 +342,7 @@ fn run_status(
         )
     } else if !spoiled.is_empty() {
         (
-            "not-interpretable",
+            VerdictStatus::NotInterpretable,
             format!(
                 "injection meant to miss hit — not interpretable ({})",
                 spoiled
@@ -361,7 +361,7 @@ fn run_status(
                 intended.iter().map(name).collect::<Vec<_>>().join("; ")
             );
         }
-        ("completed", s)
+        (VerdictStatus::Completed, s)
     }
 }
 

@@ -441,8 +441,8 @@ pub struct Verdict {
     pub verdict_schema: String,
     /// Scenario name.
     pub scenario: Option<String>,
-    /// `completed`, `aborted`, `not-interpretable`, `incomplete`.
-    pub status: String,
+    /// `completed`, `aborted`, `failed`, `incomplete`, `not-interpretable`.
+    pub status: resolvelab_core::evidence::run::VerdictStatus,
     /// Human one-liner (e.g. "injection did not hit — not interpretable").
     pub summary: String,
     /// Injections with their hit counters.
@@ -459,7 +459,8 @@ pub struct Verdict {
 impl Verdict {
     /// True when the run completed and every expectation held.
     pub fn passed(&self) -> bool {
-        self.status == "completed" && self.expectations.iter().all(|e| e.held)
+        self.status == resolvelab_core::evidence::run::VerdictStatus::Completed
+            && self.expectations.iter().all(|e| e.held)
     }
 }
 

@@ -254,7 +254,7 @@ fn cell_of(engine: EngineId, j: &Judged) -> Cell {
         engine,
         version: version_of(&j.record.dir),
         run: j.record.dir.clone(),
-        status: v.status.clone(),
+        status: v.status.to_string(),
         held: v.expectations.iter().filter(|e| e.held).count(),
         checks: v.expectations.len(),
         requests: v.client.as_ref().map_or(d.requests, |c| c.requests),

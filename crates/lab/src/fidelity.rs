@@ -262,7 +262,7 @@ pub struct Report {
 /// The verdict status the current checker gives a run directory.
 fn status_of(dir: &Path) -> String {
     resolvelab_diagnose::analyze_run(dir)
-        .map(|v| v.status)
+        .map(|v| v.status.to_string())
         .unwrap_or_else(|_| "no verdict".into())
 }
 

@@ -141,7 +141,7 @@ pub fn judge_dir_by(record: RunRecord, checks: Option<&[String]>) -> Result<Judg
     let mut verdict = resolvelab_diagnose::run::analyze_run_by(&record.dir, checks)
         .with_context(|| format!("analyzing {}", record.dir.display()))?;
     if record.status == crate::options::RunStatus::Aborted {
-        verdict.status = "aborted".into();
+        verdict.status = resolvelab_core::evidence::run::VerdictStatus::Aborted;
     }
     resolvelab_report::write_verdict_files(&record.dir, &verdict)?;
     Ok(Judged { record, verdict })

@@ -123,7 +123,7 @@ fn joined<K: std::fmt::Display, V: std::fmt::Display>(
 
 /// A lab run's head: status, expectations, injections, the client's view and its charts.
 fn verdict(b: &mut Vec<Block>, v: &Verdict) {
-    let good = v.status == "completed" && v.expectations.iter().all(|e| e.held);
+    let good = v.passed();
     b.push(Block::Status(
         good,
         vec![m(format!("**Status: {}** — ", v.status)), p(&v.summary)],

@@ -20,7 +20,7 @@ fn verdict(client: ClientStats) -> Verdict {
     Verdict {
         verdict_schema: "resolvelab.verdict/v1".into(),
         scenario: Some("slow-dependency".into()),
-        status: "completed".into(),
+        status: resolvelab_core::evidence::run::VerdictStatus::Completed,
         summary: String::new(),
         injections: vec![],
         expectations: vec![],

@@ -580,7 +580,8 @@ impl Expect {
     }
 }
 
-/// `[host] sysctl`: only per-namespace networking settings may be set, and only inside the private namespace.
+/// `[host] sysctl`: only per-namespace networking settings may be set, and only inside the
+/// private namespace.
 pub fn check_sysctl_key(key: &str) -> Result<(), String> {
     let ok =
         key.starts_with("net.ipv4.") || key.starts_with("net.ipv6.") || key == "net.core.somaxconn";

@@ -103,6 +103,42 @@ impl fmt::Display for RunStatus {
     }
 }
 
+/// What the judge concluded of a run (`verdict.json`'s `status`): whether its evidence can be
+/// read as the scenario meant, before any expectation is looked at.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum VerdictStatus {
+    /// Played to its end, the injections landed as meant: the expectations decide.
+    Completed,
+    /// Interrupted, or never ended: partial evidence.
+    Aborted,
+    /// Could not be played.
+    Failed,
+    /// Evidence is missing (no access log).
+    Incomplete,
+    /// An injection missed (or hit when meant to miss): the run did not test what it meant to.
+    NotInterpretable,
+}
+
+impl VerdictStatus {
+    /// The id `verdict.json` and the reports use.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            VerdictStatus::Completed => "completed",
+            VerdictStatus::Aborted => "aborted",
+            VerdictStatus::Failed => "failed",
+            VerdictStatus::Incomplete => "incomplete",
+            VerdictStatus::NotInterpretable => "not-interpretable",
+        }
+    }
+}
+
+impl fmt::Display for VerdictStatus {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 /// A run's network: its loopback /24 and, for a run that needs kernel settings, the private
 /// network namespace it ran in with those settings.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]

@@ -1,6 +1,7 @@
 //! `resolvelab analyze RUN_DIR`: re-check a lab run and write its verdict.
 
 use crate::Ctx;
+use resolvelab_core::evidence::run::VerdictStatus;
 use resolvelab_report::{Format, render_verdict, write_verdict_files};
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -46,7 +47,7 @@ pub fn run(args: Args, _ctx: &Ctx) -> anyhow::Result<ExitCode> {
         use std::io::Write;
         let _ = std::io::stdout().lock().write_all(text.as_bytes());
     }
-    Ok(if v.status != "completed" {
+    Ok(if v.status != VerdictStatus::Completed {
         ExitCode::from(3)
     } else if v.passed() {
         ExitCode::SUCCESS
