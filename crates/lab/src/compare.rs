@@ -222,8 +222,9 @@ fn reusable_run(
         }
         Some(t)
     };
-    let want = played(&toml::to_string(&sc.scaled(opts.scale).ok()?).ok()?)?;
-    let seed = opts.seed.or(sc.seed).unwrap_or(1);
+    let plan = sc.plan(None, opts.scale, opts.seed).ok()?;
+    let want = played(&toml::to_string(&plan.scenario).ok()?)?;
+    let seed = plan.seed;
     let mut found: Vec<crate::options::RunRecord> = crate::replay::lab_runs(dir)
         .ok()?
         .into_iter()

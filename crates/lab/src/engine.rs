@@ -1,7 +1,7 @@
 //! The engines a scenario runs on, behind one seam: real nginx releases ([`RealNginx`]) and
 //! third-party proxies ([`Foreign`]: HAProxy, Envoy, Caddy), all played by the lab runner, and the deterministic model
 //! ([`Model`], `simrun`). Every engine takes the same
-//! (variant-merged) scenario and options and leaves the same run directory, which the one
+//! [`Plan`] (`Scenario::plan`) and options and leaves the same run directory, which the one
 //! checker judges. Another proxy or nginx version is one more implementation of [`Engine`] and
 //! one more row of [`ENGINES`].
 //!
@@ -19,7 +19,7 @@ use crate::proxy::ProxyBin;
 use anyhow::{Result, bail};
 use resolvelab_core::spec::engine::{EngineId, ProxyKind};
 use resolvelab_nginx::{Nginx, Release};
-use resolvelab_scenario::Scenario;
+use resolvelab_scenario::{Plan, Scenario};
 use resolvelab_thirdparty::{Kind, ProxyBinary};
 
 /// One way to play a scenario.
@@ -28,8 +28,8 @@ pub trait Engine: Sync {
     fn id(&self) -> EngineId;
     /// What it is, for `--help` and reports.
     fn describe(&self) -> &'static str;
-    /// Play the scenario into a new run directory under `opts.out` and say what happened.
-    fn run(&self, sc: &Scenario, opts: &RunOptions) -> Result<RunRecord>;
+    /// Play the plan into a new run directory under `opts.out` and say what happened.
+    fn run(&self, plan: &Plan, opts: &RunOptions) -> Result<RunRecord>;
     /// The binary it would run, without fetching or building anything: its path and version,
     /// or what happens on first use.
     fn status(&self, opts: &RunOptions) -> String;
@@ -73,9 +73,9 @@ impl Engine for RealNginx {
     fn describe(&self) -> &'static str {
         self.describe
     }
-    fn run(&self, sc: &Scenario, opts: &RunOptions) -> Result<RunRecord> {
+    fn run(&self, plan: &Plan, opts: &RunOptions) -> Result<RunRecord> {
         let nginx = self.binary(opts)?;
-        crate::runner::run(sc, opts, self.id, &ProxyBin::Nginx(nginx))
+        crate::runner::run(plan, opts, self.id, &ProxyBin::Nginx(nginx))
     }
     fn status(&self, opts: &RunOptions) -> String {
         let explicit = self.explicit(opts);
@@ -150,10 +150,10 @@ impl Engine for Foreign {
             .err()
             .map(|e| e.to_string())
     }
-    fn run(&self, sc: &Scenario, opts: &RunOptions) -> Result<RunRecord> {
-        crate::foreign::refuse(self.kind, sc)?;
+    fn run(&self, plan: &Plan, opts: &RunOptions) -> Result<RunRecord> {
+        crate::foreign::refuse(self.kind, &plan.scenario)?;
         let b = self.binary(opts)?;
-        crate::runner::run(sc, opts, self.id(), &ProxyBin::Foreign(self.kind, b))
+        crate::runner::run(plan, opts, self.id(), &ProxyBin::Foreign(self.kind, b))
     }
     fn status(&self, opts: &RunOptions) -> String {
         let k = self.kind;
@@ -227,8 +227,8 @@ impl Engine for Model {
     fn refuses(&self, sc: &Scenario) -> Option<String> {
         crate::simrun::refusal(sc)
     }
-    fn run(&self, sc: &Scenario, opts: &RunOptions) -> Result<RunRecord> {
-        crate::simrun::run(sc, opts)
+    fn run(&self, plan: &Plan, opts: &RunOptions) -> Result<RunRecord> {
+        crate::simrun::run(plan, opts)
     }
     fn status(&self, _: &RunOptions) -> String {
         "built in (no binary)".into()
@@ -255,11 +255,11 @@ impl Engine for ProxyModel {
     fn refuses(&self, sc: &Scenario) -> Option<String> {
         crate::simrun::proxy_refusal(sc, self.proxy)
     }
-    fn run(&self, sc: &Scenario, opts: &RunOptions) -> Result<RunRecord> {
-        if let Some(why) = self.refuses(sc) {
+    fn run(&self, plan: &Plan, opts: &RunOptions) -> Result<RunRecord> {
+        if let Some(why) = self.refuses(&plan.scenario) {
             bail!("{why}");
         }
-        crate::simrun::run_proxy(sc, opts, self.proxy)
+        crate::simrun::run_proxy(plan, opts, self.proxy)
     }
     fn status(&self, _: &RunOptions) -> String {
         "built in (no binary)".into()
@@ -290,17 +290,13 @@ pub const SIM_CADDY: ProxyModel = ProxyModel {
 /// Why `e` does not play `sc`: the scenario names the engines it applies to and `e` is not
 /// one, or `e` cannot express it.
 pub fn not_applicable(sc: &Scenario, e: &dyn Engine) -> Option<String> {
-    if !sc.engines.is_empty()
-        && !sc
-            .engines
-            .iter()
-            .any(|id| id.parse::<EngineId>() == Ok(e.id()))
-    {
+    if !sc.engines.is_empty() && !sc.engines.iter().any(|id| id.value == e.id()) {
+        let names: Vec<&str> = sc.engines.iter().map(|id| id.text.as_str()).collect();
         return Some(format!(
             "{}: scenario `{}` applies to {} only",
             sc.at(&["engines"]),
             sc.name,
-            sc.engines.join(", ")
+            names.join(", ")
         ));
     }
     e.refuses(sc)

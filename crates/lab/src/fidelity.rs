@@ -636,12 +636,12 @@ lab: 9000 requests, 640 failed, 2 swaps · model: 9000 requests, 600 failed, 2 s
     fn a_replayed_run_agrees_with_itself() {
         // Replaying a model run on the model gives the same logs, so every class agrees.
         let tmp = tempfile::tempdir().unwrap();
-        let sc = resolvelab_scenario::library::get("generation-race")
+        let plan = resolvelab_scenario::library::get("generation-race")
             .unwrap()
-            .scaled(0.2)
+            .plan(None, 0.2, Some(2))
             .unwrap();
         crate::simrun::run(
-            &sc,
+            &plan,
             &crate::options::RunOptions {
                 out: tmp.path().join("lab"),
                 seed: Some(2),

@@ -124,7 +124,8 @@ pub fn run_and_judge(sc: &Scenario, opts: &RunOptions, engine: &dyn Engine) -> R
     if let Some(why) = crate::engine::not_applicable(sc, engine) {
         anyhow::bail!("{why}");
     }
-    let record = engine.run(sc, opts)?;
+    let plan = sc.plan(None, opts.scale, opts.seed)?;
+    let record = engine.run(&plan, opts)?;
     judge_dir(record)
 }
 

@@ -102,9 +102,9 @@ pub fn replay(lab: &Path, out: &Path) -> Result<Replayed> {
             rec.status
         );
     }
-    let sc = lab_scenario(lab)?;
-    let (model, summary) =
-        crate::simrun::run_model_of(&sc, &options(&rec, out), model_of(&rec.engine))?;
+    let opts = options(&rec, out);
+    let plan = lab_scenario(lab)?.plan(None, opts.scale, opts.seed)?;
+    let (model, summary) = crate::simrun::run_model_of(&plan, &opts, model_of(&rec.engine))?;
     Ok(Replayed {
         lab: rec,
         model,
@@ -120,12 +120,12 @@ mod tests {
     fn a_library_run_replays_with_the_lab_inputs() {
         // A model run stands in for the lab run here: replay only reads its directory.
         let tmp = tempfile::tempdir().unwrap();
-        let sc = resolvelab_scenario::library::get("swap-only")
+        let plan = resolvelab_scenario::library::get("swap-only")
             .unwrap()
-            .scaled(0.1)
+            .plan(None, 0.1, Some(3))
             .unwrap();
         let first = crate::simrun::run(
-            &sc,
+            &plan,
             &RunOptions {
                 out: tmp.path().join("lab"),
                 seed: Some(3),

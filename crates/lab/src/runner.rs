@@ -16,6 +16,7 @@ use resolvelab_core::supervise::Supervisor;
 use resolvelab_core::time::now_us;
 use resolvelab_dns::{DnsConfig, DnsHandle, DnsServer, NameConfig};
 use resolvelab_load::{CancellationToken, Live, LoadConfig, Output, run_load};
+use resolvelab_scenario::Plan;
 use resolvelab_scenario::format::{Route, Scenario, Specs};
 use resolvelab_scenario::net::Net;
 use resolvelab_scenario::timeline::{Action, Step};
@@ -29,22 +30,16 @@ use std::time::{Duration, Instant};
 /// still leaves a valid directory marked `aborted`.
 pub static INTERRUPTED: AtomicBool = AtomicBool::new(false);
 
-/// Play `sc` on `bin` (the binary of engine `engine`) and return where its evidence is.
+/// Play `plan` on `bin` (the binary of engine `engine`) and return where its evidence is.
 /// Errors before the run directory exists are returned; errors after it are recorded in
 /// `run.json` as `failed` and returned as well.
-pub fn run(
-    sc: &Scenario,
-    opts: &RunOptions,
-    engine: EngineId,
-    bin: &ProxyBin,
-) -> Result<RunRecord> {
-    let sc = sc.scaled(opts.scale)?;
-    let seed = opts.seed.or(sc.seed).unwrap_or(1);
-    bin.refuse(&sc)?;
+pub fn run(plan: &Plan, opts: &RunOptions, engine: EngineId, bin: &ProxyBin) -> Result<RunRecord> {
+    let (sc, seed) = (&plan.scenario, plan.seed);
+    bin.refuse(sc)?;
     let (a, b) = opts.net.unwrap_or_else(pick_net);
-    let net = Net::assign(&sc, a, b)?;
-    let mut run = Lifecycle::begin(&sc, opts, engine, (a, b), net.nginx.to_string(), seed)?;
-    if let Err(e) = check_free_space(&sc, &run.dir.path) {
+    let net = Net::assign(sc, a, b)?;
+    let mut run = Lifecycle::begin(sc, opts, engine, (a, b), net.nginx.to_string(), seed)?;
+    if let Err(e) = check_free_space(sc, &run.dir.path) {
         return Err(run.fail(e));
     }
     // Before the runtime: its threads and nginx inherit this thread's namespace.
@@ -64,7 +59,7 @@ pub fn run(
         .worker_threads(2)
         .enable_all()
         .build()?;
-    let result = rt.block_on(play(&sc, &net, bin, &run.dir, seed, opts, &mut run.record));
+    let result = rt.block_on(play(plan, &net, bin, &run.dir, opts, &mut run.record));
     rt.shutdown_timeout(Duration::from_secs(5));
     drop(netns);
     let (status, reason) = match &result {
@@ -149,14 +144,14 @@ fn ev(
 }
 
 async fn play(
-    sc: &Scenario,
+    plan: &Plan,
     net: &Net,
     bin: &ProxyBin,
     dir: &RunDir,
-    seed: u64,
     opts: &RunOptions,
     record: &mut RunRecord,
 ) -> Result<()> {
+    let (sc, specs, seed) = (&plan.scenario, &plan.specs, plan.seed);
     let events = Arc::new(JsonlWriter::create(
         &dir.file(resolvelab_core::evidence::file::EVENTS),
         resolvelab_core::evidence::schema::EVENTS,
@@ -167,11 +162,10 @@ async fn play(
         }
     };
 
-    let specs = sc.specs()?;
-    let (dns, first_queries) = start_dns(sc, &specs, net, seed, dir).await?;
+    let (dns, first_queries) = start_dns(sc, specs, net, seed, dir).await?;
     let dns = Arc::new(dns);
 
-    let (targets, echo_dbs) = start_targets(sc, &specs, net, seed, dir).await?;
+    let (targets, echo_dbs) = start_targets(sc, specs, net, seed, dir).await?;
 
     // The proxy.
     let sup = Supervisor::new()?;
@@ -197,7 +191,7 @@ async fn play(
     record_start_faults(&targets, &events);
 
     // Load + timeline.
-    let cfg = load_config(sc, &specs, net, seed)?;
+    let cfg = load_config(sc, specs, net, seed)?;
     let live = Live::new();
     let cancel = CancellationToken::new();
     let total = cfg.duration.unwrap_or_default();
@@ -213,7 +207,7 @@ async fn play(
     let targets = Arc::new(targets);
     let next = Arc::new(std::sync::Mutex::new(String::new()));
     let timeline = tokio::spawn(run_timeline(
-        resolvelab_scenario::timeline::steps(&sc.timeline, &sc.proxies, seed)?,
+        plan.steps.clone(),
         bin.requery_period(sc)?,
         dns.clone(),
         targets.clone(),

@@ -25,10 +25,10 @@ use resolvelab_core::spec::dns::{Align, DnsSetting, HostRef};
 use resolvelab_core::spec::engine::EngineId;
 use resolvelab_core::spec::fault::Fault;
 use resolvelab_core::spec::toxic::ToxicSpec;
-use resolvelab_scenario::Scenario;
 use resolvelab_scenario::format::{Route, Specs, Spelled};
 use resolvelab_scenario::net::Net;
 use resolvelab_scenario::timeline::{Action, Step};
+use resolvelab_scenario::{Plan, Scenario};
 use resolvelab_sim::nginx::{
     BackendPool, DnsMode, DnsPhase, EphemeralPorts, FaultKind, FaultWindow, Latency, NextUpstream,
     Probe, RetryShim, ServerLine, SimConfig, SimSummary, Us, ZoneFiller, simulate,
@@ -52,9 +52,9 @@ pub const DEFAULT_EPOCH_US: i64 = 1_796_018_400_500_000;
 /// DNS answer; the model resolves right at its start.
 pub const WARMUP: Us = Us::ms(300);
 
-/// Run a scenario on the simulated nginx, leaving a run directory like a real run.
-pub fn run(sc: &Scenario, opts: &RunOptions) -> Result<RunRecord> {
-    run_model(sc, opts).map(|(record, _)| record)
+/// Run a plan on the simulated nginx, leaving a run directory like a real run.
+pub fn run(plan: &Plan, opts: &RunOptions) -> Result<RunRecord> {
+    run_model(plan, opts).map(|(record, _)| record)
 }
 
 /// Why the model cannot play `sc`, if it cannot (checked without running it).
@@ -64,8 +64,8 @@ pub fn refusal(sc: &Scenario) -> Option<String> {
 
 /// Play the scenario on the model of another proxy's DNS-event policy
 /// (`resolvelab_sim::proxies`): the engines `sim-haproxy`, `sim-envoy`, `sim-caddy`.
-pub fn run_proxy(sc: &Scenario, opts: &RunOptions, proxy: Proxy) -> Result<RunRecord> {
-    run_with(sc, opts, Some(proxy)).map(|(record, _)| record)
+pub fn run_proxy(plan: &Plan, opts: &RunOptions, proxy: Proxy) -> Result<RunRecord> {
+    run_with(plan, opts, Some(proxy)).map(|(record, _)| record)
 }
 
 /// Why the model of `proxy` cannot play `sc`: what the real proxy cannot, then what the
@@ -74,7 +74,8 @@ pub fn proxy_refusal(sc: &Scenario, proxy: Proxy) -> Option<String> {
     let check = || -> Result<()> {
         crate::foreign::refuse(proxy, sc)?;
         let pol = policy(sc, proxy)?;
-        let cfg = plan(sc, 1, DEFAULT_NET, DEFAULT_EPOCH_US, Some(&pol))?.cfg;
+        let plan = sc.plan(None, 1.0, Some(1))?;
+        let cfg = mapping(&plan, DEFAULT_NET, DEFAULT_EPOCH_US, Some(&pol))?.cfg;
         resolvelab_sim::proxies::simulate_counts(
             &SimConfig {
                 duration: Us(1),
@@ -130,44 +131,43 @@ pub fn policy(sc: &Scenario, proxy: Proxy) -> Result<Policy> {
 }
 
 /// [`run`], also returning the model's own counts (what `sim.json` holds).
-pub fn run_model(sc: &Scenario, opts: &RunOptions) -> Result<(RunRecord, SimSummary)> {
-    run_with(sc, opts, None)
+pub fn run_model(plan: &Plan, opts: &RunOptions) -> Result<(RunRecord, SimSummary)> {
+    run_with(plan, opts, None)
 }
 
 /// Play the scenario on the nginx model (`proxy` None) or a proxy's, also returning the
 /// model's own counts.
 pub fn run_model_of(
-    sc: &Scenario,
+    plan: &Plan,
     opts: &RunOptions,
     proxy: Option<Proxy>,
 ) -> Result<(RunRecord, SimSummary)> {
-    run_with(sc, opts, proxy)
+    run_with(plan, opts, proxy)
 }
 
 fn run_with(
-    sc: &Scenario,
+    played: &Plan,
     opts: &RunOptions,
     proxy: Option<Proxy>,
 ) -> Result<(RunRecord, SimSummary)> {
-    let sc = sc.scaled(opts.scale)?;
-    let policy = proxy.map(|p| policy(&sc, p)).transpose()?;
+    let (sc, seed) = (&played.scenario, played.seed);
+    let policy = proxy.map(|p| policy(sc, p)).transpose()?;
     let engine = proxy.map_or(EngineId::Sim, EngineId::SimProxy);
-    let seed = opts.seed.or(sc.seed).unwrap_or(1);
     let (a, b) = opts.net.unwrap_or(DEFAULT_NET);
     let lab = opts.replay.as_ref();
     let epoch = lab.map_or(DEFAULT_EPOCH_US, |l| l.load_start_us);
-    let mut plan = plan(&sc, seed, (a, b), epoch, policy.as_ref())?;
+    let mut plan = mapping(played, (a, b), epoch, policy.as_ref())?;
     if let Some(path) = lab.and_then(|l| l.arrivals.as_deref()) {
         plan.cfg.arrivals = lab_arrivals(path, plan.cfg.duration)?;
         plan.cfg.rps = plan.cfg.arrivals.len() as f64 * 1e6 / plan.cfg.duration.0 as f64;
     }
-    let mut run = Lifecycle::begin(&sc, opts, engine, (a, b), plan.net.nginx.to_string(), seed)?;
+    let mut run = Lifecycle::begin(sc, opts, engine, (a, b), plan.net.nginx.to_string(), seed)?;
     run.record.load_start_us = plan.cfg.epoch_us;
     let dir = &run.dir;
     // For reference only: the configuration the real engine would run.
     match proxy {
         None => {
-            let body = http_body(&sc, &plan.net)?;
+            let body = http_body(sc, &plan.net)?;
             let conf_text = resolvelab_nginx::conf::lab_conf_with(
                 &dir.path,
                 &body,
@@ -185,7 +185,7 @@ fn run_with(
             let k = p;
             std::fs::write(
                 dir.file(k.config_file()),
-                crate::foreign::config(k, &sc, &plan.net)?,
+                crate::foreign::config(k, sc, &plan.net)?,
             )?;
         }
     }
@@ -238,13 +238,15 @@ fn run_with(
     Ok((record, summary))
 }
 
-/// The model's configuration for a (variant-merged, scaled) scenario: what [`run`] simulates.
+/// The model's configuration for a (variant-merged) scenario at full scale: what [`run`]
+/// simulates.
 pub fn sim_config(sc: &Scenario, seed: u64, net: (u8, u8)) -> Result<SimConfig> {
-    Ok(plan(sc, seed, net, DEFAULT_EPOCH_US, None)?.cfg)
+    let plan = sc.plan(None, 1.0, Some(seed))?;
+    Ok(mapping(&plan, net, DEFAULT_EPOCH_US, None)?.cfg)
 }
 
 /// A scenario mapped onto the model, plus what the run directory's bookkeeping needs.
-struct Plan {
+struct Mapped {
     cfg: SimConfig,
     net: Net,
     /// Per fault window (same order as `cfg.faults`): the backend/proxy name (empty for an
@@ -375,13 +377,8 @@ fn unsupported(sc: &Scenario, field: &str, why: &str) -> anyhow::Error {
 /// The scenario → model mapping, stage by stage; each stage refuses what the model cannot
 /// express on one line naming the field.
 /// `proxy`: the model of another proxy plays it, whose queries come on its own schedule.
-fn plan(
-    sc: &Scenario,
-    seed: u64,
-    (a, b): (u8, u8),
-    epoch_us: i64,
-    proxy: Option<&Policy>,
-) -> Result<Plan> {
+fn mapping(plan: &Plan, (a, b): (u8, u8), epoch_us: i64, proxy: Option<&Policy>) -> Result<Mapped> {
+    let (sc, specs, seed) = (&plan.scenario, &plan.specs, plan.seed);
     refuse_unmodelled(sc)?;
     let net = Net::assign(sc, a, b)?;
     let mut cfg = SimConfig::new(server_lines(sc, &net)?);
@@ -391,16 +388,15 @@ fn plan(
     cfg.listen = net.nginx.to_string();
     cfg.uri = sc.load.path.clone();
     nginx_settings(&mut cfg, sc)?;
-    let specs = sc.specs()?;
-    load_settings(&mut cfg, sc, &specs, &net)?;
-    let links = pools(&mut cfg, sc, &specs, &net)?;
+    load_settings(&mut cfg, sc, specs, &net)?;
+    let links = pools(&mut cfg, sc, specs, &net)?;
     // Every backend answers with its name in `x-backend`, which the load records.
     cfg.names = sc
         .backends
         .iter()
         .map(|b| (net.hosts[&b.name].to_string(), b.name.clone()))
         .collect();
-    let mut t = Timeline::new(&cfg, &specs, &net)?;
+    let mut t = Timeline::new(&cfg, specs, &net)?;
     if let Some(p) = proxy {
         // HAProxy and Envoy poll from their start; Caddy looks up at the first request and
         // again once the answer is older than its period.
@@ -411,9 +407,9 @@ fn plan(
         t.period = p.period.0;
         t.schedule = Some(first);
     }
-    standing_faults(&mut t, &cfg, sc, &specs, &net, &links)?;
-    for step in resolvelab_scenario::timeline::steps(&sc.timeline, &sc.proxies, seed)? {
-        t.event(&mut cfg, sc, &net, &links, &step)?;
+    standing_faults(&mut t, &cfg, sc, specs, &net, &links)?;
+    for step in &plan.steps {
+        t.event(&mut cfg, sc, &net, &links, step)?;
     }
     t.settle_all();
     cfg.dns = to_phases(&t.phases);
@@ -421,7 +417,7 @@ fn plan(
     cfg.faults = t.faults;
     cfg.validate()
         .map_err(|e| anyhow!("scenario `{}` mapped onto the model: {e:#}", sc.name))?;
-    Ok(Plan {
+    Ok(Mapped {
         cfg,
         net,
         fault_names: t.fault_names,
@@ -1175,7 +1171,7 @@ fn fault_name(spec: &str) -> String {
 /// `proxy`: the target of the proxy's own events (`nginx`, `haproxy`, …).
 fn finish_events(
     dir: &Path,
-    plan: &Plan,
+    plan: &Mapped,
     summary: &SimSummary,
     proxy: &str,
 ) -> Result<BTreeMap<String, u64>> {

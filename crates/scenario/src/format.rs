@@ -81,7 +81,7 @@ pub struct Scenario {
     /// The engines this scenario applies to (empty: every engine that can play it); the others
     /// are not applicable (`compare` shows n/a), e.g. a zone exhaustion is nginx's alone.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub engines: Vec<String>,
+    pub engines: Vec<Spelled<EngineId>>,
     /// Expectations (`[expect] checks = [...]`).
     #[serde(default)]
     pub expect: Expect,
@@ -487,7 +487,7 @@ pub struct Event {
     pub dns: Option<String>,
     /// The new DNS mode.
     #[serde(default)]
-    pub mode: Option<String>,
+    pub mode: Option<Spelled<DnsSetting<HostRef>>>,
     /// Add a fault to this backend or proxy.
     #[serde(default)]
     pub fault: Option<String>,
@@ -535,7 +535,7 @@ impl Event {
     fn injected(&self) -> Option<resolvelab_core::evidence::Injected> {
         Some(resolvelab_core::evidence::Injected {
             target: self.dns.clone().or_else(|| self.fault.clone())?,
-            spec: self.mode.clone().or_else(|| self.spec.clone()),
+            spec: (self.mode.as_ref().map(|m| m.text.clone())).or_else(|| self.spec.clone()),
         })
     }
 }
@@ -692,10 +692,6 @@ impl Scenario {
                 &["version"],
                 format!("version = {} is not supported (use 1)", self.version),
             ));
-        }
-        for (i, id) in self.engines.iter().enumerate() {
-            id.parse::<EngineId>()
-                .map_err(|e| self.err_at(&["engines", &i.to_string()], e))?;
         }
         for id in self.expect.engines.keys() {
             id.parse::<EngineId>()
@@ -1019,9 +1015,7 @@ impl Scenario {
                 let Some(mode) = &ev.mode else {
                     return Err(bad("dns", "`dns` needs a `mode`".into()));
                 };
-                let setting = mode
-                    .parse::<DnsSetting<HostRef>>()
-                    .map_err(|e| bad("mode", e))?;
+                let setting = &mode.value;
                 if setting.ttl.is_some() || !setting.aaaa.is_empty() {
                     return Err(bad(
                         "mode",
@@ -1030,7 +1024,7 @@ impl Scenario {
                         ),
                     ));
                 }
-                net.resolve(&setting)
+                net.resolve(setting)
                     .map_err(|e| bad("mode", e.to_string()))?;
             }
             if let Some(t) = ev.fault.as_ref().or(ev.clear.as_ref()) {

@@ -23,6 +23,8 @@ pub mod knobs;
 pub mod library;
 pub mod locate;
 pub mod net;
+pub mod plan;
 pub mod timeline;
 
 pub use format::Scenario;
+pub use plan::Plan;

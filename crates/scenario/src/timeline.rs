@@ -64,8 +64,8 @@ impl Action {
             match (&e.dns, &e.mode, &e.fault, &e.spec, &e.clear, e.nginx) {
                 (Some(name), Some(mode), ..) => Action::Dns {
                     name: name.clone(),
-                    mode: mode.clone(),
-                    setting: mode.parse().map_err(|e| format!("mode `{mode}`: {e}"))?,
+                    mode: mode.text.clone(),
+                    setting: mode.value.clone(),
                 },
                 (_, _, Some(target), Some(spec), ..) => Action::Fault {
                     target: target.clone(),
