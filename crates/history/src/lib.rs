@@ -39,11 +39,7 @@
 #![cfg_attr(not(test), deny(unused_crate_dependencies))]
 
 pub mod access;
-pub mod caddy;
-pub mod envoy;
 pub mod errorlog;
-pub mod foreign;
-pub mod haproxy;
 pub mod jsonline;
 pub mod logformat;
 pub mod ours;

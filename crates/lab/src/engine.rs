@@ -122,7 +122,7 @@ pub const NGINX_1_31: RealNginx = RealNginx {
 };
 
 /// A third-party proxy with the lab around it: its configuration rendered from the scenario's
-/// upstream ([`crate::foreign`]), its binary pinned ([`Kind::pin`]).
+/// upstream (`resolvelab_thirdparty::lab`), its binary pinned (`ProxyBinary::pin`).
 pub struct Foreign {
     kind: Kind,
     describe: &'static str,
@@ -146,12 +146,12 @@ impl Engine for Foreign {
         self.describe
     }
     fn refuses(&self, sc: &Scenario) -> Option<String> {
-        crate::foreign::refuse(self.kind, sc)
+        resolvelab_thirdparty::lab::refuse(self.kind, sc)
             .err()
             .map(|e| e.to_string())
     }
     fn run(&self, plan: &Plan, opts: &RunOptions) -> Result<RunRecord> {
-        crate::foreign::refuse(self.kind, &plan.scenario)?;
+        resolvelab_thirdparty::lab::refuse(self.kind, &plan.scenario)?;
         let b = self.binary(opts)?;
         crate::runner::run(plan, opts, self.id(), &ProxyBin::Foreign(self.kind, b))
     }

@@ -138,7 +138,7 @@ pub fn judge_dir(record: RunRecord) -> Result<Judged> {
 pub fn judge_dir_by(record: RunRecord, checks: Option<&[String]>) -> Result<Judged> {
     // A third-party proxy's own log is the raw evidence: an earlier run's access log and
     // state events are derived again by today's converter (`run --all --rejudge`, reuse).
-    crate::foreign::rederive(&record.dir, &record.engine)?;
+    resolvelab_thirdparty::lab::rederive(&record.dir, &record.engine)?;
     let mut verdict = resolvelab_diagnose::run::analyze_run_by(&record.dir, checks)
         .with_context(|| format!("analyzing {}", record.dir.display()))?;
     if record.status == crate::options::RunStatus::Aborted {

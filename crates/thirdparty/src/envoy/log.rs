@@ -8,13 +8,13 @@
 //! upstream, as nginx logs `no live upstreams`.
 //!
 //! ```
-//! use resolvelab_history::envoy::Access;
+//! use resolvelab_thirdparty::envoy::log::Access;
 //! let a = Access::parse("E 1796176321.396399 503 - UH 0 - 1 16 be 127.0.0.1:54236 \"-\" \"GET / HTTP/1.1\"").unwrap();
 //! assert_eq!((a.status, a.host.as_deref(), a.flags.as_str()), (503, None, "UH"));
 //! assert_eq!(a.lab_line(), "1796176321.396 503 \"be\" \"503\" 0.000 GET 16 - \"-\" \"-\" \"GET / HTTP/1.1\" 127.0.0.1");
 //! ```
 
-use crate::foreign::{Converted, Parsed, convert, msec, secs};
+use crate::convert::{Converted, Parsed, convert, msec, secs};
 use anyhow::Result;
 use std::path::Path;
 

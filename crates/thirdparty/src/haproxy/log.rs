@@ -7,14 +7,14 @@
 //! name as its upstream address, exactly as nginx logs `no live upstreams`.
 //!
 //! ```
-//! use resolvelab_history::haproxy::{parse, Line};
+//! use resolvelab_thirdparty::haproxy::log::{parse, Line};
 //! let l = "2026-12-01T23:15:21.568735+00:00 A 503 be <NOSRV> -:- 0 -1 -1 0 GET 38008 \"GET / HTTP/1.1\" 127.0.0.1";
 //! let Some(Line::Access(a)) = parse(l) else { panic!() };
 //! assert_eq!((a.status, a.server.as_deref()), (503, None));
 //! assert_eq!(a.lab_line(), "1796166921.568 503 \"be\" \"503\" 0.000 GET 38008 - \"-\" \"-\" \"GET / HTTP/1.1\" 127.0.0.1");
 //! ```
 
-use crate::foreign::{Converted, Parsed, convert, msec, secs};
+use crate::convert::{Converted, Parsed, convert, msec, secs};
 use anyhow::Result;
 use std::path::Path;
 
@@ -57,7 +57,7 @@ pub struct Access {
 }
 
 /// A line of HAProxy's log.
-pub type Line = crate::foreign::Line<Access>;
+pub type Line = crate::convert::Line<Access>;
 
 /// One line of the log; `None` for HAProxy's untimed stderr notices (`[NOTICE] (pid) : …`).
 pub fn parse(line: &str) -> Option<Line> {

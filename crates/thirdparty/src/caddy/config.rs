@@ -8,18 +8,18 @@
 //! run directory.
 //!
 //! ```
-//! use resolvelab_lab::foreign::caddy;
+//! use resolvelab_thirdparty::caddy::config::config;
 //! use resolvelab_scenario::{library, net::Net};
 //! let sc = library::get("swap-only").unwrap();
-//! let cfg = caddy::config(&sc, &Net::assign(&sc, 10, 1).unwrap()).unwrap();
+//! let cfg = config(&sc, &Net::assign(&sc, 10, 1).unwrap()).unwrap();
 //! assert!(cfg.contains("\"refresh\": \"1m\""));
 //! ```
 
-use super::shared::{knobs, merge, retries, text_or, unsupported};
+use crate::Kind;
+use crate::shared::{knobs, merge, retries, text_or, unsupported};
 use anyhow::Result;
 use resolvelab_scenario::Scenario;
 use resolvelab_scenario::net::Net;
-use resolvelab_thirdparty::Kind;
 use serde_json::{Value, json};
 
 /// Caddy has no backup tier, and its static upstreams serve only when the dynamic lookup fails:

@@ -6,13 +6,13 @@
 //! (`failed getting dynamic upstreams`, with the resolver's error).
 //!
 //! ```
-//! use resolvelab_history::caddy::{parse, Line};
+//! use resolvelab_thirdparty::caddy::log::{parse, Line};
 //! let l = r#"{"level":"error","ts":1796176289.7456503,"logger":"http.log.access","msg":"handled request","request":{"remote_ip":"127.0.0.1","remote_port":"35318","proto":"HTTP/1.1","method":"GET","uri":"/"},"duration":0.00086,"status":503,"retries":1,"upstream":null}"#;
 //! let Some(Line::Access(a)) = parse(l) else { panic!() };
 //! assert_eq!(a.lab_line(), "1796176289.745 503 \"be\" \"503\" 0.000 GET 35318 - \"-\" \"-\" \"GET / HTTP/1.1\" 127.0.0.1");
 //! ```
 
-use crate::foreign::{Converted, Parsed, convert, msec, secs};
+use crate::convert::{Converted, Parsed, convert, msec, secs};
 use anyhow::Result;
 use serde_json::Value;
 use std::path::Path;
@@ -41,7 +41,7 @@ pub struct Access {
 }
 
 /// A line of Caddy's log.
-pub type Line = crate::foreign::Line<Access>;
+pub type Line = crate::convert::Line<Access>;
 
 fn text(v: &Value) -> &str {
     v.as_str().unwrap_or("")

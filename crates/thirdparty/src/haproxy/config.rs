@@ -3,15 +3,15 @@
 //! `[haproxy]` lines for HAProxy's own knobs.
 //!
 //! ```
-//! use resolvelab_lab::foreign::haproxy;
+//! use resolvelab_thirdparty::haproxy::config::config;
 //! use resolvelab_scenario::{library, net::Net};
 //! let sc = library::get("nxdomain").unwrap();
-//! let cfg = haproxy::config(&sc, &Net::assign(&sc, 10, 1).unwrap()).unwrap();
+//! let cfg = config(&sc, &Net::assign(&sc, 10, 1).unwrap()).unwrap();
 //! assert!(cfg.contains("server s1 app.test.local:8080 resolvers lab init-addr none"));
 //! assert!(cfg.contains("hold nx 30s"));
 //! ```
 
-use super::shared::{retries, text_or};
+use crate::shared::{retries, text_or};
 use anyhow::Result;
 use resolvelab_scenario::Scenario;
 use resolvelab_scenario::net::Net;
@@ -66,7 +66,7 @@ pub fn config(sc: &Scenario, net: &Net) -> Result<String> {
         w,
         "\nfrontend fe\n    bind {}\n    log-format \"{}\"\n    default_backend be\n",
         net.nginx,
-        resolvelab_history::haproxy::LOG_FORMAT
+        super::log::LOG_FORMAT
     )?;
     writeln!(w, "backend be\n    balance roundrobin")?;
     let prefer = if n.ipv6 { "" } else { " resolve-prefer ipv4" };

@@ -1,4 +1,5 @@
-//! What the third-party proxies' logs ([`crate::haproxy`], [`crate::envoy`], [`crate::caddy`])
+//! What the third-party proxies' logs ([`crate::haproxy::log`], [`crate::envoy::log`],
+//! [`crate::caddy::log`])
 //! become in a run directory: access lines in the lab's nginx format, so the one checker reads
 //! every engine's runs, and the proxy's timestamped state lines (an address changed, a server in
 //! maintenance, a lookup failed), which the runner writes as `proxy-state` events.

@@ -6,15 +6,15 @@
 //! (`[envoy] cluster = { … }`), and pools upstream connections whatever nginx's `keepalive`.
 //!
 //! ```
-//! use resolvelab_lab::foreign::envoy;
+//! use resolvelab_thirdparty::envoy::config::config;
 //! use resolvelab_scenario::{library, net::Net};
 //! let sc = library::get("swap-only").unwrap();
-//! let cfg = envoy::config(&sc, &Net::assign(&sc, 10, 1).unwrap()).unwrap();
+//! let cfg = config(&sc, &Net::assign(&sc, 10, 1).unwrap()).unwrap();
 //! let v: serde_json::Value = serde_json::from_str(&cfg).unwrap();
 //! assert_eq!(v["static_resources"]["clusters"][0]["dns_refresh_rate"], "5s");
 //! ```
 
-use super::shared::{knobs, merge, retries, text_or};
+use crate::shared::{knobs, merge, retries, text_or};
 use anyhow::Result;
 use resolvelab_core::spec::nginx::NextUpstream;
 use resolvelab_scenario::Scenario;
@@ -129,7 +129,7 @@ fn cluster(sc: &Scenario, net: &Net) -> Value {
 
 /// The whole `envoy.json` of a run.
 pub fn config(sc: &Scenario, net: &Net) -> Result<String> {
-    let format = format!("{}\n", resolvelab_history::envoy::LOG_FORMAT);
+    let format = format!("{}\n", super::log::LOG_FORMAT);
     let hcm = json!({
         "@type": "type.googleapis.com/envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager",
         "stat_prefix": "fe",

@@ -4,35 +4,27 @@
 //! counterpart, and the proxy's own knobs from `[haproxy]`, `[envoy]` or `[caddy]`; what a
 //! proxy cannot be asked to do the same way, refused on one line naming the field before
 //! anything starts; and its logs turned into the run directory's evidence after the run.
-//! A new proxy is one more module here and one more [`Kind`].
+//! What differs by proxy is asked of its folder ([`crate::proxy`]).
 //!
 //! ```
-//! use resolvelab_lab::foreign;
+//! use resolvelab_thirdparty::{Kind, lab};
 //! use resolvelab_scenario::{library, net::Net};
-//! use resolvelab_thirdparty::Kind;
 //! let sc = library::get("nxdomain").unwrap();
 //! let net = Net::assign(&sc, 10, 1).unwrap();
-//! let cfg = foreign::config(Kind::Envoy, &sc, &net).unwrap();
+//! let cfg = lab::config(Kind::Envoy, &sc, &net).unwrap();
 //! assert!(cfg.contains("\"STRICT_DNS\""));
-//! let e = foreign::refuse(Kind::Caddy, &library::get("backup").unwrap()).unwrap_err();
+//! let e = lab::refuse(Kind::Caddy, &library::get("backup").unwrap()).unwrap_err();
 //! assert!(e.to_string().contains("backup"));
 //! ```
 
-pub mod caddy;
-pub mod envoy;
-pub mod haproxy;
-mod shared;
-
-pub(crate) use shared::retries;
-use shared::unsupported;
-
+use crate::shared::unsupported;
+use crate::{Kind, ProxyBinary, proxy};
 use anyhow::{Context, Result};
 use resolvelab_core::rundir::RunDir;
 use resolvelab_core::spec::engine::EngineId;
 use resolvelab_scenario::Scenario;
 use resolvelab_scenario::format::Route;
 use resolvelab_scenario::net::Net;
-use resolvelab_thirdparty::{Kind, ProxyBinary};
 
 /// Refuse what `kind` cannot play as the scenario means it: nginx-only configuration (what
 /// every third-party proxy lacks), then the proxy's own limits.
@@ -76,7 +68,7 @@ pub fn refuse(kind: Kind, sc: &Scenario) -> Result<()> {
             );
         }
     }
-    if kind != Kind::Haproxy
+    if !proxy(kind).reloads()
         && let Some(i) = sc.timeline.iter().position(|e| e.nginx.is_some())
     {
         return no(
@@ -85,21 +77,13 @@ pub fn refuse(kind: Kind, sc: &Scenario) -> Result<()> {
             "the lab reloads only nginx and HAProxy, by their own signals",
         );
     }
-    match kind {
-        Kind::Haproxy => Ok(()),
-        Kind::Envoy => Ok(()),
-        Kind::Caddy => caddy::refuse(sc),
-    }
+    proxy(kind).refuse(sc)
 }
 
 /// The proxy's whole configuration for a run.
 pub fn config(kind: Kind, sc: &Scenario, net: &Net) -> Result<String> {
     refuse(kind, sc)?;
-    match kind {
-        Kind::Haproxy => haproxy::config(sc, net),
-        Kind::Envoy => envoy::config(sc, net),
-        Kind::Caddy => caddy::config(sc, net),
-    }
+    proxy(kind).config(sc, net)
 }
 
 /// After the run: the proxy's logs → `access.log` in the lab format, and its timestamped
@@ -107,14 +91,7 @@ pub fn config(kind: Kind, sc: &Scenario, net: &Net) -> Result<String> {
 /// `events.jsonl` in time order.
 pub fn evidence(kind: Kind, dir: &RunDir) -> Result<()> {
     use resolvelab_core::evidence::{Event, event_kind, file};
-    use resolvelab_history as h;
-    let log = dir.file(kind.log_file());
-    let access = dir.file(file::ACCESS_LOG);
-    let got = match kind {
-        Kind::Haproxy => h::haproxy::to_lab(&log, &access)?,
-        Kind::Envoy => h::envoy::to_lab(&log, &dir.file(envoy::ACCESS_LOG), &access)?,
-        Kind::Caddy => h::caddy::to_lab(&log, &access)?,
-    };
+    let got = proxy(kind).convert(dir, &dir.file(file::ACCESS_LOG))?;
     let path = dir.file(file::EVENTS);
     let text = std::fs::read_to_string(&path)
         .with_context(|| format!("cannot read {}", path.display()))?;
@@ -161,8 +138,8 @@ pub fn rederive(dir: &std::path::Path, engine: &str) -> Result<()> {
 
 #[cfg(test)]
 mod tests {
-    use super::shared::merge;
     use super::*;
+    use crate::shared::merge;
 
     #[test]
     fn what_no_third_party_proxy_can_do_is_refused_at_its_line() {

@@ -2,10 +2,10 @@
 //! carried over (`retries`, times), and a proxy's own knobs merged into the rendered
 //! configuration. The renderers import it; it imports none of them.
 
+use crate::Kind;
 use anyhow::anyhow;
 use resolvelab_core::spec::nginx::NginxTime;
 use resolvelab_scenario::Scenario;
-use resolvelab_thirdparty::Kind;
 
 /// The error for what `kind` cannot play, at the field's `file:line`.
 pub(crate) fn unsupported(
@@ -32,7 +32,7 @@ pub(crate) fn text_or(t: &Option<NginxTime>, default: &str) -> String {
 /// How many times a failed try is tried again: none for `proxy_next_upstream off`, N − 1 for
 /// `proxy_next_upstream_tries N`, else `default` (nginx's own default, every peer once, has no
 /// counterpart where the number of addresses is not known at render time).
-pub(crate) fn retries(sc: &Scenario, default: u32) -> u32 {
+pub fn retries(sc: &Scenario, default: u32) -> u32 {
     let n = &sc.nginx;
     if n.proxy_next_upstream.is_off() {
         0
