@@ -41,7 +41,7 @@ pub(crate) fn collect(cfg: &Config) -> (Vec<Suppression>, Vec<Hit>) {
                 continue;
             };
             let invalid = |msg: String| {
-                let rule = rules::rule("suppression-invalid").expect("known rule");
+                let rule = &rules::suppression_invalid::RULE;
                 Hit {
                     rule,
                     severity: rule.severity,
@@ -124,7 +124,7 @@ pub(crate) fn apply(hits: Vec<Hit>, sups: &mut [Suppression]) -> (Vec<Hit>, Vec<
             _ => kept.push(h),
         }
     }
-    let rule = rules::rule("suppression-unused").expect("known rule");
+    let rule = &rules::suppression_unused::RULE;
     for s in sups.iter().filter(|s| !s.used) {
         kept.push(Hit {
             rule,
