@@ -1,8 +1,12 @@
 //! Failure classes (stable ids from DESIGN.md), their explanation and fix (DOMAIN.md §3), and the
 //! error-log signatures the checker recognises.
 
-/// A failure class. Its [`id`](Class::id) is the stable name used in the CLI, JSON and docs.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+/// A failure class. Its [`id`](Class::id) is the stable name used in the CLI, JSON and docs,
+/// and the text it is written and read as.
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize,
+)]
+#[serde(try_from = "String", into = "String")]
 pub enum Class {
     /// A peer-list change between a request's first try and its retry (DOMAIN.md F4, branch 1).
     GenerationRaceRetry,
@@ -47,6 +51,52 @@ pub const CLASSES: [&str; Class::COUNT] = {
     }
     ids
 };
+
+impl std::fmt::Display for Class {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.id())
+    }
+}
+
+impl std::str::FromStr for Class {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Class, String> {
+        Class::from_id(s)
+            .ok_or_else(|| format!("no failure class `{s}` (known: {})", CLASSES.join(", ")))
+    }
+}
+
+/// A class equals its id (the expectation language names classes by id).
+impl PartialEq<str> for Class {
+    fn eq(&self, id: &str) -> bool {
+        self.id() == id
+    }
+}
+
+impl PartialEq<&str> for Class {
+    fn eq(&self, id: &&str) -> bool {
+        self.id() == *id
+    }
+}
+
+impl PartialEq<String> for Class {
+    fn eq(&self, id: &String) -> bool {
+        self.id() == id
+    }
+}
+
+impl TryFrom<String> for Class {
+    type Error = String;
+    fn try_from(s: String) -> Result<Class, String> {
+        s.parse()
+    }
+}
+
+impl From<Class> for String {
+    fn from(c: Class) -> String {
+        c.id().to_string()
+    }
+}
 
 impl Class {
     /// How many classes there are: one more than the last variant's index.

@@ -541,7 +541,7 @@ fn nlu_field(e: &NluEvent, f: &str) -> Result<V, String> {
             .after_swap_ms
             .map(|x| V::N(x as f64))
             .unwrap_or(V::Missing),
-        "class" => V::S(e.class.clone()),
+        "class" => V::S(e.class.to_string()),
         "t_ms" => V::N(e.t_ms as f64),
         "status" => V::N(e.status as f64),
         _ => {
@@ -554,7 +554,7 @@ fn nlu_field(e: &NluEvent, f: &str) -> Result<V, String> {
 
 fn inc_field(i: &Incident, f: &str) -> Result<V, String> {
     Ok(match f {
-        "class" => V::S(i.class.clone()),
+        "class" => V::S(i.class.to_string()),
         "shape" => V::S(i.shape.clone()),
         "duration_ms" => V::N(i.duration_ms as f64),
         "count" => V::N(i.count as f64),
@@ -862,6 +862,7 @@ fn quantified(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::classes::Class;
 
     #[test]
     fn grammar_examples_parse() {
@@ -932,7 +933,7 @@ mod tests {
         let mut d = diag();
         d.incidents.push(Incident {
             id: 1,
-            class: "dns-nxdomain".into(),
+            class: Class::DnsNxdomain,
             confidence: 0.95,
             upstream: "be".into(),
             start_ms: 0,
@@ -979,7 +980,7 @@ mod tests {
                 hops,
                 trajectory: if hops == 2 { "2-hop" } else { "1-hop" }.into(),
                 after_swap_ms: Some(after),
-                class: "generation-race-retry".into(),
+                class: Class::GenerationRaceRetry,
                 at: "access.log:1".into(),
                 internal: false,
                 status: 502,

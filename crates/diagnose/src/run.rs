@@ -225,7 +225,7 @@ pub fn analyze_run_by(dir: &Path, checks: Option<&[String]>) -> anyhow::Result<V
     let (status, summary) = run_status(dir, aborted, access.is_empty(), &injections, &expectations);
     let mut diagnosis = diagnosis;
     // One `status` in the verdict JSON: the run's.
-    diagnosis.status.clear();
+    diagnosis.status = None;
     Ok(Verdict {
         verdict_schema: VERDICT_SCHEMA.to_string(),
         scenario,
@@ -562,7 +562,7 @@ fn empty_diagnosis(o: &Options) -> Diagnosis {
         },
         start_ms: None,
         end_ms: None,
-        status: "incomplete".into(),
+        status: None,
         requests: 0,
         http_status: Default::default(),
         failures: 0,

@@ -1,6 +1,7 @@
 //! The diagnosis document (`resolvelab.diagnosis/v1`) and the lab verdict around it.
 //! Field meanings are documented in docs/diagnose.md.
 
+use crate::classes::Class;
 use resolvelab_history::FileStats;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -135,8 +136,8 @@ pub struct Series {
 pub struct Incident {
     /// 1-based id in time order.
     pub id: usize,
-    /// Failure class id (docs/DESIGN.md).
-    pub class: String,
+    /// Failure class (docs/DESIGN.md), written as its id.
+    pub class: Class,
     /// 0..1.
     pub confidence: f64,
     /// Upstream group.
@@ -180,8 +181,8 @@ pub struct Incident {
 /// Per-class summary.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct ClassSummary {
-    /// Class id.
-    pub class: String,
+    /// The class, written as its id.
+    pub class: Class,
     /// Incidents of this class.
     pub incidents: u64,
     /// Failed requests of this class.
@@ -315,7 +316,7 @@ pub struct NluEvent {
     /// Request end minus the latest peer-list change before it (as `Incident::after_swap_ms`).
     pub after_swap_ms: Option<i64>,
     /// The class given to it.
-    pub class: String,
+    pub class: Class,
     /// Access-log line.
     pub at: String,
     /// True for an NLU inside an earlier pass of a redirected request (the response came
@@ -336,6 +337,16 @@ pub struct ParseInfo {
     pub malformed: u64,
 }
 
+/// Whether a diagnosis read all of its inputs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum DiagnosisStatus {
+    /// Every input was read to its end.
+    Completed,
+    /// An input could not be read to its end (see `parse.files[].error`).
+    Partial,
+}
+
 /// The whole diagnosis.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Diagnosis {
@@ -347,10 +358,10 @@ pub struct Diagnosis {
     pub start_ms: Option<i64>,
     /// Last request, epoch ms.
     pub end_ms: Option<i64>,
-    /// `completed`, or `partial` when an input file could not be read to its end. Empty (and
+    /// `completed`, or `partial` when an input file could not be read to its end. None (and
     /// not serialized) inside a [`Verdict`], whose own `status` is the run status.
-    #[serde(default, skip_serializing_if = "String::is_empty")]
-    pub status: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status: Option<DiagnosisStatus>,
     /// Requests read.
     pub requests: u64,
     /// Requests by HTTP status.

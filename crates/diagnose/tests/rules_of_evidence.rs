@@ -44,7 +44,7 @@ fn a_redacted_upstream_addr_is_no_group_and_no_nlu() {
         let d = run(Some(&access_line(redacted)), PREMATURE, FORMAT);
         assert_eq!(d.failures, 1, "{redacted}");
         assert_eq!(d.nlu.total, 0, "{redacted}: read as a group");
-        let classes: Vec<&str> = d.incidents.iter().map(|i| i.class.as_str()).collect();
+        let classes: Vec<&str> = d.incidents.iter().map(|i| i.class.id()).collect();
         assert_eq!(classes, ["upstream-failure"], "{redacted}");
         assert!(
             d.evidence
@@ -136,7 +136,7 @@ fn a_ruled_out_race_is_not_offered_as_a_cause() {
     for i in &d.incidents {
         let text = i.explanation.replace("DNS swap is ruled out", "");
         assert!(!text.contains("DNS swap"), "{}", i.explanation);
-        assert!(!i.class.starts_with("generation-race"));
+        assert!(!i.class.id().starts_with("generation-race"));
     }
     let c = d
         .classes

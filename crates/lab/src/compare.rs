@@ -18,6 +18,7 @@ use crate::judge::{self, Judged};
 use crate::options::RunOptions;
 use resolvelab_core::doc::{Block, Cell as DocCell, Doc, Table, code, m, n, p};
 use resolvelab_core::evidence::file;
+use resolvelab_core::evidence::run::VerdictStatus;
 use resolvelab_core::spec::engine::EngineId;
 use resolvelab_scenario::Scenario;
 use serde::Serialize;
@@ -33,8 +34,9 @@ pub struct Cell {
     pub version: String,
     /// The run directory (empty when the run could not start).
     pub run: PathBuf,
-    /// The verdict's status (`completed`, `failed`, …), or `error` when the engine could not run.
-    pub status: String,
+    /// The verdict's status (`completed`, `failed`, …), `error` when the engine could not run,
+    /// `n/a` when it does not apply.
+    pub status: CellStatus,
     /// The scenario's expectations that held, and how many there are.
     pub held: usize,
     /// The scenario's expectations.
@@ -69,13 +71,42 @@ pub struct Cell {
     pub not_applicable: Option<String>,
 }
 
+/// What became of one engine's run: its verdict's status, or why there is none. Written as
+/// the verdict's own id, `error` or `n/a`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(into = "String")]
+pub enum CellStatus {
+    /// The run was judged.
+    Judged(VerdictStatus),
+    /// The engine could not run it.
+    Error,
+    /// The engine does not apply to the scenario.
+    NotApplicable,
+}
+
+impl std::fmt::Display for CellStatus {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            CellStatus::Judged(v) => v.fmt(f),
+            CellStatus::Error => f.write_str("error"),
+            CellStatus::NotApplicable => f.write_str("n/a"),
+        }
+    }
+}
+
+impl From<CellStatus> for String {
+    fn from(s: CellStatus) -> String {
+        s.to_string()
+    }
+}
+
 impl Cell {
-    fn empty(engine: EngineId, sc: &Scenario, status: &str) -> Cell {
+    fn empty(engine: EngineId, sc: &Scenario, status: CellStatus) -> Cell {
         Cell {
             engine,
             version: String::new(),
             run: PathBuf::new(),
-            status: status.into(),
+            status,
             held: 0,
             checks: sc.expect.for_engine(engine).len(),
             requests: 0,
@@ -172,7 +203,7 @@ pub fn compare_reusing(
         if let Some(why) = crate::engine::not_applicable(sc, *e) {
             let cell = Cell {
                 not_applicable: Some(why),
-                ..Cell::empty(e.id(), sc, "n/a")
+                ..Cell::empty(e.id(), sc, CellStatus::NotApplicable)
             };
             on_cell(&cell);
             cells.push(cell);
@@ -190,7 +221,7 @@ pub fn compare_reusing(
             Ok(j) => cell_of(e.id(), &j),
             Err(err) => Cell {
                 error: Some(format!("{err:#}")),
-                ..Cell::empty(e.id(), sc, "error")
+                ..Cell::empty(e.id(), sc, CellStatus::Error)
             },
         };
         on_cell(&cell);
@@ -255,7 +286,7 @@ fn cell_of(engine: EngineId, j: &Judged) -> Cell {
         engine,
         version: version_of(&j.record.dir),
         run: j.record.dir.clone(),
-        status: v.status.to_string(),
+        status: CellStatus::Judged(v.status),
         held: v.expectations.iter().filter(|e| e.held).count(),
         checks: v.expectations.len(),
         requests: v.client.as_ref().map_or(d.requests, |c| c.requests),
@@ -264,7 +295,7 @@ fn cell_of(engine: EngineId, j: &Judged) -> Cell {
         classes: d
             .classes
             .iter()
-            .map(|c| (c.class.clone(), c.requests))
+            .map(|c| (c.class.to_string(), c.requests))
             .collect(),
         longest_outage_ms: judge::longest_incident_ms(j),
         requery_period_ms: d.requery_period_ms,
@@ -288,7 +319,7 @@ fn without_dns(dir: &Path) -> BTreeMap<String, Seen> {
     };
     let mut out: BTreeMap<String, Seen> = BTreeMap::new();
     for i in &d.incidents {
-        let s = out.entry(i.class.clone()).or_insert(Seen {
+        let s = out.entry(i.class.to_string()).or_insert(Seen {
             requests: 0,
             confidence: 0.0,
         });
@@ -568,7 +599,7 @@ mod tests {
         assert_eq!(seen, [EngineId::Nginx, EngineId::Sim]);
         assert!(!c.all_ran());
         let nginx = &c.cells[0];
-        assert_eq!(nginx.status, "error");
+        assert_eq!(nginx.status, CellStatus::Error);
         assert!(nginx.error.as_deref().unwrap().contains("no-such-nginx"));
         let sim = &c.cells[1];
         assert_eq!(sim.version, "model");
@@ -585,7 +616,7 @@ mod tests {
             not_applicable: Some(
                 "a.toml:3: scenario `x`: nginx.route cannot run on --engine haproxy (only the upstream route (servers resolved by a resolver) is rendered); run it with --engine nginx".into(),
             ),
-            ..Cell::empty(EngineId::Proxy(resolvelab_core::spec::engine::ProxyKind::Haproxy), &sc, "n/a")
+            ..Cell::empty(EngineId::Proxy(resolvelab_core::spec::engine::ProxyKind::Haproxy), &sc, CellStatus::NotApplicable)
         };
         assert_eq!(
             classes_cell(&na),

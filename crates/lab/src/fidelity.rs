@@ -79,7 +79,7 @@ pub fn compare(name: String, lab: &Diagnosis, sim: &Diagnosis) -> Fidelity {
     let per_class = |d: &Diagnosis| {
         let mut m: BTreeMap<String, (u64, i64)> = BTreeMap::new();
         for i in &d.incidents {
-            let e = m.entry(i.class.clone()).or_default();
+            let e = m.entry(i.class.to_string()).or_default();
             e.0 += i.count;
             e.1 = e.1.max(i.duration_ms);
         }

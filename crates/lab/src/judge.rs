@@ -307,7 +307,7 @@ pub fn reproduction_table(
             d.requery_period_ms
                 .map_or("-".to_string(), |p| format!("{p:.0}")),
             {
-                let mut c: Vec<String> = d.incidents.iter().map(|i| i.class.clone()).collect();
+                let mut c: Vec<String> = d.incidents.iter().map(|i| i.class.to_string()).collect();
                 c.sort();
                 c.dedup();
                 if c.is_empty() {

@@ -525,7 +525,7 @@ fn incidents(b: &mut Vec<Block>, d: &Diagnosis) {
     let swaps: Vec<i64> = d.swap_list.iter().map(|s| s.t_ms).collect();
     let mut seen = std::collections::BTreeSet::new();
     for (k, i) in d.incidents.iter().enumerate() {
-        let first_of_class = seen.insert(i.class.as_str());
+        let first_of_class = seen.insert(i.class.id());
         if k < SECTIONS || first_of_class {
             b.push(incident_section(i, &swaps));
         }
@@ -535,7 +535,7 @@ fn incidents(b: &mut Vec<Block>, d: &Diagnosis) {
 fn incident_row(i: &Incident) -> Vec<Cell> {
     vec![
         n(i.id).link(format!("#incident-{}", i.id)),
-        code(&i.class).into(),
+        code(i.class.id()).into(),
         n(format!("{:.2}", i.confidence)),
         p(&i.upstream).into(),
         n(ts(i.start_ms)),
@@ -558,7 +558,7 @@ fn incident_section(i: &Incident, swaps: &[i64]) -> Block {
             3,
             vec![
                 m(format!("#{} ", i.id)),
-                code(&i.class),
+                code(i.class.id()),
                 m(format!(" ({:.2})", i.confidence)),
             ],
         ),
@@ -611,7 +611,7 @@ fn classes_and_signatures(b: &mut Vec<Block>, d: &Diagnosis) {
             b.push(Block::Heading(
                 3,
                 vec![
-                    code(&c.class),
+                    code(c.class.id()),
                     m(format!(
                         " — {} incident(s), {} failed request(s)",
                         c.incidents, c.requests

@@ -129,7 +129,7 @@ pub(super) fn build(store: &mut Store, cx: &Ctx<'_>, cites: &mut Cites) -> Vec<I
         }
     }
     let mut order: Vec<usize> = (0..incidents.len()).collect();
-    order.sort_by_key(|&i| (incidents[i].start_ms, incidents[i].class.clone()));
+    order.sort_by_key(|&i| (incidents[i].start_ms, incidents[i].class.id()));
     let mut incidents: Vec<Incident> = order.iter().map(|&i| incidents[i].clone()).collect();
     for (n, inc) in incidents.iter_mut().enumerate() {
         inc.id = n + 1;
@@ -522,7 +522,7 @@ fn incident(
     };
     Incident {
         id: 0,
-        class: class.id().to_string(),
+        class,
         confidence: (conf * 100.0).round() / 100.0,
         upstream: g.to_string(),
         start_ms: s,

@@ -203,11 +203,11 @@ pub fn diagnose_with_stats(opts: &Options) -> anyhow::Result<(Diagnosis, History
         inputs: inputs_info(opts, &clock, &errs.offset_changes),
         start_ms: (acc.requests > 0).then_some(acc.first_ms),
         end_ms: (acc.requests > 0).then_some(acc.last_ms),
-        status: if files.iter().any(|f| f.error.is_some()) {
-            "partial".to_string()
+        status: Some(if files.iter().any(|f| f.error.is_some()) {
+            DiagnosisStatus::Partial
         } else {
-            "completed".to_string()
-        },
+            DiagnosisStatus::Completed
+        }),
         requests: acc.requests,
         http_status: acc
             .statuses()

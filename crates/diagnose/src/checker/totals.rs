@@ -86,7 +86,7 @@ pub(super) fn nlu_totals(
                 hops: f.hops,
                 trajectory: traj_label(f.hops).to_string(),
                 after_swap_ms: peers.prev_change(r.t_ms).map(|s| r.t_ms - changes[s].t_ms),
-                class: r.class.id().to_string(),
+                class: r.class,
                 at: hist.cite(r.at.file(), r.at.line()),
                 internal: f.internal,
                 status: f.status,
@@ -99,13 +99,14 @@ pub(super) fn nlu_totals(
 /// Per class (in report order): its incidents and failed requests.
 pub(super) fn class_summaries(incidents: &[Incident], race: Race) -> Vec<ClassSummary> {
     let mut out = Vec::new();
-    for c in &classes::CLASSES {
-        let incs: Vec<&Incident> = incidents.iter().filter(|i| i.class == *c).collect();
+    for class in Class::ALL {
+        let c = class.id();
+        let incs: Vec<&Incident> = incidents.iter().filter(|i| i.class == class).collect();
         if incs.is_empty() {
             continue;
         }
         // Undetermined says only what its incidents' evidence leaves open.
-        let (explanation, fix) = if *c == Class::Undetermined.id() {
+        let (explanation, fix) = if class == Class::Undetermined {
             let nlu = incs.iter().map(|i| i.nlu).sum();
             let (e, f) = classes::undetermined(nlu, race == Race::RuledOut, 0);
             (e, f.to_string())
@@ -116,7 +117,7 @@ pub(super) fn class_summaries(incidents: &[Incident], race: Race) -> Vec<ClassSu
             )
         };
         out.push(ClassSummary {
-            class: c.to_string(),
+            class,
             incidents: incs.len() as u64,
             requests: incs.iter().map(|i| i.count).sum(),
             explanation,

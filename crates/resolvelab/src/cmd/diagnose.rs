@@ -215,7 +215,7 @@ fn exit_status(d: &resolvelab_diagnose::Diagnosis, fail_on: &[String]) -> ExitCo
         );
         return ExitCode::from(3);
     }
-    if d.status == "partial" {
+    if d.status == Some(resolvelab_diagnose::verdict::DiagnosisStatus::Partial) {
         let cut: Vec<String> = d
             .parse
             .files
