@@ -1,9 +1,27 @@
 //! JSON Lines logs as DESIGN.md describes them: a `schema` field on the first line, one event per
-//! line, flushed as it happens (so an interrupted run still leaves a readable file).
+//! line, flushed as it happens (so an interrupted run still leaves a readable file). The one
+//! writer ([`JsonlWriter`], [`BufJsonl`]) and the one reader ([`for_each`]) of every such file:
+//! `dns.jsonl`, `events.jsonl`, `load.jsonl`, `probes.jsonl`, and the load generator's results.
+//!
+//! ```
+//! use resolvelab_core::jsonl::{Row, for_each};
+//! let text = "{\"schema\":\"resolvelab.test/v1\"}\n{\"t_us\":1}\n\nnot json\n";
+//! let mut seen = Vec::new();
+//! for_each::<serde_json::Value>(text.as_bytes(), |row| {
+//!     seen.push(match row {
+//!         Row::Header { schema, .. } => format!("schema {schema}"),
+//!         Row::Line { n, value: Ok(v), .. } => format!("{n}: t_us {}", v["t_us"]),
+//!         Row::Line { n, value: Err(_), .. } => format!("{n}: bad"),
+//!     });
+//! })
+//! .unwrap();
+//! assert_eq!(seen, ["schema resolvelab.test/v1", "2: t_us 1", "4: bad"]);
+//! ```
 
 use serde::Serialize;
+use serde::de::DeserializeOwned;
 use std::fs::File;
-use std::io::{self, BufWriter, Write};
+use std::io::{self, BufRead, BufWriter, Write};
 use std::path::Path;
 use std::sync::Mutex;
 
@@ -73,30 +91,82 @@ impl<W: Write> BufJsonl<W> {
     }
 }
 
+/// One line of a JSON Lines file, as [`for_each`] hands it over.
+#[derive(Debug)]
+pub enum Row<'a, T> {
+    /// The first non-blank line, when it names a `schema`: its text, for a reader whose
+    /// header carries more (the load generator's).
+    Header {
+        /// 1-based line number.
+        n: usize,
+        /// The schema it names.
+        schema: String,
+        /// The line as written.
+        line: &'a str,
+    },
+    /// Any other non-blank line: read as `T`, or why it does not read.
+    Line {
+        /// 1-based line number.
+        n: usize,
+        /// The value, or the parser's reason.
+        value: Result<T, String>,
+        /// The line as written (trimmed), for a sample or a copy.
+        line: &'a str,
+    },
+}
+
+/// Read JSON Lines from `r`, handing `f` the schema line and then every other non-blank line
+/// read as `T`. A read error stops it and is returned, after every line before it was handed
+/// over (so a cut file still gives what it has).
+pub fn for_each<T: DeserializeOwned>(
+    mut r: impl BufRead,
+    mut f: impl FnMut(Row<'_, T>),
+) -> io::Result<()> {
+    #[derive(serde::Deserialize)]
+    struct Schema {
+        schema: Option<String>,
+    }
+    let mut buf = String::new();
+    let mut n = 0;
+    let mut first = true;
+    loop {
+        buf.clear();
+        if r.read_line(&mut buf)? == 0 {
+            return Ok(());
+        }
+        n += 1;
+        let line = buf.trim();
+        if line.is_empty() {
+            continue;
+        }
+        if std::mem::take(&mut first)
+            && let Ok(Schema {
+                schema: Some(schema),
+            }) = serde_json::from_str(line)
+        {
+            f(Row::Header { n, schema, line });
+            continue;
+        }
+        let value = serde_json::from_str(line).map_err(|e| e.to_string());
+        f(Row::Line { n, value, line });
+    }
+}
+
 /// One line of a JSON Lines file: its 1-based number and the parsed value (or the parse error).
 pub type Line = (usize, Result<serde_json::Value, String>);
 
-/// Read a JSON Lines file: returns the schema (if the first line has one) and the other lines.
+/// Read a whole JSON Lines file: returns the schema (if the first line has one) and the other
+/// lines.
 pub fn read_values(path: &Path) -> io::Result<(Option<String>, Vec<Line>)> {
-    let text = std::fs::read_to_string(path)
+    let file = File::open(path)
         .map_err(|e| io::Error::new(e.kind(), format!("cannot read {}: {e}", path.display())))?;
     let mut schema = None;
     let mut out = Vec::new();
-    for (i, line) in text.lines().enumerate() {
-        if line.trim().is_empty() {
-            continue;
-        }
-        let v: Result<serde_json::Value, String> =
-            serde_json::from_str(line).map_err(|e| e.to_string());
-        if i == 0
-            && let Ok(v) = &v
-            && let Some(s) = v.get("schema").and_then(|s| s.as_str())
-        {
-            schema = Some(s.to_string());
-            continue;
-        }
-        out.push((i + 1, v));
-    }
+    for_each(io::BufReader::new(file), |row| match row {
+        Row::Header { schema: s, .. } => schema = Some(s),
+        Row::Line { n, value, .. } => out.push((n, value)),
+    })
+    .map_err(|e| io::Error::new(e.kind(), format!("cannot read {}: {e}", path.display())))?;
     Ok((schema, out))
 }
 

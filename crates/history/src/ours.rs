@@ -1,8 +1,8 @@
 //! Our own JSON Lines logs: `resolvelab.dns/v1`, `resolvelab.events/v1`, `resolvelab.load/v1`.
 
 use crate::{FileStats, open_maybe_gz};
+use resolvelab_core::jsonl::{self, Row};
 use serde_json::Value;
-use std::io::BufRead;
 use std::path::Path;
 
 /// One DNS query and its answer (`dns.jsonl`): the writers' own type.
@@ -15,52 +15,33 @@ pub use resolvelab_core::evidence::Event as EventRecord;
 /// One load-generator request (`load.jsonl`): the writers' own type.
 pub use resolvelab_core::evidence::load::Request as LoadRecord;
 
-/// Read a JSON Lines file, calling `f` for each non-schema line; bad lines are counted.
+/// Read a JSON Lines file (plain or `.gz`), calling `f` for each non-schema line; bad lines
+/// are counted. A read error ends the file (`FileStats::error`) with what came before it kept.
 pub fn for_each_line(
     path: &Path,
     kind: &str,
     mut f: impl FnMut(u64, Value) -> Result<(), String>,
 ) -> anyhow::Result<(Option<String>, FileStats)> {
-    let mut r = open_maybe_gz(path)?;
+    let r = open_maybe_gz(path)?;
     let mut stats = FileStats::new(path, kind);
     let mut schema = None;
-    let mut buf = String::new();
-    let mut n = 0u64;
-    loop {
-        buf.clear();
-        match r.read_line(&mut buf) {
-            Ok(0) => break,
-            Ok(_) => {}
-            Err(e) => {
-                stats.error = Some(e.to_string());
-                break;
-            }
-        }
-        n += 1;
-        let line = buf.trim();
-        if line.is_empty() {
-            continue;
-        }
-        let v: Value = match serde_json::from_str(line) {
-            Ok(v) => v,
-            Err(e) => {
+    let read = jsonl::for_each::<Value>(r, |row| match row {
+        Row::Header { schema: s, .. } => schema = Some(s),
+        Row::Line { n, value, line } => {
+            let n = n as u64;
+            stats.lines += 1;
+            match value {
                 // An interrupted run may leave a torn last line: counted like any bad line.
-                stats.lines += 1;
-                stats.malformed(n, &format!("not JSON: {e}"), line);
-                continue;
+                Err(e) => stats.malformed(n, &format!("not JSON: {e}"), line),
+                Ok(v) => match f(n, v) {
+                    Ok(()) => stats.parsed += 1,
+                    Err(reason) => stats.malformed(n, &reason, line),
+                },
             }
-        };
-        if n == 1
-            && let Some(s) = v.get("schema").and_then(Value::as_str)
-        {
-            schema = Some(s.to_string());
-            continue;
         }
-        stats.lines += 1;
-        match f(n, v) {
-            Ok(()) => stats.parsed += 1,
-            Err(reason) => stats.malformed(n, &reason, line),
-        }
+    });
+    if let Err(e) = read {
+        stats.error = Some(e.to_string());
     }
     Ok((schema, stats))
 }

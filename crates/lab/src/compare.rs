@@ -284,7 +284,7 @@ fn cell_of(engine: EngineId, j: &Judged) -> Cell {
     let d = &v.diagnosis;
     Cell {
         engine,
-        version: version_of(&j.record.dir),
+        version: version_of(engine, &j.record.dir),
         run: j.record.dir.clone(),
         status: CellStatus::Judged(v.status),
         held: v.expectations.iter().filter(|e| e.held).count(),
@@ -329,30 +329,28 @@ fn without_dns(dir: &Path) -> BTreeMap<String, Seen> {
     out
 }
 
-/// The proxy's own version line from `fingerprint.json` (`nginx/1.31.3`), `model` for the sim.
-fn version_of(dir: &Path) -> String {
+/// The proxy's own version from `fingerprint.json` (`nginx/1.31.3`, `haproxy/2.6.12-1+deb12u3`),
+/// `model` for the sim.
+fn version_of(engine: EngineId, dir: &Path) -> String {
     let text = std::fs::read_to_string(dir.join(file::FINGERPRINT)).unwrap_or_default();
     let fp: serde_json::Value = serde_json::from_str(&text).unwrap_or_default();
     let v = fp["nginx_v"].as_str().unwrap_or("");
     let Some(first) = v.lines().next() else {
         return "model".into();
     };
-    // `nginx version: nginx/1.31.3`, `HAProxy version 2.6.12-1+deb12u3 2025/10/03 - …`,
-    // `…/envoy  version: 9e55809…/1.40.0/Clean/RELEASE/BoringSSL`, `v2.11.7 h1:…` (Caddy).
-    if let Some(rest) = first.strip_prefix("HAProxy version ") {
-        return format!("haproxy/{}", rest.split_whitespace().next().unwrap_or("?"));
+    match engine {
+        // Each proxy's folder reads its own version words.
+        EngineId::Proxy(k) => {
+            let v = resolvelab_thirdparty::proxy(k).version(first);
+            format!("{}/{}", k.id(), v.unwrap_or("?"))
+        }
+        // `nginx version: nginx/1.31.3`
+        _ => first
+            .split_whitespace()
+            .find(|w| w.contains('/'))
+            .unwrap_or(first)
+            .to_string(),
     }
-    if let Some((_, rest)) = first.split_once("envoy  version: ") {
-        return format!("envoy/{}", rest.split('/').nth(1).unwrap_or("?"));
-    }
-    if first.starts_with("v2.") {
-        return format!("caddy/{}", first.split_whitespace().next().unwrap_or("?"));
-    }
-    first
-        .split_whitespace()
-        .find(|w| w.contains('/'))
-        .unwrap_or(first)
-        .to_string()
 }
 
 fn p99_of(dir: &Path) -> Option<f64> {

@@ -21,6 +21,7 @@ use crate::options::{RunOptions, RunRecord, RunStatus};
 use crate::render::http_body;
 use anyhow::{Context, Result, anyhow, bail};
 use resolvelab_core::evidence::{Event, event_kind};
+use resolvelab_core::jsonl::Row;
 use resolvelab_core::spec::dns::{Align, DnsSetting, HostRef};
 use resolvelab_core::spec::engine::EngineId;
 use resolvelab_core::spec::fault::Fault;
@@ -1094,12 +1095,9 @@ fn query_times(cfg: &SimConfig, phases: &[Phase], name: &str, horizon: i64) -> R
 }
 
 fn for_each_json(path: &Path, mut f: impl FnMut(&Value)) -> Result<()> {
-    let text =
-        std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
-    for line in text.lines().skip(1) {
-        if let Ok(v) = serde_json::from_str::<Value>(line) {
-            f(&v);
-        }
+    let (_, lines) = resolvelab_core::jsonl::read_values(path)?;
+    for v in lines.into_iter().filter_map(|(_, v)| v.ok()) {
+        f(&v);
     }
     Ok(())
 }
@@ -1177,12 +1175,15 @@ fn finish_events(
 ) -> Result<BTreeMap<String, u64>> {
     let epoch = plan.cfg.epoch_us;
     let path = dir.join(resolvelab_core::evidence::file::EVENTS);
-    let text = std::fs::read_to_string(&path)
-        .with_context(|| format!("cannot read {}", path.display()))?;
-    let mut lines = text.lines();
-    let header = lines
-        .next()
-        .unwrap_or(r#"{"schema":"resolvelab.events/v1"}"#);
+    let mut header = r#"{"schema":"resolvelab.events/v1"}"#.to_string();
+    let mut read: Vec<(usize, Result<Event, String>)> = Vec::new();
+    let file =
+        std::fs::File::open(&path).with_context(|| format!("cannot read {}", path.display()))?;
+    resolvelab_core::jsonl::for_each(std::io::BufReader::new(file), |row| match row {
+        Row::Header { line, .. } => header = line.to_string(),
+        Row::Line { n, value, .. } => read.push((n, value)),
+    })
+    .with_context(|| format!("cannot read {}", path.display()))?;
     let by_addr: BTreeMap<String, String> = plan
         .net
         .hosts
@@ -1190,9 +1191,13 @@ fn finish_events(
         .map(|(n, a)| (a.to_string(), n.clone()))
         .collect();
     let mut events: Vec<Event> = Vec::new();
-    for line in lines {
-        let mut e: Event = serde_json::from_str(line)
-            .with_context(|| format!("{}: the simulator wrote a bad line", path.display()))?;
+    for (n, e) in read {
+        let mut e = e.map_err(|e| {
+            anyhow!(
+                "{}:{n}: the simulator wrote a bad line: {e}",
+                path.display()
+            )
+        })?;
         let target = e.target.as_deref().unwrap_or_default();
         if plan.env_targets.contains(target) {
             continue;
@@ -1260,7 +1265,7 @@ fn finish_events(
     }
     // Stable: events of one instant keep the order they were written in.
     events.sort_by_key(|e| e.t_us);
-    let mut out = String::from(header);
+    let mut out = header;
     out.push('\n');
     for e in &events {
         out.push_str(&serde_json::to_string(e)?);

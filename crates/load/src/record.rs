@@ -1,5 +1,6 @@
 //! The per-request record (one JSON Lines object each) and the result-file header.
 
+use resolvelab_core::jsonl::{self, Row};
 use std::io::{self, BufRead, BufWriter, Write};
 use std::path::Path;
 
@@ -92,49 +93,47 @@ pub fn read_file(path: &Path) -> anyhow::Result<ResultFile> {
         Box::new(io::BufReader::with_capacity(1 << 16, f))
     };
     let mut out = ResultFile::default();
-    let mut first = true;
-    for (i, line) in reader.lines().enumerate() {
-        let line = line.map_err(|e| anyhow::anyhow!("cannot read {}: {e}", path.display()))?;
-        if line.trim().is_empty() {
-            continue;
+    let mut first: Option<(usize, Result<Header, String>)> = None;
+    let read = jsonl::for_each::<Record>(reader, |row| match row {
+        Row::Header { n, line, .. } if first.is_none() => {
+            first = Some((n, serde_json::from_str(line).map_err(|e| e.to_string())));
         }
-        if first {
-            first = false;
-            let h: Header = serde_json::from_str(&line).map_err(|_| {
-                anyhow::anyhow!(
-                    "{}:{}: not a load result file (expected a first line with \"schema\":\"{SCHEMA}\"); \
-                     write one with `resolvelab load URL --out FILE`",
-                    path.display(),
-                    i + 1
-                )
-            })?;
-            if h.schema != SCHEMA {
-                anyhow::bail!(
-                    "{}:{}: schema `{}` is not `{SCHEMA}`; pass files written by `resolvelab load --out`",
-                    path.display(),
-                    i + 1,
-                    h.schema
-                );
-            }
-            out.header = h;
-            continue;
+        Row::Header { n, .. } | Row::Line { n, .. } if first.is_none() => {
+            first = Some((n, Err("no schema".into())));
         }
-        match serde_json::from_str::<Record>(&line) {
+        Row::Header { .. } => {}
+        Row::Line { n, value, .. } => match value {
             Ok(r) => out.records.push(r),
             Err(e) => {
                 out.malformed += 1;
                 if out.malformed_samples.len() < 3 {
-                    out.malformed_samples.push((i + 1, e.to_string()));
+                    out.malformed_samples.push((n, e));
                 }
             }
-        }
-    }
-    if first {
+        },
+    });
+    read.map_err(|e| anyhow::anyhow!("cannot read {}: {e}", path.display()))?;
+    let Some((n, header)) = first else {
         anyhow::bail!(
             "{}: empty file; write one with `resolvelab load URL --out FILE`",
             path.display()
         );
+    };
+    let h = header.map_err(|_| {
+        anyhow::anyhow!(
+            "{}:{n}: not a load result file (expected a first line with \"schema\":\"{SCHEMA}\"); \
+             write one with `resolvelab load URL --out FILE`",
+            path.display(),
+        )
+    })?;
+    if h.schema != SCHEMA {
+        anyhow::bail!(
+            "{}:{n}: schema `{}` is not `{SCHEMA}`; pass files written by `resolvelab load --out`",
+            path.display(),
+            h.schema
+        );
     }
+    out.header = h;
     Ok(out)
 }
 

@@ -20,6 +20,7 @@
 use crate::shared::unsupported;
 use crate::{Kind, ProxyBinary, proxy};
 use anyhow::{Context, Result};
+use resolvelab_core::jsonl::Row;
 use resolvelab_core::rundir::RunDir;
 use resolvelab_core::spec::engine::EngineId;
 use resolvelab_scenario::Scenario;
@@ -93,20 +94,24 @@ pub fn evidence(kind: Kind, dir: &RunDir) -> Result<()> {
     use resolvelab_core::evidence::{Event, event_kind, file};
     let got = proxy(kind).convert(dir, &dir.file(file::ACCESS_LOG))?;
     let path = dir.file(file::EVENTS);
-    let text = std::fs::read_to_string(&path)
-        .with_context(|| format!("cannot read {}", path.display()))?;
-    let mut lines = text.lines();
-    let header = lines.next().unwrap_or_default().to_string();
+    let file =
+        std::fs::File::open(&path).with_context(|| format!("cannot read {}", path.display()))?;
+    let mut header = String::new();
     // The proxy's own events of an earlier conversion are replaced, not added to.
-    let mut all: Vec<(i64, String)> = lines
-        .filter_map(|l| {
-            let e = serde_json::from_str::<Event>(l).ok();
+    let mut all: Vec<(i64, String)> = Vec::new();
+    resolvelab_core::jsonl::for_each::<Event>(std::io::BufReader::new(file), |row| match row {
+        Row::Header { line, .. } => header = line.to_string(),
+        Row::Line { value, line, .. } => {
+            let e = value.ok();
             let ours = e.as_ref().is_some_and(|e| {
                 e.kind == event_kind::PROXY_STATE && e.target.as_deref() == Some(kind.id())
             });
-            (!ours).then(|| (e.map_or(0, |e| e.t_us), l.to_string()))
-        })
-        .collect();
+            if !ours {
+                all.push((e.map_or(0, |e| e.t_us), line.to_string()));
+            }
+        }
+    })
+    .with_context(|| format!("cannot read {}", path.display()))?;
     for (t_us, message) in got.states {
         let e = Event {
             note: Some(message),
