@@ -96,7 +96,7 @@ pub fn check_expectations(sc: &Scenario) -> Result<()> {
         sc.expect
             .engines
             .iter()
-            .map(|(e, c)| (vec!["expect", "engines", e.as_str()], c)),
+            .map(|(e, c)| (vec!["expect", "engines", e.text.as_str()], c)),
     );
     for (path, checks) in lists {
         for (i, text) in checks.iter().enumerate() {

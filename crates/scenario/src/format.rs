@@ -527,7 +527,7 @@ pub struct Expect {
     /// Checks for one engine's runs instead of `checks` (`[expect.engines] haproxy = [...]`):
     /// what that proxy's own policy makes of the scenario.
     #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
-    pub engines: std::collections::BTreeMap<String, Vec<String>>,
+    pub engines: std::collections::BTreeMap<Spelled<EngineId>, Vec<String>>,
 }
 
 impl Event {
@@ -571,7 +571,7 @@ impl Expect {
     pub fn for_engine(&self, engine: EngineId) -> &[String] {
         let own = |want: EngineId| {
             let mut keys = self.engines.iter();
-            keys.find(|(k, _)| k.parse() == Ok(want)).map(|(_, v)| v)
+            keys.find(|(k, _)| k.value == want).map(|(_, v)| v)
         };
         let modelled = engine.proxy().filter(|_| engine.is_model());
         own(engine)
@@ -692,10 +692,6 @@ impl Scenario {
                 &["version"],
                 format!("version = {} is not supported (use 1)", self.version),
             ));
-        }
-        for id in self.expect.engines.keys() {
-            id.parse::<EngineId>()
-                .map_err(|e| self.err_at(&["expect", "engines", id], e))?;
         }
         self.check_load().map_err(|e| self.err_at(&["load"], e))?;
         for kind in resolvelab_core::spec::engine::ProxyKind::ALL {

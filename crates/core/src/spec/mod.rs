@@ -38,7 +38,7 @@ use std::collections::BTreeMap;
 /// A value as a file wrote it and as it reads: typed when the file is read, and written back
 /// with the author's spelling (a run directory's `scenario.toml`; the lab names a standing fault
 /// by its kind as written). Serde reads and writes it as its text.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, serde::Serialize, serde::Deserialize)]
 #[serde(
     try_from = "String",
     into = "String",
