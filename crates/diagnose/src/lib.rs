@@ -29,6 +29,7 @@
 pub mod checker;
 pub mod classes;
 pub mod classify;
+pub mod conf;
 pub mod evidence;
 pub mod expect;
 pub mod run;
@@ -36,5 +37,6 @@ pub mod timeline;
 pub mod verdict;
 
 pub use checker::{Options, StreamStats, diagnose, diagnose_with_history, diagnose_with_stats};
+pub use conf::NginxConf;
 pub use run::analyze_run;
 pub use verdict::{Diagnosis, Incident, Verdict};

@@ -122,7 +122,7 @@ pub fn diagnose_run_dir(dir: &Path) -> anyhow::Result<Diagnosis> {
 /// error logs, the configuration and the nginx version, but no DNS answer history and none of
 /// the lab's events — what a user without `resolvelab dns watch` is told about the same
 /// failures. Its classes may be less certain than the run's own verdict, never different in
-/// kind (tests/diagnose_without_dns.rs checks that on the lab fixtures).
+/// kind (tests/without_dns.rs checks that on the lab fixtures).
 pub fn diagnose_without_dns(dir: &Path) -> anyhow::Result<Diagnosis> {
     use resolvelab_core::evidence::file;
     let access = with_rotations(dir, file::ACCESS_LOG);

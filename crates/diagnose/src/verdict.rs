@@ -412,6 +412,53 @@ pub struct Diagnosis {
     pub evidence: crate::evidence::Observability,
 }
 
+impl Diagnosis {
+    /// Why nothing could be diagnosed, or why the diagnosis is partial (`resolvelab diagnose`
+    /// exits 3 then): no error-log line read, no nginx line in a mixed stream, no access-log
+    /// line matched, or an input cut short. None when the diagnosis stands.
+    pub fn unusable(&self) -> Option<String> {
+        let error_lines: u64 = self
+            .parse
+            .files
+            .iter()
+            .filter(|f| f.kind == "error")
+            .map(|f| f.parsed)
+            .sum();
+        let (mixed, access) = (
+            !self.inputs.mixed.is_empty(),
+            !self.inputs.access.is_empty(),
+        );
+        if !mixed && !access && error_lines == 0 {
+            return Some("no error-log line could be read (nginx's `YYYY/MM/DD HH:MM:SS [level]` lines); see the Parsing section".into());
+        }
+        if mixed && self.requests == 0 && error_lines == 0 {
+            return Some("no access or error line of nginx was found in the --logs stream; see the Parsing section".into());
+        }
+        if self.requests == 0 && access {
+            return Some("no access-log line matched the format; see the Parsing section (nearest guess included)".into());
+        }
+        if self.status == Some(DiagnosisStatus::Partial) {
+            let cut: Vec<String> = self
+                .parse
+                .files
+                .iter()
+                .filter_map(|f| f.error.as_ref().map(|e| format!("{}: {e}", f.path)))
+                .collect();
+            return Some(format!("an input was cut short: {}", cut.join("; ")));
+        }
+        None
+    }
+
+    /// Those of `classes` this diagnosis found (for `--fail-on`).
+    pub fn found<'a>(&self, classes: &'a [String]) -> Vec<&'a str> {
+        classes
+            .iter()
+            .filter(|c| self.classes.iter().any(|s| &&s.class == c))
+            .map(String::as_str)
+            .collect()
+    }
+}
+
 /// One injection and its hit counter.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct Injection {

@@ -1,7 +1,7 @@
 //! `resolvelab diagnose`: explain every 502 in production nginx logs.
 
 use crate::Ctx;
-use resolvelab_diagnose::Options;
+use resolvelab_diagnose::{NginxConf, Options};
 use resolvelab_history::logformat::LogFormat;
 use resolvelab_report::{Format, render_diagnosis};
 use std::path::PathBuf;
@@ -98,44 +98,24 @@ pub fn run(args: Args, ctx: &Ctx) -> anyhow::Result<ExitCode> {
         }
     }
     let spool = Spool::new()?;
-    let conf = match &args.nginx_conf {
-        Some(p) => Some(spool.one(p)?),
-        None => None,
-    };
-    let conf_text = match &conf {
-        Some(p) => Some(
-            std::fs::read_to_string(p)
-                .map_err(|e| anyhow::anyhow!("cannot read {}: {e}", p.display()))?,
-        ),
-        None => None,
-    };
     // The configuration, read once by the linter's parser: its log_format and its run-time facts.
-    let loaded = match (&args.nginx_conf, &conf, conf_text) {
-        (Some(orig), Some(read), Some(text)) => Some((orig, load_config(orig, read, text))),
-        _ => None,
+    let conf = match &args.nginx_conf {
+        Some(p) => Some(NginxConf::read(p, &spool.one(p)?)?),
+        None => None,
     };
-    let log_format = match (&args.log_format, &loaded) {
+    let log_format = match (&args.log_format, &conf) {
         (Some(f), _) => LogFormat::from_arg(f)?,
         // Without an access log no format is needed, whatever the config's access_log names.
-        (None, Some((orig, Ok(cfg)))) if !args.access.is_empty() => {
-            let formats = resolvelab_lint::log_formats(cfg);
-            let name = args.log_format_name.as_deref();
-            resolvelab_diagnose::run::config_log_format(&formats, name, "combined")
-                .map_err(|e| anyhow::anyhow!("{}: {e}", orig.display()))?
+        (None, Some(c)) if !args.access.is_empty() => {
+            c.log_format(args.log_format_name.as_deref())?
         }
-        (None, Some((_, Err(e)))) if !args.access.is_empty() => anyhow::bail!(
-            "{e}: its log_format cannot be read; pass the format itself with --log-format '…'"
-        ),
         (None, _) => LogFormat::combined(),
     };
-    let config = match loaded {
-        Some((orig, Ok(cfg))) => Some(resolvelab_lint::runtime_facts(
-            &cfg,
-            &orig.display().to_string(),
-        )),
+    let config = match conf.as_ref().map(NginxConf::facts) {
+        Some(Ok(facts)) => Some(facts),
         // A config that does not parse (an excerpt, a template) with --log-format given: its
         // run-time facts are left out and the report lists the configuration as missing.
-        Some((_, Err(e))) => {
+        Some(Err(e)) => {
             eprintln!("warning: {e}; diagnosing without the configuration's facts");
             None
         }
@@ -190,67 +170,16 @@ pub fn run(args: Args, ctx: &Ctx) -> anyhow::Result<ExitCode> {
 
 /// The documented exit status (see `--help`).
 fn exit_status(d: &resolvelab_diagnose::Diagnosis, fail_on: &[String]) -> ExitCode {
-    let error_lines: u64 = d
-        .parse
-        .files
-        .iter()
-        .filter(|f| f.kind == "error")
-        .map(|f| f.parsed)
-        .sum();
-    if d.inputs.mixed.is_empty() && d.inputs.access.is_empty() && error_lines == 0 {
-        eprintln!(
-            "resolvelab: no error-log line could be read (nginx's `YYYY/MM/DD HH:MM:SS [level]` lines); see the Parsing section"
-        );
+    if let Some(why) = d.unusable() {
+        eprintln!("resolvelab: {why}");
         return ExitCode::from(3);
     }
-    if !d.inputs.mixed.is_empty() && d.requests == 0 && error_lines == 0 {
-        eprintln!(
-            "resolvelab: no access or error line of nginx was found in the --logs stream; see the Parsing section"
-        );
-        return ExitCode::from(3);
-    }
-    if d.requests == 0 && !d.inputs.access.is_empty() {
-        eprintln!(
-            "resolvelab: no access-log line matched the format; see the Parsing section (nearest guess included)"
-        );
-        return ExitCode::from(3);
-    }
-    if d.status == Some(resolvelab_diagnose::verdict::DiagnosisStatus::Partial) {
-        let cut: Vec<String> = d
-            .parse
-            .files
-            .iter()
-            .filter_map(|f| f.error.as_ref().map(|e| format!("{}: {e}", f.path)))
-            .collect();
-        eprintln!("resolvelab: an input was cut short: {}", cut.join("; "));
-        return ExitCode::from(3);
-    }
-    let found: Vec<&str> = fail_on
-        .iter()
-        .filter(|c| d.classes.iter().any(|s| &&s.class == c))
-        .map(String::as_str)
-        .collect();
+    let found = d.found(fail_on);
     if !found.is_empty() {
         eprintln!("resolvelab: found {} (--fail-on)", found.join(", "));
         return ExitCode::from(1);
     }
     ExitCode::SUCCESS
-}
-
-/// A configuration as the linter's parser reads it: a file tree (includes followed) or an
-/// `nginx -T` dump (also what arrives through a pipe).
-fn load_config(
-    orig: &std::path::Path,
-    read: &std::path::Path,
-    text: String,
-) -> anyhow::Result<resolvelab_lint::load::Config> {
-    let name = orig.display().to_string();
-    let cfg = if orig == read && !resolvelab_lint::load::is_dump(&text) {
-        resolvelab_lint::load::load_path(read, None)
-    } else {
-        resolvelab_lint::load::load_text(&name, text, None)
-    };
-    cfg.map_err(|e| anyhow::anyhow!("--nginx-conf {e}"))
 }
 
 /// Inputs that cannot be read twice (`-`, pipes, FIFOs, `<(…)`) are copied once into a private

@@ -1,10 +1,10 @@
-//! `resolvelab analyze` on small cuts of the first full lab runs (`run --all`): the fixes of the
+//! The checker ([`analyze_run`]) on small cuts of the first full lab runs (`run --all`): the fixes of the
 //! checker's first findings — offsets from the swap before the failing selection, generation
 //! race vs tries-exhausted vs wipeout, injections meant to miss, the retry shim's passes, the
 //! load generator's unsent requests, ordinary 502s beside NLU lines, and the evidence counts.
 
+use resolvelab_diagnose::analyze_run;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 fn fixtures() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/diagnose/followup")
@@ -20,14 +20,10 @@ fn run_copy(rel: &str) -> tempfile::TempDir {
     dst
 }
 
+/// The verdict on a run, as its JSON.
 fn analyze(dir: &Path) -> serde_json::Value {
-    let out = Command::new(env!("CARGO_BIN_EXE_resolvelab"))
-        .args(["analyze", "--no-write", "--format", "json"])
-        .arg(dir)
-        .output()
-        .unwrap();
-    serde_json::from_slice(&out.stdout)
-        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stderr)))
+    let v = analyze_run(dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display()));
+    serde_json::to_value(&v).unwrap()
 }
 
 fn all_held(v: &serde_json::Value, rel: &str) {

@@ -1,12 +1,12 @@
-//! `resolvelab diagnose` on real production excerpts (`tests/fixtures/real/`, each with its
+//! The checker on real production excerpts (`tests/fixtures/real/`, each with its
 //! public source and a `truth.toml` written from reading the source before the tool ran): every
 //! expected signature is counted exactly, every failure gets an allowed class, none a forbidden
 //! one — above all, no generation race without evidence of a peer-list change. Where the source
 //! was one interleaved stream (`stream.log`), it is diagnosed as such too (`--logs`), with the
 //! same truth, and its access/error/other/continuation lines counted as `[stream_counts]` says.
 
-mod common;
-
+use resolvelab_diagnose::{NginxConf, Options, diagnose_with_stats};
+use resolvelab_history::logformat::LogFormat;
 use std::path::{Path, PathBuf};
 
 fn corpus() -> PathBuf {
@@ -56,49 +56,52 @@ enum Mode {
     Stream,
 }
 
-/// Run the diagnosis of one fixture as a user would; the JSON and the exit status.
+/// Diagnose one fixture as `resolvelab diagnose --format json` would, with the arguments a user
+/// would give; the diagnosis as its JSON and the exit status the command documents (3 when
+/// nothing could be diagnosed, else 0).
 fn diagnose(dir: &Path, truth: &toml::Value, mode: Mode) -> (serde_json::Value, Option<i32>) {
     let mut best: Option<(serde_json::Value, Option<i32>)> = None;
     for fmt in formats(truth) {
-        let mut cmd = common::bin();
-        cmd.args(["diagnose", "--format", "json"]);
+        let mut o = Options::new(Vec::new(), Vec::new());
+        let mut format_given = false;
         if mode == Mode::Stream {
-            cmd.arg("--logs").arg(dir.join("stream.log"));
-            if fmt != "none" {
-                cmd.args(["--log-format", &fmt]);
-            }
+            o.mixed.push(dir.join("stream.log"));
+            format_given = fmt != "none";
         }
         if mode == Mode::Split && dir.join("access.log").exists() {
-            cmd.arg("--access").arg(dir.join("access.log"));
-            cmd.args(["--log-format", &fmt]);
+            o.access.push(dir.join("access.log"));
+            format_given = true;
         }
         if mode == Mode::Split && dir.join("error.log").exists() {
-            cmd.arg("--error").arg(dir.join("error.log"));
+            o.error.push(dir.join("error.log"));
         }
-        if dir.join("nginx.conf").exists() {
-            cmd.arg("--nginx-conf").arg(dir.join("nginx.conf"));
-        }
-        if let Some(v) = truth["nginx_version"].as_str().filter(|v| *v != "unknown") {
-            cmd.args(["--nginx-version", v]);
-        }
-        if let Some(o) = truth["utc_offset"].as_str().filter(|v| *v != "unknown") {
-            cmd.args(["--tz-offset", o]);
+        o.log_format = if format_given {
+            LogFormat::from_arg(&fmt).unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
         } else {
-            cmd.args(["--tz-offset", "+00:00"]);
+            LogFormat::combined()
+        };
+        let conf = dir.join("nginx.conf");
+        if conf.exists() {
+            o.config = NginxConf::read(&conf, &conf).unwrap().facts().ok();
         }
-        let out = cmd.output().unwrap();
-        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
-            panic!(
-                "{}: no JSON ({e}): {}",
-                dir.display(),
-                String::from_utf8_lossy(&out.stderr)
-            )
-        });
+        o.nginx_version = truth["nginx_version"]
+            .as_str()
+            .filter(|v| *v != "unknown")
+            .map(|v| v.parse().unwrap());
+        let offset = truth["utc_offset"]
+            .as_str()
+            .filter(|v| *v != "unknown")
+            .unwrap_or("+00:00");
+        o.tz_offset_s = Some(resolvelab_history::time::parse_offset(offset).unwrap());
+        let (d, _, _) =
+            diagnose_with_stats(&o).unwrap_or_else(|e| panic!("{}: {e}", dir.display()));
+        let code = if d.unusable().is_some() { 3 } else { 0 };
+        let v = serde_json::to_value(&d).unwrap();
         let better = best
             .as_ref()
             .is_none_or(|(b, _)| v["requests"].as_u64() > b["requests"].as_u64());
         if better {
-            best = Some((v, out.status.code()));
+            best = Some((v, Some(code)));
         }
     }
     best.unwrap()

@@ -4,8 +4,7 @@
 //! but it never names a class the full-evidence verdict does not have (docs/diagnose.md, "Without
 //! the DNS log").
 
-mod common;
-
+use resolvelab_diagnose::{Options, analyze_run, diagnose};
 use resolvelab_history::logformat::{Field, LogFormat};
 use resolvelab_history::{History, Sources};
 use std::collections::BTreeSet;
@@ -21,7 +20,7 @@ fn fixtures() -> Vec<PathBuf> {
         .map(|e| e.unwrap().path())
         .filter(|p| p.join("expect.json").exists())
         // nginx's logs only: `diagnose` reads production nginx logs, not another proxy's (such a
-        // lab run is judged with its own events, `tests/diagnose_lab.rs`).
+        // lab run is judged with its own events, `tests/lab_runs.rs`).
         .filter(|p| {
             p.join("nginx.conf").exists()
                 || !["haproxy.cfg", "envoy.json", "caddy.json"]
@@ -90,16 +89,12 @@ fn production_access(dir: &Path, out: &Path) -> PathBuf {
     path
 }
 
-fn diagnose(access: &Path, error: &Path, format: &str) -> serde_json::Value {
-    common::run_json(
-        common::bin()
-            .args(["diagnose", "--format", "json", "--tz-offset", "+00:00"])
-            .arg("--access")
-            .arg(access)
-            .arg("--error")
-            .arg(error)
-            .args(["--log-format", format]),
-    )
+/// `resolvelab diagnose --format json --tz-offset +00:00 --access A --error E --log-format F`.
+fn diagnose_logs(access: &Path, error: &Path, format: &str) -> serde_json::Value {
+    let mut o = Options::new(vec![access.to_path_buf()], vec![error.to_path_buf()]);
+    o.log_format = LogFormat::from_arg(format).unwrap();
+    o.tz_offset_s = Some(0);
+    serde_json::to_value(diagnose(&o).unwrap()).unwrap()
 }
 
 #[test]
@@ -115,16 +110,12 @@ fn without_the_dns_log_a_verdict_may_be_undetermined_but_never_contradicts_the_l
     let mut decided = 0;
     for dir in dirs {
         let name = dir.file_name().unwrap().to_string_lossy().into_owned();
-        let full = common::run_json(
-            common::bin()
-                .args(["analyze", "--format", "json", "--no-write"])
-                .arg(&dir),
-        );
+        let full = serde_json::to_value(analyze_run(&dir).unwrap()).unwrap();
         let truth = classes(&full);
         let error = file(&dir, "error.log");
-        let lab = classes(&diagnose(&file(&dir, "access.log"), &error, "lab"));
+        let lab = classes(&diagnose_logs(&file(&dir, "access.log"), &error, "lab"));
         let tmp = tempfile::tempdir().unwrap();
-        let prod = classes(&diagnose(
+        let prod = classes(&diagnose_logs(
             &production_access(&dir, tmp.path()),
             &error,
             PRODUCTION,

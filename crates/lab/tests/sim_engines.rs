@@ -1,0 +1,280 @@
+//! The model engines (`sim`, `sim-envoy`, `sim-haproxy`) through the one run lifecycle: library
+//! scenarios leave a lab-shaped run directory, the checker's verdict holds the scenario's
+//! expectations, each proxy's model gets its own class, and the same seed gives byte-identical
+//! logs. No network traffic: the models only write files. (`resolvelab run`'s flags, messages
+//! and exit codes: `crates/resolvelab/tests/engine_sim.rs`.)
+
+use resolvelab_lab::engine;
+use resolvelab_lab::judge::{self, Judged};
+use resolvelab_lab::options::RunOptions;
+use std::path::Path;
+
+/// Play library scenario `name` (its `variant`, or every variant the engine plays) on `engine`
+/// into `out`, as `resolvelab run NAME [--variant V] [--seed S] --engine ENGINE` does; each
+/// run judged.
+fn play(
+    out: &Path,
+    name: &str,
+    variant: Option<&str>,
+    engine: &str,
+    seed: Option<u64>,
+) -> Vec<Judged> {
+    let engine = engine::by_name(engine).unwrap();
+    let scenarios = judge::selected(false, Some(name)).unwrap();
+    judge::planned(&scenarios, variant)
+        .unwrap()
+        .into_iter()
+        .filter(|v| judge::passed_over(v, engine, variant.is_some(), false).is_none())
+        .map(|v| {
+            let opts = RunOptions {
+                out: out.to_path_buf(),
+                seed: Some(seed.or(v.seed).unwrap_or(1)),
+                progress: false,
+                ..RunOptions::default()
+            };
+            judge::run_and_judge(&v, &opts, engine)
+                .unwrap_or_else(|e| panic!("{name} on {}: {e:#}", engine.id()))
+        })
+        .collect()
+}
+
+/// [`play`] on the nginx model.
+fn sim(out: &Path, name: &str, variant: Option<&str>) -> Vec<Judged> {
+    play(out, name, variant, "sim", None)
+}
+
+fn dir(j: &Judged) -> &Path {
+    &j.record.dir
+}
+
+fn json(dir: &Path, file: &str) -> serde_json::Value {
+    serde_json::from_str(&std::fs::read_to_string(dir.join(file)).unwrap()).unwrap()
+}
+
+/// Every expectation held, the run is interpretable, and the directory is complete; the
+/// verdict as its JSON.
+fn assert_green(j: &Judged) -> serde_json::Value {
+    let dir = dir(j);
+    for f in [
+        "scenario.toml",
+        "expect.json",
+        "fingerprint.json",
+        "nginx.conf",
+        "access.log",
+        "error.log",
+        "dns.jsonl",
+        "events.jsonl",
+        "load.jsonl",
+        "run.json",
+        "verdict.json",
+        "verdict.md",
+        "verdict.html",
+    ] {
+        assert!(dir.join(f).is_file(), "{} lacks {f}", dir.display());
+    }
+    let v = serde_json::to_value(&j.verdict).unwrap();
+    assert_eq!(
+        v,
+        json(dir, "verdict.json"),
+        "the verdict written is the verdict"
+    );
+    assert_eq!(v["status"], "completed", "{}: {v:#}", dir.display());
+    let exps = v["expectations"].as_array().unwrap();
+    assert!(!exps.is_empty());
+    for e in exps {
+        assert_eq!(e["held"], true, "{}: {e}", dir.display());
+    }
+    let fp = json(dir, "fingerprint.json");
+    assert_eq!(fp["engine"], "sim");
+    assert_eq!(fp["nginx_v"], "");
+    v
+}
+
+fn classes(v: &serde_json::Value) -> Vec<String> {
+    let mut c: Vec<String> = v["incidents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| i["class"].as_str().unwrap().to_string())
+        .collect();
+    c.sort();
+    c.dedup();
+    c
+}
+
+#[test]
+fn swap_only_and_generation_race() {
+    let tmp = tempfile::tempdir().unwrap();
+    let runs = sim(tmp.path(), "swap-only", None);
+    assert_eq!(runs.len(), 1, "swap-only [envoy-logical] is Envoy's only");
+    let v = assert_green(&runs[0]);
+    assert_eq!(v["nlu"]["total"], 0);
+    assert!(v["swaps"].as_u64().unwrap() >= 8);
+
+    let tmp = tempfile::tempdir().unwrap();
+    let runs = sim(tmp.path(), "generation-race", None);
+    let v = assert_green(&runs[0]);
+    let nlu = v["nlu"]["total"].as_u64().unwrap();
+    // §8: 41 in 36,000 on this machine; a Poisson-wide band, never an exact count.
+    assert!((15..=90).contains(&nlu), "{nlu}");
+    assert_eq!(classes(&v), ["generation-race-retry"]);
+    // The reclaim faults hit, and run.json says so by backend name, like the real runner.
+    let run = json(dir(&runs[0]), "run.json");
+    assert!(run["hits"]["fault:b1:reclaim"].as_u64().unwrap() > 1000);
+    assert!(run["hits"]["fault:b2:reclaim"].as_u64().unwrap() > 1000);
+    let events = std::fs::read_to_string(dir(&runs[0]).join("events.jsonl")).unwrap();
+    assert!(events.contains(r#""target":"b1""#), "{events}");
+}
+
+#[test]
+fn nxdomain_outage_is_one_requery_period() {
+    let tmp = tempfile::tempdir().unwrap();
+    let runs = sim(tmp.path(), "nxdomain", Some("base"));
+    let v = assert_green(&runs[0]);
+    assert_eq!(classes(&v), ["dns-nxdomain"]);
+    let d = v["incidents"][0]["duration_ms"].as_i64().unwrap();
+    assert!((5400..=6600).contains(&d), "{d}");
+    // The aligned injection hit: its dns-mode-end event carries the hits.
+    let events = std::fs::read_to_string(dir(&runs[0]).join("events.jsonl")).unwrap();
+    let end = events
+        .lines()
+        .find(|l| l.contains("dns-mode-end"))
+        .expect("a dns-mode-end event");
+    let e: serde_json::Value = serde_json::from_str(end).unwrap();
+    assert!(e["hits"].as_u64().unwrap() >= 1, "{end}");
+}
+
+#[test]
+fn dual_resolve_wipeout_and_its_fix() {
+    let tmp = tempfile::tempdir().unwrap();
+    let v = assert_green(&sim(tmp.path(), "dual-resolve", Some("base"))[0]);
+    assert!(classes(&v).contains(&"maxfails-wipeout".to_string()));
+
+    let tmp = tempfile::tempdir().unwrap();
+    let v = assert_green(&sim(tmp.path(), "dual-resolve", Some("max_fails=0"))[0]);
+    assert_eq!(v["nlu"]["total"], 0);
+    assert_eq!(classes(&v), ["upstream-failure"]);
+}
+
+#[test]
+fn per_dc_names_survive_a_backend_failure() {
+    let tmp = tempfile::tempdir().unwrap();
+    let v = assert_green(&sim(tmp.path(), "per-dc", None)[0]);
+    assert_eq!(v["client"]["errors"], 0);
+}
+
+#[test]
+fn same_seed_same_bytes_and_another_seed_differs() {
+    let logs = |seed: u64| {
+        let tmp = tempfile::tempdir().unwrap();
+        let runs = play(tmp.path(), "generation-race", None, "sim", Some(seed));
+        [
+            "access.log",
+            "error.log",
+            "dns.jsonl",
+            "events.jsonl",
+            "load.jsonl",
+        ]
+        .map(|f| std::fs::read(dir(&runs[0]).join(f)).unwrap())
+    };
+    let a = logs(7);
+    let b = logs(7);
+    for (x, y) in a.iter().zip(&b) {
+        assert!(x == y, "same seed, different bytes");
+    }
+    assert!(!a[0].is_empty());
+    let c = logs(8);
+    assert!(a[0] != c[0], "another seed gives another history");
+}
+
+#[test]
+fn slow_dependency_pool_staircase_and_probes() {
+    // The DB pool model: 9 × 200 ms round trips per request through 4 connections, a burst
+    // that queues in batches, a readiness probe that times out behind it, the control fast.
+    let tmp = tempfile::tempdir().unwrap();
+    let runs = sim(tmp.path(), "slow-dependency", None);
+    let v = assert_green(&runs[0]);
+    assert_eq!(v["nlu"]["total"], 0);
+    for f in ["backends.json", "probes.jsonl"] {
+        assert!(dir(&runs[0]).join(f).is_file(), "{f}");
+    }
+    // The link's latency fault counts the pool connections it carried, like the lab proxy.
+    let run = json(dir(&runs[0]), "run.json");
+    assert_eq!(
+        run["hits"]["fault:db-link:latency_downstream"], 4,
+        "{run:#}"
+    );
+}
+
+#[test]
+fn zone_exhaustion_and_its_large_zone() {
+    // Both variants: the shared 32k zone leaves `be` without a peer for one re-query period;
+    // 1m holds everything.
+    let tmp = tempfile::tempdir().unwrap();
+    let runs = sim(tmp.path(), "zone-exhaustion", None);
+    assert_eq!(runs.len(), 2);
+    let v = assert_green(&runs[0]);
+    assert_eq!(classes(&v), ["zone-memory-exhausted"]);
+    let err = std::fs::read_to_string(dir(&runs[0]).join("error.log")).unwrap();
+    assert!(err.contains("cannot add new server to upstream \"be\", memory exhausted"));
+    let v = assert_green(&runs[1]);
+    assert_eq!(v["nlu"]["total"], 0);
+}
+
+#[test]
+fn port_exhaustion_only_without_time_wait_reuse() {
+    let tmp = tempfile::tempdir().unwrap();
+    let runs = sim(tmp.path(), "port-exhaustion", Some("netns"));
+    let v = assert_green(&runs[0]);
+    assert_eq!(classes(&v), ["port-exhaustion"]);
+    // Nothing in a namespace is touched: the model only reads the sysctl values.
+    assert_eq!(json(dir(&runs[0]), "run.json")["status"], "completed");
+}
+
+/// The other proxies' models play library scenarios into the same run directory, and the
+/// checker gives each its own class: Envoy's emptied cluster, HAProxy's held address. (The
+/// expectations were written for nginx: whether they hold is not the point here.)
+#[test]
+fn the_proxy_models_play_library_scenarios() {
+    let tmp = tempfile::tempdir().unwrap();
+    let runs = play(tmp.path(), "nxdomain", Some("base"), "sim-envoy", None);
+    let v = serde_json::to_value(&runs[0].verdict).unwrap();
+    assert_eq!(classes(&v), ["dns-cluster-emptied"], "{:#}", v["classes"]);
+    let d = v["incidents"][0]["duration_ms"].as_i64().unwrap();
+    assert!((4500..=5500).contains(&d), "one 5 s refresh: {d}");
+    assert!(
+        dir(&runs[0]).join("envoy.json").is_file(),
+        "the real proxy's config, for reference"
+    );
+    assert_eq!(
+        json(dir(&runs[0]), "fingerprint.json")["engine"],
+        "sim-envoy"
+    );
+
+    let tmp = tempfile::tempdir().unwrap();
+    let runs = play(tmp.path(), "nxdomain", Some("nx40s"), "sim-haproxy", None);
+    let v = serde_json::to_value(&runs[0].verdict).unwrap();
+    assert_eq!(classes(&v), ["dns-hold-expired"], "{:#}", v["classes"]);
+    let d = v["incidents"][0]["duration_ms"].as_i64().unwrap();
+    // The lab: 11.0 s (40 s − hold nx 30 s, plus the polls' phase).
+    assert!((10_000..=12_000).contains(&d), "{d}");
+}
+
+/// What a model cannot play is refused before anything is written, naming the field.
+#[test]
+fn what_a_model_cannot_play_is_refused_before_a_file_is_written() {
+    let tmp = tempfile::tempdir().unwrap();
+    let engine = engine::by_name("sim-caddy").unwrap();
+    let scenarios = judge::selected(false, Some("dual-resolve")).unwrap();
+    let v = &judge::planned(&scenarios, Some("base")).unwrap()[0];
+    let opts = RunOptions {
+        out: tmp.path().join("runs"),
+        progress: false,
+        ..RunOptions::default()
+    };
+    let err = judge::run_and_judge(v, &opts, engine)
+        .err()
+        .expect("refused");
+    assert!(format!("{err:#}").contains("not Rst"), "{err:#}");
+    assert!(!tmp.path().join("runs").exists(), "nothing written");
+}
