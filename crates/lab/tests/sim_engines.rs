@@ -4,72 +4,32 @@
 //! logs. No network traffic: the models only write files. (`resolvelab run`'s flags, messages
 //! and exit codes: `crates/resolvelab/tests/engine_sim.rs`.)
 
+mod common;
+use common::{Play, RUN_FILES, json};
 use resolvelab_lab::engine;
 use resolvelab_lab::judge::{self, Judged};
 use resolvelab_lab::options::RunOptions;
 use std::path::Path;
 
-/// Play library scenario `name` (its `variant`, or every variant the engine plays) on `engine`
-/// into `out`, as `resolvelab run NAME [--variant V] [--seed S] --engine ENGINE` does; each
-/// run judged.
-fn play(
-    out: &Path,
-    name: &str,
-    variant: Option<&str>,
-    engine: &str,
-    seed: Option<u64>,
-) -> Vec<Judged> {
-    let engine = engine::by_name(engine).unwrap();
-    let scenarios = judge::selected(false, Some(name)).unwrap();
-    judge::planned(&scenarios, variant)
-        .unwrap()
-        .into_iter()
-        .filter(|v| judge::passed_over(v, engine, variant.is_some(), false).is_none())
-        .map(|v| {
-            let opts = RunOptions {
-                out: out.to_path_buf(),
-                seed: Some(seed.or(v.seed).unwrap_or(1)),
-                progress: false,
-                ..RunOptions::default()
-            };
-            judge::run_and_judge(&v, &opts, engine)
-                .unwrap_or_else(|e| panic!("{name} on {}: {e:#}", engine.id()))
-        })
-        .collect()
-}
-
-/// [`play`] on the nginx model.
+/// `name` (its `variant`, or every variant the model plays) on the nginx model.
 fn sim(out: &Path, name: &str, variant: Option<&str>) -> Vec<Judged> {
-    play(out, name, variant, "sim", None)
+    let p = Play::new(name, "sim");
+    match variant {
+        Some(v) => p.variant(v),
+        None => p,
+    }
+    .into(out)
 }
 
 fn dir(j: &Judged) -> &Path {
     &j.record.dir
 }
 
-fn json(dir: &Path, file: &str) -> serde_json::Value {
-    serde_json::from_str(&std::fs::read_to_string(dir.join(file)).unwrap()).unwrap()
-}
-
 /// Every expectation held, the run is interpretable, and the directory is complete; the
 /// verdict as its JSON.
 fn assert_green(j: &Judged) -> serde_json::Value {
     let dir = dir(j);
-    for f in [
-        "scenario.toml",
-        "expect.json",
-        "fingerprint.json",
-        "nginx.conf",
-        "access.log",
-        "error.log",
-        "dns.jsonl",
-        "events.jsonl",
-        "load.jsonl",
-        "run.json",
-        "verdict.json",
-        "verdict.md",
-        "verdict.html",
-    ] {
+    for f in RUN_FILES.iter().chain(&["nginx.conf"]) {
         assert!(dir.join(f).is_file(), "{} lacks {f}", dir.display());
     }
     let v = serde_json::to_value(&j.verdict).unwrap();
@@ -167,7 +127,9 @@ fn per_dc_names_survive_a_backend_failure() {
 fn same_seed_same_bytes_and_another_seed_differs() {
     let logs = |seed: u64| {
         let tmp = tempfile::tempdir().unwrap();
-        let runs = play(tmp.path(), "generation-race", None, "sim", Some(seed));
+        let runs = Play::new("generation-race", "sim")
+            .seed(seed)
+            .into(tmp.path());
         [
             "access.log",
             "error.log",
@@ -237,7 +199,9 @@ fn port_exhaustion_only_without_time_wait_reuse() {
 #[test]
 fn the_proxy_models_play_library_scenarios() {
     let tmp = tempfile::tempdir().unwrap();
-    let runs = play(tmp.path(), "nxdomain", Some("base"), "sim-envoy", None);
+    let runs = Play::new("nxdomain", "sim-envoy")
+        .variant("base")
+        .into(tmp.path());
     let v = serde_json::to_value(&runs[0].verdict).unwrap();
     assert_eq!(classes(&v), ["dns-cluster-emptied"], "{:#}", v["classes"]);
     let d = v["incidents"][0]["duration_ms"].as_i64().unwrap();
@@ -252,7 +216,9 @@ fn the_proxy_models_play_library_scenarios() {
     );
 
     let tmp = tempfile::tempdir().unwrap();
-    let runs = play(tmp.path(), "nxdomain", Some("nx40s"), "sim-haproxy", None);
+    let runs = Play::new("nxdomain", "sim-haproxy")
+        .variant("nx40s")
+        .into(tmp.path());
     let v = serde_json::to_value(&runs[0].verdict).unwrap();
     assert_eq!(classes(&v), ["dns-hold-expired"], "{:#}", v["classes"]);
     let d = v["incidents"][0]["duration_ms"].as_i64().unwrap();

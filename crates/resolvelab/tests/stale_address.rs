@@ -1,7 +1,7 @@
 //! Stale addresses end to end on the model (`--engine sim`, no network): every setup of the
 //! `stale-address` scenario holds its expectations, the linter flags the configurations that pin
 //! a name at the line that does it (and only those), and the checker without a DNS log calls
-//! the pin *probable* and says what would decide it. The real-nginx runs are in scenarios.rs.
+//! the pin *probable* and says what would decide it. The real-nginx run is in scenarios.rs.
 
 use serde_json::Value;
 use std::path::{Path, PathBuf};
