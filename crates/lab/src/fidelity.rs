@@ -16,6 +16,7 @@
 
 use crate::replay;
 use anyhow::{Result, bail};
+use resolvelab_core::evidence::run::VerdictStatus;
 use resolvelab_diagnose::Diagnosis;
 use resolvelab_diagnose::run::diagnose_run_dir;
 use resolvelab_sim::nginx::fidelity::{counts_agree, durations_agree, expected_count_95};
@@ -236,10 +237,10 @@ pub struct Row {
     /// The model run directory, when the model ran.
     pub model_run: Option<PathBuf>,
     /// The lab run's verdict status by the current checker (lab evidence may have been judged
-    /// by an older one), or `no verdict`.
-    pub lab_status: String,
+    /// by an older one).
+    pub lab_status: Judgement,
     /// The model run's verdict status.
-    pub model_status: String,
+    pub model_status: Judgement,
     /// How the comparison came out.
     #[serde(flatten)]
     pub outcome: Outcome,
@@ -259,11 +260,38 @@ pub struct Report {
     pub rows: Vec<Row>,
 }
 
+/// What the current checker says of one side of a row, serialized as the page shows it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Judgement {
+    /// Its verdict status (`completed`, `aborted`, …).
+    Judged(VerdictStatus),
+    /// The directory could not be judged (`no verdict`).
+    NoVerdict,
+    /// No run to judge: the model did not run (`–`).
+    NotRun,
+}
+
+impl std::fmt::Display for Judgement {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Judgement::Judged(s) => f.write_str(s.as_str()),
+            Judgement::NoVerdict => f.write_str("no verdict"),
+            Judgement::NotRun => f.write_str("–"),
+        }
+    }
+}
+
+impl Serialize for Judgement {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
 /// The verdict status the current checker gives a run directory.
-fn status_of(dir: &Path) -> String {
+fn status_of(dir: &Path) -> Judgement {
     resolvelab_diagnose::analyze_run(dir)
-        .map(|v| v.status.to_string())
-        .unwrap_or_else(|_| "no verdict".into())
+        .map(|v| Judgement::Judged(v.status))
+        .unwrap_or(Judgement::NoVerdict)
 }
 
 /// The one line of an error, for a table cell.
@@ -296,7 +324,7 @@ pub fn replay_row(lab: &Path, sim_out: &Path) -> Result<Row> {
     let mut row = Row {
         title: title.clone(),
         lab_status: status_of(lab),
-        model_status: "–".into(),
+        model_status: Judgement::NotRun,
         model_run: None,
         outcome: Outcome::Agree,
         fidelity: None,

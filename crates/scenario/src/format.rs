@@ -3,7 +3,7 @@
 use resolvelab_core::dur::Dur;
 use resolvelab_core::spec::dns::{Align, DnsSetting, HostRef};
 use resolvelab_core::spec::engine::EngineId;
-use resolvelab_core::spec::fault::BackendFault;
+use resolvelab_core::spec::fault::{BackendFault, Fault};
 use resolvelab_core::spec::latency::Latency;
 use resolvelab_core::spec::mix::Mix;
 use resolvelab_core::spec::nginx::{NextUpstream, NginxTime};
@@ -1032,12 +1032,10 @@ impl Scenario {
                     let Some(spec) = &ev.spec else {
                         return Err(bad("fault", "`fault` needs a `spec`".into()));
                     };
-                    let parsed = if self.proxies.iter().any(|p| &p.name == t) {
-                        spec.parse::<ToxicSpec>().map(drop)
-                    } else {
-                        spec.parse::<BackendFault>().map(drop)
-                    };
-                    parsed.map_err(|e| bad("spec", e))?;
+                    // The plan reads it again with the same function (timeline::Action::of):
+                    // here only its line is known.
+                    let proxy = self.proxies.iter().any(|p| &p.name == t);
+                    Fault::parse(spec, proxy).map_err(|e| bad("spec", e))?;
                 }
             }
             if let Some(a) = ev.align {
