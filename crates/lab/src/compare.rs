@@ -69,6 +69,46 @@ pub struct Cell {
     /// Why the engine does not apply to this scenario (it cannot express it), if it does not.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub not_applicable: Option<String>,
+    /// Every run of a repeated cell (`compare --repeat N`, N > 1), the first one (whose figures
+    /// the fields above are) included, one per seed.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub repeats: Vec<Repeat>,
+}
+
+/// One run of a repeated cell: its seed and the figures that vary from seed to seed.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct Repeat {
+    /// The run's seed.
+    pub seed: u64,
+    /// The run directory (empty when the run could not start).
+    pub run: PathBuf,
+    /// The verdict's status, or `error`.
+    pub status: CellStatus,
+    /// The scenario's expectations that held.
+    pub held: usize,
+    /// Requests the client sent.
+    pub requests: u64,
+    /// Requests that failed at the client.
+    pub client_errors: u64,
+    /// `no live upstreams` failures.
+    pub nlu: u64,
+    /// The longest incident of any class, ms.
+    pub longest_outage_ms: Option<i64>,
+}
+
+impl Repeat {
+    fn of(seed: u64, c: &Cell) -> Repeat {
+        Repeat {
+            seed,
+            run: c.run.clone(),
+            status: c.status,
+            held: c.held,
+            requests: c.requests,
+            client_errors: c.client_errors,
+            nlu: c.nlu,
+            longest_outage_ms: c.longest_outage_ms,
+        }
+    }
 }
 
 /// What became of one engine's run: its verdict's status, or why there is none. Written as
@@ -120,6 +160,7 @@ impl Cell {
             p99_ms: None,
             error: None,
             not_applicable: None,
+            repeats: Vec::new(),
         }
     }
 }
@@ -180,26 +221,25 @@ pub fn compare(
     engines: &[&dyn Engine],
     on_cell: &mut dyn FnMut(&Cell),
 ) -> Comparison {
-    compare_reusing(sc, opts, engines, &BTreeMap::new(), on_cell)
+    compare_reusing(sc, opts, engines, &BTreeMap::new(), 1, on_cell)
 }
 
-/// [`compare`], taking an engine's run from `reuse[engine]` (a `run --all --out` directory) when
-/// one there played exactly this scenario (the same resolved `scenario.toml`, its `[[variant]]`
-/// definitions aside) to completion:
-/// it is judged again by today's checker instead of played again.
+/// [`compare`], `repeat` times per engine with the seeds `seed`, `seed + 1`, … (`seed`: the
+/// options', else the scenario's, else 1), taking an engine's run from `reuse[engine]` (a
+/// `run --all --out` directory) when one there played exactly this scenario with that seed
+/// (the same resolved `scenario.toml`, its `[[variant]]` definitions aside) to completion: it
+/// is judged again by today's checker instead of played again. `on_cell` sees every run.
 pub fn compare_reusing(
     sc: &Scenario,
     opts: &RunOptions,
     engines: &[&dyn Engine],
     reuse: &BTreeMap<String, PathBuf>,
+    repeat: u32,
     on_cell: &mut dyn FnMut(&Cell),
 ) -> Comparison {
+    let base = opts.seed.or(sc.seed).unwrap_or(1);
     let mut cells = Vec::new();
     for e in engines {
-        let o = RunOptions {
-            out: opts.out.join(e.id().as_str()),
-            ..opts.clone()
-        };
         if let Some(why) = crate::engine::not_applicable(sc, *e) {
             let cell = Cell {
                 not_applicable: Some(why),
@@ -209,23 +249,27 @@ pub fn compare_reusing(
             cells.push(cell);
             continue;
         }
-        let earlier = reuse
-            .get(e.id().as_str())
-            .and_then(|dir| reusable_run(dir, sc, e.id(), opts));
-        let judged = match earlier {
-            // Judged by today's expectations, which may be newer than the run.
-            Some(record) => judge::judge_dir_by(record, Some(sc.expect.for_engine(e.id()))),
-            None => judge::run_and_judge(sc, &o, *e),
+        let mut runs = Vec::new();
+        for seed in (0..u64::from(repeat.max(1))).map(|r| base + r) {
+            if !runs.is_empty()
+                && crate::runner::INTERRUPTED.load(std::sync::atomic::Ordering::SeqCst)
+            {
+                break;
+            }
+            let o = RunOptions {
+                seed: Some(seed),
+                ..opts.clone()
+            };
+            let cell = one_cell(sc, &o, *e, reuse);
+            on_cell(&cell);
+            runs.push((seed, cell));
+        }
+        let repeats: Vec<Repeat> = match runs.len() {
+            0 | 1 => Vec::new(),
+            _ => runs.iter().map(|(seed, c)| Repeat::of(*seed, c)).collect(),
         };
-        let cell = match judged {
-            Ok(j) => cell_of(e.id(), &j),
-            Err(err) => Cell {
-                error: Some(format!("{err:#}")),
-                ..Cell::empty(e.id(), sc, CellStatus::Error)
-            },
-        };
-        on_cell(&cell);
-        cells.push(cell);
+        let (_, first) = runs.swap_remove(0);
+        cells.push(Cell { repeats, ..first });
     }
     Comparison {
         scenario: sc.name.clone(),
@@ -233,6 +277,36 @@ pub fn compare_reusing(
         question: sc.question.clone(),
         description: sc.description.clone(),
         cells,
+    }
+}
+
+/// One run of `sc` on `e` with `opts`' seed, or a reused one, as a cell.
+fn one_cell(
+    sc: &Scenario,
+    opts: &RunOptions,
+    e: &dyn Engine,
+    reuse: &BTreeMap<String, PathBuf>,
+) -> Cell {
+    let earlier = reuse
+        .get(e.id().as_str())
+        .and_then(|dir| reusable_run(dir, sc, e.id(), opts));
+    let judged = match earlier {
+        // Judged by today's expectations, which may be newer than the run.
+        Some(record) => judge::judge_dir_by(record, Some(sc.expect.for_engine(e.id()))),
+        None => {
+            let o = RunOptions {
+                out: opts.out.join(e.id().as_str()),
+                ..opts.clone()
+            };
+            judge::run_and_judge(sc, &o, e)
+        }
+    };
+    match judged {
+        Ok(j) => cell_of(e.id(), &j),
+        Err(err) => Cell {
+            error: Some(format!("{err:#}")),
+            ..Cell::empty(e.id(), sc, CellStatus::Error)
+        },
     }
 }
 
@@ -308,6 +382,7 @@ fn cell_of(engine: EngineId, j: &Judged) -> Cell {
         p99_ms: p99_of(&j.record.dir),
         error: None,
         not_applicable: None,
+        repeats: Vec::new(),
     }
 }
 
@@ -404,23 +479,85 @@ fn without_dns_cell(c: &Cell) -> String {
 
 /// A row's cells as every rendering shows them: engine, version, requests, client errors, NLU,
 /// classes, classes without a DNS history, longest outage, re-query period, time to follow a
-/// swap, p99, expectations (the run apart).
+/// swap, p99, expectations (the run apart). A repeated cell shows its runs' spread where they
+/// vary (requests, client errors, NLU, longest outage, expectations); the other columns are
+/// the first run's.
 fn columns(e: &Cell) -> [String; 12] {
+    let r = &e.repeats;
+    let counts = |f: fn(&Repeat) -> u64, one: u64| match r.is_empty() {
+        true => one.to_string(),
+        false => spread(&r.iter().map(f).collect::<Vec<_>>(), |v| v.to_string()),
+    };
+    let mut errors = counts(|r| r.client_errors, e.client_errors);
+    if disagree(r, |r| r.client_errors) {
+        errors.push_str(" — runs disagree");
+    }
+    let outage = match r.is_empty() {
+        true => ms(e.longest_outage_ms),
+        false => match r.iter().all(|r| r.longest_outage_ms.is_none()) {
+            true => "—".into(),
+            false => spread(
+                &(r.iter())
+                    .map(|r| r.longest_outage_ms.unwrap_or(0).max(0) as u64)
+                    .collect::<Vec<_>>(),
+                |v| ms(Some(v as i64)),
+            ),
+        },
+    };
     [
         e.engine.to_string(),
         e.version.clone(),
-        e.requests.to_string(),
-        e.client_errors.to_string(),
-        e.nlu.to_string(),
+        counts(|r| r.requests, e.requests),
+        errors,
+        counts(|r| r.nlu, e.nlu),
         classes_cell(e),
         without_dns_cell(e),
-        ms(e.longest_outage_ms),
+        outage,
         e.requery_period_ms
             .map_or("—".into(), |p| format!("{:.1} s", p / 1000.0)),
         e.swap_follow.as_ref().map_or("—".into(), |f| f.short()),
         e.p99_ms.map_or("—".into(), |p| format!("{p:.1} ms")),
-        format!("{}/{} {}", e.held, e.checks, e.status),
+        expectations(e),
     ]
+}
+
+/// `min–max (median m, N runs)` of a figure over a cell's runs, or `v (N runs)` when every run
+/// gave the same.
+fn spread(values: &[u64], show: impl Fn(u64) -> String) -> String {
+    let mut v = values.to_vec();
+    v.sort_unstable();
+    let (lo, hi, n) = (v[0], v[v.len() - 1], v.len());
+    // The lower median: a figure some run measured.
+    let med = v[(n - 1) / 2];
+    match lo == hi {
+        true => format!("{} ({n} runs)", show(lo)),
+        false => format!("{}–{} (median {}, {n} runs)", show(lo), show(hi), show(med)),
+    }
+}
+
+/// Some runs saw none and others some: the runs disagree in direction, which a range hides.
+fn disagree(runs: &[Repeat], f: fn(&Repeat) -> u64) -> bool {
+    runs.iter().any(|r| f(r) == 0) && runs.iter().any(|r| f(r) > 0)
+}
+
+/// `held/checks status`, and for a repeated cell each distinct outcome with its runs
+/// (`2/2 completed ×2, 1/2 completed ×1`).
+fn expectations(e: &Cell) -> String {
+    if e.repeats.is_empty() {
+        return format!("{}/{} {}", e.held, e.checks, e.status);
+    }
+    let mut seen: Vec<(String, usize)> = Vec::new();
+    for r in &e.repeats {
+        let k = format!("{}/{} {}", r.held, e.checks, r.status);
+        match seen.iter_mut().find(|(s, _)| *s == k) {
+            Some((_, n)) => *n += 1,
+            None => seen.push((k, 1)),
+        }
+    }
+    (seen.iter())
+        .map(|(k, n)| format!("{k} ×{n}"))
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// The comparisons as report blocks, one section (heading `level`) per comparison: the
@@ -481,9 +618,10 @@ fn row(e: &Cell) -> Vec<DocCell> {
         p99,
         held,
     ] = columns(e);
-    let errors = match e.client_errors {
-        0 => n(errors),
-        _ => n(errors).class("nothold"),
+    let any_errors = e.client_errors > 0 || e.repeats.iter().any(|r| r.client_errors > 0);
+    let errors = match any_errors {
+        false => n(errors),
+        true => n(errors).class("nothold"),
     };
     let run = e
         .run
@@ -556,8 +694,8 @@ pub fn update_page(
     resolvelab_report::update_generated(path, &generated, |g| {
         format!(
             "# The same DNS timeline on several proxies\n\n\
-Regenerate with `resolvelab compare {what} --engines {} --table {}`. Each scenario ran once per\n\
-engine with the same DNS timeline, backends, faults, load and seed, and the one checker judged\n\
+Regenerate with `resolvelab compare {what} --engines {} --table {}`. Each scenario ran on every\n\
+engine with the same DNS timeline, backends, faults, load and seeds, and the one checker judged\n\
 every run. The expectations are the scenario's (written for nginx 1.28): one that does not\n\
 hold on another engine is a finding, not a failure; the findings belong on a hand-written\n\
 page beside this one that cites these runs (docs/COMPARISON.md).\n\n{g}",
@@ -620,5 +758,86 @@ mod tests {
             classes_cell(&na),
             "not applicable: only the upstream route (servers resolved by a resolver) is rendered"
         );
+    }
+
+    #[test]
+    fn a_repeated_cell_plays_each_seed_and_shows_the_spread() {
+        let tmp = tempfile::tempdir().unwrap();
+        let sc = resolvelab_scenario::library::get("generation-race")
+            .unwrap()
+            .scaled(0.1)
+            .unwrap();
+        let opts = RunOptions {
+            out: tmp.path().to_path_buf(),
+            seed: Some(5),
+            progress: false,
+            ..RunOptions::default()
+        };
+        let engines = [crate::engine::by_name("sim").unwrap()];
+        let mut runs = 0;
+        let c = compare_reusing(&sc, &opts, &engines, &BTreeMap::new(), 3, &mut |_| {
+            runs += 1
+        });
+        assert_eq!(runs, 3, "every run is reported as it ends");
+        let cell = &c.cells[0];
+        let seeds: Vec<u64> = cell.repeats.iter().map(|r| r.seed).collect();
+        assert_eq!(seeds, [5, 6, 7]);
+        // The cell's own figures are its first run's; each run has its own directory.
+        assert_eq!(cell.run, cell.repeats[0].run);
+        assert_eq!(cell.client_errors, cell.repeats[0].client_errors);
+        let dirs: std::collections::BTreeSet<&PathBuf> =
+            cell.repeats.iter().map(|r| &r.run).collect();
+        assert_eq!(dirs.len(), 3);
+        for r in &cell.repeats {
+            let rec = crate::options::RunRecord::read(&r.run).unwrap();
+            assert_eq!(rec.seed, r.seed, "{}", r.run.display());
+        }
+        let md = markdown(std::slice::from_ref(&c));
+        assert!(md.contains("3 runs)"), "{md}");
+        let json = serde_json::to_value(&c).unwrap();
+        assert_eq!(json["cells"][0]["repeats"].as_array().unwrap().len(), 3);
+        // One run: no `repeats`, the JSON as before.
+        let one = compare(&sc, &opts, &engines, &mut |_| {});
+        assert!(
+            serde_json::to_value(&one).unwrap()["cells"][0]
+                .get("repeats")
+                .is_none()
+        );
+    }
+
+    #[test]
+    fn the_spread_says_where_runs_disagree_in_direction() {
+        let sc = resolvelab_scenario::library::get("swap-only").unwrap();
+        let run = |seed, errors, held, status| Repeat {
+            seed,
+            run: PathBuf::new(),
+            status: CellStatus::Judged(status),
+            held,
+            requests: 100,
+            client_errors: errors,
+            nlu: errors,
+            longest_outage_ms: (errors > 0).then_some(1500),
+        };
+        let mut cell = Cell::empty(
+            EngineId::Sim,
+            &sc,
+            CellStatus::Judged(VerdictStatus::Completed),
+        );
+        cell.checks = 2;
+        cell.repeats = vec![
+            run(1, 0, 2, VerdictStatus::Completed),
+            run(2, 7, 1, VerdictStatus::Completed),
+            run(3, 3, 2, VerdictStatus::NotInterpretable),
+        ];
+        let cols = columns(&cell);
+        assert_eq!(cols[2], "100 (3 runs)");
+        assert_eq!(cols[3], "0–7 (median 3, 3 runs) — runs disagree");
+        assert_eq!(cols[7], "0.0 s–1.5 s (median 1.5 s, 3 runs)");
+        assert_eq!(
+            cols[11],
+            "2/2 completed ×1, 1/2 completed ×1, 2/2 not-interpretable ×1"
+        );
+        cell.repeats.remove(0);
+        assert!(!columns(&cell)[3].contains("disagree"));
     }
 }

@@ -226,10 +226,48 @@ fn engine_arguments_are_checked_before_anything_runs() {
             vec!["compare", "swap-only", "--reuse", "runs"],
             "expected ENGINE=DIR",
         ),
+        (
+            vec!["compare", "swap-only", "--repeat", "0"],
+            "0 is not in 1..=20",
+        ),
     ] {
         let o = bin().args(&args).output().unwrap();
         let stderr = String::from_utf8_lossy(&o.stderr);
         assert_eq!(o.status.code(), Some(2), "{args:?}: {stderr}");
         assert!(stderr.contains(want), "{args:?}: {stderr}");
     }
+}
+
+#[test]
+fn repeat_plays_each_cell_with_its_seeds_and_the_page_says_so() {
+    let tmp = tempfile::tempdir().unwrap();
+    let page = tmp.path().join("PAGE.md");
+    let (code, json, stderr) = compare(
+        &[
+            "swap-only",
+            "--variant",
+            "base",
+            "--engines",
+            "sim",
+            "--scale",
+            "0.1",
+            "--seed",
+            "3",
+            "--repeat",
+            "2",
+            "--table",
+            page.to_str().unwrap(),
+        ],
+        &tmp.path().join("cmp"),
+    );
+    assert_eq!(code, 0, "{json:#}\n{stderr}");
+    let reps = json[0]["cells"][0]["repeats"].as_array().unwrap();
+    let seeds: Vec<u64> = reps.iter().map(|r| r["seed"].as_u64().unwrap()).collect();
+    assert_eq!(seeds, [3, 4]);
+    let text = std::fs::read_to_string(&page).unwrap();
+    assert!(
+        text.contains("resolvelab compare swap-only --repeat 2 --engines sim"),
+        "{text}"
+    );
+    assert!(text.contains("2 runs)"), "{text}");
 }

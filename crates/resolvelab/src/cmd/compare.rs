@@ -20,6 +20,7 @@ resolvelab compare generation-race --engines nginx,nginx-1.31,sim\n  \
 resolvelab compare nxdomain --variant nx40s         # longer than HAProxy's hold nx 30s\n  \
 resolvelab compare nxdomain --variant valid30-aligned --format json\n  \
 resolvelab compare --all --table docs/COMPARISON-RUNS.md\n  \
+resolvelab compare nxdomain --engines nginx,haproxy --repeat 3   # each cell from 3 seeds\n  \
 resolvelab compare stale-address --engines nginx,sim --table docs/STALE-ADDRESS.md\n  \
 resolvelab --engine-bin nginx-1.31=/opt/nginx/sbin/nginx compare swap-only\n\n\
 Each engine plays the same scenario (DNS timeline, backends, faults, load, seed) into \
@@ -50,6 +51,11 @@ pub struct Args {
     /// Seed of every RNG in every run (default: the scenario's, else 1).
     #[arg(long)]
     seed: Option<u64>,
+    /// Play every cell N times, with the seeds seed, seed+1, …; the table shows each figure's
+    /// spread over the runs (min–max, median) and says where the runs disagree in direction.
+    #[arg(long, default_value_t = 1, value_name = "N",
+        value_parser = clap::value_parser!(u32).range(1..=20))]
+    repeat: u32,
     /// Parent directory of the runs, one sub-directory per engine.
     #[arg(long, default_value = "runs/compare")]
     out: PathBuf,
@@ -109,7 +115,7 @@ pub fn run(args: Args, ctx: &Ctx) -> Result<ExitCode> {
             None => sc.name.clone(),
         };
         let reuse = args.reuse.iter().cloned().collect();
-        let c = compare::compare_reusing(sc, &opts, &engines, &reuse, &mut |cell| {
+        let c = compare::compare_reusing(sc, &opts, &engines, &reuse, args.repeat, &mut |cell| {
             if args.quiet {
                 return;
             }
@@ -149,11 +155,14 @@ pub fn run(args: Args, ctx: &Ctx) -> Result<ExitCode> {
     let all_ran = done.iter().all(Comparison::all_ran);
     if let Some(t) = &args.table {
         if whole && (all_ran || !args.all) {
-            let what = match (args.all, args.scenario.as_deref()) {
-                (false, Some(sc)) => sc,
-                _ => "--all",
+            let mut what = match (args.all, args.scenario.as_deref()) {
+                (false, Some(sc)) => sc.to_string(),
+                _ => "--all".to_string(),
             };
-            compare::update_page(t, &done, what, &ids)?;
+            if args.repeat > 1 {
+                what.push_str(&format!(" --repeat {}", args.repeat));
+            }
+            compare::update_page(t, &done, &what, &ids)?;
             eprintln!("comparison written into {}", t.display());
         } else {
             eprintln!(
