@@ -135,6 +135,7 @@ fn unsaid(
             if cells
                 .get(&key)
                 .is_some_and(|s| s.contains("not-interpretable"))
+                && !out.contains(&key)
             {
                 out.push(key);
             }
