@@ -111,7 +111,11 @@ pub fn policy(sc: &Scenario, proxy: Proxy) -> Result<Policy> {
                 .defaults
                 .iter()
                 .chain(&sc.haproxy.backend)
-                .any(|l| l.trim().starts_with("retry-on") && l.contains("all-retryable-errors"));
+                .any(|l| {
+                    // `all-retryable-errors` includes `empty-response`.
+                    l.trim().starts_with("retry-on")
+                        && (l.contains("empty-response") || l.contains("all-retryable-errors"))
+                });
         }
         Proxy::Envoy => {
             // The model plays a STRICT_DNS cluster (hosts replaced, emptied by NXDOMAIN); a
@@ -1329,6 +1333,23 @@ mod tests {
         let e = lab_arrivals(&path, Us::ms(10)).unwrap_err();
         let msg = format!("{e:#}");
         assert!(msg.contains("load.jsonl") && !msg.contains('\n'), "{msg}");
+    }
+
+    #[test]
+    fn haproxy_retries_a_reused_connection_only_with_empty_response() {
+        let sc = library::get("generation-race").unwrap();
+        let with = |line: &str| {
+            let mut s = sc.clone();
+            s.haproxy.backend = vec![line.to_string()];
+            policy(&s, Proxy::Haproxy).unwrap().retry_reused
+        };
+        assert!(
+            !policy(&sc, Proxy::Haproxy).unwrap().retry_reused,
+            "not by default"
+        );
+        assert!(with("retry-on conn-failure empty-response"));
+        assert!(with("retry-on all-retryable-errors"));
+        assert!(!with("retry-on conn-failure"));
     }
 
     #[test]

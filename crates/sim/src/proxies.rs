@@ -11,7 +11,7 @@
 //! | answer | the server's address changes in place (one address per server line) | the hosts are replaced | the upstreams are replaced |
 //! | NXDOMAIN | the last address is kept for `hold_nx` (30 s), then maintenance | no hosts | that request fails |
 //! | other failure | kept for `hold_other` (30 s), then maintenance | hosts kept | that request fails |
-//! | reused connection closed by the backend | the client's connection is closed, nothing logged (unless `retry_reused`: `retry-on all-retryable-errors`) | retried on another host; the retry may meet the same; at most `max_active_retries` (3) at once, more fail at once (`UO`) | retried on a new connection by Go's transport |
+//! | reused connection closed by the backend | the client's connection is closed, nothing logged (unless `retry_reused`: a `retry-on` with `empty-response`) | retried on another host; the retry may meet the same; at most `max_active_retries` (3) at once, more fail at once (`UO`) | retried on a new connection by Go's transport |
 //!
 //! ```
 //! use resolvelab_sim::nginx::{DnsPhase, ServerLine, SimConfig, Us};
@@ -56,7 +56,7 @@ pub struct Policy {
     /// Retries after a failed try.
     pub retries: u32,
     /// A try on a reused connection that the backend closed is tried again (HAProxy only with
-    /// `retry-on all-retryable-errors`).
+    /// a `retry-on` that includes `empty-response`, e.g. `retry-on conn-failure empty-response`).
     pub retry_reused: bool,
     /// Retries in flight at once, more fail at once (Envoy's `max_retries` circuit breaker);
     /// 0: no limit.
@@ -779,7 +779,7 @@ pub fn predict(
     match proxy {
         Proxy::Haproxy => variants.push((
             "retry-on".into(),
-            "`retry-on all-retryable-errors` (a failed reused connection is tried again)".into(),
+            "`retry-on conn-failure empty-response` (a request whose reused connection closed before any response byte is sent again)".into(),
             Policy {
                 retry_reused: true,
                 ..pol.clone()
