@@ -78,6 +78,23 @@ pub mod file {
     pub const VERDICT_MD: &str = "verdict.md";
     /// The verdict, as self-contained HTML.
     pub const VERDICT_HTML: &str = "verdict.html";
+
+    /// What every engine leaves in a judged run directory, the proxy's own configuration
+    /// (`nginx.conf`, `haproxy.cfg`, …) aside.
+    pub const JUDGED: [&str; 12] = [
+        SCENARIO,
+        EXPECT,
+        FINGERPRINT,
+        ACCESS_LOG,
+        ERROR_LOG,
+        DNS,
+        EVENTS,
+        LOAD,
+        RUN,
+        VERDICT_JSON,
+        VERDICT_MD,
+        VERDICT_HTML,
+    ];
 }
 
 /// The `kind`s of an [`Event`] the lab writes (a reader keeps any other kind as it is: old run

@@ -5,7 +5,8 @@
 //! with `dns watch`: `crates/resolvelab/tests/scenarios.rs`.)
 
 mod common;
-use common::{Play, RUN_FILES, json};
+use common::{Play, json};
+use resolvelab_core::evidence::file;
 use resolvelab_lab::judge::Judged;
 use serde_json::Value;
 use std::sync::Mutex;
@@ -34,7 +35,7 @@ fn assert_all_held(p: Play) -> Vec<(Judged, Value)> {
         .collect();
     for (j, v) in &vs {
         let dir = &j.record.dir;
-        for f in RUN_FILES.iter().chain(&["nginx.conf"]) {
+        for f in file::JUDGED.iter().chain(&[file::NGINX_CONF]) {
             assert!(dir.join(f).is_file(), "{} lacks {f}", dir.display());
         }
         assert_eq!(

@@ -5,7 +5,8 @@
 //! and exit codes: `crates/resolvelab/tests/engine_sim.rs`.)
 
 mod common;
-use common::{Play, RUN_FILES, json};
+use common::{Play, json};
+use resolvelab_core::evidence::file;
 use resolvelab_lab::engine;
 use resolvelab_lab::judge::{self, Judged};
 use resolvelab_lab::options::RunOptions;
@@ -29,7 +30,7 @@ fn dir(j: &Judged) -> &Path {
 /// verdict as its JSON.
 fn assert_green(j: &Judged) -> serde_json::Value {
     let dir = dir(j);
-    for f in RUN_FILES.iter().chain(&["nginx.conf"]) {
+    for f in file::JUDGED.iter().chain(&[file::NGINX_CONF]) {
         assert!(dir.join(f).is_file(), "{} lacks {f}", dir.display());
     }
     let v = serde_json::to_value(&j.verdict).unwrap();

@@ -46,21 +46,8 @@ fn verdict(dir: &Path) -> serde_json::Value {
 
 /// Every expectation held, the run is interpretable, and the directory is complete.
 fn assert_green(dir: &Path) -> serde_json::Value {
-    for f in [
-        "scenario.toml",
-        "expect.json",
-        "fingerprint.json",
-        "nginx.conf",
-        "access.log",
-        "error.log",
-        "dns.jsonl",
-        "events.jsonl",
-        "load.jsonl",
-        "run.json",
-        "verdict.json",
-        "verdict.md",
-        "verdict.html",
-    ] {
+    use resolvelab_core::evidence::file;
+    for f in file::JUDGED.iter().chain(&[file::NGINX_CONF]) {
         assert!(dir.join(f).is_file(), "{} lacks {f}", dir.display());
     }
     let v = verdict(dir);

@@ -81,19 +81,3 @@ impl<'a> Play<'a> {
 pub fn json(dir: &Path, file: &str) -> serde_json::Value {
     serde_json::from_str(&std::fs::read_to_string(dir.join(file)).unwrap()).unwrap()
 }
-
-/// The files every engine leaves in a run directory.
-pub const RUN_FILES: [&str; 12] = [
-    "scenario.toml",
-    "expect.json",
-    "fingerprint.json",
-    "access.log",
-    "error.log",
-    "dns.jsonl",
-    "events.jsonl",
-    "load.jsonl",
-    "run.json",
-    "verdict.json",
-    "verdict.md",
-    "verdict.html",
-];
