@@ -206,9 +206,11 @@ impl Comparison {
         }
     }
 
-    /// Every applicable engine ran and left an interpretable run.
+    /// Every applicable engine ran, every repeat of it included.
     pub fn all_ran(&self) -> bool {
-        self.cells.iter().all(|c| c.error.is_none())
+        self.cells
+            .iter()
+            .all(|c| c.error.is_none() && c.repeats.iter().all(|r| r.status != CellStatus::Error))
     }
 }
 
@@ -792,6 +794,7 @@ mod tests {
             let rec = crate::options::RunRecord::read(&r.run).unwrap();
             assert_eq!(rec.seed, r.seed, "{}", r.run.display());
         }
+        assert!(c.all_ran());
         let md = markdown(std::slice::from_ref(&c));
         assert!(md.contains("3 runs)"), "{md}");
         let json = serde_json::to_value(&c).unwrap();
@@ -839,5 +842,16 @@ mod tests {
         );
         cell.repeats.remove(0);
         assert!(!columns(&cell)[3].contains("disagree"));
+        // A repeat that could not run makes the comparison incomplete (exit 1).
+        let mut c = Comparison {
+            scenario: "swap-only".into(),
+            variant: None,
+            question: String::new(),
+            description: String::new(),
+            cells: vec![cell],
+        };
+        assert!(c.all_ran());
+        c.cells[0].repeats[1].status = CellStatus::Error;
+        assert!(!c.all_ran());
     }
 }
