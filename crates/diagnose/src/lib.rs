@@ -32,6 +32,7 @@ pub mod classify;
 pub mod conf;
 pub mod evidence;
 pub mod expect;
+pub mod fleet;
 pub mod run;
 pub mod timeline;
 pub mod verdict;

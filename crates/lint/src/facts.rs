@@ -24,6 +24,11 @@ pub struct RuntimeFacts {
     pub resolved_once: bool,
     /// The nginx version, when the input names it (`nginx -V` output pasted with `nginx -T`).
     pub version: Option<String>,
+    /// How often nginx re-queries a name, ms: `valid=` + 1 s (nginx re-queries once the cached
+    /// answer is past its validity, on the next second's timer), when every `resolver` line
+    /// sets the same `valid=`; None when none does (the answer's TTL decides) or they differ.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub requery_ms: Option<u64>,
 }
 
 /// The directives that send a request to an address given by name.
@@ -42,9 +47,16 @@ pub fn runtime_facts(cfg: &Config, source: &str) -> RuntimeFacts {
         source: source.to_string(),
         ..RuntimeFacts::default()
     };
+    let mut valid: Vec<Option<u64>> = Vec::new();
     let mut stack: Vec<(&Directive, bool)> = cfg.root.iter().map(|d| (d, false)).collect();
     while let Some((d, in_upstream)) = stack.pop() {
         let name = d.name.value.as_str();
+        if name == "resolver" {
+            valid.push(d.args.iter().find_map(|a| {
+                let v = a.value.strip_prefix("valid=")?;
+                resolvelab_core::spec::nginx::time_ms(v)
+            }));
+        }
         if in_upstream && name == "server" && d.args.iter().any(|a| a.value == "resolve") {
             f.resolve = true;
         }
@@ -58,6 +70,10 @@ pub fn runtime_facts(cfg: &Config, source: &str) -> RuntimeFacts {
         stack.extend(d.children().iter().map(|c| (c, up)));
     }
     f.resolved_once = crate::rules::resolves_once(cfg);
+    f.requery_ms = match valid.split_first() {
+        Some((Some(v), rest)) if rest.iter().all(|r| *r == Some(*v)) => Some(v + 1000),
+        _ => None,
+    };
     f.version = cfg
         .files
         .iter()
@@ -148,6 +164,23 @@ mod tests {
         assert!(!f.resolved_once && !f.resolve);
         let f = facts("http { upstream a { server app:80; } }");
         assert!(f.resolved_once, "a static server line with a name");
+    }
+
+    #[test]
+    fn the_requery_period_is_valid_plus_a_second_when_every_resolver_agrees() {
+        let f =
+            facts("http { resolver 10.0.0.53 valid=5s; server { resolver 10.0.0.53 valid=5s; } }");
+        assert_eq!(f.requery_ms, Some(6000));
+        let f = facts("http { resolver 10.0.0.53 valid=30s ipv6=off; }");
+        assert_eq!(f.requery_ms, Some(31_000));
+        for ttl in [
+            "http { resolver 10.0.0.53; }",
+            "http { resolver 10.0.0.53 valid=5s; server { resolver 10.0.0.53; } }",
+            "http { resolver 10.0.0.53 valid=5s; server { resolver 10.0.0.53 valid=10s; } }",
+            "http { }",
+        ] {
+            assert_eq!(facts(ttl).requery_ms, None, "{ttl}");
+        }
     }
 
     #[test]

@@ -324,6 +324,65 @@ pub fn incident_svg(
     rate_svg(zoom, start_ms, &near, &[(start_ms, end_ms)], title, size)
 }
 
+/// Instances' failures on one time axis: one lane per instance, a mark per bin with failed
+/// requests (red when NLU, orange otherwise), darker the larger the bin's failed share.
+pub fn lanes_svg(lanes: &[(&str, &Series)], t0_ms: i64, size: (u32, u32)) -> String {
+    svg(size, |out, size| draw_lanes(out, lanes, t0_ms, size))
+}
+
+fn draw_lanes(
+    out: &mut String,
+    lanes: &[(&str, &Series)],
+    t0: i64,
+    (w, h): (u32, u32),
+) -> Result<(), String> {
+    let e = |e: &dyn std::fmt::Display| e.to_string();
+    let x = |t: i64| (t - t0) as f64 / 1000.0;
+    let x1 = lanes
+        .iter()
+        .filter_map(|(_, s)| s.points.last().map(|p| x(p.t_ms + s.bin_ms)))
+        .fold(0.001, f64::max);
+    let names: Vec<String> = lanes.iter().map(|(n, _)| n.to_string()).collect();
+    let root = SVGBackend::with_string(out, (w, h)).into_drawing_area();
+    root.fill(&WHITE).map_err(|x| e(&x))?;
+    let mut chart = ChartBuilder::on(&root)
+        .caption("failed requests per instance", ("sans-serif", 16))
+        .margin(8)
+        .x_label_area_size(32)
+        .y_label_area_size(160)
+        .build_cartesian_2d(0f64..x1, 0f64..lanes.len() as f64)
+        .map_err(|x| e(&x))?;
+    chart
+        .configure_mesh()
+        .x_desc("seconds")
+        .y_labels(lanes.len().max(1))
+        .y_label_formatter(&|v| {
+            let i = (*v - 0.5).round();
+            (i >= 0.0 && (i - (*v - 0.5)).abs() < 1e-6)
+                .then(|| names.get(i as usize).cloned())
+                .flatten()
+                .unwrap_or_default()
+        })
+        .light_line_style(WHITE.mix(0.0))
+        .draw()
+        .map_err(|x| e(&x))?;
+    for (k, (_, s)) in lanes.iter().enumerate() {
+        let y = k as f64;
+        let marks = s.points.iter().filter(|p| p.failed + p.nlu > 0).map(|p| {
+            let all = (p.ok + p.failed + p.nlu).max(1) as f64;
+            let share = (p.failed + p.nlu) as f64 / all;
+            let c = if p.nlu > 0 { NLU } else { FAIL };
+            Rectangle::new(
+                [(x(p.t_ms), y + 0.15), (x(p.t_ms + s.bin_ms), y + 0.85)],
+                c.mix(0.25 + 0.75 * share).filled(),
+            )
+        });
+        chart.draw_series(marks).map_err(|x| e(&x))?;
+    }
+    root.present().map_err(|x| e(&x))?;
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::{latency_svg, rate_svg};

@@ -23,6 +23,7 @@
 #![cfg_attr(not(test), deny(unused_crate_dependencies))]
 
 mod charts;
+mod fleet;
 mod sections;
 
 use resolvelab_core::doc::{html, markdown};
@@ -30,7 +31,7 @@ use resolvelab_core::doc::{html, markdown};
 use resolvelab_diagnose::{Diagnosis, Verdict};
 use std::path::Path;
 
-pub use charts::{backend_latency_svg, incident_svg, latency_svg, rate_svg};
+pub use charts::{backend_latency_svg, incident_svg, lanes_svg, latency_svg, rate_svg};
 
 /// Output format.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -61,6 +62,18 @@ pub fn render_diagnosis(d: &Diagnosis, f: Format) -> anyhow::Result<String> {
         Format::Md => markdown::render(&sections::doc(d, None)),
         Format::Json => serde_json::to_string_pretty(d)? + "\n",
         Format::Html => html::render(&sections::doc(d, None), ""),
+    })
+}
+
+/// Render a fleet diagnosis (`resolvelab merge`).
+pub fn render_fleet(
+    f: &resolvelab_diagnose::fleet::Fleet,
+    format: Format,
+) -> anyhow::Result<String> {
+    Ok(match format {
+        Format::Md => markdown::render(&fleet::doc(f)),
+        Format::Json => serde_json::to_string_pretty(f)? + "\n",
+        Format::Html => html::render(&fleet::doc(f), ""),
     })
 }
 

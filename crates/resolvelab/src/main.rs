@@ -105,6 +105,8 @@ enum Command {
     Compare(cmd::compare::Args),
     /// Explain every 502 in production nginx logs.
     Diagnose(cmd::diagnose::Args),
+    /// One report over a fleet: merge the instances' partials (`diagnose --partial`).
+    Merge(cmd::merge::Args),
     /// Re-check a lab run directory and write its verdict.
     Analyze(cmd::analyze::Args),
     /// Lint nginx configuration for DNS/upstream failure hazards.
@@ -179,6 +181,7 @@ fn main() -> ExitCode {
         Command::Run(a) => cmd::run::run(a, &ctx),
         Command::Compare(a) => cmd::compare::run(a, &ctx),
         Command::Diagnose(a) => cmd::diagnose::run(a, &ctx),
+        Command::Merge(a) => cmd::merge::run(a, &ctx),
         Command::Analyze(a) => cmd::analyze::run(a, &ctx),
         Command::Lint(a) => cmd::lint::run(a, &ctx),
         Command::Sim(a) => cmd::sim::run(a, &ctx),

@@ -1,6 +1,7 @@
 //! `resolvelab diagnose`: explain every 502 in production nginx logs.
 
 use crate::Ctx;
+use resolvelab_diagnose::fleet::Partial;
 use resolvelab_diagnose::{NginxConf, Options};
 use resolvelab_history::logformat::LogFormat;
 use resolvelab_report::{Format, render_diagnosis};
@@ -19,6 +20,10 @@ use std::process::ExitCode;
   kubectl logs -n ingress-nginx deploy/ingress-nginx-controller --timestamps \\
       | resolvelab diagnose --logs - --log-format upstreaminfo
   docker compose logs --no-color nginx > compose.log && resolvelab diagnose --logs compose.log
+  # one instance of a fleet, then one report over all of them:
+  resolvelab diagnose --instance web-1 --access web-1/access.log --error web-1/error.log \\
+      --partial parts/web-1.json
+  resolvelab merge parts/*.json --format html -o fleet.html
 
 Any input may be `-` (standard input, once), a pipe, a FIFO or `<(…)`: it is read once.
 
@@ -36,6 +41,10 @@ $time_local, else --tz-offset, else this machine's offset.
 A class is never given on the absence of its evidence: without a DNS answer history, the config
 (--nginx-conf) or the version (--nginx-version), a `no live upstreams` may be `undetermined`, and
 the report's \"What these logs can show\" section says what would decide it.
+
+--partial FILE writes this instance's diagnosis as a mergeable partial (resolvelab.partial/v1) for
+`resolvelab merge`, which reports a fleet; the report is then written only with -o. Give each
+instance's logs to one run (its error lines pair with its own access lines).
 
 Exit status: 0 = diagnosed; 1 = a class named by --fail-on was found; 2 = a usage error or an
 unreadable input; 3 = nothing could be diagnosed (no access-log line parsed) or an input was cut
@@ -85,18 +94,18 @@ pub struct Args {
     /// Write to FILE instead of stdout.
     #[arg(short = 'o', long, value_name = "FILE")]
     output: Option<PathBuf>,
+    /// Also write this instance's diagnosis as a partial for `resolvelab merge` (the report is
+    /// then written only with -o).
+    #[arg(long, value_name = "FILE", requires = "instance")]
+    partial: Option<PathBuf>,
+    /// The nginx instance these logs come from (a pod or host name): its name in a fleet.
+    #[arg(long, value_name = "NAME", value_parser = instance_name)]
+    instance: Option<String>,
 }
 
 /// Run `resolvelab diagnose`.
 pub fn run(args: Args, ctx: &Ctx) -> anyhow::Result<ExitCode> {
-    for c in &args.fail_on {
-        if resolvelab_diagnose::classes::Class::from_id(c).is_none() {
-            anyhow::bail!(
-                "--fail-on {c}: not a class; use one of {}",
-                resolvelab_diagnose::classes::CLASSES.join(", ")
-            );
-        }
-    }
+    check_classes(&args.fail_on)?;
     let spool = Spool::new()?;
     // The configuration, read once by the linter's parser: its log_format and its run-time facts.
     let conf = match &args.nginx_conf {
@@ -144,12 +153,17 @@ pub fn run(args: Args, ctx: &Ctx) -> anyhow::Result<ExitCode> {
         nginx_version,
         config,
     };
+    let partial = args.instance.as_ref().zip(args.partial.as_ref());
     let (d, _, stream) = resolvelab_diagnose::diagnose_with_stats(&opts)?;
     let text = render_diagnosis(&d, args.format)?;
-    match &args.output {
-        Some(p) => std::fs::write(p, text)
-            .map_err(|e| anyhow::anyhow!("cannot write {}: {e}", p.display()))?,
-        None => {
+    if let Some((name, to)) = partial {
+        let p = Partial::one(name, d.clone())?;
+        write_file(to, &p.to_json())?;
+    }
+    match (&args.output, partial.is_some()) {
+        (Some(p), _) => write_file(p, &text)?,
+        (None, true) => {}
+        (None, false) => {
             use std::io::Write;
             let mut out = std::io::stdout().lock();
             // A closed pipe (`| head`) is not an error worth a message.
@@ -166,6 +180,34 @@ pub fn run(args: Args, ctx: &Ctx) -> anyhow::Result<ExitCode> {
         );
     }
     Ok(exit_status(&d, &args.fail_on))
+}
+
+/// `--fail-on` names classes.
+pub(crate) fn check_classes(fail_on: &[String]) -> anyhow::Result<()> {
+    for c in fail_on {
+        if resolvelab_diagnose::classes::Class::from_id(c).is_none() {
+            anyhow::bail!(
+                "--fail-on {c}: not a class; use one of {}",
+                resolvelab_diagnose::classes::CLASSES.join(", ")
+            );
+        }
+    }
+    Ok(())
+}
+
+/// An instance name as `--instance` takes it (checked before any log is read).
+pub(crate) fn instance_name(s: &str) -> Result<String, String> {
+    // clap names the value itself.
+    resolvelab_diagnose::fleet::check_name(s)
+        .map(|()| s.to_string())
+        .map_err(|_| {
+            "give 1 to 253 printable characters without spaces (a pod or host name)".into()
+        })
+}
+
+/// Write a report or partial, naming the file on failure.
+pub(crate) fn write_file(p: &std::path::Path, text: &str) -> anyhow::Result<()> {
+    std::fs::write(p, text).map_err(|e| anyhow::anyhow!("cannot write {}: {e}", p.display()))
 }
 
 /// The documented exit status (see `--help`).

@@ -10,6 +10,7 @@ pub mod dns_watch;
 pub mod engine;
 pub mod lint;
 pub mod load;
+pub mod merge;
 pub mod nginx;
 pub mod proxy;
 pub mod run;

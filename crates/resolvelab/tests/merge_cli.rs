@@ -1,0 +1,205 @@
+//! `resolvelab diagnose --instance NAME --partial FILE` and `resolvelab merge`, as
+//! docs/diagnose.md's fleet recipes run them: 8 instances diagnosed in parallel by `xargs -P 4`,
+//! merged flat and as a tree to one byte-identical report; refusals in one line with exit 2.
+//! (What the report says about a fleet: `crates/diagnose/tests/fleet.rs`.)
+
+mod common;
+use common::bin;
+use std::io::Read;
+use std::path::Path;
+use std::process::Command;
+
+/// Eight real-nginx lab runs, each standing for one instance.
+const RUNS: [&str; 8] = [
+    "nxdomain",
+    "generation-race",
+    "swap-only",
+    "dns-silent",
+    "dual-resolve",
+    "zone-churn",
+    "zone-exhaustion",
+    "backup.max_fails_0",
+];
+
+/// `logs/NAME/{access,error}.log` for every run, decompressed as nginx writes them.
+fn logs(root: &Path) {
+    let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/diagnose/real");
+    for run in RUNS {
+        let to = root.join("logs").join(run);
+        std::fs::create_dir_all(&to).unwrap();
+        for name in ["access.log", "error.log"] {
+            let plain = fixtures.join(run).join(name);
+            let text = if plain.exists() {
+                std::fs::read_to_string(plain).unwrap()
+            } else {
+                let gz =
+                    std::fs::File::open(fixtures.join(run).join(format!("{name}.gz"))).unwrap();
+                let mut s = String::new();
+                flate2::read::GzDecoder::new(gz)
+                    .read_to_string(&mut s)
+                    .unwrap();
+                s
+            };
+            std::fs::write(to.join(name), text).unwrap();
+        }
+    }
+    std::fs::create_dir(root.join("parts")).unwrap();
+}
+
+fn sh(root: &Path, script: &str) -> std::process::Output {
+    let dir = Path::new(env!("CARGO_BIN_EXE_resolvelab"))
+        .parent()
+        .unwrap();
+    let path = format!(
+        "{}:{}",
+        dir.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    Command::new("sh")
+        .args(["-c", script])
+        .current_dir(root)
+        .env("PATH", path)
+        .output()
+        .unwrap()
+}
+
+fn ok(o: std::process::Output) -> String {
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    String::from_utf8(o.stdout).unwrap()
+}
+
+#[test]
+fn eight_instances_diagnosed_in_parallel_merge_to_one_report() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path();
+    logs(root);
+    // The recipe of docs/diagnose.md ("Fleets"), with the lab's log format and clock.
+    ok(sh(
+        root,
+        "ls logs | xargs -P 4 -I{} resolvelab diagnose --instance {} \
+         --access logs/{}/access.log --error logs/{}/error.log \
+         --log-format lab --tz-offset +00:00 --partial parts/{}.json",
+    ));
+    let flat = ok(sh(root, "resolvelab merge parts/*.json --format json"));
+    let v: serde_json::Value = serde_json::from_str(&flat).unwrap();
+    assert_eq!(v["schema"], "resolvelab.fleet/v1");
+    let names: Vec<&str> = v["instances"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| i["name"].as_str().unwrap())
+        .collect();
+    let mut want = RUNS.to_vec();
+    want.sort();
+    assert_eq!(names, want);
+    // Each instance's diagnosis in the fleet is its own `diagnose` report.
+    let alone = ok(sh(
+        root,
+        "resolvelab diagnose --access logs/nxdomain/access.log --error logs/nxdomain/error.log \
+         --log-format lab --tz-offset +00:00 --format json",
+    ));
+    let alone: serde_json::Value = serde_json::from_str(&alone).unwrap();
+    assert_eq!(v["diagnoses"]["nxdomain"], alone);
+    let sum: u64 = v["instances"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| i["requests"].as_u64().unwrap())
+        .sum();
+    assert_eq!(v["requests"].as_u64(), Some(sum));
+    // A tree of merges, in another order, writes the same report byte for byte.
+    ok(sh(
+        root,
+        "resolvelab merge parts/z*.json parts/s*.json parts/n*.json --partial left.json && \
+         resolvelab merge parts/g*.json parts/d*.json parts/b*.json --partial right.json",
+    ));
+    let tree = ok(sh(
+        root,
+        "resolvelab merge right.json left.json --format json",
+    ));
+    assert_eq!(tree, flat);
+    // The SSH recipe's shape: the partial on standard output, nothing else there.
+    ok(sh(
+        root,
+        "resolvelab diagnose --instance nxdomain --access logs/nxdomain/access.log \
+         --error logs/nxdomain/error.log --log-format lab --tz-offset +00:00 \
+         --partial /dev/stdout > stdout.json && cmp stdout.json parts/nxdomain.json",
+    ));
+    let html = ok(sh(root, "resolvelab merge parts/*.json --format html"));
+    assert!(html.contains("id=\"chart-fleet\"") && html.contains("<svg"));
+    let md = ok(sh(root, "resolvelab merge parts/*.json"));
+    assert!(
+        md.starts_with("# resolvelab fleet diagnosis — 8 instances"),
+        "{md}"
+    );
+    // --fail-on: a class found on any instance.
+    let o = sh(
+        root,
+        "resolvelab merge parts/*.json --fail-on dns-nxdomain -o /dev/null",
+    );
+    assert_eq!(o.status.code(), Some(1));
+}
+
+#[test]
+fn refused_partials_and_names_say_so_in_one_line() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path();
+    logs(root);
+    let diagnose = |name: &str| {
+        sh(
+            root,
+            &format!(
+                "resolvelab diagnose --instance '{name}' --access logs/swap-only/access.log \
+                 --error logs/swap-only/error.log --log-format lab --tz-offset +00:00 \
+                 --partial parts/a.json"
+            ),
+        )
+    };
+    ok(diagnose("web-1"));
+    let refused = |o: std::process::Output, says: &str| {
+        let err = String::from_utf8_lossy(&o.stderr).to_string();
+        assert_eq!(o.status.code(), Some(2), "{err}");
+        assert!(err.contains(says), "{err}");
+        assert_eq!(err.trim_end().lines().count(), 1, "{err}");
+    };
+    refused(
+        sh(root, "resolvelab merge parts/a.json parts/a.json"),
+        "instance `web-1` is in two partials",
+    );
+    std::fs::write(
+        root.join("old.json"),
+        std::fs::read_to_string(root.join("parts/a.json"))
+            .unwrap()
+            .replacen(env!("CARGO_PKG_VERSION"), "0.0.1", 1),
+    )
+    .unwrap();
+    refused(
+        sh(root, "resolvelab merge old.json"),
+        "old.json: written by resolvelab 0.0.1",
+    );
+    refused(
+        sh(root, "resolvelab merge logs/swap-only/access.log"),
+        "not a resolvelab partial",
+    );
+    // A usage error, in clap's words (its hint on a line of its own).
+    let o = diagnose("two words");
+    assert_eq!(o.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.lines().next().unwrap().contains(
+            "'two words' for '--instance <NAME>': give 1 to 253 printable characters without spaces"
+        ),
+        "{err}"
+    );
+    let o = bin()
+        .args(["diagnose", "--partial", "x.json", "--access", "a.log"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("--instance"));
+}
