@@ -342,38 +342,37 @@ fn draw_lanes(
         .iter()
         .filter_map(|(_, s)| s.points.last().map(|p| x(p.t_ms + s.bin_ms)))
         .fold(0.001, f64::max);
-    let names: Vec<String> = lanes.iter().map(|(n, _)| n.to_string()).collect();
     let root = SVGBackend::with_string(out, (w, h)).into_drawing_area();
     root.fill(&WHITE).map_err(|x| e(&x))?;
+    // One segment per lane: its name is the label at the segment's centre.
     let mut chart = ChartBuilder::on(&root)
         .caption("failed requests per instance", ("sans-serif", 16))
         .margin(8)
         .x_label_area_size(32)
-        .y_label_area_size(160)
-        .build_cartesian_2d(0f64..x1, 0f64..lanes.len() as f64)
+        .y_label_area_size(180)
+        .build_cartesian_2d(0f64..x1, (0..lanes.len()).into_segmented())
         .map_err(|x| e(&x))?;
     chart
         .configure_mesh()
         .x_desc("seconds")
-        .y_labels(lanes.len().max(1))
-        .y_label_formatter(&|v| {
-            let i = (*v - 0.5).round();
-            (i >= 0.0 && (i - (*v - 0.5)).abs() < 1e-6)
-                .then(|| names.get(i as usize).cloned())
-                .flatten()
-                .unwrap_or_default()
+        .y_labels(lanes.len() + 1)
+        .y_label_formatter(&|v| match v {
+            SegmentValue::CenterOf(i) => lanes.get(*i).map_or(String::new(), |l| l.0.to_string()),
+            _ => String::new(),
         })
         .light_line_style(WHITE.mix(0.0))
         .draw()
         .map_err(|x| e(&x))?;
     for (k, (_, s)) in lanes.iter().enumerate() {
-        let y = k as f64;
         let marks = s.points.iter().filter(|p| p.failed + p.nlu > 0).map(|p| {
             let all = (p.ok + p.failed + p.nlu).max(1) as f64;
             let share = (p.failed + p.nlu) as f64 / all;
             let c = if p.nlu > 0 { NLU } else { FAIL };
             Rectangle::new(
-                [(x(p.t_ms), y + 0.15), (x(p.t_ms + s.bin_ms), y + 0.85)],
+                [
+                    (x(p.t_ms), SegmentValue::Exact(k)),
+                    (x(p.t_ms + s.bin_ms), SegmentValue::Exact(k + 1)),
+                ],
                 c.mix(0.25 + 0.75 * share).filled(),
             )
         });

@@ -119,7 +119,7 @@ fn instances(b: &mut Vec<Block>, f: &Fleet) {
         .map(|(n, d)| (n.as_str(), &d.timeline))
         .collect();
     if let (Some(t0), false) = (f.start_ms, lanes.is_empty()) {
-        let h = 60 + 24 * lanes.len() as u32;
+        let h = (70 + 26 * lanes.len() as u32).max(160);
         b.push(Block::Chart {
             id: Some("chart-fleet"),
             svg: crate::charts::lanes_svg(&lanes, t0, (1200, h)),
