@@ -449,6 +449,44 @@ impl Diagnosis {
         None
     }
 
+    /// Rewrite the `file:line` references (`at`) and the input paths (`path`) that the
+    /// functions map (None keeps one): logs read through a temporary file — one instance of a
+    /// log-store export — name the user's file and record instead.
+    pub fn relabel(
+        &mut self,
+        at: &dyn Fn(&str) -> Option<String>,
+        path: &dyn Fn(&str) -> Option<String>,
+    ) {
+        let set = |s: &mut String, f: &dyn Fn(&str) -> Option<String>| {
+            if let Some(n) = f(s) {
+                *s = n;
+            }
+        };
+        for i in &mut self.incidents {
+            for e in &mut i.evidence {
+                set(&mut e.at, at);
+            }
+        }
+        for g in &mut self.signatures {
+            set(&mut g.first.at, at);
+        }
+        for e in &mut self.nlu_events {
+            set(&mut e.at, at);
+        }
+        for f in &mut self.parse.files {
+            set(&mut f.path, path);
+        }
+        let inputs = &mut self.inputs;
+        for p in inputs
+            .access
+            .iter_mut()
+            .chain(&mut inputs.error)
+            .chain(&mut inputs.mixed)
+        {
+            set(p, path);
+        }
+    }
+
     /// Those of `classes` this diagnosis found (for `--fail-on`).
     pub fn found<'a>(&self, classes: &'a [String]) -> Vec<&'a str> {
         classes

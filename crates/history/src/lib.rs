@@ -8,6 +8,8 @@
 //! * [`errorlog`] parses error logs of every level with `*cid` and the `client/server/request/
 //!   upstream/host` context, and streams several of them merged in time order (one line per
 //!   file in memory).
+//! * [`export`] splits log-store exports (Loki, Elasticsearch, CloudWatch, JSONEachRow, CRI files)
+//!   by instance into plain logs.
 //! * [`ours`] reads `dns.jsonl`, `events.jsonl` and `load.jsonl`.
 //!
 //! Bad input never stops a run: malformed lines are counted per file with samples ([`FileStats`]).
@@ -40,6 +42,7 @@
 
 pub mod access;
 pub mod errorlog;
+pub mod export;
 pub mod jsonline;
 pub mod logformat;
 pub mod ours;

@@ -3,6 +3,7 @@
 use crate::Ctx;
 use resolvelab_diagnose::fleet::Partial;
 use resolvelab_diagnose::{NginxConf, Options};
+use resolvelab_history::export;
 use resolvelab_history::logformat::LogFormat;
 use resolvelab_report::{Format, render_diagnosis};
 use std::path::PathBuf;
@@ -20,6 +21,8 @@ use std::process::ExitCode;
   kubectl logs -n ingress-nginx deploy/ingress-nginx-controller --timestamps \\
       | resolvelab diagnose --logs - --log-format upstreaminfo
   docker compose logs --no-color nginx > compose.log && resolvelab diagnose --logs compose.log
+  logcli query '{app=\"nginx\"}' --since 1h --limit 1000000 --output=jsonl \\
+      | resolvelab diagnose --logs - --format html -o fleet.html
   # one instance of a fleet, then one report over all of them:
   resolvelab diagnose --instance web-1 --access web-1/access.log --error web-1/error.log \\
       --partial parts/web-1.json
@@ -41,6 +44,11 @@ $time_local, else --tz-offset, else this machine's offset.
 A class is never given on the absence of its evidence: without a DNS answer history, the config
 (--nginx-conf) or the version (--nginx-version), a `no live upstreams` may be `undetermined`, and
 the report's \"What these logs can show\" section says what would decide it.
+
+--logs also reads log-store exports as they come — Loki `logcli --output=jsonl`, Elasticsearch
+`_search` responses, CloudWatch `filter-log-events`, ClickHouse JSONEachRow (with --message-field),
+Kubernetes CRI files — split by the instance each record's labels name (--instance-field): each
+instance is diagnosed on its own and the report is a fleet report (--instance NAME: that one).
 
 --partial FILE writes this instance's diagnosis as a mergeable partial (resolvelab.partial/v1) for
 `resolvelab merge`, which reports a fleet; the report is then written only with -o. Give each
@@ -96,17 +104,67 @@ pub struct Args {
     output: Option<PathBuf>,
     /// Also write this instance's diagnosis as a partial for `resolvelab merge` (the report is
     /// then written only with -o).
-    #[arg(long, value_name = "FILE", requires = "instance")]
+    #[arg(long, value_name = "FILE")]
     partial: Option<PathBuf>,
     /// The nginx instance these logs come from (a pod or host name): its name in a fleet.
     #[arg(long, value_name = "NAME", value_parser = instance_name)]
     instance: Option<String>,
+    /// In a log-store export given to --logs: the label or field naming each record's instance
+    /// (dotted for nested fields, e.g. kubernetes.pod.name); default: pod, instance, host, …
+    #[arg(long, value_name = "FIELD")]
+    instance_field: Option<String>,
+    /// In a JSONEachRow export (ClickHouse) given to --logs: the column holding the log line;
+    /// naming it is what marks the input as JSONEachRow.
+    #[arg(long, value_name = "FIELD")]
+    message_field: Option<String>,
 }
 
 /// Run `resolvelab diagnose`.
 pub fn run(args: Args, ctx: &Ctx) -> anyhow::Result<ExitCode> {
     check_classes(&args.fail_on)?;
+    if args.partial.is_some() && args.instance.is_none() && args.logs.is_empty() {
+        anyhow::bail!(
+            "--partial needs --instance NAME: the nginx instance these logs come from (a pod or host name)"
+        );
+    }
     let spool = Spool::new()?;
+    let mut opts = options(&args, ctx, &spool)?;
+    let fields = export::Fields {
+        instance: args.instance_field.clone(),
+        message: args.message_field.clone(),
+    };
+    let Some(mut slices) = export::split(&opts.mixed, &fields, spool.dir.path())? else {
+        let name = args.instance.clone();
+        return one(&args, opts, name, None);
+    };
+    let mut chosen = std::mem::take(&mut slices.instances);
+    if let Some(name) = &args.instance {
+        let all: Vec<String> = chosen.iter().map(|s| s.instance.clone()).collect();
+        chosen.retain(|s| &s.instance == name);
+        if chosen.is_empty() {
+            anyhow::bail!(
+                "--instance {name}: the {} export holds no such instance; it holds {}",
+                slices.format.name(),
+                all.join(", ")
+            );
+        }
+    }
+    if let [s] = &chosen[..] {
+        opts.mixed = vec![s.path.clone()];
+        let name = Some(s.instance.clone());
+        return one(&args, opts, name, Some((&slices, s)));
+    }
+    if !opts.access.is_empty() || !opts.error.is_empty() {
+        anyhow::bail!(
+            "--access/--error beside an export of {} instances: their lines belong to no one instance; give them to a run of their own with --instance",
+            chosen.len()
+        );
+    }
+    fleet(&args, opts, &slices, &chosen)
+}
+
+/// The options of one diagnosis, every input spooled.
+fn options(args: &Args, ctx: &Ctx, spool: &Spool) -> anyhow::Result<Options> {
     // The configuration, read once by the linter's parser: its log_format and its run-time facts.
     let conf = match &args.nginx_conf {
         Some(p) => Some(NginxConf::read(p, &spool.one(p)?)?),
@@ -141,27 +199,108 @@ pub fn run(args: Args, ctx: &Ctx) -> anyhow::Result<ExitCode> {
         })?),
         None => None,
     };
-    let opts = Options {
+    Ok(Options {
         access: spool.all(&args.access)?,
         error: spool.all(&args.error)?,
         mixed: spool.all(&args.logs)?,
         dns: spool.all(&args.dns)?,
         events: Vec::new(),
         log_format,
-        upstream: args.upstream,
+        upstream: args.upstream.clone(),
         tz_offset_s,
         nginx_version,
         config,
-    };
-    let partial = args.instance.as_ref().zip(args.partial.as_ref());
-    let (d, _, stream) = resolvelab_diagnose::diagnose_with_stats(&opts)?;
-    let text = render_diagnosis(&d, args.format)?;
-    if let Some((name, to)) = partial {
-        let p = Partial::one(name, d.clone())?;
-        write_file(to, &p.to_json())?;
+    })
+}
+
+/// One instance's report (and partial, when asked); `from` the export slice it was read from.
+fn one(
+    args: &Args,
+    opts: Options,
+    name: Option<String>,
+    from: Option<(&export::Slices, &export::Slice)>,
+) -> anyhow::Result<ExitCode> {
+    let (mut d, _, stream) = resolvelab_diagnose::diagnose_with_stats(&opts)?;
+    if let Some((all, s)) = from {
+        relabel(&mut d, all, s);
     }
-    match (&args.output, partial.is_some()) {
-        (Some(p), _) => write_file(p, &text)?,
+    warn_dropped(&stream, None);
+    if let Some(to) = &args.partial {
+        let name = name.ok_or_else(|| {
+            anyhow::anyhow!(
+                "--partial needs --instance NAME: these logs do not name their instance"
+            )
+        })?;
+        write_file(to, &Partial::one(&name, d.clone())?.to_json())?;
+    }
+    let text = render_diagnosis(&d, args.format)?;
+    emit(args.output.as_deref(), args.partial.is_some(), &text)?;
+    Ok(exit_status(&d, &args.fail_on))
+}
+
+/// Several instances of an export, each diagnosed apart, as one fleet report.
+fn fleet(
+    args: &Args,
+    opts: Options,
+    from: &export::Slices,
+    slices: &[export::Slice],
+) -> anyhow::Result<ExitCode> {
+    let mut all: Option<Partial> = None;
+    for (k, s) in slices.iter().enumerate() {
+        resolvelab_core::progress::status(format!(
+            "diagnosing instance {}/{}: {} ({} lines)",
+            k + 1,
+            slices.len(),
+            s.instance,
+            s.lines
+        ));
+        let o = Options {
+            mixed: vec![s.path.clone()],
+            ..opts.clone()
+        };
+        let (mut d, _, stream) = resolvelab_diagnose::diagnose_with_stats(&o)?;
+        relabel(&mut d, from, s);
+        warn_dropped(&stream, Some(&s.instance));
+        let p = Partial::one(&s.instance, d)?;
+        all = Some(match all {
+            None => p,
+            Some(a) => a.merge(p)?,
+        });
+    }
+    resolvelab_core::progress::end_status();
+    let all = all.expect("an export with instances");
+    crate::cmd::merge::report(
+        &all,
+        args.format,
+        args.output.as_deref(),
+        args.partial.as_deref(),
+        &args.fail_on,
+    )
+}
+
+/// An export's instance was read from a temporary file: its references name the export's
+/// records, its input the export files.
+fn relabel(d: &mut resolvelab_diagnose::Diagnosis, all: &export::Slices, s: &export::Slice) {
+    let tmp = s.path.display().to_string();
+    let files: Vec<String> = all.inputs.iter().map(|p| p.display().to_string()).collect();
+    let name = format!("{} (instance {})", files.join(", "), s.instance);
+    d.relabel(
+        &|at| {
+            let line = at.strip_prefix(&tmp)?.strip_prefix(':')?.parse().ok()?;
+            s.origin(all, line)
+        },
+        &|p| (p == tmp).then(|| name.clone()),
+    );
+}
+
+/// Write the report to `-o`, else to stdout unless a partial was the output asked for.
+pub(crate) fn emit(
+    output: Option<&std::path::Path>,
+    partial: bool,
+    text: &str,
+) -> anyhow::Result<()> {
+    match (output, partial) {
+        (Some(p), _) => write_file(p, text)?,
         (None, true) => {}
         (None, false) => {
             use std::io::Write;
@@ -170,16 +309,20 @@ pub fn run(args: Args, ctx: &Ctx) -> anyhow::Result<ExitCode> {
             let _ = out.write_all(text.as_bytes());
         }
     }
-    // The error logs are streamed with a bounded pairing window: say so when that bound cut
-    // anything, since some failures may then have missed their error line.
+    Ok(())
+}
+
+/// The error logs are streamed with a bounded pairing window: say so when that bound cut
+/// anything, since some failures may then have missed their error line.
+fn warn_dropped(stream: &resolvelab_diagnose::StreamStats, instance: Option<&str>) {
     if stream.dropped > 0 {
         eprintln!(
-            "warning: {} error-log line(s) were dropped from the pairing window (more than {} pairable lines within one request's time span); some failures may be unpaired",
+            "warning: {}{} error-log line(s) were dropped from the pairing window (more than {} pairable lines within one request's time span); some failures may be unpaired",
+            instance.map_or(String::new(), |i| format!("{i}: ")),
             stream.dropped,
             resolvelab_diagnose::checker::MAX_BUFFERED
         );
     }
-    Ok(exit_status(&d, &args.fail_on))
 }
 
 /// `--fail-on` names classes.

@@ -3,7 +3,7 @@
 use crate::Ctx;
 use resolvelab_diagnose::fleet::{Fleet, Partial};
 use resolvelab_report::{Format, render_fleet};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 /// Arguments of `resolvelab merge`.
@@ -63,24 +63,34 @@ pub fn run(args: Args, _ctx: &Ctx) -> anyhow::Result<ExitCode> {
         });
     }
     let all = all.expect("clap requires one partial");
-    if let Some(to) = &args.partial {
+    report(
+        &all,
+        args.format,
+        args.output.as_deref(),
+        args.partial.as_deref(),
+        &args.fail_on,
+    )
+}
+
+/// Write the fleet report of `all` (and the partial, when asked) and say the exit status.
+pub(crate) fn report(
+    all: &Partial,
+    format: Format,
+    output: Option<&Path>,
+    partial: Option<&Path>,
+    fail_on: &[String],
+) -> anyhow::Result<ExitCode> {
+    if let Some(to) = partial {
         crate::cmd::diagnose::write_file(to, &all.to_json())?;
     }
-    let fleet = Fleet::of(&all);
-    let text = render_fleet(&fleet, args.format)?;
-    match (&args.output, args.partial.is_some()) {
-        (Some(p), _) => crate::cmd::diagnose::write_file(p, &text)?,
-        (None, true) => {}
-        (None, false) => {
-            use std::io::Write;
-            let _ = std::io::stdout().lock().write_all(text.as_bytes());
-        }
-    }
+    let fleet = Fleet::of(all);
+    let text = render_fleet(&fleet, format)?;
+    crate::cmd::diagnose::emit(output, partial.is_some(), &text)?;
     if fleet.instances.iter().all(|i| i.unusable.is_some()) {
         eprintln!("resolvelab: no instance could be diagnosed; see each instance's row");
         return Ok(ExitCode::from(3));
     }
-    let found = fleet.found(&args.fail_on);
+    let found = fleet.found(fail_on);
     if !found.is_empty() {
         eprintln!("resolvelab: found {} (--fail-on)", found.join(", "));
         return Ok(ExitCode::from(1));
