@@ -32,6 +32,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
 pub mod binary;
+pub mod pytool;
 pub use binary::Binary;
 
 /// Where provisioned binaries and builds are cached: `$XDG_CACHE_HOME/resolvelab` or
