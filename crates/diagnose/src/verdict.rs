@@ -417,36 +417,20 @@ impl Diagnosis {
     /// exits 3 then): no error-log line read, no nginx line in a mixed stream, no access-log
     /// line matched, or an input cut short. None when the diagnosis stands.
     pub fn unusable(&self) -> Option<String> {
-        let error_lines: u64 = self
-            .parse
-            .files
-            .iter()
-            .filter(|f| f.kind == "error")
-            .map(|f| f.parsed)
-            .sum();
-        let (mixed, access) = (
-            !self.inputs.mixed.is_empty(),
-            !self.inputs.access.is_empty(),
-        );
-        if !mixed && !access && error_lines == 0 {
-            return Some("no error-log line could be read (nginx's `YYYY/MM/DD HH:MM:SS [level]` lines); see the Parsing section".into());
-        }
-        if mixed && self.requests == 0 && error_lines == 0 {
-            return Some("no access or error line of nginx was found in the --logs stream; see the Parsing section".into());
-        }
-        if self.requests == 0 && access {
-            return Some("no access-log line matched the format; see the Parsing section (nearest guess included)".into());
-        }
-        if self.status == Some(DiagnosisStatus::Partial) {
-            let cut: Vec<String> = self
-                .parse
-                .files
-                .iter()
-                .filter_map(|f| f.error.as_ref().map(|e| format!("{}: {e}", f.path)))
-                .collect();
-            return Some(format!("an input was cut short: {}", cut.join("; ")));
-        }
-        None
+        unusable(
+            self.requests,
+            self.status,
+            (
+                !self.inputs.access.is_empty(),
+                !self.inputs.mixed.is_empty(),
+            ),
+            self.parse.files.iter().map(|f| FileFacts {
+                path: &f.path,
+                kind: &f.kind,
+                parsed: f.parsed,
+                error: f.error.as_deref(),
+            }),
+        )
     }
 
     /// Rewrite the `file:line` references (`at`) and the input paths (`path`) that the
@@ -495,6 +479,56 @@ impl Diagnosis {
             .map(String::as_str)
             .collect()
     }
+}
+
+/// What [`unusable`] reads of one input file's parse accounting.
+pub struct FileFacts<'a> {
+    /// The file.
+    pub path: &'a str,
+    /// `access`, `error`, …
+    pub kind: &'a str,
+    /// Lines parsed.
+    pub parsed: u64,
+    /// The error that stopped reading it.
+    pub error: Option<&'a str>,
+}
+
+/// [`Diagnosis::unusable`] from the few facts it reads (a fleet's merge reads only those): the
+/// requests, the status, whether access logs and mixed streams were given, and each file's
+/// parse accounting.
+pub fn unusable<'a>(
+    requests: u64,
+    status: Option<DiagnosisStatus>,
+    (access, mixed): (bool, bool),
+    files: impl Iterator<Item = FileFacts<'a>> + Clone,
+) -> Option<String> {
+    let error_lines: u64 = files
+        .clone()
+        .filter(|f| f.kind == "error")
+        .map(|f| f.parsed)
+        .sum();
+    if !mixed && !access && error_lines == 0 {
+        return Some("no error-log line could be read (nginx's `YYYY/MM/DD HH:MM:SS [level]` lines); see the Parsing section".into());
+    }
+    if mixed && requests == 0 && error_lines == 0 {
+        return Some(
+            "no access or error line of nginx was found in the --logs stream; see the Parsing section"
+                .into(),
+        );
+    }
+    if requests == 0 && access {
+        return Some(
+            "no access-log line matched the format; see the Parsing section (nearest guess included)"
+                .into(),
+        );
+    }
+    if status == Some(DiagnosisStatus::Partial) {
+        let cut: Vec<String> = files
+            .filter_map(|f| f.error.map(|e| format!("{}: {e}", f.path)))
+            .collect();
+        return Some(format!("an input was cut short: {}", cut.join("; ")));
+    }
+    None
 }
 
 /// One injection and its hit counter.

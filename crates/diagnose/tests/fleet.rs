@@ -10,7 +10,7 @@
 //! on three instances → the same instant.
 
 use flate2::read::GzDecoder;
-use resolvelab_diagnose::fleet::{Fleet, Partial, ReadingKind};
+use resolvelab_diagnose::fleet::{self, Fleet, Partial, ReadingKind};
 use resolvelab_diagnose::{Diagnosis, NginxConf, Options, diagnose};
 use resolvelab_history::logformat::LogFormat;
 use std::io::Read;
@@ -66,11 +66,18 @@ fn instance(shift_s: i64) -> Diagnosis {
 }
 
 fn partials(shifts: &[i64]) -> Vec<Partial> {
-    shifts
+    with_diagnoses(shifts).0
+}
+
+/// The instances' partials and their own diagnoses.
+fn with_diagnoses(shifts: &[i64]) -> (Vec<Partial>, Vec<Diagnosis>) {
+    let ds: Vec<Diagnosis> = shifts.iter().map(|s| instance(*s)).collect();
+    let ps = ds
         .iter()
         .enumerate()
-        .map(|(k, s)| Partial::one(&format!("nginx-{k}"), instance(*s)).unwrap())
-        .collect()
+        .map(|(k, d)| Partial::one(&format!("nginx-{k}"), d.clone()).unwrap())
+        .collect();
+    (ps, ds)
 }
 
 /// Every order of the partials, merged left to right and right to left.
@@ -106,25 +113,36 @@ fn every_merge(ps: &[Partial]) -> Vec<Partial> {
 
 #[test]
 fn staggered_instances_read_as_one_answer_change_in_any_merge_order() {
-    let ps = partials(&[0, 1, 2, 3]);
+    let (ps, ds) = with_diagnoses(&[0, 1, 2, 3]);
     let merges = every_merge(&ps);
     assert_eq!(merges.len(), 48);
     let first = merges[0].to_json();
     for m in &merges {
         assert_eq!(m.to_json(), first, "merging is associative and commutative");
     }
-    let report = |p: &Partial| serde_json::to_string(&Fleet::of(p)).unwrap();
+    let report = |p: &Partial| serde_json::to_string(&Fleet::of_partial(p)).unwrap();
     assert!(merges.iter().all(|m| report(m) == report(&merges[0])));
-    let fleet = Fleet::of(&merges[0]);
-    // Each instance's diagnosis is kept whole.
-    for (k, p) in ps.iter().enumerate() {
+    let fleet = Fleet::of_partial(&merges[0]);
+    // Each instance's diagnosis is kept whole, but for the NLU events cut to a sample.
+    for (k, own) in ds.iter().enumerate() {
         let name = format!("nginx-{k}");
-        assert_eq!(
-            serde_json::to_value(&fleet.diagnoses[&name]).unwrap(),
-            serde_json::to_value(&p.instances[&name]).unwrap()
+        assert!(own.nlu_events.len() > fleet::NLU_EVENTS);
+        let mut kept = serde_json::to_value(&merges[0].instances[&name]).unwrap();
+        let mut own = serde_json::to_value(own).unwrap();
+        let cut = serde_json::json!(own["nlu_events"].as_array().unwrap()[..fleet::NLU_EVENTS]);
+        assert!(kept["nlu_events"] == cut, "the first NLU events are kept");
+        assert_eq!(kept["nlu_events_truncated"], true);
+        for v in [&mut kept, &mut own] {
+            let o = v.as_object_mut().unwrap();
+            o.remove("nlu_events");
+            o.remove("nlu_events_truncated");
+        }
+        assert!(
+            kept == own,
+            "{name}: the rest of its diagnosis is kept whole"
         );
     }
-    let one = &fleet.diagnoses["nginx-0"];
+    let one = &merges[0].instances["nginx-0"];
     assert_eq!(fleet.requests, 4 * one.requests);
     assert_eq!(fleet.failures, 4 * one.failures);
     assert_eq!(fleet.incidents.len(), 1, "{:#?}", fleet.incidents);
@@ -150,10 +168,46 @@ fn staggered_instances_read_as_one_answer_change_in_any_merge_order() {
 }
 
 #[test]
+fn a_merge_of_files_writes_the_union_byte_for_byte() {
+    let ps = partials(&[0, 2, 3]);
+    let dir = tempfile::tempdir().unwrap();
+    // Files in another order than the names; one of them already a merge of two.
+    let two = ps[2].clone().merge(ps[0].clone()).unwrap();
+    let files = [
+        (dir.path().join("b.json"), &ps[1]),
+        (dir.path().join("a.json"), &two),
+    ];
+    let mut m = fleet::Merge::new();
+    for (f, p) in &files {
+        std::fs::write(f, p.to_json()).unwrap();
+        m.add(f).unwrap();
+    }
+    let mut out = Vec::new();
+    m.write_partial(&mut out).unwrap();
+    let union = ps[0]
+        .clone()
+        .merge(ps[1].clone())
+        .unwrap()
+        .merge(ps[2].clone())
+        .unwrap();
+    assert!(String::from_utf8(out).unwrap() == union.to_json());
+    let e = m.add(&files[0].0).unwrap_err().to_string();
+    assert!(
+        e.contains("b.json: instance `nginx-1` is in two partials"),
+        "{e}"
+    );
+    let (a, b) = (m.fleet(), Fleet::of_partial(&union));
+    assert_eq!(
+        serde_json::to_string(&a).unwrap(),
+        serde_json::to_string(&b).unwrap()
+    );
+}
+
+#[test]
 fn instances_failing_at_one_instant_point_at_what_they_share() {
     let ps = partials(&[0, 0, 0]);
     let all = every_merge(&ps).remove(0);
-    let fleet = Fleet::of(&all);
+    let fleet = Fleet::of_partial(&all);
     assert_eq!(fleet.incidents.len(), 1);
     let i = &fleet.incidents[0];
     assert_eq!((i.hit, i.start_spread_ms), (3, 0));
@@ -178,7 +232,7 @@ fn without_a_known_period_a_stagger_is_undetermined() {
         })
         .collect();
     let all = ps[0].clone().merge(ps[1].clone()).unwrap();
-    let fleet = Fleet::of(&all);
+    let fleet = Fleet::of_partial(&all);
     let i = &fleet.incidents[0];
     assert_eq!(
         i.reading.kind,

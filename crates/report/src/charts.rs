@@ -2,6 +2,7 @@
 //! incident bands, latency percentiles, and a zoom per incident.
 
 use plotters::prelude::*;
+use resolvelab_diagnose::fleet::Lane;
 use resolvelab_diagnose::verdict::Series;
 
 const OK: RGBColor = RGBColor(46, 139, 87);
@@ -326,13 +327,13 @@ pub fn incident_svg(
 
 /// Instances' failures on one time axis: one lane per instance, a mark per bin with failed
 /// requests (red when NLU, orange otherwise), darker the larger the bin's failed share.
-pub fn lanes_svg(lanes: &[(&str, &Series)], t0_ms: i64, size: (u32, u32)) -> String {
+pub fn lanes_svg(lanes: &[(&str, &Lane)], t0_ms: i64, size: (u32, u32)) -> String {
     svg(size, |out, size| draw_lanes(out, lanes, t0_ms, size))
 }
 
 fn draw_lanes(
     out: &mut String,
-    lanes: &[(&str, &Series)],
+    lanes: &[(&str, &Lane)],
     t0: i64,
     (w, h): (u32, u32),
 ) -> Result<(), String> {

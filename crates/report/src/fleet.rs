@@ -111,12 +111,12 @@ fn instances(b: &mut Vec<Block>, f: &Fleet) {
         ],
         rows,
     ));
-    let lanes: Vec<(&str, &resolvelab_diagnose::verdict::Series)> = f
-        .diagnoses
+    let lanes: Vec<(&str, &resolvelab_diagnose::fleet::Lane)> = f
+        .timelines
         .iter()
-        .filter(|(_, d)| !d.timeline.points.is_empty())
+        .filter(|(_, t)| !t.points.is_empty())
         .take(LANES)
-        .map(|(n, d)| (n.as_str(), &d.timeline))
+        .map(|(n, t)| (n.as_str(), t))
         .collect();
     if let (Some(t0), false) = (f.start_ms, lanes.is_empty()) {
         let h = (70 + 26 * lanes.len() as u32).max(160);
@@ -255,6 +255,6 @@ fn classes(b: &mut Vec<Block>, f: &Fleet) {
         rows,
     ));
     b.push(Block::Para(vec![m(
-        "Each instance's own report (evidence lines, fixes, what its logs can show) is in the JSON (`diagnoses`), or from `resolvelab diagnose` on its logs.",
+        "Each instance's own report (evidence lines, fixes, what its logs can show) is in its partial (`merge --partial FILE` writes them all in one), or from `resolvelab diagnose` on its logs.",
     )]));
 }

@@ -70,11 +70,27 @@ pub fn render_fleet(
     f: &resolvelab_diagnose::fleet::Fleet,
     format: Format,
 ) -> anyhow::Result<String> {
-    Ok(match format {
-        Format::Md => markdown::render(&fleet::doc(f)),
-        Format::Json => serde_json::to_string_pretty(f)? + "\n",
-        Format::Html => html::render(&fleet::doc(f), ""),
-    })
+    let mut out = Vec::new();
+    write_fleet(f, format, &mut out)?;
+    Ok(String::from_utf8(out)?)
+}
+
+/// Write a fleet diagnosis to `w`: the JSON as it is serialized (a thousand instances' report is
+/// larger than it is worth holding twice).
+pub fn write_fleet(
+    f: &resolvelab_diagnose::fleet::Fleet,
+    format: Format,
+    w: &mut dyn std::io::Write,
+) -> anyhow::Result<()> {
+    match format {
+        Format::Md => w.write_all(markdown::render(&fleet::doc(f)).as_bytes())?,
+        Format::Json => {
+            serde_json::to_writer_pretty(&mut *w, f)?;
+            w.write_all(b"\n")?;
+        }
+        Format::Html => w.write_all(html::render(&fleet::doc(f), "").as_bytes())?,
+    }
+    Ok(())
 }
 
 /// Render a lab verdict.

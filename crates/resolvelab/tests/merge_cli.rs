@@ -97,14 +97,34 @@ fn eight_instances_diagnosed_in_parallel_merge_to_one_report() {
     let mut want = RUNS.to_vec();
     want.sort();
     assert_eq!(names, want);
-    // Each instance's diagnosis in the fleet is its own `diagnose` report.
-    let alone = ok(sh(
-        root,
-        "resolvelab diagnose --access logs/nxdomain/access.log --error logs/nxdomain/error.log \
-         --log-format lab --tz-offset +00:00 --format json",
-    ));
-    let alone: serde_json::Value = serde_json::from_str(&alone).unwrap();
-    assert_eq!(v["diagnoses"]["nxdomain"], alone);
+    // The merged partial holds each instance's own `diagnose` report (its NLU events cut to
+    // the first 1,000: the one field a partial changes).
+    ok(sh(root, "resolvelab merge parts/*.json --partial all.json"));
+    let all: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(root.join("all.json")).unwrap()).unwrap();
+    for run in ["generation-race", "nxdomain"] {
+        let alone = ok(sh(
+            root,
+            &format!(
+                "resolvelab diagnose --access logs/{run}/access.log --error logs/{run}/error.log \
+                 --log-format lab --tz-offset +00:00 --format json"
+            ),
+        ));
+        let mut alone: serde_json::Value = serde_json::from_str(&alone).unwrap();
+        let mut kept = all["instances"][run].clone();
+        let events = alone["nlu_events"].as_array().unwrap().len();
+        assert_eq!(
+            kept["nlu_events"].as_array().unwrap().len(),
+            events.min(1000),
+            "{run}"
+        );
+        assert_eq!(kept["nlu_events_truncated"], events > 1000, "{run}");
+        for v in [&mut alone, &mut kept] {
+            v["nlu_events"].as_array_mut().unwrap().truncate(1000);
+            v["nlu_events_truncated"] = serde_json::Value::Null;
+        }
+        assert_eq!(kept, alone, "{run}");
+    }
     let sum: u64 = v["instances"]
         .as_array()
         .unwrap()

@@ -1,10 +1,10 @@
-//! The fleet report built from a [`Partial`]: a pure function of its instances' diagnoses, so
-//! any order or grouping of merges gives the same report.
+//! The fleet report built from the instances' [`Digest`]s: a pure function of them, so any order
+//! or grouping of merges gives the same report.
 
+use super::digest::{Digest, IncidentDigest, Lane};
 use super::reading::{self, Reading, Window};
 use super::{Partial, VERSION};
 use crate::classes::Class;
-use crate::{Diagnosis, Incident};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
@@ -38,8 +38,8 @@ pub struct Fleet {
     pub classes: Vec<FleetClass>,
     /// The fleet's incidents in time order.
     pub incidents: Vec<FleetIncident>,
-    /// Each instance's own diagnosis, by name.
-    pub diagnoses: BTreeMap<String, Diagnosis>,
+    /// Each instance's requests per bin, by name (the aligned chart; its own time bins).
+    pub timelines: BTreeMap<String, Lane>,
 }
 
 /// One instance at a glance.
@@ -127,8 +127,18 @@ pub struct FleetIncident {
 
 impl Fleet {
     /// The report of a partial's instances.
-    pub fn of(p: &Partial) -> Fleet {
-        let instances: Vec<InstanceRow> = p.instances.iter().map(|(n, d)| row(n, d)).collect();
+    pub fn of_partial(p: &Partial) -> Fleet {
+        let digests: BTreeMap<String, Digest> = p
+            .instances
+            .iter()
+            .map(|(n, d)| (n.clone(), Digest::from(d)))
+            .collect();
+        Fleet::of(digests)
+    }
+
+    /// The report of the instances' digests, by name (their timelines move into it).
+    pub fn of(mut ds: BTreeMap<String, Digest>) -> Fleet {
+        let instances: Vec<InstanceRow> = ds.iter().map(|(n, d)| row(n, d)).collect();
         Fleet {
             schema: FLEET_SCHEMA.into(),
             resolvelab: VERSION.into(),
@@ -137,10 +147,13 @@ impl Fleet {
             requests: instances.iter().map(|i| i.requests).sum(),
             failures: instances.iter().map(|i| i.failures).sum(),
             nlu: instances.iter().map(|i| i.nlu).sum(),
-            classes: classes(&p.instances),
-            incidents: incidents(&p.instances),
+            classes: classes(&ds),
+            incidents: incidents(&ds),
             instances,
-            diagnoses: p.instances.clone(),
+            timelines: ds
+                .iter_mut()
+                .map(|(n, d)| (n.clone(), std::mem::take(&mut d.timeline)))
+                .collect(),
         }
     }
 
@@ -154,7 +167,7 @@ impl Fleet {
     }
 }
 
-fn row(name: &str, d: &Diagnosis) -> InstanceRow {
+fn row(name: &str, d: &Digest) -> InstanceRow {
     InstanceRow {
         name: name.to_string(),
         start_ms: d.start_ms,
@@ -164,12 +177,12 @@ fn row(name: &str, d: &Diagnosis) -> InstanceRow {
         nlu: d.nlu.total,
         incidents: d.incidents.len() as u64,
         classes: d.classes.iter().map(|c| (c.class, c.requests)).collect(),
-        requery_period_ms: requery(d),
+        requery_period_ms: d.requery_ms(),
         unusable: d.unusable(),
     }
 }
 
-fn classes(ds: &BTreeMap<String, Diagnosis>) -> Vec<FleetClass> {
+fn classes(ds: &BTreeMap<String, Digest>) -> Vec<FleetClass> {
     let mut by: BTreeMap<Class, FleetClass> = BTreeMap::new();
     for d in ds.values() {
         for c in &d.classes {
@@ -190,15 +203,15 @@ fn classes(ds: &BTreeMap<String, Diagnosis>) -> Vec<FleetClass> {
 }
 
 /// Cluster every instance's incidents by upstream and overlap, then read each cluster.
-fn incidents(ds: &BTreeMap<String, Diagnosis>) -> Vec<FleetIncident> {
-    let mut all: Vec<(&str, &Incident)> = ds
+fn incidents(ds: &BTreeMap<String, Digest>) -> Vec<FleetIncident> {
+    let mut all: Vec<(&str, &IncidentDigest)> = ds
         .iter()
         .flat_map(|(n, d)| d.incidents.iter().map(move |i| (n.as_str(), i)))
         .collect();
     all.sort_by(|a, b| {
         (&a.1.upstream, a.1.start_ms, a.0, a.1.id).cmp(&(&b.1.upstream, b.1.start_ms, b.0, b.1.id))
     });
-    let mut clusters: Vec<Vec<(&str, &Incident)>> = Vec::new();
+    let mut clusters: Vec<Vec<(&str, &IncidentDigest)>> = Vec::new();
     for (n, i) in all {
         match clusters.last_mut() {
             Some(c)
@@ -218,7 +231,7 @@ fn incidents(ds: &BTreeMap<String, Diagnosis>) -> Vec<FleetIncident> {
     out
 }
 
-fn cluster(c: &[(&str, &Incident)], ds: &BTreeMap<String, Diagnosis>) -> FleetIncident {
+fn cluster(c: &[(&str, &IncidentDigest)], ds: &BTreeMap<String, Digest>) -> FleetIncident {
     let start = c.iter().map(|m| m.1.start_ms).min().unwrap_or(0);
     let end = c.iter().map(|m| m.1.end_ms).max().unwrap_or(0);
     // One window per hit instance: from its first failure to its last in this cluster.
@@ -227,7 +240,7 @@ fn cluster(c: &[(&str, &Incident)], ds: &BTreeMap<String, Diagnosis>) -> FleetIn
         let w = per.entry(n).or_insert(Window {
             start_ms: i.start_ms,
             end_ms: i.end_ms,
-            requery_ms: requery(&ds[*n]),
+            requery_ms: ds[*n].requery_ms(),
         });
         w.start_ms = w.start_ms.min(i.start_ms);
         w.end_ms = w.end_ms.max(i.end_ms);
@@ -266,16 +279,8 @@ fn cluster(c: &[(&str, &Incident)], ds: &BTreeMap<String, Diagnosis>) -> FleetIn
     }
 }
 
-/// The instance's re-query period: from its logs, else its configuration's `valid=`.
-fn requery(d: &Diagnosis) -> Option<f64> {
-    d.requery_period_ms.or_else(|| {
-        let c = d.evidence.config.as_ref()?;
-        c.requery_ms.map(|ms| ms as f64)
-    })
-}
-
 /// The instance logged requests between `start` and `end` (its timeline's bins).
-fn served(d: &Diagnosis, start: i64, end: i64) -> bool {
+fn served(d: &Digest, start: i64, end: i64) -> bool {
     let bin = d.timeline.bin_ms.max(1);
     d.timeline
         .points

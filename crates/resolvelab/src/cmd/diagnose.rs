@@ -1,7 +1,7 @@
 //! `resolvelab diagnose`: explain every 502 in production nginx logs.
 
 use crate::Ctx;
-use resolvelab_diagnose::fleet::Partial;
+use resolvelab_diagnose::fleet::{Fleet, Partial};
 use resolvelab_diagnose::{NginxConf, Options};
 use resolvelab_history::export;
 use resolvelab_history::logformat::LogFormat;
@@ -269,11 +269,14 @@ fn fleet(
     }
     resolvelab_core::progress::end_status();
     let all = all.expect("an export with instances");
+    if let Some(to) = &args.partial {
+        write_file(to, &all.to_json())?;
+    }
     crate::cmd::merge::report(
-        &all,
+        &Fleet::of_partial(&all),
         args.format,
         args.output.as_deref(),
-        args.partial.as_deref(),
+        args.partial.is_some(),
         &args.fail_on,
     )
 }

@@ -1,8 +1,8 @@
 //! `resolvelab merge`: one report over a fleet from its instances' partials.
 
 use crate::Ctx;
-use resolvelab_diagnose::fleet::{Fleet, Partial};
-use resolvelab_report::{Format, render_fleet};
+use resolvelab_diagnose::fleet::{Fleet, Merge};
+use resolvelab_report::{Format, write_fleet};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
@@ -52,40 +52,69 @@ pub struct Args {
 /// Run `resolvelab merge`.
 pub fn run(args: Args, _ctx: &Ctx) -> anyhow::Result<ExitCode> {
     crate::cmd::diagnose::check_classes(&args.fail_on)?;
-    let mut all: Option<Partial> = None;
-    for path in &args.partials {
-        let p = Partial::read(path)?;
-        all = Some(match all {
-            None => p,
-            Some(a) => a
-                .merge(p)
-                .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?,
-        });
+    let mut m = Merge::new();
+    for (k, path) in args.partials.iter().enumerate() {
+        resolvelab_core::progress::status(format!(
+            "reading partial {}/{}: {}",
+            k + 1,
+            args.partials.len(),
+            path.display()
+        ));
+        m.add(path)?;
     }
-    let all = all.expect("clap requires one partial");
+    resolvelab_core::progress::end_status();
+    if let Some(to) = &args.partial {
+        let f = std::fs::File::create(to)
+            .map_err(|e| anyhow::anyhow!("cannot write {}: {e}", to.display()))?;
+        let mut w = std::io::BufWriter::new(f);
+        m.write_partial(&mut w)?;
+        std::io::Write::flush(&mut w)
+            .map_err(|e| anyhow::anyhow!("cannot write {}: {e}", to.display()))?;
+    }
     report(
-        &all,
+        &m.fleet(),
         args.format,
         args.output.as_deref(),
-        args.partial.as_deref(),
+        args.partial.is_some(),
         &args.fail_on,
     )
 }
 
-/// Write the fleet report of `all` (and the partial, when asked) and say the exit status.
-pub(crate) fn report(
-    all: &Partial,
+/// Write the report to `-o`, else to stdout unless a partial was the output asked for.
+fn write_report(
+    fleet: &Fleet,
     format: Format,
     output: Option<&Path>,
-    partial: Option<&Path>,
+    partial_written: bool,
+) -> anyhow::Result<()> {
+    use std::io::Write;
+    match (output, partial_written) {
+        (Some(p), _) => {
+            let cannot =
+                |e: &dyn std::fmt::Display| anyhow::anyhow!("cannot write {}: {e}", p.display());
+            let mut w = std::io::BufWriter::new(std::fs::File::create(p).map_err(|e| cannot(&e))?);
+            write_fleet(fleet, format, &mut w).map_err(|e| cannot(&e))?;
+            w.flush().map_err(|e| cannot(&e))?;
+        }
+        (None, true) => {}
+        (None, false) => {
+            let mut out = std::io::BufWriter::new(std::io::stdout().lock());
+            // A closed pipe (`| head`) is not an error worth a message.
+            let _ = write_fleet(fleet, format, &mut out).and_then(|()| Ok(out.flush()?));
+        }
+    }
+    Ok(())
+}
+
+/// Write the fleet report and say the exit status.
+pub(crate) fn report(
+    fleet: &Fleet,
+    format: Format,
+    output: Option<&Path>,
+    partial_written: bool,
     fail_on: &[String],
 ) -> anyhow::Result<ExitCode> {
-    if let Some(to) = partial {
-        crate::cmd::diagnose::write_file(to, &all.to_json())?;
-    }
-    let fleet = Fleet::of(all);
-    let text = render_fleet(&fleet, format)?;
-    crate::cmd::diagnose::emit(output, partial.is_some(), &text)?;
+    write_report(fleet, format, output, partial_written)?;
     if fleet.instances.iter().all(|i| i.unusable.is_some()) {
         eprintln!("resolvelab: no instance could be diagnosed; see each instance's row");
         return Ok(ExitCode::from(3));
