@@ -42,6 +42,8 @@ pub enum Export {
     JsonEachRow,
     /// Kubernetes CRI/containerd log files: `<RFC 3339 time> <stream> <P|F> <line>`.
     Cri,
+    /// `kubectl logs … --prefix`: `[pod/NAME/CONTAINER] <line>`, the pods' lines interleaved.
+    KubectlPrefix,
 }
 
 impl Export {
@@ -53,6 +55,7 @@ impl Export {
             Export::CloudWatch => "CloudWatch Logs filter-log-events",
             Export::JsonEachRow => "JSONEachRow",
             Export::Cri => "CRI/containerd log",
+            Export::KubectlPrefix => "kubectl logs --prefix",
         }
     }
 }
@@ -175,6 +178,9 @@ pub fn detect(path: &Path, fields: &Fields) -> anyhow::Result<Option<Export>> {
     if is_cri(t) {
         return Ok(Some(Export::Cri));
     }
+    if kubectl_pod(t).is_some() {
+        return Ok(Some(Export::KubectlPrefix));
+    }
     if !t.starts_with('{') {
         return Ok(None);
     }
@@ -206,6 +212,14 @@ pub fn detect(path: &Path, fields: &Fields) -> anyhow::Result<Option<Export>> {
             })
         }
     }
+}
+
+/// The pod of a `kubectl logs --prefix` line, and the line behind the prefix.
+fn kubectl_pod(line: &str) -> Option<(&str, &str)> {
+    let rest = line.strip_prefix("[pod/")?;
+    let (inside, text) = rest.split_once("] ")?;
+    let (pod, container) = inside.split_once('/')?;
+    (!pod.is_empty() && !container.is_empty() && !container.contains('/')).then_some((pod, text))
 }
 
 /// `2016-10-06T00:17:09.669794202Z stdout F …`
@@ -258,6 +272,7 @@ pub fn split(inputs: &[PathBuf], fields: &Fields, dir: &Path) -> anyhow::Result<
             Export::JsonEachRow => read_rows(p, fields, &mut push)?,
             Export::Elasticsearch | Export::CloudWatch => read_doc(p, format, fields, &mut push)?,
             Export::Cri => read_cri(p, &mut push)?,
+            Export::KubectlPrefix => read_kubectl(p, &mut push)?,
         }
         // Newest first (logcli's default direction): lines of one timestamp are reversed too,
         // so read the file backwards before the stable sort by time.
@@ -553,6 +568,34 @@ fn read_cri(p: &Path, push: &mut impl FnMut(Record)) -> anyhow::Result<()> {
             at: Where::Line(first),
             instance,
             t,
+            line: text,
+        });
+    }
+    Ok(())
+}
+
+/// Each line goes to its pod; a line without a prefix (a continuation) to the pod before it.
+/// kubectl writes each pod's lines in order, so the export's order is kept.
+fn read_kubectl(p: &Path, push: &mut impl FnMut(Record)) -> anyhow::Result<()> {
+    let mut last: Option<String> = None;
+    for (n, line) in crate::open_maybe_gz(p)?.lines().enumerate() {
+        let line = line?;
+        let (pod, text) = match kubectl_pod(&line) {
+            Some((pod, text)) => (pod.to_string(), text.to_string()),
+            None => match &last {
+                Some(pod) => (pod.clone(), line),
+                None => anyhow::bail!(
+                    "{}:{}: no `[pod/NAME/CONTAINER] ` prefix before the first pod's line",
+                    p.display(),
+                    n + 1
+                ),
+            },
+        };
+        last = Some(pod.clone());
+        push(Record {
+            at: Where::Line(n as u64 + 1),
+            instance: pod,
+            t: None,
             line: text,
         });
     }

@@ -187,6 +187,10 @@ fn line_at(at: &str) -> String {
         };
         return v[key].as_str().unwrap().to_string();
     }
+    // kubectl --prefix --timestamps: `[pod/NAME/CONTAINER] <time> <line>`.
+    if let Some(rest) = raw.strip_prefix("[pod/") {
+        return rest.splitn(3, ' ').nth(2).unwrap().to_string();
+    }
     // CRI: `<time> <stream> <tag> <line>` (a joined line: its first part starts it).
     raw.splitn(4, ' ').nth(3).unwrap().to_string()
 }
