@@ -44,6 +44,9 @@ pub enum Export {
     Cri,
     /// `kubectl logs … --prefix`: `[pod/NAME/CONTAINER] <line>`, the pods' lines interleaved.
     KubectlPrefix,
+    /// A syslog file of several hosts (a central rsyslog/syslog-ng, `journalctl -o short`):
+    /// RFC 3164 `[<PRI>]MMM DD HH:MM:SS HOST TAG: …` or RFC 5424 `<PRI>1 TIME HOST APP …`.
+    Syslog,
 }
 
 impl Export {
@@ -56,6 +59,7 @@ impl Export {
             Export::JsonEachRow => "JSONEachRow",
             Export::Cri => "CRI/containerd log",
             Export::KubectlPrefix => "kubectl logs --prefix",
+            Export::Syslog => "syslog",
         }
     }
 }
@@ -181,6 +185,9 @@ pub fn detect(path: &Path, fields: &Fields) -> anyhow::Result<Option<Export>> {
     if kubectl_pod(t).is_some() {
         return Ok(Some(Export::KubectlPrefix));
     }
+    if syslog_host(t).is_some() {
+        return Ok(Some(Export::Syslog));
+    }
     if !t.starts_with('{') {
         return Ok(None);
     }
@@ -220,6 +227,41 @@ fn kubectl_pod(line: &str) -> Option<(&str, &str)> {
     let (inside, text) = rest.split_once("] ")?;
     let (pod, container) = inside.split_once('/')?;
     (!pod.is_empty() && !container.is_empty() && !container.contains('/')).then_some((pod, text))
+}
+
+/// The HOST of a syslog line: RFC 3164 (`Apr 21 08:12:57 box nginx[30944]: …`, with or without
+/// `<PRI>`) or RFC 5424 (`<13>1 2026-11-30T06:00:01.000Z box nginx 31 - - …`).
+fn syslog_host(line: &str) -> Option<&str> {
+    let (pri, rest) = match line.strip_prefix('<') {
+        Some(r) => {
+            let (p, rest) = r.split_once('>')?;
+            (p.len() <= 3 && p.bytes().all(|b| b.is_ascii_digit())).then_some(())?;
+            (true, rest)
+        }
+        None => (false, line),
+    };
+    if pri && let Some(r) = rest.strip_prefix("1 ") {
+        // RFC 5424: VERSION TIMESTAMP HOSTNAME APP-NAME …
+        let mut it = r.splitn(3, ' ');
+        let (t, host) = (it.next()?, it.next()?);
+        return (t.len() >= 19 && t.as_bytes()[4] == b'-' && host != "-").then_some(host);
+    }
+    // RFC 3164: `Mmm dd hh:mm:ss HOST TAG…` (a day under 10 padded with a space).
+    const MONTHS: [&str; 12] = [
+        "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
+    ];
+    let b = rest.as_bytes();
+    if b.len() < 17 || !MONTHS.contains(&rest.get(..3)?) || b[3] != b' ' {
+        return None;
+    }
+    let time = rest.get(7..15)?;
+    let ok_time = time.len() == 8 && time.as_bytes()[2] == b':' && time.as_bytes()[5] == b':';
+    let day = rest.get(4..6)?.trim_start();
+    if !ok_time || day.is_empty() || !day.bytes().all(|c| c.is_ascii_digit()) || b[15] != b' ' {
+        return None;
+    }
+    let (host, tag) = rest.get(16..)?.split_once(' ')?;
+    (!host.is_empty() && tag.contains(':')).then_some(host)
 }
 
 /// `2016-10-06T00:17:09.669794202Z stdout F …`
@@ -273,6 +315,7 @@ pub fn split(inputs: &[PathBuf], fields: &Fields, dir: &Path) -> anyhow::Result<
             Export::Elasticsearch | Export::CloudWatch => read_doc(p, format, fields, &mut push)?,
             Export::Cri => read_cri(p, &mut push)?,
             Export::KubectlPrefix => read_kubectl(p, &mut push)?,
+            Export::Syslog => read_syslog(p, &mut push)?,
         }
         // Newest first (logcli's default direction): lines of one timestamp are reversed too,
         // so read the file backwards before the stable sort by time.
@@ -602,6 +645,35 @@ fn read_kubectl(p: &Path, push: &mut impl FnMut(Record)) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Each line to its host, whole (the checker reads an nginx line behind its syslog header); a
+/// line without a header (a continuation) to the host before it. Hosts' lines keep the file's
+/// order (a syslog time has no year and whole seconds).
+fn read_syslog(p: &Path, push: &mut impl FnMut(Record)) -> anyhow::Result<()> {
+    let mut last: Option<String> = None;
+    for (n, line) in crate::open_maybe_gz(p)?.lines().enumerate() {
+        let line = line?;
+        let host = match syslog_host(&line) {
+            Some(h) => h.to_string(),
+            None => match &last {
+                Some(h) => h.clone(),
+                None => anyhow::bail!(
+                    "{}:{}: no syslog header (`MMM DD HH:MM:SS HOST TAG:`) before the first host's line",
+                    p.display(),
+                    n + 1
+                ),
+            },
+        };
+        last = Some(host.clone());
+        push(Record {
+            at: Where::Line(n as u64 + 1),
+            instance: host,
+            t: None,
+            line,
+        });
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -620,6 +692,43 @@ mod tests {
             ("/tmp/web-1.log", "web-1"),
         ] {
             assert_eq!(cri_instance(Path::new(path)), pod, "{path}");
+        }
+    }
+
+    #[test]
+    fn syslog_hosts_are_read_from_either_rfc() {
+        for (line, host) in [
+            (
+                "Apr 21 08:12:57 box nginx[30944]: 2025/04/21 08:12:57 [notice] 1#1: x",
+                Some("box"),
+            ),
+            (
+                "Dec  5 09:50:17 web-1 nginx: 10.0.0.1 - - [05/Dec/2026:09:50:17 +0000] \"GET /\"",
+                Some("web-1"),
+            ),
+            (
+                "<27>Dec  5 09:50:17 web-2 nginx: 2026/12/05 09:50:17 [error] 1#1: x",
+                Some("web-2"),
+            ),
+            (
+                "<11>1 2026-12-05T09:50:17.003Z web-3 nginx 31 - - 2026/12/05 09:50:17 [error]",
+                Some("web-3"),
+            ),
+            (
+                "2026/12/05 09:50:17 [error] 31#31: *1 connect() failed",
+                None,
+            ),
+            (
+                "10.0.0.1 - - [05/Dec/2026:09:50:17 +0000] \"GET / HTTP/1.1\" 502 150",
+                None,
+            ),
+            (
+                "daemon.debug: Oct 14 14:44:22 horst horst nginx: 2015/10/14",
+                None,
+            ),
+            ("Decision: 12 … not a header", None),
+        ] {
+            assert_eq!(syslog_host(line), host, "{line}");
         }
     }
 

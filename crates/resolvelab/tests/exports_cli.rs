@@ -187,6 +187,10 @@ fn line_at(at: &str) -> String {
         };
         return v[key].as_str().unwrap().to_string();
     }
+    // A central syslog file: `MMM DD HH:MM:SS HOST nginx: <line>`.
+    if file.ends_with("syslog.log.gz") {
+        return raw.split_once(" nginx: ").unwrap().1.to_string();
+    }
     // kubectl --prefix --timestamps: `[pod/NAME/CONTAINER] <time> <line>`.
     if let Some(rest) = raw.strip_prefix("[pod/") {
         return rest.splitn(3, ' ').nth(2).unwrap().to_string();

@@ -47,9 +47,9 @@ the report's \"What these logs can show\" section says what would decide it.
 
 --logs also reads log-store exports as they come — Loki `logcli --output=jsonl`, Elasticsearch
 `_search` responses, CloudWatch `filter-log-events`, ClickHouse JSONEachRow (with --message-field),
-Kubernetes CRI files, `kubectl logs --prefix` of several pods — split by the instance each
-record's labels name (--instance-field): each instance is diagnosed on its own and the report is
-a fleet report (--instance NAME: that one).
+Kubernetes CRI files, `kubectl logs --prefix` of several pods, a central syslog file — split by
+the instance each record's labels name (--instance-field): each instance is diagnosed on its own
+and the report is a fleet report (--instance NAME: that one).
 
 --partial FILE writes this instance's diagnosis as a mergeable partial (resolvelab.partial/v1) for
 `resolvelab merge`, which reports a fleet; the report is then written only with -o. Give each
