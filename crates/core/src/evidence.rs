@@ -79,6 +79,13 @@ pub mod file {
     /// The verdict, as self-contained HTML.
     pub const VERDICT_HTML: &str = "verdict.html";
 
+    /// A `[fleet]` run's instances, one directory each (`instances/nginx-1/`: the instance's
+    /// `nginx.conf`, `access.log`, `error.log`); the run's other files stay at its top.
+    pub const INSTANCES: &str = "instances";
+    /// A `[fleet]` run's balancer: which connection went to which instance
+    /// ([`super::schema::PROXY`]).
+    pub const BALANCER: &str = "balancer.jsonl";
+
     /// What every engine leaves in a judged run directory, the proxy's own configuration
     /// (`nginx.conf`, `haproxy.cfg`, …) aside.
     pub const JUDGED: [&str; 12] = [

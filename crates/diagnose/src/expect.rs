@@ -11,6 +11,9 @@
 //!                                          pool_wait_max_ms, pool_wait_p99_ms, pool_timeouts
 //!         | probe("NAME").FIELD             readiness probes of a backend ([[probe]]):
 //!                                          probes, ok, failed, timeouts, max_ms
+//!         | fleet.FIELD                     a [fleet] run: instances, incidents, and of its
+//!                                          largest fleet incident hit, serving, count,
+//!                                          spread_ms, reading
 //! SET    := nlu | internal_nlu | incidents | class("CLASS")
 //! OP     := = == != < <= > >= ≈ ~=
 //! literal:= NUMBER [± TOL[%]] | "text" | bare-word      (`±` may be written `+-`)
@@ -50,6 +53,8 @@ pub enum Value {
     Backend(String, String),
     /// A field of one backend's readiness probes.
     Probe(String, String),
+    /// A field of a fleet run's report.
+    Fleet(String),
 }
 
 /// A set of elements.
@@ -124,6 +129,18 @@ pub const BACKEND_FIELDS: &[&str] = &[
     "pool_wait_max_ms",
     "pool_wait_p99_ms",
     "pool_timeouts",
+];
+
+/// Fields of `fleet.FIELD` and whether each is a number: the fleet's instances and incidents,
+/// then its largest incident's (by failed requests).
+pub const FLEET_FIELDS: &[(&str, bool)] = &[
+    ("instances", true),
+    ("incidents", true),
+    ("hit", true),
+    ("serving", true),
+    ("count", true),
+    ("spread_ms", true),
+    ("reading", false),
 ];
 
 /// Fields of `probe("NAME")`.
@@ -421,6 +438,10 @@ pub fn parse(text: &str) -> Result<Check, String> {
                 Value::Probe(name, field)
             }
         }
+        "fleet" => {
+            p.sym(".")?;
+            Value::Fleet(p.ident()?)
+        }
         m if METRICS.contains(&m) => Value::Metric(m.to_string()),
         m => {
             return Err(format!(
@@ -475,6 +496,9 @@ pub fn parse(text: &str) -> Result<Check, String> {
     }
     if op == Op::Approx && !matches!(lit, Lit::Num(_, Some(_))) {
         return Err("≈ needs a tolerance: write e.g. `≈ 6000 ± 10%`".into());
+    }
+    if let Value::Fleet(f) = &value {
+        check_field("fleet", FLEET_FIELDS, f, op, &lit)?;
     }
     match &value {
         Value::Incident(_, f) | Value::Quant(_, Set::Incidents | Set::Class(_), f) => {
@@ -578,10 +602,103 @@ fn inc_field(i: &Incident, f: &str) -> Result<V, String> {
 
 /// Evaluate a check: (held, measured).
 pub fn eval(c: &Check, d: &Diagnosis, client: Option<&ClientStats>) -> (bool, String) {
-    match eval_inner(c, d, client) {
+    eval_in(c, d, client, None)
+}
+
+/// What a `[fleet]` run's checks read beside its totals: the fleet report and each instance's
+/// diagnosis by name.
+pub struct FleetRun<'a> {
+    /// The fleet report.
+    pub fleet: &'a crate::fleet::Fleet,
+    /// Each instance's diagnosis.
+    pub instances: &'a std::collections::BTreeMap<String, Diagnosis>,
+}
+
+/// [`eval`] on a run that may be a fleet: `present`/`absent` and `incident("C")` then read
+/// every instance, `fleet.FIELD` the fleet report, and the other terms the totals `d`.
+pub fn eval_in(
+    c: &Check,
+    d: &Diagnosis,
+    client: Option<&ClientStats>,
+    fleet: Option<&FleetRun>,
+) -> (bool, String) {
+    let r = match fleet {
+        Some(f) => eval_fleet(c, d, client, f),
+        None => eval_inner(c, d, client),
+    };
+    match r {
         Ok(x) => x,
         Err(e) => (false, format!("cannot evaluate: {e}")),
     }
+}
+
+fn eval_fleet(
+    c: &Check,
+    d: &Diagnosis,
+    client: Option<&ClientStats>,
+    f: &FleetRun,
+) -> Result<(bool, String), String> {
+    match c {
+        Check::Present(id, want) => {
+            let mut on = Vec::new();
+            for (name, inst) in f.instances {
+                if presence(id, inst)?.0 {
+                    on.push(name.as_str());
+                }
+            }
+            let measured = match on.len() {
+                0 => format!("absent on all {} instances", f.instances.len()),
+                k => format!(
+                    "present on {k} of {} instances ({})",
+                    f.instances.len(),
+                    on.join(", ")
+                ),
+            };
+            Ok((on.is_empty() != *want, measured))
+        }
+        Check::Compare(Value::Incident(class, field), op, lit) => {
+            let largest = f
+                .instances
+                .iter()
+                .flat_map(|(n, d)| d.incidents.iter().map(move |i| (n, i)))
+                .filter(|(_, i)| &i.class == class)
+                .max_by_key(|(_, i)| i.count);
+            Ok(match largest {
+                Some((name, i)) => {
+                    let v = inc_field(i, field)?;
+                    (cmp(&v, *op, lit), format!("{} (on {name})", fmt_v(&v)))
+                }
+                None => (false, format!("no `{class}` incident on any instance")),
+            })
+        }
+        Check::Compare(Value::Fleet(field), op, lit) => {
+            let v = fleet_field(f.fleet, field)?;
+            Ok((cmp(&v, *op, lit), fmt_v(&v)))
+        }
+        other => eval_inner(other, d, client),
+    }
+}
+
+fn fleet_field(f: &crate::fleet::Fleet, field: &str) -> Result<V, String> {
+    let largest = f.incidents.iter().max_by_key(|i| i.count);
+    let of = |g: &dyn Fn(&crate::fleet::FleetIncident) -> V| largest.map_or(V::Missing, g);
+    Ok(match field {
+        "instances" => V::N(f.instances.len() as f64),
+        "incidents" => V::N(f.incidents.len() as f64),
+        "hit" => of(&|i| V::N(i.hit as f64)),
+        "serving" => of(&|i| V::N(i.serving as f64)),
+        "count" => of(&|i| V::N(i.count as f64)),
+        "spread_ms" => of(&|i| V::N(i.start_spread_ms as f64)),
+        "reading" => of(&|i| {
+            V::S(
+                serde_json::to_value(i.reading.kind)
+                    .ok()
+                    .and_then(|v| v.as_str().map(str::to_string))
+                    .unwrap_or_default(),
+            )
+        }),
+        _ => return Err(format!("unknown fleet field `{field}`")),
+    })
 }
 
 fn eval_inner(
@@ -598,6 +715,9 @@ fn eval_inner(
     };
     let scalar = |v: V| -> (bool, String) { (cmp(&v, op, lit), fmt_v(&v)) };
     Ok(match value {
+        Value::Fleet(_) => {
+            return Err("`fleet.…` reads a [fleet] run; this run has one proxy".into());
+        }
         Value::Metric(m) => scalar(metric(m, d, client)?),
         Value::Incident(class, field) => {
             match d
@@ -908,6 +1028,21 @@ mod tests {
     /// Fields, and what they are compared with, are checked when the check is parsed (before
     /// a run), not reported as "cannot evaluate" after it (issue #43: `all(nlu).hopz = 1`).
     #[test]
+    fn fleet_terms_read_a_fleet_run_and_only_one() {
+        let c = parse("fleet.reading = dns-answer-change").unwrap();
+        let (held, why) = eval(&c, &diag(), None);
+        assert!(!held && why.contains("reads a [fleet] run"), "{why}");
+        for f in FLEET_FIELDS {
+            let text = if f.1 {
+                format!("fleet.{} >= 0", f.0)
+            } else {
+                format!("fleet.{} = x", f.0)
+            };
+            assert!(parse(&text).is_ok(), "{text}");
+        }
+    }
+
+    #[test]
     fn unknown_fields_and_kinds_are_refused_at_parse() {
         for (bad, says) in [
             ("all(nlu).hopz = 1", "unknown nlu field `hopz`"),
@@ -923,6 +1058,9 @@ mod tests {
             ("all(nlu).hops = two", "`hops` is a number"),
             ("any(incidents).shape > 3", "`shape` is text"),
             ("all(nlu).trajectory <= 2-hop", "`trajectory` is text"),
+            ("fleet.hitt = 4", "unknown fleet field `hitt`"),
+            ("fleet.reading > 2", "`reading` is text"),
+            ("fleet.spread_ms = wide", "`spread_ms` is a number"),
         ] {
             let e = parse(bad).unwrap_err();
             assert!(e.contains(says), "{bad}: {e}");

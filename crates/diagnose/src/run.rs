@@ -11,7 +11,7 @@ use resolvelab_history::ours;
 use std::path::{Path, PathBuf};
 
 /// Files of one kind in a run directory: `NAME`, plus rotations `NAME.1`, `NAME.2.gz`, … .
-fn with_rotations(dir: &Path, name: &str) -> Vec<PathBuf> {
+pub(crate) fn with_rotations(dir: &Path, name: &str) -> Vec<PathBuf> {
     let mut out = Vec::new();
     if let Ok(rd) = std::fs::read_dir(dir) {
         for e in rd.flatten() {
@@ -161,6 +161,12 @@ pub fn analyze_run_by(dir: &Path, checks: Option<&[String]>) -> anyhow::Result<V
     let expect = Expectations::read(dir)?.unwrap_or_default();
     let scenario = (!expect.scenario.is_empty()).then(|| expect.scenario.clone());
     let checks = checks.map_or_else(|| expect.checks.clone(), <[String]>::to_vec);
+    if dir
+        .join(resolvelab_core::evidence::file::INSTANCES)
+        .is_dir()
+    {
+        return crate::fleet::judge::analyze(dir, &expect, scenario, &checks);
+    }
     let access = with_rotations(dir, resolvelab_core::evidence::file::ACCESS_LOG);
     let opts = Options {
         access: access.clone(),
@@ -186,42 +192,10 @@ pub fn analyze_run_by(dir: &Path, checks: Option<&[String]>) -> anyhow::Result<V
         (d, h.events.clone())
     };
 
-    let mut injections = Vec::new();
-    let mut aborted = false;
-    for e in &events {
-        if matches!(e.kind.as_str(), "aborted" | "abort" | "interrupted") {
-            aborted = true;
-        }
-        if let Some(hits) = e.hits
-            && e.kind != "fault-on"
-            && e.kind != "phase"
-        {
-            injections.push(Injection {
-                kind: e.kind.clone(),
-                target: e.target.clone(),
-                spec: e.spec.clone(),
-                hits,
-                expect_miss: e.expect_miss || meant_to_miss(&expect, e),
-                may_miss: e.target.as_deref().is_some_and(|t| expect.may_miss(t)),
-                at: format!(
-                    "{}:{}",
-                    opts.events
-                        .first()
-                        .map(|p| p.display().to_string())
-                        .unwrap_or_default(),
-                    e.line
-                ),
-            });
-        }
-    }
-    if let Ok(prev) =
-        std::fs::read_to_string(dir.join(resolvelab_core::evidence::file::VERDICT_JSON))
-        && let Ok(v) = serde_json::from_str::<serde_json::Value>(&prev)
-    {
-        aborted |= v.get("status").and_then(|s| s.as_str()) == Some("aborted");
-    }
+    let (injections, mut aborted) = injections(&events, opts.events.first(), &expect);
+    aborted |= judged_aborted(dir);
     let client = read_client(dir)?;
-    let expectations = evaluate(&checks, &diagnosis, client.as_ref());
+    let expectations = evaluate(&checks, &diagnosis, client.as_ref(), None);
     let (status, summary) = run_status(dir, aborted, access.is_empty(), &injections, &expectations);
     let mut diagnosis = diagnosis;
     // One `status` in the verdict JSON: the run's.
@@ -234,22 +208,69 @@ pub fn analyze_run_by(dir: &Path, checks: Option<&[String]>) -> anyhow::Result<V
         injections,
         expectations,
         client,
+        fleet: None,
         diagnosis,
     })
 }
 
-/// Each check evaluated on the diagnosis (and the client's view); one that does not parse does
-/// not hold, and says why.
-fn evaluate(
+/// The injections of a run's events (every event with a `hits` counter but `fault-on` and
+/// `phase`) and whether an event says the run was aborted.
+pub(crate) fn injections(
+    events: &[resolvelab_history::ours::EventRecord],
+    events_file: Option<&PathBuf>,
+    expect: &Expectations,
+) -> (Vec<Injection>, bool) {
+    let mut injections = Vec::new();
+    let mut aborted = false;
+    for e in events {
+        if matches!(e.kind.as_str(), "aborted" | "abort" | "interrupted") {
+            aborted = true;
+        }
+        if let Some(hits) = e.hits
+            && e.kind != "fault-on"
+            && e.kind != "phase"
+        {
+            injections.push(Injection {
+                kind: e.kind.clone(),
+                target: e.target.clone(),
+                spec: e.spec.clone(),
+                hits,
+                expect_miss: e.expect_miss || meant_to_miss(expect, e),
+                may_miss: e.target.as_deref().is_some_and(|t| expect.may_miss(t)),
+                at: format!(
+                    "{}:{}",
+                    events_file
+                        .map(|p| p.display().to_string())
+                        .unwrap_or_default(),
+                    e.line
+                ),
+            });
+        }
+    }
+    (injections, aborted)
+}
+
+/// A previous verdict of the run said `aborted` (an interrupted run stays interrupted).
+pub(crate) fn judged_aborted(dir: &Path) -> bool {
+    std::fs::read_to_string(dir.join(resolvelab_core::evidence::file::VERDICT_JSON))
+        .ok()
+        .and_then(|prev| serde_json::from_str::<serde_json::Value>(&prev).ok())
+        .is_some_and(|v| v.get("status").and_then(|s| s.as_str()) == Some("aborted"))
+}
+
+/// Each check evaluated on the diagnosis (and the client's view, and a fleet's report and
+/// instances); one that does not parse does not hold, and says why.
+pub(crate) fn evaluate(
     checks: &[String],
     diagnosis: &Diagnosis,
     client: Option<&crate::verdict::ClientStats>,
+    fleet: Option<&expect::FleetRun>,
 ) -> Vec<Expectation> {
     checks
         .iter()
         .map(|text| match expect::parse(text) {
             Ok(c) => {
-                let (held, measured) = expect::eval(&c, diagnosis, client);
+                let (held, measured) = expect::eval_in(&c, diagnosis, client, fleet);
                 Expectation {
                     text: text.clone(),
                     held,
@@ -268,7 +289,7 @@ fn evaluate(
 /// The run's status and one-line summary: its own record first (a run that did not happen as
 /// written is never `completed`), then interruption, missing evidence, injections that missed
 /// (or hit when meant to miss), and only then the expectations.
-fn run_status(
+pub(crate) fn run_status(
     dir: &Path,
     aborted: bool,
     no_access: bool,
@@ -379,7 +400,7 @@ fn run_record(dir: &Path) -> Option<(RunStatus, Option<String>)> {
 }
 
 /// The nginx version the run used (`nginx_v` of fingerprint.json; none for the simulator).
-fn fingerprint_version(dir: &Path) -> Option<resolvelab_core::version::Version> {
+pub(crate) fn fingerprint_version(dir: &Path) -> Option<resolvelab_core::version::Version> {
     let text =
         std::fs::read_to_string(dir.join(resolvelab_core::evidence::file::FINGERPRINT)).ok()?;
     let v: serde_json::Value = serde_json::from_str(&text).ok()?;
@@ -387,7 +408,7 @@ fn fingerprint_version(dir: &Path) -> Option<resolvelab_core::version::Version> 
 }
 
 /// What the run's nginx.conf resolves at run time (none when it has no readable config).
-fn run_config_facts(dir: &Path) -> Option<crate::evidence::RuntimeFacts> {
+pub(crate) fn run_config_facts(dir: &Path) -> Option<crate::evidence::RuntimeFacts> {
     let conf = dir.join(resolvelab_core::evidence::file::NGINX_CONF);
     let cfg = resolvelab_lint::load::load_path(&conf, Some(dir)).ok()?;
     Some(resolvelab_lint::runtime_facts(
@@ -399,7 +420,7 @@ fn run_config_facts(dir: &Path) -> Option<crate::evidence::RuntimeFacts> {
 /// The host's UTC offset recorded in `fingerprint.json` (`utc_offset: "+09:00"` or
 /// `utc_offset_s: 32400`, at the top level or under `host`). Lab access logs have no
 /// `$time_local`, so this is what joins the error log when the run is analyzed elsewhere.
-fn fingerprint_offset(dir: &Path) -> Option<i32> {
+pub(crate) fn fingerprint_offset(dir: &Path) -> Option<i32> {
     let text =
         std::fs::read_to_string(dir.join(resolvelab_core::evidence::file::FINGERPRINT)).ok()?;
     let v: serde_json::Value = serde_json::from_str(&text).ok()?;
@@ -444,7 +465,7 @@ pub fn client_errors(dir: &Path) -> anyhow::Result<Option<u64>> {
     Ok(read_client(dir)?.map(|c| c.errors))
 }
 
-fn read_client(dir: &Path) -> anyhow::Result<Option<ClientStats>> {
+pub(crate) fn read_client(dir: &Path) -> anyhow::Result<Option<ClientStats>> {
     let files = with_rotations(dir, resolvelab_core::evidence::file::LOAD);
     if files.is_empty() {
         return Ok(None);
@@ -553,7 +574,7 @@ fn read_client(dir: &Path) -> anyhow::Result<Option<ClientStats>> {
     Ok(Some(c))
 }
 
-fn empty_diagnosis(o: &Options) -> Diagnosis {
+pub(crate) fn empty_diagnosis(o: &Options) -> Diagnosis {
     Diagnosis {
         schema: SCHEMA.to_string(),
         inputs: InputsInfo {

@@ -581,6 +581,10 @@ pub struct Verdict {
     pub expectations: Vec<Expectation>,
     /// Client-side requests (load.jsonl) and their errors.
     pub client: Option<ClientStats>,
+    /// A `[fleet]` run: the fleet report and each instance's diagnosis; the flattened
+    /// diagnosis then holds the instances' totals.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fleet: Option<crate::fleet::judge::FleetVerdict>,
     /// The diagnosis (flattened into the same JSON object).
     #[serde(flatten)]
     pub diagnosis: Diagnosis,

@@ -25,6 +25,7 @@
 pub mod compare;
 pub mod engine;
 pub mod fidelity;
+pub mod fleet;
 pub mod judge;
 pub mod lifecycle;
 pub mod netns;

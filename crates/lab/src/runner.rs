@@ -3,9 +3,10 @@
 //! dns.jsonl, events.jsonl, load.jsonl, run.json). Judging the evidence is the checker's job
 //! (`resolvelab-diagnose`); the binary calls it after [`run`].
 
+use crate::fleet::Proxies;
 use crate::lifecycle::Lifecycle;
 use crate::options::{RunOptions, RunRecord, RunStatus};
-use crate::proxy::{ProxyBin, Running};
+use crate::proxy::ProxyBin;
 use anyhow::{Context, Result, anyhow, bail};
 use resolvelab_core::jsonl::JsonlWriter;
 use resolvelab_core::rundir::RunDir;
@@ -169,7 +170,7 @@ async fn play(
 
     // The proxy.
     let sup = Supervisor::new()?;
-    let nx = Running::start(bin, sc, net, dir, &sup)?;
+    let nx = Proxies::start(bin, sc, net, dir, &sup, &say).await?;
     let listen = net.nginx;
     ev(&events, "phase", bin.kind(), None, None, Some("listening"));
     say(&format!(
@@ -216,17 +217,23 @@ async fn play(
         t0,
         cancel.clone(),
         next.clone(),
-        nx.reloader(),
+        nx.first().reloader(),
     ));
     let probers = spawn_probers(sc, net, dir, t0, &cancel)?;
-    let engine_watch = tokio::spawn(watch_run(
-        nx.pid().unwrap_or(0),
-        nx.reloader(),
-        dir.path.clone(),
-        events.clone(),
-        t0,
-        cancel.clone(),
-    ));
+    let engine_watches: Vec<_> = nx
+        .watched()
+        .into_iter()
+        .map(|(pid, reloader)| {
+            tokio::spawn(watch_run(
+                pid,
+                reloader,
+                dir.path.clone(),
+                events.clone(),
+                t0,
+                cancel.clone(),
+            ))
+        })
+        .collect();
     let watcher = tokio::spawn(watch(
         live.clone(),
         cancel.clone(),
@@ -245,7 +252,11 @@ async fn play(
     .await;
     cancel.cancel();
     let _ = watcher.await;
-    let engine_fault = engine_watch.await.unwrap_or(None);
+    let mut engine_fault = None;
+    for w in engine_watches {
+        let fault = w.await.unwrap_or(None);
+        engine_fault = engine_fault.or(fault);
+    }
     for p in probers {
         p.await.map_err(|e| anyhow!("probe task: {e}"))??;
     }
@@ -478,6 +489,12 @@ fn load_config(sc: &Scenario, specs: &Specs, net: &Net, seed: u64) -> Result<Loa
     cfg.seed = seed;
     // One keep-alive pool, as the lab's evidence was gathered and as the simulator models it.
     cfg.lanes = Some(1);
+    // A fleet's balancer spreads connections, not requests: one client's keep-alive pool would
+    // reuse one connection, one instance. A connection per request stands for the many clients
+    // behind a production balancer.
+    if sc.fleet.is_some() {
+        cfg.keepalive = false;
+    }
     if let Some(m) = sc.load.max_in_flight {
         cfg.max_in_flight = m as usize;
     }
@@ -514,14 +531,14 @@ fn final_hits(
 
 /// Stop the proxy first (it owns connections to the backends), then the rest.
 async fn shut_down(
-    nx: Running,
+    nx: Proxies,
     sup: Supervisor,
     dir: &RunDir,
     targets: Arc<BTreeMap<String, FaultTarget>>,
     echo_dbs: Vec<resolvelab_backend::EchoDb>,
     dns: Arc<DnsHandle>,
 ) -> Result<()> {
-    nx.stop(dir)?;
+    nx.stop(dir).await?;
     drop(sup);
     let targets = Arc::try_unwrap(targets).map_err(|_| anyhow!("fault targets still in use"))?;
     for (_, t) in targets {

@@ -181,3 +181,93 @@ fn ports_run_out_in_a_private_namespace_without_time_wait_reuse() {
     assert_eq!(run["net"]["netns"], true, "{}", run["net"]);
     assert!(run["net"]["subnet"].as_str().unwrap().starts_with("127."));
 }
+
+#[test]
+fn a_fleet_reads_an_answer_change_and_a_dead_backend_from_its_instances_logs() {
+    let _g = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let out = tempfile::Builder::new()
+        .prefix("rl-fleet-")
+        .tempdir()
+        .unwrap()
+        .keep();
+    let runs = nginx("fleet-nxdomain").into(&out);
+    assert_eq!(runs.len(), 2, "the base and backend-down");
+    for j in &runs {
+        let dir = &j.record.dir;
+        let v = serde_json::to_value(&j.verdict).unwrap();
+        assert_eq!(
+            v["status"],
+            "completed",
+            "{}: {}",
+            dir.display(),
+            v["summary"]
+        );
+        for e in v["expectations"].as_array().unwrap() {
+            assert_eq!(
+                e["held"],
+                true,
+                "{}: {} measured {}",
+                dir.display(),
+                e["text"],
+                e["measured"]
+            );
+        }
+        // Each instance has its own configuration and logs; the run its shared evidence.
+        for k in 1..=4 {
+            let i = dir.join(file::INSTANCES).join(format!("nginx-{k}"));
+            for f in [file::NGINX_CONF, file::ACCESS_LOG, file::ERROR_LOG] {
+                assert!(i.join(f).is_file(), "{} lacks {f}", i.display());
+            }
+            let conf = std::fs::read_to_string(i.join(file::NGINX_CONF)).unwrap();
+            assert!(
+                conf.contains(&format!(":{}", 8080 + k)),
+                "nginx-{k} listens on its own port"
+            );
+        }
+        for f in [
+            file::SCENARIO,
+            file::EXPECT,
+            file::DNS,
+            file::EVENTS,
+            file::LOAD,
+            file::BALANCER,
+        ] {
+            assert!(dir.join(f).is_file(), "{} lacks {f}", dir.display());
+        }
+        // The balancer spread the connections over the four instances.
+        let mut per: std::collections::BTreeMap<String, u64> = Default::default();
+        for l in std::fs::read_to_string(dir.join(file::BALANCER))
+            .unwrap()
+            .lines()
+            .skip(1)
+        {
+            let e: Value = serde_json::from_str(l).unwrap();
+            if e["event"] == "open" {
+                *per.entry(e["upstream"].as_str().unwrap().to_string())
+                    .or_default() += 1;
+            }
+        }
+        assert_eq!(per.len(), 4, "{per:?}");
+        let (lo, hi) = (per.values().min().unwrap(), per.values().max().unwrap());
+        assert!(hi - lo <= 1, "round-robin: {per:?}");
+        let f = &v["fleet"]["report"];
+        assert_eq!(f["instances"].as_array().unwrap().len(), 4);
+        assert_eq!(v["fleet"]["instances"].as_object().unwrap().len(), 4);
+        // Judged without the DNS log, as production logs would be.
+        for d in v["fleet"]["instances"].as_object().unwrap().values() {
+            assert!(d["inputs"]["dns"].as_array().unwrap().is_empty());
+        }
+        let requests: u64 = f["instances"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|i| i["requests"].as_u64().unwrap())
+            .sum();
+        assert_eq!(
+            v["requests"].as_u64(),
+            Some(requests),
+            "the totals are the instances'"
+        );
+    }
+    let _ = std::fs::remove_dir_all(&out);
+}

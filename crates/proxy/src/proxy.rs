@@ -34,6 +34,9 @@ pub struct ProxyConfig {
     pub listen: SocketAddr,
     /// Address to forward to.
     pub upstream: SocketAddr,
+    /// More addresses to forward to: connections then go round-robin over `upstream` and these,
+    /// in order — an L4 balancer in front of a fleet (each connection stays on its address).
+    pub balance: Vec<SocketAddr>,
     /// Toxics active from the start.
     pub faults: Vec<ToxicSpec>,
     /// Connection log (`resolvelab.proxy/v1`); several proxies may share one writer.
@@ -49,6 +52,7 @@ impl ProxyConfig {
             name: name.to_string(),
             listen,
             upstream,
+            balance: Vec::new(),
             faults: Vec::new(),
             log: None,
             allow_remote: false,
@@ -147,6 +151,8 @@ struct Inner {
     name: String,
     listen: SocketAddr,
     upstream: SocketAddr,
+    /// `upstream` and the balanced addresses (round-robin by connection id).
+    upstreams: Vec<SocketAddr>,
     toxics: FaultList<ToxicEntry>,
     version: AtomicU64,
     changed: Notify,
@@ -167,7 +173,9 @@ impl Proxy {
     /// Bind the listener and start forwarding; the proxy runs on the caller's tokio runtime until
     /// [`ProxyHandle::shutdown`].
     pub async fn start(cfg: ProxyConfig) -> anyhow::Result<ProxyHandle> {
-        policy::check_target(cfg.upstream, cfg.allow_remote).map_err(anyhow::Error::msg)?;
+        for a in std::iter::once(&cfg.upstream).chain(&cfg.balance) {
+            policy::check_target(*a, cfg.allow_remote).map_err(anyhow::Error::msg)?;
+        }
         policy::check_target(cfg.listen, cfg.allow_remote).map_err(anyhow::Error::msg)?;
         let listener = listen_reuse(cfg.listen, 1024)?;
         let listen = listener.local_addr()?;
@@ -176,6 +184,7 @@ impl Proxy {
             name: cfg.name,
             listen,
             upstream: cfg.upstream,
+            upstreams: std::iter::once(cfg.upstream).chain(cfg.balance).collect(),
             toxics: FaultList::default(),
             version: AtomicU64::new(0),
             changed: Notify::new(),
@@ -402,23 +411,21 @@ async fn handle_conn(inner: Arc<Inner>, client: TcpStream, peer: SocketAddr) {
     let id = inner.next_conn.fetch_add(1, Ordering::Relaxed);
     inner.connections.fetch_add(1, Ordering::Relaxed);
     let open_us = now_us();
-    let upstream = match tokio::time::timeout(
-        Duration::from_secs(5),
-        TcpStream::connect(inner.upstream),
-    )
-    .await
+    // Connection ids start at 1: the first connection goes to `upstream`.
+    let to = inner.upstreams[((id - 1) % inner.upstreams.len() as u64) as usize];
+    let upstream = match tokio::time::timeout(Duration::from_secs(5), TcpStream::connect(to)).await
     {
         Ok(Ok(s)) => s,
         Ok(Err(e)) => {
             inner.connect_errors.fetch_add(1, Ordering::Relaxed);
-            inner.log_event("connect_failed", serde_json::json!({"conn": id, "client": peer.to_string(), "upstream": inner.upstream.to_string(), "error": e.to_string()}));
+            inner.log_event("connect_failed", serde_json::json!({"conn": id, "client": peer.to_string(), "upstream": to.to_string(), "error": e.to_string()}));
             // Mirror the failure to the client as a reset, like a refused backend behind the proxy.
             let _ = set_reset_on_close(&client);
             return;
         }
         Err(_) => {
             inner.connect_errors.fetch_add(1, Ordering::Relaxed);
-            inner.log_event("connect_failed", serde_json::json!({"conn": id, "client": peer.to_string(), "upstream": inner.upstream.to_string(), "error": "timeout"}));
+            inner.log_event("connect_failed", serde_json::json!({"conn": id, "client": peer.to_string(), "upstream": to.to_string(), "error": "timeout"}));
             let _ = set_reset_on_close(&client);
             return;
         }
@@ -426,7 +433,10 @@ async fn handle_conn(inner: Arc<Inner>, client: TcpStream, peer: SocketAddr) {
     let _ = client.set_nodelay(true);
     let _ = upstream.set_nodelay(true);
     inner.open.fetch_add(1, Ordering::Relaxed);
-    inner.log_event("open", serde_json::json!({"conn": id, "client": peer.to_string(), "upstream": inner.upstream.to_string()}));
+    inner.log_event(
+        "open",
+        serde_json::json!({"conn": id, "client": peer.to_string(), "upstream": to.to_string()}),
+    );
     let (cr, cw) = client.into_split();
     let (ur, uw) = upstream.into_split();
     let (kill_tx, _) = watch::channel(Kill::None);

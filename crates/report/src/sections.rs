@@ -29,6 +29,11 @@ pub(crate) fn doc(d: &Diagnosis, v: Option<&Verdict>) -> Doc {
     let mut b = Vec::new();
     if let Some(v) = v {
         verdict(&mut b, v);
+        // A fleet run: its instances are diagnosed one by one; the fleet report follows.
+        if let Some(f) = &v.fleet {
+            b.extend(crate::fleet::doc(&f.report).blocks);
+            return Doc { title, blocks: b };
+        }
     }
     // The answer first, then the incidents behind it, then what the logs could not show
     // (issue #43: a person paged at night reads the top of the page).

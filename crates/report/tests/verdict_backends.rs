@@ -25,6 +25,7 @@ fn verdict(client: ClientStats) -> Verdict {
         injections: vec![],
         expectations: vec![],
         client: Some(client),
+        fleet: None,
         diagnosis: diagnose(&o).unwrap(),
     }
 }

@@ -298,6 +298,7 @@ fn one_instance_of_an_export_is_one_diagnosis() {
 #[test]
 fn what_cannot_be_split_is_refused_in_one_line() {
     let tmp = tempfile::tempdir().unwrap();
+    // network-safe: `06:00:00` is a log record's time; the runs read files only.
     let nolabel = tmp.path().join("nolabel.jsonl");
     std::fs::write(
         &nolabel,

@@ -73,6 +73,9 @@ pub struct Scenario {
     /// interval with a timeout while the load runs; every probe goes to `probes.jsonl`.
     #[serde(default, rename = "probe", skip_serializing_if = "Vec::is_empty")]
     pub probes: Vec<ProbeSpec>,
+    /// Several nginx instances behind one L4 balancer (`[fleet]`); absent: one nginx.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fleet: Option<FleetSpec>,
     /// The load.
     pub load: LoadSpec,
     /// Injections over time (`[[timeline]]`).
@@ -391,6 +394,24 @@ pub struct ProxySpec {
     #[serde(default)]
     pub faults: Vec<Spelled<ToxicSpec>>,
 }
+
+/// `[fleet]`: several nginx instances, each with its own configuration, logs and resolver,
+/// behind one L4 balancer that spreads the load's connections round-robin, started apart so
+/// that their re-query phases differ — a production fleet asking one GSLB (issue #47).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FleetSpec {
+    /// How many nginx instances (2–16).
+    pub instances: u32,
+    /// Time between two instances' starts: their re-query phases differ by it (default: the
+    /// re-query period divided by the instances; not scaled by `--scale`, like `valid`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stagger: Option<Dur>,
+}
+
+/// Most nginx instances a fleet runs (each one has its workers, logs and connections on a
+/// 2-core machine).
+pub const MAX_FLEET: u32 = 16;
 
 /// `[host]`: kernel settings a scenario needs, applied only inside a private network namespace.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -730,10 +751,47 @@ impl Scenario {
             }
         }
         self.check_server_params()?;
+        self.check_fleet()?;
         self.check_timeline(&names)?;
         self.check_events_within_load()
             .map_err(|e| self.err_at(&["timeline"], e))?;
         Ok(())
+    }
+
+    /// `[fleet]`: 2–16 instances, each started within a minute of the one before.
+    fn check_fleet(&self) -> anyhow::Result<()> {
+        let Some(f) = &self.fleet else { return Ok(()) };
+        if !(2..=MAX_FLEET).contains(&f.instances) {
+            return Err(self.err_at(
+                &["fleet", "instances"],
+                format!(
+                    "instances = {}: a fleet has 2 to {MAX_FLEET} nginx instances",
+                    f.instances
+                ),
+            ));
+        }
+        if f.stagger
+            .as_ref()
+            .is_some_and(|d| d.get() > Duration::from_secs(60))
+        {
+            return Err(self.err_at(&["fleet", "stagger"], "stagger is at most 60s"));
+        }
+        if let Some(i) = self.timeline.iter().position(|e| e.nginx.is_some()) {
+            return Err(self.err_at(
+                &["timeline", &i.to_string(), "nginx"],
+                "a fleet's timeline cannot reload nginx (which instance?): leave `nginx` out of a [fleet] scenario's timeline",
+            ));
+        }
+        Ok(())
+    }
+
+    /// Time between two fleet instances' starts ([`FleetSpec::stagger`]).
+    pub fn fleet_stagger(&self) -> Option<Duration> {
+        let f = self.fleet.as_ref()?;
+        Some(match &f.stagger {
+            Some(d) => d.get(),
+            None => self.requery_period() / f.instances,
+        })
     }
 
     /// Each server line's parameters read as nginx reads them (`fail_timeout` is an nginx
@@ -1310,6 +1368,45 @@ name = "mf0"
 nginx = { max_fails = 0 }
 expect = { checks = ["nlu = 0"] }
 "#;
+
+    #[test]
+    fn a_fleet_is_checked_where_it_is_written() {
+        let fleet = |t: &str| MIN.replace("[load]", &format!("[fleet]\n{t}\n[load]"));
+        let s = Scenario::from_toml(&fleet("instances = 4"), "t.toml").unwrap();
+        assert_eq!(s.fleet.as_ref().map(|f| f.instances), Some(4));
+        // valid = 1s: a 2 s period over 4 instances.
+        assert_eq!(s.fleet_stagger(), Some(Duration::from_millis(500)));
+        let s = Scenario::from_toml(&fleet("instances = 2\nstagger = \"3s\""), "t.toml").unwrap();
+        assert_eq!(s.fleet_stagger(), Some(Duration::from_secs(3)));
+        assert_eq!(
+            Scenario::from_toml(MIN, "t.toml").unwrap().fleet_stagger(),
+            None
+        );
+        for (t, says) in [
+            (
+                "instances = 1",
+                "t.toml:17: instances = 1: a fleet has 2 to 16",
+            ),
+            ("instances = 17", "t.toml:17: instances = 17"),
+            (
+                "instances = 2\nstagger = \"2m\"",
+                "t.toml:18: stagger is at most 60s",
+            ),
+            ("instances = 2\nweight = 3", "unknown field `weight`"),
+        ] {
+            let e = format!(
+                "{:#}",
+                Scenario::from_toml(&fleet(t), "t.toml").unwrap_err()
+            );
+            assert!(e.contains(says), "{t}: {e}");
+        }
+        let reload = fleet("instances = 2").replace(
+            "[expect]",
+            "[[timeline]]\nafter = \"1s\"\nnginx = \"reload\"\n[expect]",
+        );
+        let e = format!("{:#}", Scenario::from_toml(&reload, "t.toml").unwrap_err());
+        assert!(e.contains("a fleet's timeline cannot reload nginx"), "{e}");
+    }
 
     #[test]
     fn parses_validates_and_merges_variants() {

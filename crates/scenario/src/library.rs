@@ -22,6 +22,10 @@ pub const FILES: &[(&str, &str)] = &[
     ),
     ("nxdomain", include_str!("../../../scenarios/nxdomain.toml")),
     (
+        "fleet-nxdomain",
+        include_str!("../../../scenarios/fleet-nxdomain.toml"),
+    ),
+    (
         "dns-silent",
         include_str!("../../../scenarios/dns-silent.toml"),
     ),

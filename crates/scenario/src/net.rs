@@ -45,6 +45,20 @@ pub struct UpstreamServer {
 }
 
 impl Net {
+    /// Where instance `k` (from 0) of a `[fleet]` listens: the ports after nginx's, whose own
+    /// address the fleet's balancer takes.
+    pub fn instance(&self, k: u32) -> SocketAddr {
+        SocketAddr::new(self.nginx.ip(), self.nginx.port() + 1 + k as u16)
+    }
+
+    /// This network as instance `k` of a fleet sees it: the same hosts, its own listen address.
+    pub fn for_instance(&self, k: u32) -> Net {
+        Net {
+            nginx: self.instance(k),
+            ..self.clone()
+        }
+    }
+
     /// The upstream server a scenario's server line stands for in this run.
     pub fn upstream_server(&self, sc: &Scenario, s: &ServerLine) -> Result<UpstreamServer> {
         let n = &sc.nginx;

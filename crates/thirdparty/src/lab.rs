@@ -32,6 +32,9 @@ use resolvelab_scenario::net::Net;
 pub fn refuse(kind: Kind, sc: &Scenario) -> Result<()> {
     let n = &sc.nginx;
     let no = |field: &[&str], shown: &str, why: &str| Err(unsupported(kind, sc, field, shown, why));
+    if sc.fleet.is_some() {
+        return no(&["fleet"], "fleet", "a fleet plays nginx instances");
+    }
     if n.inline.is_some() {
         return no(
             &["nginx", "inline"],

@@ -28,6 +28,7 @@
 //! ```
 
 pub mod digest;
+pub mod judge;
 pub mod reading;
 mod view;
 
