@@ -220,20 +220,7 @@ async fn play(
         nx.first().reloader(),
     ));
     let probers = spawn_probers(sc, net, dir, t0, &cancel)?;
-    let engine_watches: Vec<_> = nx
-        .watched()
-        .into_iter()
-        .map(|(pid, reloader)| {
-            tokio::spawn(watch_run(
-                pid,
-                reloader,
-                dir.path.clone(),
-                events.clone(),
-                t0,
-                cancel.clone(),
-            ))
-        })
-        .collect();
+    let engine_watches = watch_all(&nx, dir, &events, t0, &cancel);
     let watcher = tokio::spawn(watch(
         live.clone(),
         cancel.clone(),
@@ -254,8 +241,7 @@ async fn play(
     let _ = watcher.await;
     let mut engine_fault = None;
     for w in engine_watches {
-        let fault = w.await.unwrap_or(None);
-        engine_fault = engine_fault.or(fault);
+        engine_fault = engine_fault.or(w.await.unwrap_or(None));
     }
     for p in probers {
         p.await.map_err(|e| anyhow!("probe task: {e}"))??;
@@ -298,6 +284,29 @@ async fn play(
         dir.path.display()
     ));
     Ok(())
+}
+
+/// One [`watch_run`] per proxy (a fleet's every instance): each ends with the first fault it saw.
+fn watch_all(
+    nx: &Proxies,
+    dir: &RunDir,
+    events: &Arc<JsonlWriter>,
+    t0: Instant,
+    cancel: &CancellationToken,
+) -> Vec<tokio::task::JoinHandle<Option<String>>> {
+    nx.watched()
+        .into_iter()
+        .map(|(pid, reloader)| {
+            tokio::spawn(watch_run(
+                pid,
+                reloader,
+                dir.path.clone(),
+                events.clone(),
+                t0,
+                cancel.clone(),
+            ))
+        })
+        .collect()
 }
 
 /// Faults configured from the start are injections too: record them so their hits count.
