@@ -620,55 +620,49 @@ fn read_cri(p: &Path, push: &mut impl FnMut(Record)) -> anyhow::Result<()> {
 /// Each line goes to its pod; a line without a prefix (a continuation) to the pod before it.
 /// kubectl writes each pod's lines in order, so the export's order is kept.
 fn read_kubectl(p: &Path, push: &mut impl FnMut(Record)) -> anyhow::Result<()> {
-    let mut last: Option<String> = None;
-    for (n, line) in crate::open_maybe_gz(p)?.lines().enumerate() {
-        let line = line?;
-        let (pod, text) = match kubectl_pod(&line) {
-            Some((pod, text)) => (pod.to_string(), text.to_string()),
-            None => match &last {
-                Some(pod) => (pod.clone(), line),
-                None => anyhow::bail!(
-                    "{}:{}: no `[pod/NAME/CONTAINER] ` prefix before the first pod's line",
-                    p.display(),
-                    n + 1
-                ),
-            },
-        };
-        last = Some(pod.clone());
-        push(Record {
-            at: Where::Line(n as u64 + 1),
-            instance: pod,
-            t: None,
-            line: text,
-        });
-    }
-    Ok(())
+    read_headed(p, push, "`[pod/NAME/CONTAINER] ` prefix", &|l| {
+        kubectl_pod(l).map(|(pod, text)| (pod.to_string(), text.to_string()))
+    })
 }
 
 /// Each line to its host, whole (the checker reads an nginx line behind its syslog header); a
 /// line without a header (a continuation) to the host before it. Hosts' lines keep the file's
 /// order (a syslog time has no year and whole seconds).
 fn read_syslog(p: &Path, push: &mut impl FnMut(Record)) -> anyhow::Result<()> {
+    read_headed(
+        p,
+        push,
+        "syslog header (`MMM DD HH:MM:SS HOST TAG:`)",
+        &|l| syslog_host(l).map(|h| (h.to_string(), l.to_string())),
+    )
+}
+
+/// A stream whose lines name their instance in a header (`head`: the instance and the line
+/// kept); a line without one continues the instance before it, and none may come first.
+fn read_headed(
+    p: &Path,
+    push: &mut impl FnMut(Record),
+    what: &str,
+    head: &dyn Fn(&str) -> Option<(String, String)>,
+) -> anyhow::Result<()> {
     let mut last: Option<String> = None;
     for (n, line) in crate::open_maybe_gz(p)?.lines().enumerate() {
         let line = line?;
-        let host = match syslog_host(&line) {
-            Some(h) => h.to_string(),
-            None => match &last {
-                Some(h) => h.clone(),
-                None => anyhow::bail!(
-                    "{}:{}: no syslog header (`MMM DD HH:MM:SS HOST TAG:`) before the first host's line",
-                    p.display(),
-                    n + 1
-                ),
-            },
+        let (instance, text) = match (head(&line), &last) {
+            (Some(x), _) => x,
+            (None, Some(i)) => (i.clone(), line),
+            (None, None) => anyhow::bail!(
+                "{}:{}: no {what} before the first instance's line",
+                p.display(),
+                n + 1
+            ),
         };
-        last = Some(host.clone());
+        last = Some(instance.clone());
         push(Record {
             at: Where::Line(n as u64 + 1),
-            instance: host,
+            instance,
             t: None,
-            line,
+            line: text,
         });
     }
     Ok(())

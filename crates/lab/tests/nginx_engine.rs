@@ -38,29 +38,34 @@ fn assert_all_held(p: Play) -> Vec<(Judged, Value)> {
         for f in file::JUDGED.iter().chain(&[file::NGINX_CONF]) {
             assert!(dir.join(f).is_file(), "{} lacks {f}", dir.display());
         }
-        assert_eq!(
-            v["status"],
-            "completed",
-            "{}: {}",
-            dir.display(),
-            v["summary"]
-        );
-        assert_eq!(v["schema"], "resolvelab.diagnosis/v1");
-        let exps = v["expectations"].as_array().unwrap();
-        assert!(!exps.is_empty());
-        for e in exps {
-            assert_eq!(
-                e["held"],
-                true,
-                "{}: expectation {} measured {}",
-                dir.display(),
-                e["text"],
-                e["measured"]
-            );
-        }
+        assert_completed_and_held(dir, v);
     }
     let _ = std::fs::remove_dir_all(&out);
     vs
+}
+
+/// The run completed and every one of its (several) expectations held.
+fn assert_completed_and_held(dir: &std::path::Path, v: &Value) {
+    assert_eq!(
+        v["status"],
+        "completed",
+        "{}: {}",
+        dir.display(),
+        v["summary"]
+    );
+    assert_eq!(v["schema"], "resolvelab.diagnosis/v1");
+    let exps = v["expectations"].as_array().unwrap();
+    assert!(!exps.is_empty());
+    for e in exps {
+        assert_eq!(
+            e["held"],
+            true,
+            "{}: expectation {} measured {}",
+            dir.display(),
+            e["text"],
+            e["measured"]
+        );
+    }
 }
 
 fn nginx(name: &str) -> Play<'_> {
@@ -195,23 +200,7 @@ fn a_fleet_reads_an_answer_change_and_a_dead_backend_from_its_instances_logs() {
     for j in &runs {
         let dir = &j.record.dir;
         let v = serde_json::to_value(&j.verdict).unwrap();
-        assert_eq!(
-            v["status"],
-            "completed",
-            "{}: {}",
-            dir.display(),
-            v["summary"]
-        );
-        for e in v["expectations"].as_array().unwrap() {
-            assert_eq!(
-                e["held"],
-                true,
-                "{}: {} measured {}",
-                dir.display(),
-                e["text"],
-                e["measured"]
-            );
-        }
+        assert_completed_and_held(dir, &v);
         // Each instance has its own configuration and logs; the run its shared evidence.
         for k in 1..=4 {
             let i = dir.join(file::INSTANCES).join(format!("nginx-{k}"));

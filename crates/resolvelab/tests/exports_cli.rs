@@ -89,20 +89,12 @@ fn fleet(args: &[&str], logs: &[PathBuf]) -> (Value, Value) {
     (report, p)
 }
 
-fn diagnose(args: &[&str], logs: &[PathBuf]) -> Value {
+/// `resolvelab diagnose` in the lab's format and clock, as JSON, with these inputs.
+fn lab_json(inputs: &[std::ffi::OsString]) -> Value {
     let o = bin()
-        .args([
-            "diagnose",
-            "--log-format",
-            "lab",
-            "--tz-offset",
-            "+00:00",
-            "--format",
-            "json",
-        ])
-        .arg("--logs")
-        .args(logs)
-        .args(args)
+        .args(["diagnose", "--log-format", "lab", "--tz-offset", "+00:00"])
+        .args(["--format", "json"])
+        .args(inputs)
         .output()
         .unwrap();
     let err = String::from_utf8_lossy(&o.stderr);
@@ -110,26 +102,21 @@ fn diagnose(args: &[&str], logs: &[PathBuf]) -> Value {
     serde_json::from_slice(&o.stdout).unwrap()
 }
 
+fn diagnose(args: &[&str], logs: &[PathBuf]) -> Value {
+    let mut a: Vec<std::ffi::OsString> = vec!["--logs".into()];
+    a.extend(logs.iter().map(|l| l.into()));
+    a.extend(args.iter().map(|x| x.into()));
+    lab_json(&a)
+}
+
 fn plain(n: usize) -> Value {
     let dir = exports().join(format!("plain/web-{n}"));
-    let o = bin()
-        .args([
-            "diagnose",
-            "--log-format",
-            "lab",
-            "--tz-offset",
-            "+00:00",
-            "--format",
-            "json",
-        ])
-        .arg("--access")
-        .arg(dir.join("access.log.gz"))
-        .arg("--error")
-        .arg(dir.join("error.log.gz"))
-        .output()
-        .unwrap();
-    assert_eq!(o.status.code(), Some(0));
-    serde_json::from_slice(&o.stdout).unwrap()
+    lab_json(&[
+        "--access".into(),
+        dir.join("access.log.gz").into(),
+        "--error".into(),
+        dir.join("error.log.gz").into(),
+    ])
 }
 
 /// The diagnosis without what names files: inputs, parse accounting and every `at`.
