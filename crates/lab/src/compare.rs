@@ -9,7 +9,7 @@
 //! use resolvelab_scenario::library;
 //! let sc = library::get("nxdomain").unwrap();
 //! let engines = [engine::by_name("nginx").unwrap(), engine::by_name("nginx-1.31").unwrap()];
-//! let c = compare::compare(&sc, &RunOptions::default(), &engines, &mut |_| {});
+//! let c = compare::compare(&sc, &RunOptions::default(), &engines, &mut |_, _| {});
 //! println!("{}", compare::markdown(&[c]));
 //! ```
 
@@ -215,13 +215,14 @@ impl Comparison {
 }
 
 /// Play `sc` (already variant-merged) on every engine, each into `<opts.out>/<engine>/`, and
-/// judge each run; `on_cell` sees each cell as it is done. An engine that cannot run (no binary,
-/// a registry out of reach) gets a cell with its error, and the others still run.
+/// judge each run; `on_cell` sees each cell as it is done, with the seed its run played. An
+/// engine that cannot run (no binary, a registry out of reach) gets a cell with its error, and
+/// the others still run.
 pub fn compare(
     sc: &Scenario,
     opts: &RunOptions,
     engines: &[&dyn Engine],
-    on_cell: &mut dyn FnMut(&Cell),
+    on_cell: &mut dyn FnMut(&Cell, u64),
 ) -> Comparison {
     compare_reusing(sc, opts, engines, &BTreeMap::new(), 1, on_cell)
 }
@@ -230,14 +231,15 @@ pub fn compare(
 /// options', else the scenario's, else 1), taking an engine's run from `reuse[engine]` (a
 /// `run --all --out` directory) when one there played exactly this scenario with that seed
 /// (the same resolved `scenario.toml`, its `[[variant]]` definitions aside) to completion: it
-/// is judged again by today's checker instead of played again. `on_cell` sees every run.
+/// is judged again by today's checker instead of played again. `on_cell` sees every run, with
+/// its seed (an engine that does not apply: the first seed).
 pub fn compare_reusing(
     sc: &Scenario,
     opts: &RunOptions,
     engines: &[&dyn Engine],
     reuse: &BTreeMap<String, PathBuf>,
     repeat: u32,
-    on_cell: &mut dyn FnMut(&Cell),
+    on_cell: &mut dyn FnMut(&Cell, u64),
 ) -> Comparison {
     let base = opts.seed.or(sc.seed).unwrap_or(1);
     let mut cells = Vec::new();
@@ -247,7 +249,7 @@ pub fn compare_reusing(
                 not_applicable: Some(why),
                 ..Cell::empty(e.id(), sc, CellStatus::NotApplicable)
             };
-            on_cell(&cell);
+            on_cell(&cell, base);
             cells.push(cell);
             continue;
         }
@@ -263,7 +265,7 @@ pub fn compare_reusing(
                 ..opts.clone()
             };
             let cell = one_cell(sc, &o, *e, reuse);
-            on_cell(&cell);
+            on_cell(&cell, seed);
             runs.push((seed, cell));
         }
         let repeats: Vec<Repeat> = match runs.len() {
@@ -733,7 +735,7 @@ mod tests {
             crate::engine::by_name("sim").unwrap(),
         ];
         let mut seen = Vec::new();
-        let c = compare(&sc, &opts, &engines, &mut |cell| seen.push(cell.engine));
+        let c = compare(&sc, &opts, &engines, &mut |cell, _| seen.push(cell.engine));
         assert_eq!(seen, [EngineId::Nginx, EngineId::Sim]);
         assert!(!c.all_ran());
         let nginx = &c.cells[0];
@@ -776,11 +778,15 @@ mod tests {
             ..RunOptions::default()
         };
         let engines = [crate::engine::by_name("sim").unwrap()];
-        let mut runs = 0;
-        let c = compare_reusing(&sc, &opts, &engines, &BTreeMap::new(), 3, &mut |_| {
-            runs += 1
+        let mut heard = Vec::new();
+        let c = compare_reusing(&sc, &opts, &engines, &BTreeMap::new(), 3, &mut |_, seed| {
+            heard.push(seed)
         });
-        assert_eq!(runs, 3, "every run is reported as it ends");
+        assert_eq!(
+            heard,
+            [5, 6, 7],
+            "every run is reported as it ends, with its seed"
+        );
         let cell = &c.cells[0];
         let seeds: Vec<u64> = cell.repeats.iter().map(|r| r.seed).collect();
         assert_eq!(seeds, [5, 6, 7]);
@@ -800,7 +806,7 @@ mod tests {
         let json = serde_json::to_value(&c).unwrap();
         assert_eq!(json["cells"][0]["repeats"].as_array().unwrap().len(), 3);
         // One run: no `repeats`, the JSON as before.
-        let one = compare(&sc, &opts, &engines, &mut |_| {});
+        let one = compare(&sc, &opts, &engines, &mut |_, _| {});
         assert!(
             serde_json::to_value(&one).unwrap()["cells"][0]
                 .get("repeats")

@@ -264,6 +264,24 @@ fn repeat_plays_each_cell_with_its_seeds_and_the_page_says_so() {
     let reps = json[0]["cells"][0]["repeats"].as_array().unwrap();
     let seeds: Vec<u64> = reps.iter().map(|r| r["seed"].as_u64().unwrap()).collect();
     assert_eq!(seeds, [3, 4]);
+    // Without -q, each run's progress line says which seed it played.
+    let o = bin()
+        .args([
+            "compare",
+            "swap-only",
+            "--variant",
+            "base",
+            "--engines",
+            "sim",
+        ])
+        .args(["--scale", "0.1", "--seed", "3", "--repeat", "2", "--out"])
+        .arg(tmp.path().join("loud"))
+        .output()
+        .unwrap();
+    let loud = String::from_utf8_lossy(&o.stderr);
+    for seed in [3, 4] {
+        assert!(loud.contains(&format!("(seed {seed}): ")), "{loud}");
+    }
     let text = std::fs::read_to_string(&page).unwrap();
     assert!(
         text.contains("resolvelab compare swap-only --repeat 2 --engines sim"),

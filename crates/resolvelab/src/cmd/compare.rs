@@ -115,28 +115,41 @@ pub fn run(args: Args, ctx: &Ctx) -> Result<ExitCode> {
             None => sc.name.clone(),
         };
         let reuse = args.reuse.iter().cloned().collect();
-        let c = compare::compare_reusing(sc, &opts, &engines, &reuse, args.repeat, &mut |cell| {
-            if args.quiet {
-                return;
-            }
-            if let Some(why) = &cell.not_applicable {
-                eprintln!("compare {title}: {}: not applicable — {why}", cell.engine);
-                return;
-            }
-            eprintln!(
-                "compare {title}: {} {}: {} client errors of {} requests, {} NLU, {}/{} expectations held{}",
-                cell.engine,
-                cell.version,
-                cell.client_errors,
-                cell.requests,
-                cell.nlu,
-                cell.held,
-                cell.checks,
-                cell.error
-                    .as_deref()
-                    .map_or(String::new(), |e| format!(" — could not run: {e}"))
-            );
-        });
+        let c = compare::compare_reusing(
+            sc,
+            &opts,
+            &engines,
+            &reuse,
+            args.repeat,
+            &mut |cell, seed| {
+                if args.quiet {
+                    return;
+                }
+                if let Some(why) = &cell.not_applicable {
+                    eprintln!("compare {title}: {}: not applicable — {why}", cell.engine);
+                    return;
+                }
+                // Each of N repeats is one line: which seed it played tells them apart.
+                let seeded = if args.repeat > 1 {
+                    format!(" (seed {seed})")
+                } else {
+                    String::new()
+                };
+                eprintln!(
+                    "compare {title}: {} {}{seeded}: {} client errors of {} requests, {} NLU, {}/{} expectations held{}",
+                    cell.engine,
+                    cell.version,
+                    cell.client_errors,
+                    cell.requests,
+                    cell.nlu,
+                    cell.held,
+                    cell.checks,
+                    cell.error
+                        .as_deref()
+                        .map_or(String::new(), |e| format!(" — could not run: {e}"))
+                );
+            },
+        );
         done.push(c);
     }
     let md = compare::markdown(&done);
