@@ -55,6 +55,16 @@ fn answer(b: &mut Vec<Block>, f: &Fleet) {
             top.class, top.requests, top.instances
         ));
     }
+    // What only the fleet shows, for its largest incident: the first thing a person paged for
+    // one instance needs to know is whether the others saw it too, and when.
+    if let Some(i) = f.incidents.iter().max_by_key(|i| i.count) {
+        said.push(format!(
+            "The largest fleet incident ({} failed, {}): {}.",
+            i.count,
+            ts(i.start_ms),
+            i.reading.text
+        ));
+    }
     let unusable: Vec<&str> = f
         .instances
         .iter()
