@@ -413,14 +413,7 @@ fn keys_hint(v: &Value) -> String {
 }
 
 fn read_loki(p: &Path, fields: &Fields, push: &mut impl FnMut(Record)) -> anyhow::Result<()> {
-    for (n, line) in crate::open_maybe_gz(p)?.lines().enumerate() {
-        let line = line?;
-        if line.trim().is_empty() {
-            continue;
-        }
-        let at = || format!("{}:{}", p.display(), n + 1);
-        let v: Value = serde_json::from_str(&line)
-            .map_err(|e| anyhow::anyhow!("{}: not a logcli JSON line ({e})", at()))?;
+    json_lines(p, "a logcli JSON line", &mut |v, place, at| {
         let labels = v.get("labels").cloned().unwrap_or(Value::Null);
         let instance =
             instance_of(&labels, fields.instance.as_deref(), LOKI_INSTANCE).map_err(|e| {
@@ -430,19 +423,28 @@ fn read_loki(p: &Path, fields: &Fields, push: &mut impl FnMut(Record)) -> anyhow
                     keys_hint(&labels)
                 )
             })?;
-        let msg = v.get("line").and_then(text).unwrap_or_default();
         push(Record {
-            at: Where::Line(n as u64 + 1),
+            at: place,
             instance,
             t: time_of(v.get("timestamp")),
-            line: msg,
+            line: v.get("line").and_then(text).unwrap_or_default(),
         });
-    }
-    Ok(())
+        Ok(())
+    })
 }
 
 fn read_rows(p: &Path, fields: &Fields, push: &mut impl FnMut(Record)) -> anyhow::Result<()> {
     let message = fields.message.as_deref().unwrap_or("message");
+    json_lines(p, "a JSONEachRow row", &mut |v, place, at| {
+        doc_record(&v, place, message, fields, at, push)
+    })
+}
+
+/// What [`json_lines`] calls with each parsed line, its place and its `file:line`.
+type EachLine<'a> = dyn FnMut(Value, Where, &dyn Fn() -> String) -> anyhow::Result<()> + 'a;
+
+/// Each non-blank line of a JSON Lines file, parsed, with its place and its `file:line`.
+fn json_lines(p: &Path, what: &str, each: &mut EachLine) -> anyhow::Result<()> {
     for (n, line) in crate::open_maybe_gz(p)?.lines().enumerate() {
         let line = line?;
         if line.trim().is_empty() {
@@ -450,8 +452,8 @@ fn read_rows(p: &Path, fields: &Fields, push: &mut impl FnMut(Record)) -> anyhow
         }
         let at = || format!("{}:{}", p.display(), n + 1);
         let v: Value = serde_json::from_str(&line)
-            .map_err(|e| anyhow::anyhow!("{}: not a JSONEachRow row ({e})", at()))?;
-        doc_record(&v, Where::Line(n as u64 + 1), message, fields, &at, push)?;
+            .map_err(|e| anyhow::anyhow!("{}: not {what} ({e})", at()))?;
+        each(v, Where::Line(n as u64 + 1), &at)?;
     }
     Ok(())
 }

@@ -107,11 +107,11 @@ fn the_jobs_commands_run_as_written() {
     assert_eq!(job["spec"]["completionMode"], "Indexed");
     let merge = &documents(&v, &manifests()[1])[0];
 
-    // The pod's file system, under a temporary root: /work holds one instance's Loki slice
+    // The pod's file system, under a temporary root: /slice holds one instance's Loki slice
     // (what the init container's logcli writes), /conf the nginx.conf, /parts the volume.
     let tmp = tempfile::tempdir().unwrap();
     let fs = |p: &str| tmp.path().join(p.trim_start_matches('/'));
-    for d in ["work", "conf", "parts"] {
+    for d in ["slice", "conf", "parts"] {
         std::fs::create_dir_all(fs(d)).unwrap();
     }
     let mut loki = String::new();
@@ -126,8 +126,8 @@ fn the_jobs_commands_run_as_written() {
             .filter(|l| l.contains(&format!("\"pod\":\"{pod}\"")))
             .map(|l| format!("{}\n", l.replace(pod, name)))
             .collect();
-        std::fs::write(fs("work/slice.jsonl"), slice).unwrap();
-        std::fs::write(fs("work/instance"), format!("{name}\n")).unwrap();
+        std::fs::write(fs("slice/logs.jsonl"), slice).unwrap();
+        std::fs::write(fs("slice/instance"), format!("{name}\n")).unwrap();
         std::fs::copy(
             root().join("tests/fixtures/diagnose/real/nxdomain/nginx.conf"),
             fs("conf/nginx.conf"),
@@ -149,7 +149,7 @@ fn the_jobs_commands_run_as_written() {
 /// A container's script with its absolute paths moved under `root`, `resolvelab` on PATH.
 fn run(script: &str, root: &Path) -> String {
     let mut s = script.to_string();
-    for d in ["/work", "/conf", "/parts"] {
+    for d in ["/slice/", "/conf/", "/parts/"] {
         s = s.replace(d, &format!("{}{d}", root.display()));
     }
     let bin = Path::new(env!("CARGO_BIN_EXE_resolvelab"))

@@ -97,16 +97,8 @@ pub struct Args {
     /// The error log's UTC offset when the access log has no $time_local (e.g. +09:00).
     #[arg(long, value_name = "+HH:MM", allow_hyphen_values = true)]
     tz_offset: Option<String>,
-    /// Output format: md, json or html.
-    #[arg(long, default_value = "md", value_name = "md|json|html")]
-    format: Format,
-    /// Write to FILE instead of stdout.
-    #[arg(short = 'o', long, value_name = "FILE")]
-    output: Option<PathBuf>,
-    /// Also write this instance's diagnosis as a partial for `resolvelab merge` (the report is
-    /// then written only with -o).
-    #[arg(long, value_name = "FILE")]
-    partial: Option<PathBuf>,
+    #[command(flatten)]
+    out: Out,
     /// The nginx instance these logs come from (a pod or host name): its name in a fleet.
     #[arg(long, value_name = "NAME", value_parser = instance_name)]
     instance: Option<String>,
@@ -120,10 +112,25 @@ pub struct Args {
     message_field: Option<String>,
 }
 
+/// Where `diagnose` and `merge` write: the report's format and file, and the partial.
+#[derive(Debug, clap::Args)]
+pub(crate) struct Out {
+    /// Output format: md, json or html.
+    #[arg(long, default_value = "md", value_name = "md|json|html")]
+    pub format: Format,
+    /// Write the report to FILE instead of stdout.
+    #[arg(short = 'o', long, value_name = "FILE")]
+    pub output: Option<PathBuf>,
+    /// Also write the diagnosis (merge: the merged one) as a partial for `resolvelab merge`;
+    /// the report is then written only with -o.
+    #[arg(long, value_name = "FILE")]
+    pub partial: Option<PathBuf>,
+}
+
 /// Run `resolvelab diagnose`.
 pub fn run(args: Args, ctx: &Ctx) -> anyhow::Result<ExitCode> {
     check_classes(&args.fail_on)?;
-    if args.partial.is_some() && args.instance.is_none() && args.logs.is_empty() {
+    if args.out.partial.is_some() && args.instance.is_none() && args.logs.is_empty() {
         anyhow::bail!(
             "--partial needs --instance NAME: the nginx instance these logs come from (a pod or host name)"
         );
@@ -226,7 +233,7 @@ fn one(
         relabel(&mut d, all, s);
     }
     warn_dropped(&stream, None);
-    if let Some(to) = &args.partial {
+    if let Some(to) = &args.out.partial {
         let name = name.ok_or_else(|| {
             anyhow::anyhow!(
                 "--partial needs --instance NAME: these logs do not name their instance"
@@ -234,8 +241,12 @@ fn one(
         })?;
         write_file(to, &Partial::one(&name, d.clone())?.to_json())?;
     }
-    let text = render_diagnosis(&d, args.format)?;
-    emit(args.output.as_deref(), args.partial.is_some(), &text)?;
+    let text = render_diagnosis(&d, args.out.format)?;
+    emit(
+        args.out.output.as_deref(),
+        args.out.partial.is_some(),
+        &text,
+    )?;
     Ok(exit_status(&d, &args.fail_on))
 }
 
@@ -270,14 +281,14 @@ fn fleet(
     }
     resolvelab_core::progress::end_status();
     let all = all.expect("an export with instances");
-    if let Some(to) = &args.partial {
+    if let Some(to) = &args.out.partial {
         write_file(to, &all.to_json())?;
     }
     crate::cmd::merge::report(
         &Fleet::of_partial(&all),
-        args.format,
-        args.output.as_deref(),
-        args.partial.is_some(),
+        args.out.format,
+        args.out.output.as_deref(),
+        args.out.partial.is_some(),
         &args.fail_on,
     )
 }

@@ -34,16 +34,8 @@ pub struct Args {
     /// Partial files (`resolvelab diagnose … --partial FILE`, or an earlier `merge --partial`).
     #[arg(required = true, value_name = "PARTIAL")]
     partials: Vec<PathBuf>,
-    /// Output format: md, json or html.
-    #[arg(long, default_value = "md", value_name = "md|json|html")]
-    format: Format,
-    /// Write the report to FILE instead of stdout.
-    #[arg(short = 'o', long, value_name = "FILE")]
-    output: Option<PathBuf>,
-    /// Also write the merged partial (to merge further); the report is then written only
-    /// with -o.
-    #[arg(long, value_name = "FILE")]
-    partial: Option<PathBuf>,
+    #[command(flatten)]
+    out: crate::cmd::diagnose::Out,
     /// Exit with status 1 when any of these classes is found on any instance.
     #[arg(long, value_name = "CLASS", num_args = 1.., value_delimiter = ',')]
     fail_on: Vec<String>,
@@ -63,7 +55,7 @@ pub fn run(args: Args, _ctx: &Ctx) -> anyhow::Result<ExitCode> {
         m.add(path)?;
     }
     resolvelab_core::progress::end_status();
-    if let Some(to) = &args.partial {
+    if let Some(to) = &args.out.partial {
         let f = std::fs::File::create(to)
             .map_err(|e| anyhow::anyhow!("cannot write {}: {e}", to.display()))?;
         let mut w = std::io::BufWriter::new(f);
@@ -73,9 +65,9 @@ pub fn run(args: Args, _ctx: &Ctx) -> anyhow::Result<ExitCode> {
     }
     report(
         &m.fleet(),
-        args.format,
-        args.output.as_deref(),
-        args.partial.is_some(),
+        args.out.format,
+        args.out.output.as_deref(),
+        args.out.partial.is_some(),
         &args.fail_on,
     )
 }
