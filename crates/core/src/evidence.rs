@@ -42,6 +42,10 @@ pub mod schema {
     pub const DIAGNOSIS: &str = "resolvelab.diagnosis/v1";
     /// `lint --format json`: lint findings.
     pub const LINT: &str = "resolvelab.lint/v1";
+    /// `watch --events`: one line per incident when it closes.
+    pub const WATCH_EVENT: &str = "resolvelab.watch-event/v1";
+    /// `watch --state`: where each followed file was and the counters, to resume from.
+    pub const WATCH_STATE: &str = "resolvelab.watch-state/v1";
 }
 
 /// The files of a run directory (`runs/<scenario>-<UTC stamp>/`).

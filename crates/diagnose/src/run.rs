@@ -124,12 +124,20 @@ pub fn diagnose_run_dir(dir: &Path) -> anyhow::Result<Diagnosis> {
 /// failures. Its classes may be less certain than the run's own verdict, never different in
 /// kind (tests/without_dns.rs checks that on the lab fixtures).
 pub fn diagnose_without_dns(dir: &Path) -> anyhow::Result<Diagnosis> {
+    let opts = production_options(dir)?;
+    crate::diagnose(&opts).map_err(|e| anyhow::anyhow!("diagnosing {}: {e:#}", dir.display()))
+}
+
+/// What production would give the checker of a run directory ([`diagnose_without_dns`]): the
+/// access and error logs (with their rotations), the run's `log_format`, its clock, its nginx
+/// version and configuration facts.
+pub fn production_options(dir: &Path) -> anyhow::Result<Options> {
     use resolvelab_core::evidence::file;
     let access = with_rotations(dir, file::ACCESS_LOG);
     if access.is_empty() {
         anyhow::bail!("{} has no access.log", dir.display());
     }
-    let opts = Options {
+    Ok(Options {
         access,
         error: with_rotations(dir, file::ERROR_LOG),
         mixed: Vec::new(),
@@ -140,8 +148,7 @@ pub fn diagnose_without_dns(dir: &Path) -> anyhow::Result<Diagnosis> {
         tz_offset_s: fingerprint_offset(dir),
         nginx_version: fingerprint_version(dir),
         config: run_config_facts(dir),
-    };
-    crate::diagnose(&opts).map_err(|e| anyhow::anyhow!("diagnosing {}: {e:#}", dir.display()))
+    })
 }
 
 /// Analyze a run directory: diagnosis, scenario expectations, injection hit counters, status.

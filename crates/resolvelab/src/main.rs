@@ -107,6 +107,8 @@ enum Command {
     Diagnose(cmd::diagnose::Args),
     /// One report over a fleet: merge the instances' partials (`diagnose --partial`).
     Merge(cmd::merge::Args),
+    /// Follow nginx logs and classify their failures while they happen (Prometheus metrics).
+    Watch(cmd::watch::Args),
     /// Re-check a lab run directory and write its verdict.
     Analyze(cmd::analyze::Args),
     /// Lint nginx configuration for DNS/upstream failure hazards.
@@ -182,6 +184,7 @@ fn main() -> ExitCode {
         Command::Compare(a) => cmd::compare::run(a, &ctx),
         Command::Diagnose(a) => cmd::diagnose::run(a, &ctx),
         Command::Merge(a) => cmd::merge::run(a, &ctx),
+        Command::Watch(a) => cmd::watch::run(a, &ctx),
         Command::Analyze(a) => cmd::analyze::run(a, &ctx),
         Command::Lint(a) => cmd::lint::run(a, &ctx),
         Command::Sim(a) => cmd::sim::run(a, &ctx),

@@ -73,30 +73,11 @@ pub struct Args {
     /// DNS query log (resolvelab.dns/v1 JSON Lines) for exact swap times.
     #[arg(long, num_args = 1.., value_name = "FILE")]
     dns: Vec<PathBuf>,
-    /// The access-log format: a preset (combined, main, lab, upstreaminfo, upstreaminfo-legacy,
-    /// upstreaminfo-legacy-reqid, vhost, vhost-legacy, npm, json) or the format text with
-    /// $variables. Wins over --nginx-conf's.
-    #[arg(long, value_name = "FORMAT")]
-    log_format: Option<String>,
-    /// Read the format from an nginx config file or `nginx -T` output.
-    #[arg(long, value_name = "FILE")]
-    nginx_conf: Option<PathBuf>,
-    /// The log_format name to take from --nginx-conf (default: the one access_log uses).
-    #[arg(long, value_name = "NAME", requires = "nginx_conf")]
-    log_format_name: Option<String>,
-    /// The nginx version the logs come from (`nginx -v`): below 1.27.3 no generation race is
-    /// possible. Read from --nginx PATH or from `nginx -V` output inside --nginx-conf otherwise.
-    #[arg(long, value_name = "X.Y.Z")]
-    nginx_version: Option<resolvelab_core::version::Version>,
+    #[command(flatten)]
+    reading: Reading,
     /// Exit with status 1 when any of these classes is found (for cron jobs and CI).
     #[arg(long, value_name = "CLASS", num_args = 1.., value_delimiter = ',')]
     fail_on: Vec<String>,
-    /// Only this upstream group.
-    #[arg(long, value_name = "NAME")]
-    upstream: Option<String>,
-    /// The error log's UTC offset when the access log has no $time_local (e.g. +09:00).
-    #[arg(long, value_name = "+HH:MM", allow_hyphen_values = true)]
-    tz_offset: Option<String>,
     #[command(flatten)]
     out: Out,
     /// The nginx instance these logs come from (a pod or host name): its name in a fleet.
@@ -110,6 +91,33 @@ pub struct Args {
     /// naming it is what marks the input as JSONEachRow.
     #[arg(long, value_name = "FIELD")]
     message_field: Option<String>,
+}
+
+/// How the logs are read: their format, the configuration and version they come from, the
+/// error log's clock (shared by `diagnose` and `watch`).
+#[derive(Debug, clap::Args)]
+pub(crate) struct Reading {
+    /// The access-log format: a preset (combined, main, lab, upstreaminfo, upstreaminfo-legacy,
+    /// upstreaminfo-legacy-reqid, vhost, vhost-legacy, npm, json) or the format text with
+    /// $variables. Wins over --nginx-conf's.
+    #[arg(long, value_name = "FORMAT")]
+    pub log_format: Option<String>,
+    /// Read the format from an nginx config file or `nginx -T` output.
+    #[arg(long, value_name = "FILE")]
+    pub nginx_conf: Option<PathBuf>,
+    /// The log_format name to take from --nginx-conf (default: the one access_log uses).
+    #[arg(long, value_name = "NAME", requires = "nginx_conf")]
+    pub log_format_name: Option<String>,
+    /// The nginx version the logs come from (`nginx -v`): below 1.27.3 no generation race is
+    /// possible. Read from --nginx PATH or from `nginx -V` output inside --nginx-conf otherwise.
+    #[arg(long, value_name = "X.Y.Z")]
+    pub nginx_version: Option<resolvelab_core::version::Version>,
+    /// Only this upstream group.
+    #[arg(long, value_name = "NAME")]
+    pub upstream: Option<String>,
+    /// The error log's UTC offset when the access log has no $time_local (e.g. +09:00).
+    #[arg(long, value_name = "+HH:MM", allow_hyphen_values = true)]
+    pub tz_offset: Option<String>,
 }
 
 /// Where `diagnose` and `merge` write: the report's format and file, and the partial.
@@ -173,17 +181,37 @@ pub fn run(args: Args, ctx: &Ctx) -> anyhow::Result<ExitCode> {
 
 /// The options of one diagnosis, every input spooled.
 fn options(args: &Args, ctx: &Ctx, spool: &Spool) -> anyhow::Result<Options> {
-    // The configuration, read once by the linter's parser: its log_format and its run-time facts.
-    let conf = match &args.nginx_conf {
-        Some(p) => Some(NginxConf::read(p, &spool.one(p)?)?),
+    let conf = match &args.reading.nginx_conf {
+        Some(p) => Some(spool.one(p)?),
         None => None,
     };
-    let log_format = match (&args.log_format, &conf) {
+    let t = template(&args.reading, conf.as_deref(), !args.access.is_empty(), ctx)?;
+    Ok(Options {
+        access: spool.all(&args.access)?,
+        error: spool.all(&args.error)?,
+        mixed: spool.all(&args.logs)?,
+        dns: spool.all(&args.dns)?,
+        ..t
+    })
+}
+
+/// The options every diagnosis of these logs shares, without their paths: the format, the
+/// configuration's run-time facts (`conf`, the config file as read), the version, the clock.
+pub(crate) fn template(
+    r: &Reading,
+    conf: Option<&std::path::Path>,
+    reads_access: bool,
+    ctx: &Ctx,
+) -> anyhow::Result<Options> {
+    // The configuration, read once by the linter's parser: its log_format and its run-time facts.
+    let conf = match (&r.nginx_conf, conf) {
+        (Some(named), Some(p)) => Some(NginxConf::read(named, p)?),
+        _ => None,
+    };
+    let log_format = match (&r.log_format, &conf) {
         (Some(f), _) => LogFormat::from_arg(f)?,
         // Without an access log no format is needed, whatever the config's access_log names.
-        (None, Some(c)) if !args.access.is_empty() => {
-            c.log_format(args.log_format_name.as_deref())?
-        }
+        (None, Some(c)) if reads_access => c.log_format(r.log_format_name.as_deref())?,
         (None, _) => LogFormat::combined(),
     };
     let config = match conf.as_ref().map(NginxConf::facts) {
@@ -196,28 +224,24 @@ fn options(args: &Args, ctx: &Ctx, spool: &Spool) -> anyhow::Result<Options> {
         }
         None => None,
     };
-    let nginx_version = match (args.nginx_version, &ctx.nginx) {
+    let nginx_version = match (r.nginx_version, &ctx.nginx) {
         (Some(v), _) => Some(v),
         (None, Some(bin)) => Some(resolvelab_lint::version::detect(bin)?),
         (None, None) => None,
     };
-    let tz_offset_s = match &args.tz_offset {
+    let tz_offset_s = match &r.tz_offset {
         Some(s) => Some(resolvelab_history::time::parse_offset(s).ok_or_else(|| {
             anyhow::anyhow!("--tz-offset `{s}` is not an offset: write e.g. +09:00 or -05:30")
         })?),
         None => None,
     };
     Ok(Options {
-        access: spool.all(&args.access)?,
-        error: spool.all(&args.error)?,
-        mixed: spool.all(&args.logs)?,
-        dns: spool.all(&args.dns)?,
-        events: Vec::new(),
         log_format,
-        upstream: args.upstream.clone(),
+        upstream: r.upstream.clone(),
         tz_offset_s,
         nginx_version,
         config,
+        ..Options::new(Vec::new(), Vec::new())
     })
 }
 

@@ -1,0 +1,154 @@
+//! `resolvelab watch`: follow nginx logs and classify their failures while they happen, as
+//! Prometheus metrics, incident events and a live report.
+
+use crate::Ctx;
+use crate::cmd::diagnose::{Reading, template};
+use resolvelab_watch::live::{Kind, Timing};
+use resolvelab_watch::{Config, Input, Watcher};
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+/// Arguments of `resolvelab watch`.
+#[derive(Debug, clap::Args)]
+#[command(after_help = "Examples:
+  resolvelab watch --access /var/log/nginx/access.log --error /var/log/nginx/error.log \\
+      --nginx-conf /etc/nginx/nginx.conf --listen 127.0.0.1:9469 \\
+      --state /var/lib/resolvelab/watch.json --events incidents.jsonl
+  kubectl logs -f -n ingress-nginx deploy/ingress-nginx-controller --timestamps \\
+      | resolvelab watch --logs - --log-format upstreaminfo --events -
+  curl -s localhost:9469/metrics | grep resolvelab_failed_requests_total
+
+The files are followed as `tail -F` follows them: whole lines only, through rotation (rename +
+create, delete + recreate, copytruncate); files that exist at start are read from their end
+(--from-start: from their beginning), files created later from their beginning. With --state
+FILE a restarted watch goes on where it stopped and its counters go on from their values.
+
+Every tick (--interval) the new lines are diagnosed by the same checker as `diagnose`: requests,
+error lines and lines read are counted at once. A failure opens a window that starts with the
+--context before it; the window is classed again every --reclass (its failures are exported as
+resolvelab_open_incident_failures{upstream,class}) and closes when no failure came for --settle:
+then its incidents are counted in resolvelab_failed_requests_total{upstream,class} and
+resolvelab_incidents_total{upstream,class}, and written to --events. A file watched live and
+diagnosed afterwards give the same classes and counts when its incidents are more than --settle
+apart.
+
+Endpoints with --listen: /metrics (OpenMetrics), /healthz, /report (the newest window's HTML
+report). Ctrl-C or SIGTERM stops it: the open window is classed and counted, the state saved.
+
+Exit status: 0 = stopped; 2 = a usage error or an input that cannot be followed at start.")]
+pub struct Args {
+    /// Access log files to follow.
+    #[arg(long, num_args = 1.., value_name = "FILE")]
+    access: Vec<PathBuf>,
+    /// Error log files to follow.
+    #[arg(long, num_args = 1.., value_name = "FILE")]
+    error: Vec<PathBuf>,
+    /// Mixed streams to follow (`-`: standard input, e.g. `kubectl logs -f`).
+    #[arg(long, num_args = 1.., value_name = "FILE")]
+    logs: Vec<PathBuf>,
+    #[command(flatten)]
+    reading: Reading,
+    /// Serve /metrics, /healthz and /report on this address.
+    #[arg(long, value_name = "ADDR:PORT")]
+    listen: Option<std::net::SocketAddr>,
+    /// Write each incident when it closes as a JSON line to FILE (`-`: standard output).
+    #[arg(long, value_name = "FILE")]
+    events: Option<PathBuf>,
+    /// Keep positions and counters in FILE, and resume from it.
+    #[arg(long, value_name = "FILE")]
+    state: Option<PathBuf>,
+    /// Read files that exist at start from their beginning.
+    #[arg(long)]
+    from_start: bool,
+    /// How often the files are read.
+    #[arg(long, default_value = "1s", value_parser = parse_dur, value_name = "DUR")]
+    interval: Duration,
+    /// Log time without a failure that closes an incident window.
+    #[arg(long, default_value = "30s", value_parser = parse_dur, value_name = "DUR")]
+    settle: Duration,
+    /// What a window starts with before its first failure (the swaps its classes read).
+    #[arg(long, default_value = "2m", value_parser = parse_dur, value_name = "DUR")]
+    context: Duration,
+    /// The longest an incident window stays open before it is classed and counted.
+    #[arg(long, default_value = "15m", value_parser = parse_dur, value_name = "DUR")]
+    window: Duration,
+    /// How often an open window is classed again.
+    #[arg(long, default_value = "5s", value_parser = parse_dur, value_name = "DUR")]
+    reclass: Duration,
+    /// Upstream label values kept; later upstreams are counted as `other`.
+    #[arg(long, default_value_t = 20, value_name = "N")]
+    max_upstreams: usize,
+    /// Stop after this long (default: until Ctrl-C, SIGTERM or the end of standard input).
+    #[arg(long, value_parser = parse_dur, value_name = "DUR")]
+    duration: Option<Duration>,
+}
+
+fn parse_dur(s: &str) -> Result<Duration, String> {
+    resolvelab_core::dur::parse(s)
+}
+
+/// Run `resolvelab watch`.
+pub fn run(args: Args, ctx: &Ctx) -> anyhow::Result<ExitCode> {
+    if args.access.is_empty() && args.error.is_empty() && args.logs.is_empty() {
+        anyhow::bail!("nothing to watch: pass --access FILE and --error FILE, or --logs FILE|-");
+    }
+    let mut inputs = Vec::new();
+    let mut stdin = 0;
+    for (kind, paths) in [
+        (Kind::Access, &args.access),
+        (Kind::Error, &args.error),
+        (Kind::Mixed, &args.logs),
+    ] {
+        for p in paths {
+            if p.as_os_str() == "-" {
+                stdin += 1;
+                inputs.push((kind, Input::Stdin));
+            } else {
+                inputs.push((kind, Input::File(p.clone())));
+            }
+        }
+    }
+    if stdin > 1 {
+        anyhow::bail!("`-` (standard input) can be given once only");
+    }
+    let template = template(
+        &args.reading,
+        args.reading.nginx_conf.as_deref(),
+        !args.access.is_empty(),
+        ctx,
+    )?;
+    let listener = match args.listen {
+        Some(a) => {
+            Some(std::net::TcpListener::bind(a).map_err(|e| anyhow::anyhow!("--listen {a}: {e}"))?)
+        }
+        None => None,
+    };
+    let mut w = Watcher::new(Config {
+        inputs,
+        template,
+        timing: Timing {
+            settle: args.settle,
+            context: args.context,
+            window: args.window,
+            reclass: args.reclass,
+        },
+        interval: args.interval,
+        max_upstreams: args.max_upstreams,
+        from_start: args.from_start,
+        state: args.state,
+        events: args.events,
+        duration: args.duration,
+    })?;
+    if let Some(l) = listener {
+        let addr = l.local_addr()?;
+        resolvelab_watch::serve::spawn(l, w.shared.clone(), w.report.clone())?;
+        eprintln!("watch: serving http://{addr}/metrics");
+    }
+    crate::cmd::run::install_signal_handlers();
+    w.run(&resolvelab_lab::runner::INTERRUPTED)?;
+    // The flag is the run's; nothing else reads it after this.
+    resolvelab_lab::runner::INTERRUPTED.store(false, Ordering::SeqCst);
+    Ok(ExitCode::SUCCESS)
+}

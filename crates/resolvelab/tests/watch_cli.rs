@@ -1,0 +1,147 @@
+//! `resolvelab watch` as a user runs it: following a recorded real-nginx run's logs, its
+//! `/metrics` shows the classes and counts `diagnose` gives for the same files, `/report` and
+//! `/healthz` answer, and SIGTERM stops it cleanly with each incident written to `--events`.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::io::{BufRead, BufReader, Read};
+use std::path::Path;
+use std::process::Stdio;
+
+fn gunzip(from: &Path, to: &Path) {
+    let mut s = Vec::new();
+    flate2::read::GzDecoder::new(std::fs::File::open(from).unwrap())
+        .read_to_end(&mut s)
+        .unwrap();
+    std::fs::write(to, s).unwrap();
+}
+
+/// The values of a counter family by its `class` label, summed over the other labels.
+fn by_class(metrics: &str, family: &str) -> BTreeMap<String, u64> {
+    let mut m = BTreeMap::new();
+    for l in metrics.lines().filter(|l| l.starts_with(family)) {
+        let class = l
+            .split("class=\"")
+            .nth(1)
+            .unwrap()
+            .split('"')
+            .next()
+            .unwrap();
+        let n: u64 = l.rsplit(' ').next().unwrap().parse().unwrap();
+        *m.entry(class.to_string()).or_default() += n;
+    }
+    m
+}
+
+#[test]
+fn metrics_agree_with_the_batch_diagnosis_and_sigterm_stops_cleanly() {
+    let fx =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/diagnose/real/nxdomain");
+    let dir = tempfile::tempdir().unwrap();
+    let (a, e) = (dir.path().join("access.log"), dir.path().join("error.log"));
+    gunzip(&fx.join("access.log.gz"), &a);
+    gunzip(&fx.join("error.log.gz"), &e);
+    let conf = fx.join("nginx.conf");
+    let reading = |c: &mut std::process::Command| {
+        c.arg("--access").arg(&a).arg("--error").arg(&e);
+        c.args([
+            "--log-format",
+            "lab",
+            "--tz-offset",
+            "+00:00",
+            "--nginx-conf",
+        ]);
+        c.arg(&conf);
+    };
+    let mut diag = common::bin();
+    diag.args(["diagnose", "--format", "json"]);
+    reading(&mut diag);
+    let d = common::run_json(&mut diag);
+    let want: BTreeMap<String, u64> = d["classes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| {
+            (
+                c["class"].as_str().unwrap().to_string(),
+                c["requests"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    assert!(!want.is_empty());
+
+    let events = dir.path().join("events.jsonl");
+    let mut w = common::bin();
+    w.arg("watch");
+    reading(&mut w);
+    w.args([
+        "--from-start",
+        "--interval",
+        "100ms",
+        "--settle",
+        "2s",
+        "--reclass",
+        "100ms",
+    ]);
+    w.args(["--listen", "127.0.0.1:0", "--events"]).arg(&events);
+    let mut p = common::Proc(
+        w.stderr(Stdio::piped())
+            .stdout(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let mut err = BufReader::new(p.0.stderr.take().unwrap());
+    let addr = loop {
+        let mut l = String::new();
+        assert!(
+            err.read_line(&mut l).unwrap() > 0,
+            "watch ended before serving"
+        );
+        if let Some(u) = l.split("serving http://").nth(1) {
+            break u.trim().trim_end_matches("/metrics").parse().unwrap();
+        }
+    };
+    // Keep reading stderr so that progress lines never block the watcher.
+    std::thread::spawn(move || std::io::copy(&mut err, &mut std::io::sink()));
+    let mut metrics = String::new();
+    for _ in 0..200 {
+        metrics = common::http(addr, "GET", "/metrics", "");
+        if metrics.contains("resolvelab_incidents_total{") {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    assert!(
+        metrics.contains("application/openmetrics-text"),
+        "{metrics}"
+    );
+    assert_eq!(
+        by_class(&metrics, "resolvelab_failed_requests_total{"),
+        want,
+        "{metrics}"
+    );
+    assert!(metrics.contains("resolvelab_requests_total{status_class=\"2xx\"}"));
+    assert!(metrics.contains("resolvelab_build_info{version="));
+    assert!(common::http(addr, "GET", "/healthz", "").ends_with("ok\n"));
+    assert!(common::http(addr, "GET", "/report", "").contains("<html"));
+
+    // SAFETY: a plain kill(2) of the child this test started.
+    unsafe { libc::kill(p.0.id() as libc::pid_t, libc::SIGTERM) };
+    let status = p.0.wait().unwrap();
+    assert!(status.success(), "{status}");
+    let lines: Vec<serde_json::Value> = std::fs::read_to_string(&events)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines[0]["schema"], "resolvelab.watch-event/v1");
+    let incidents: u64 = d["classes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["incidents"].as_u64().unwrap())
+        .sum();
+    assert_eq!(lines.len() as u64 - 1, incidents);
+    assert_eq!(lines[1]["event"], "incident");
+}

@@ -1,0 +1,386 @@
+//! `resolvelab watch`: the checker run continuously on nginx logs as they grow — 502s by cause
+//! while they happen, as Prometheus metrics, incident events and a live report.
+//!
+//! The parts, in the order a line goes through them: [`follow`] reads whole lines of each file
+//! (through rotation and truncation, from a saved position), [`live`] is the diagnosis state
+//! (the checker over each tick's lines for what it counts line by line, and over windows of
+//! failures for their classes), [`totals`] the counters, [`metrics`] their exposition and
+//! [`serve`] the HTTP endpoints.
+//!
+//! ```
+//! use resolvelab_watch::follow::{Follower, Start};
+//! let dir = tempfile::tempdir().unwrap();
+//! let p = dir.path().join("access.log");
+//! let mut f = Follower::new(&p, Start::Beginning);
+//! std::fs::write(&p, "a complete line\na line still being writ").unwrap();
+//! let mut lines = Vec::new();
+//! f.poll(&mut lines);
+//! assert_eq!(lines.len(), 1, "only whole lines are read");
+//! ```
+
+#![cfg_attr(not(test), deny(clippy::print_stdout, clippy::print_stderr))]
+
+pub mod follow;
+pub mod live;
+pub mod metrics;
+pub mod serve;
+pub mod totals;
+
+use follow::{Follower, Line, Position, Start};
+use live::{Kind, Live, Timing};
+use resolvelab_core::evidence::schema;
+use resolvelab_diagnose::{Incident, Options};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{Receiver, TryRecvError};
+use std::time::{Duration, Instant};
+use totals::Totals;
+
+/// One followed input.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Input {
+    /// A file, followed by name.
+    File(PathBuf),
+    /// Standard input (`kubectl logs -f … | resolvelab watch --logs -`): watching ends at its end.
+    Stdin,
+}
+
+/// What to watch and how.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// The inputs with the kind each is read as.
+    pub inputs: Vec<(Kind, Input)>,
+    /// The format, configuration facts and version every diagnosis uses (its paths are set per
+    /// diagnosis).
+    pub template: Options,
+    /// How windows of failures are cut.
+    pub timing: Timing,
+    /// How often the files are read.
+    pub interval: Duration,
+    /// Upstream label values kept before the rest are `other`.
+    pub max_upstreams: usize,
+    /// Read files that exist at start from their beginning (default: from their end).
+    pub from_start: bool,
+    /// Where positions and counters are kept across restarts.
+    pub state: Option<PathBuf>,
+    /// Where closed incidents are written as JSON Lines (`-`: standard output).
+    pub events: Option<PathBuf>,
+    /// Stop after this long (None: until stopped or standard input ends).
+    pub duration: Option<Duration>,
+}
+
+/// What `--state` keeps.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct State {
+    schema: String,
+    /// Where each followed path was, by path.
+    positions: BTreeMap<String, Position>,
+    totals: Totals,
+}
+
+/// One line of `--events`: an incident, once, when it closed.
+#[derive(Debug, Serialize)]
+struct Event<'a> {
+    event: &'static str,
+    incident: &'a Incident,
+}
+
+/// A followed input.
+enum Source {
+    File(Follower),
+    Stdin(Receiver<Vec<u8>>, u64, bool),
+}
+
+impl Source {
+    fn poll(&mut self, out: &mut Vec<Line>) -> follow::Events {
+        match self {
+            Source::File(f) => f.poll(out),
+            Source::Stdin(rx, n, ended) => {
+                loop {
+                    match rx.try_recv() {
+                        Ok(text) => {
+                            *n += 1;
+                            out.push(Line { text, line: *n });
+                        }
+                        Err(TryRecvError::Empty) => break,
+                        Err(TryRecvError::Disconnected) => {
+                            *ended = true;
+                            break;
+                        }
+                    }
+                }
+                follow::Events::default()
+            }
+        }
+    }
+}
+
+fn stdin_lines() -> Receiver<Vec<u8>> {
+    let (tx, rx) = std::sync::mpsc::sync_channel(1 << 16);
+    std::thread::spawn(move || {
+        use std::io::BufRead;
+        let mut input = std::io::stdin().lock();
+        let mut buf = Vec::new();
+        while input.read_until(b'\n', &mut buf).is_ok_and(|n| n > 0) {
+            // A last line without its newline is still a line once the stream ended.
+            if buf.last() == Some(&b'\n') {
+                buf.pop();
+            }
+            if tx.send(std::mem::take(&mut buf)).is_err() {
+                break;
+            }
+        }
+    });
+    rx
+}
+
+fn kind_name(k: Kind) -> &'static str {
+    match k {
+        Kind::Access => "access",
+        Kind::Error => "error",
+        Kind::Mixed => "mixed",
+    }
+}
+
+/// The running watcher: its sources, state and outputs.
+pub struct Watcher {
+    config: Config,
+    sources: Vec<Source>,
+    live: Live,
+    /// What `/metrics` shows.
+    pub shared: metrics::Shared,
+    /// What `/report` shows.
+    pub report: serve::Report,
+    events: Option<resolvelab_core::jsonl::JsonlWriter>,
+    rotations: totals::Two,
+    lines_read: u64,
+}
+
+impl Watcher {
+    /// Open the inputs (resuming from `--state` when it names them) and the outputs.
+    pub fn new(config: Config) -> anyhow::Result<Watcher> {
+        let saved = match &config.state {
+            Some(p) if p.exists() => Some(read_state(p)?),
+            _ => None,
+        };
+        let mut sources = Vec::new();
+        let mut names = Vec::new();
+        for (kind, input) in &config.inputs {
+            match input {
+                Input::File(p) => {
+                    let key = p.display().to_string();
+                    let start = match saved.as_ref().and_then(|s| s.positions.get(&key)) {
+                        Some(pos) => Start::At(*pos),
+                        None if config.from_start => Start::Beginning,
+                        None => Start::End,
+                    };
+                    sources.push(Source::File(Follower::new(p, start)));
+                    names.push((*kind, key));
+                }
+                Input::Stdin => {
+                    sources.push(Source::Stdin(stdin_lines(), 0, false));
+                    names.push((*kind, "-".to_string()));
+                }
+            }
+        }
+        let totals = saved.map(|s| s.totals).unwrap_or_default();
+        let live = Live::new(
+            config.template.clone(),
+            names,
+            config.timing,
+            config.max_upstreams,
+            totals,
+        )?;
+        let events = match &config.events {
+            None => None,
+            Some(p) if p.as_os_str() == "-" => Some(resolvelab_core::jsonl::JsonlWriter::stdout(
+                schema::WATCH_EVENT,
+            )?),
+            Some(p) => Some(resolvelab_core::jsonl::JsonlWriter::create(
+                p,
+                schema::WATCH_EVENT,
+            )?),
+        };
+        Ok(Watcher {
+            config,
+            sources,
+            live,
+            shared: Default::default(),
+            report: Default::default(),
+            events,
+            rotations: Default::default(),
+            lines_read: 0,
+        })
+    }
+
+    /// Follow until `stop` is set, `--duration` passed or standard input ended; then class
+    /// the open window and count it (unless stopped with a state file to resume from).
+    pub fn run(&mut self, stop: &AtomicBool) -> anyhow::Result<()> {
+        let began = Instant::now();
+        loop {
+            let t = Instant::now();
+            let ended = self.step(t, false)?;
+            let timed_out = self.config.duration.is_some_and(|d| t - began >= d);
+            if ended || timed_out || stop.load(Ordering::Relaxed) {
+                break;
+            }
+            let spent = t.elapsed();
+            std::thread::sleep(self.config.interval.saturating_sub(spent));
+        }
+        // Stopped with a state file, an open window is left to the next run, which reads its
+        // lines again from the state saved before it opened; else it is classed and counted now.
+        let resumable = self.config.state.is_some() && stop.load(Ordering::Relaxed);
+        self.step(Instant::now(), !resumable)?;
+        resolvelab_core::progress::end_status();
+        Ok(())
+    }
+
+    /// One tick: read, diagnose, publish; `last` closes the open window. True when every
+    /// input is standard input and it ended.
+    pub fn step(&mut self, now: Instant, last: bool) -> anyhow::Result<bool> {
+        let mut lines = Vec::with_capacity(self.sources.len());
+        let mut unreadable: BTreeMap<String, u64> = BTreeMap::new();
+        for (s, (kind, _)) in self.sources.iter_mut().zip(&self.config.inputs) {
+            let mut v = Vec::new();
+            let ev = s.poll(&mut v);
+            let stream = kind_name(*kind);
+            for (change, happened) in [("rotated", ev.rotated), ("truncated", ev.truncated)] {
+                if happened {
+                    *self
+                        .rotations
+                        .entry(stream.into())
+                        .or_default()
+                        .entry(change.into())
+                        .or_default() += 1;
+                }
+            }
+            if let Source::File(f) = s
+                && f.problem.is_some()
+            {
+                *unreadable.entry(stream.into()).or_default() += 1;
+            }
+            self.lines_read += v.len() as u64;
+            lines.push(v);
+        }
+        let out = if last {
+            self.live.finish(lines, now)?
+        } else {
+            self.live.tick(lines, now)?
+        };
+        for i in &out.closed {
+            if let Some(w) = &self.events {
+                w.write(&Event {
+                    event: "incident",
+                    incident: i,
+                })?;
+            }
+        }
+        self.publish(&out.open, unreadable)?;
+        if !self.live.is_open() {
+            self.save_state()?;
+        }
+        let stdin_ended = !self.sources.is_empty()
+            && self
+                .sources
+                .iter()
+                .all(|s| matches!(s, Source::Stdin(_, _, true)));
+        Ok(stdin_ended)
+    }
+
+    /// True while an incident window is open.
+    pub fn is_open(&self) -> bool {
+        self.live.is_open()
+    }
+
+    fn publish(
+        &mut self,
+        open: &[Incident],
+        unreadable: BTreeMap<String, u64>,
+    ) -> anyhow::Result<()> {
+        let mut open_by: totals::Two = BTreeMap::new();
+        for i in open {
+            *open_by
+                .entry(i.upstream.clone())
+                .or_default()
+                .entry(i.class.id().to_string())
+                .or_default() += i.count;
+        }
+        let now_ms = resolvelab_core::time::now_us() / 1000;
+        {
+            let mut s = self.shared.lock().expect("not poisoned");
+            s.totals = self.live.totals.clone();
+            s.open = open_by;
+            s.lag_s = self
+                .live
+                .newest_ms
+                .map(|t| (now_ms - t).max(0) as f64 / 1000.0);
+            s.unreadable = unreadable;
+            s.rotations = self.rotations.clone();
+        }
+        if let Some(d) = self.live.latest.take() {
+            let html = resolvelab_report::render_diagnosis(&d, resolvelab_report::Format::Html)?;
+            *self.report.lock().expect("not poisoned") = Some(html);
+        }
+        let t = &self.live.totals;
+        resolvelab_core::progress::status(format!(
+            "watch: {} lines, {} requests, {} failures classed in {} incidents{}",
+            self.lines_read,
+            t.requests.values().sum::<u64>(),
+            Totals::sum(&t.failed),
+            Totals::sum(&t.incidents),
+            if self.live.is_open() {
+                ", an incident open"
+            } else {
+                ""
+            }
+        ));
+        Ok(())
+    }
+
+    fn save_state(&self) -> anyhow::Result<()> {
+        let Some(path) = &self.config.state else {
+            return Ok(());
+        };
+        let mut positions = BTreeMap::new();
+        for s in &self.sources {
+            if let Source::File(f) = s
+                && let Some(p) = f.position()
+            {
+                positions.insert(f.path().display().to_string(), p);
+            }
+        }
+        let state = State {
+            schema: schema::WATCH_STATE.to_string(),
+            positions,
+            totals: self.live.totals.clone(),
+        };
+        let tmp = path.with_extension("tmp");
+        std::fs::write(&tmp, serde_json::to_vec_pretty(&state)?)
+            .map_err(|e| anyhow::anyhow!("--state {}: {e}", path.display()))?;
+        std::fs::rename(&tmp, path)?;
+        Ok(())
+    }
+}
+
+fn read_state(p: &std::path::Path) -> anyhow::Result<State> {
+    let text =
+        std::fs::read_to_string(p).map_err(|e| anyhow::anyhow!("--state {}: {e}", p.display()))?;
+    let s: State = serde_json::from_str(&text).map_err(|e| {
+        anyhow::anyhow!(
+            "--state {}:{}: not a watch state ({e}); remove it to start afresh",
+            p.display(),
+            e.line()
+        )
+    })?;
+    if s.schema != schema::WATCH_STATE {
+        anyhow::bail!(
+            "--state {}:1: schema {} is not {}; remove it to start afresh",
+            p.display(),
+            s.schema,
+            schema::WATCH_STATE
+        );
+    }
+    Ok(s)
+}

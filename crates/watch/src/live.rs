@@ -1,0 +1,342 @@
+//! The diagnosis state `watch` keeps: the checker run on what the followers read, in two ways.
+//!
+//! - **Every tick** the new lines are diagnosed alone, and what the checker counts line by line
+//!   (requests by status, error lines by signature, lines read) is added to the counters: those
+//!   counts add up over any split of the lines.
+//! - **Failures are classed in windows.** A tick with a failure opens a window that starts with
+//!   the `context` before it (the swaps and answers the classes read); while it is open the
+//!   window is diagnosed again every `reclass`, its incidents exported as open; it closes once
+//!   no failure came for `settle` of log time (or of wall time when the logs stop), or when it
+//!   is `window` long. Then its incidents are counted by class, once each, and emitted.
+//!
+//! So a file watched live and diagnosed afterwards give the same classes and counts when its
+//! incidents are more than `settle` apart, and their evidence lies within `context` before
+//! them; an incident longer than `window` is classed in pieces (each failure still counted
+//! once: the next window starts without context).
+
+use crate::follow::Line;
+use crate::totals::Totals;
+use resolvelab_diagnose::{Diagnosis, Incident, Options};
+use std::collections::{BTreeMap, VecDeque};
+use std::io::Write;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+/// The kind of a followed stream, as the checker reads it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    /// An access log.
+    Access,
+    /// An error log.
+    Error,
+    /// A mixed stream (`kubectl logs -f`, `journalctl -f`, a CRI file).
+    Mixed,
+}
+
+/// How windows are cut.
+#[derive(Debug, Clone, Copy)]
+pub struct Timing {
+    /// Log time without a failure that closes a window.
+    pub settle: Duration,
+    /// What a window starts with before its first failure.
+    pub context: Duration,
+    /// The longest a window stays open.
+    pub window: Duration,
+    /// How often an open window is classed again.
+    pub reclass: Duration,
+}
+
+impl Default for Timing {
+    fn default() -> Timing {
+        Timing {
+            settle: Duration::from_secs(30),
+            context: Duration::from_secs(120),
+            window: Duration::from_secs(15 * 60),
+            reclass: Duration::from_secs(5),
+        }
+    }
+}
+
+/// One spooled file of a window and where its lines came from.
+struct Spooled {
+    path: PathBuf,
+    file: std::fs::File,
+    lines: u64,
+    /// Runs of lines from one file: (first spooled line, its line in the followed file).
+    origins: Vec<(u64, u64)>,
+}
+
+impl Spooled {
+    fn create(path: PathBuf) -> anyhow::Result<Spooled> {
+        let file = std::fs::File::create(&path)?;
+        Ok(Spooled {
+            path,
+            file,
+            lines: 0,
+            origins: Vec::new(),
+        })
+    }
+
+    fn push(&mut self, lines: &[Line]) -> anyhow::Result<()> {
+        let mut buf = Vec::new();
+        for l in lines {
+            let next = self.lines + 1;
+            let continues = self
+                .origins
+                .last()
+                .is_some_and(|&(s, o)| o + (next - s) == l.line);
+            if !continues {
+                self.origins.push((next, l.line));
+            }
+            self.lines = next;
+            buf.extend_from_slice(&l.text);
+            buf.push(b'\n');
+        }
+        self.file.write_all(&buf)?;
+        Ok(())
+    }
+
+    /// The followed file's line of a spooled line.
+    fn origin(&self, line: u64) -> Option<u64> {
+        let k = self.origins.partition_point(|&(s, _)| s <= line);
+        let (s, o) = *self.origins.get(k.checked_sub(1)?)?;
+        Some(o + (line - s))
+    }
+}
+
+/// An open window.
+struct Window {
+    files: Vec<Spooled>,
+    opened: Instant,
+    /// The first request of the tick that opened it: earlier failures belong to the context.
+    start_ms: i64,
+    last_classed: Option<Instant>,
+    last_lines: Instant,
+}
+
+/// What a tick changed, for the caller to publish.
+#[derive(Debug, Default)]
+pub struct Outcome {
+    /// Incidents of a window that closed in this tick, counted now.
+    pub closed: Vec<Incident>,
+    /// The open window's incidents as last classed (empty when none is open).
+    pub open: Vec<Incident>,
+}
+
+/// The state: the counters, the open window, the recent ticks a window starts with.
+pub struct Live {
+    template: Options,
+    names: Vec<(Kind, String)>,
+    dir: tempfile::TempDir,
+    timing: Timing,
+    max_upstreams: usize,
+    ring: VecDeque<(Instant, Vec<Vec<Line>>)>,
+    window: Option<Window>,
+    windows_opened: u64,
+    /// The counters.
+    pub totals: Totals,
+    /// The newest diagnosis of a window (open or closed), for `/report`.
+    pub latest: Option<Diagnosis>,
+    /// The newest request time read, epoch ms.
+    pub newest_ms: Option<i64>,
+}
+
+impl Live {
+    /// A state for followed streams of these kinds and names (their paths, as references name
+    /// them); `template` holds the format, configuration facts and version every diagnosis uses.
+    pub fn new(
+        template: Options,
+        names: Vec<(Kind, String)>,
+        timing: Timing,
+        max_upstreams: usize,
+        totals: Totals,
+    ) -> anyhow::Result<Live> {
+        Ok(Live {
+            template,
+            names,
+            dir: tempfile::Builder::new()
+                .prefix("resolvelab-watch")
+                .tempdir()?,
+            timing,
+            max_upstreams,
+            ring: VecDeque::new(),
+            window: None,
+            windows_opened: 0,
+            totals,
+            latest: None,
+            newest_ms: None,
+        })
+    }
+
+    /// True when a window is open (its failures are not counted yet).
+    pub fn is_open(&self) -> bool {
+        self.window.is_some()
+    }
+
+    /// Take one tick's lines (one list per stream, in the order of `names`).
+    pub fn tick(&mut self, lines: Vec<Vec<Line>>, now: Instant) -> anyhow::Result<Outcome> {
+        self.ingest(lines, now)?;
+        self.settle(now, false)
+    }
+
+    /// The last tick: its lines, then the open window classed and closed whatever its state.
+    pub fn finish(&mut self, lines: Vec<Vec<Line>>, now: Instant) -> anyhow::Result<Outcome> {
+        self.ingest(lines, now)?;
+        self.settle(now, true)
+    }
+
+    fn ingest(&mut self, lines: Vec<Vec<Line>>, now: Instant) -> anyhow::Result<()> {
+        if lines.iter().any(|l| !l.is_empty()) {
+            let d = self.diagnose_tick(&lines)?;
+            self.totals.add_lines(&d);
+            self.newest_ms = d.end_ms.max(self.newest_ms);
+            if self.window.is_none() && d.failures > 0 {
+                self.open(&d, now)?;
+            }
+            if let Some(w) = &mut self.window {
+                for (f, l) in w.files.iter_mut().zip(&lines) {
+                    f.push(l)?;
+                }
+                w.last_lines = now;
+            }
+            self.ring.push_back((now, lines));
+            while self
+                .ring
+                .front()
+                .is_some_and(|(t, _)| now.duration_since(*t) > self.timing.context)
+            {
+                self.ring.pop_front();
+            }
+        }
+        Ok(())
+    }
+
+    /// Open a window with the context before the tick that showed a failure.
+    fn open(&mut self, d: &Diagnosis, now: Instant) -> anyhow::Result<()> {
+        self.windows_opened += 1;
+        let mut files = Vec::new();
+        for k in 0..self.names.len() {
+            let p = self
+                .dir
+                .path()
+                .join(format!("w{}-{k}.log", self.windows_opened));
+            let mut f = Spooled::create(p)?;
+            for (_, t) in &self.ring {
+                f.push(&t[k])?;
+            }
+            files.push(f);
+        }
+        self.window = Some(Window {
+            files,
+            opened: now,
+            start_ms: d.start_ms.unwrap_or(i64::MIN),
+            last_classed: None,
+            last_lines: now,
+        });
+        Ok(())
+    }
+
+    /// Class the open window when it is due; close it when it settled.
+    fn settle(&mut self, now: Instant, force: bool) -> anyhow::Result<Outcome> {
+        let Some(w) = &self.window else {
+            return Ok(Outcome::default());
+        };
+        let quiet_wall = now.duration_since(w.last_lines) >= self.timing.settle;
+        let too_long = now.duration_since(w.opened) >= self.timing.window;
+        let due = w
+            .last_classed
+            .is_none_or(|t| now.duration_since(t) >= self.timing.reclass);
+        if !(due || quiet_wall || too_long || force) {
+            return Ok(Outcome::default());
+        }
+        let d = self.diagnose_window()?;
+        let w = self.window.as_mut().expect("open");
+        w.last_classed = Some(now);
+        let start_ms = w.start_ms;
+        let mine: Vec<Incident> = d
+            .incidents
+            .iter()
+            .filter(|i| i.start_ms >= start_ms)
+            .cloned()
+            .collect();
+        let last_failure = mine.iter().map(|i| i.end_ms).max();
+        let quiet_log = match (last_failure, d.end_ms) {
+            (Some(f), Some(e)) => e - f >= self.timing.settle.as_millis() as i64,
+            _ => true,
+        };
+        self.latest = Some(d);
+        if quiet_log || quiet_wall || too_long || force {
+            self.window = None;
+            if too_long || force {
+                // Its last failures may go on: a next window must not read them again as its
+                // context (they are counted now).
+                self.ring.clear();
+            }
+            for i in &mine {
+                self.totals.add_incident(i, self.max_upstreams);
+            }
+            return Ok(Outcome {
+                closed: mine,
+                open: Vec::new(),
+            });
+        }
+        Ok(Outcome {
+            closed: Vec::new(),
+            open: mine,
+        })
+    }
+
+    /// The checker over one tick's lines.
+    fn diagnose_tick(&self, lines: &[Vec<Line>]) -> anyhow::Result<Diagnosis> {
+        let mut files = Vec::new();
+        for (k, l) in lines.iter().enumerate() {
+            let mut f = Spooled::create(self.dir.path().join(format!("tick-{k}.log")))?;
+            f.push(l)?;
+            files.push(f);
+        }
+        self.diagnose(&files)
+    }
+
+    /// The checker over the open window, its references named by the followed files.
+    fn diagnose_window(&mut self) -> anyhow::Result<Diagnosis> {
+        let w = self.window.as_mut().expect("open");
+        for f in &mut w.files {
+            f.file.flush()?;
+        }
+        let w = self.window.as_ref().expect("open");
+        let mut d = self.diagnose(&w.files)?;
+        let by_path: BTreeMap<String, (usize, &Spooled)> = w
+            .files
+            .iter()
+            .enumerate()
+            .map(|(k, f)| (f.path.display().to_string(), (k, f)))
+            .collect();
+        let names = &self.names;
+        d.relabel(
+            &|at| {
+                let (p, line) = at.rsplit_once(':')?;
+                let (k, f) = by_path.get(p)?;
+                let o = f.origin(line.parse().ok()?)?;
+                Some(format!("{}:{o}", names[*k].1))
+            },
+            &|p| by_path.get(p).map(|(k, _)| names[*k].1.clone()),
+        );
+        Ok(d)
+    }
+
+    fn diagnose(&self, files: &[Spooled]) -> anyhow::Result<Diagnosis> {
+        let mut o = self.template.clone();
+        let paths = |kind: Kind| -> Vec<PathBuf> {
+            files
+                .iter()
+                .zip(&self.names)
+                .filter(|(_, (k, _))| *k == kind)
+                .map(|(f, _)| f.path.clone())
+                .collect()
+        };
+        o.access = paths(Kind::Access);
+        o.error = paths(Kind::Error);
+        o.mixed = paths(Kind::Mixed);
+        resolvelab_diagnose::diagnose(&o)
+    }
+}

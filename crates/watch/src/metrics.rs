@@ -1,0 +1,234 @@
+//! The Prometheus exposition: the counters and gauges of one [`Snapshot`], encoded by the
+//! `prometheus-client` crate at each scrape. Labels are bounded: classes, signatures, hops,
+//! status classes and streams are fixed sets; upstreams are the first `--max-upstreams` seen
+//! (the rest `other`); no client, path or peer address is ever a label.
+
+use crate::totals::{Totals, Two};
+use prometheus_client::collector::Collector;
+use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric};
+use prometheus_client::metrics::counter::ConstCounter;
+use prometheus_client::metrics::gauge::ConstGauge;
+use prometheus_client::registry::Registry;
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+
+/// What one scrape shows.
+#[derive(Debug, Clone, Default)]
+pub struct Snapshot {
+    /// The counters.
+    pub totals: Totals,
+    /// Failures of the open window by upstream, then class (as last classed).
+    pub open: Two,
+    /// Seconds from the newest request read to now.
+    pub lag_s: Option<f64>,
+    /// Followed paths that cannot be read now, by stream.
+    pub unreadable: BTreeMap<String, u64>,
+    /// Times a followed file was rotated (renamed or recreated) or truncated, by stream.
+    pub rotations: Two,
+}
+
+/// The shared snapshot the watcher updates and the server encodes.
+pub type Shared = Arc<Mutex<Snapshot>>;
+
+#[derive(Debug)]
+struct Export(Shared);
+
+/// A registry with `resolvelab_*` metrics read from `shared`.
+pub fn registry(shared: Shared) -> Registry {
+    let mut r = Registry::default();
+    r.register_collector(Box::new(Export(shared)));
+    r
+}
+
+/// The exposition text (OpenMetrics) of a registry.
+pub fn encode(r: &Registry) -> String {
+    let mut s = String::new();
+    prometheus_client::encoding::text::encode(&mut s, r).expect("writing to a String");
+    s
+}
+
+fn counter1(
+    e: &mut DescriptorEncoder,
+    name: &str,
+    help: &str,
+    label: &str,
+    m: &BTreeMap<String, u64>,
+) -> std::fmt::Result {
+    let c = ConstCounter::new(0u64);
+    let mut d = e.encode_descriptor(name, help, None, c.metric_type())?;
+    for (v, n) in m {
+        ConstCounter::new(*n).encode(d.encode_family(&[(label, v.as_str())])?)?;
+    }
+    Ok(())
+}
+
+fn family2(
+    e: &mut DescriptorEncoder,
+    (name, help): (&str, &str),
+    labels: [&str; 2],
+    m: &Two,
+    gauge: bool,
+) -> std::fmt::Result {
+    let ty = if gauge {
+        ConstGauge::new(0i64).metric_type()
+    } else {
+        ConstCounter::new(0u64).metric_type()
+    };
+    let mut d = e.encode_descriptor(name, help, None, ty)?;
+    for (a, inner) in m {
+        for (b, n) in inner {
+            let ls = [(labels[0], a.as_str()), (labels[1], b.as_str())];
+            let me = d.encode_family(&ls)?;
+            if gauge {
+                ConstGauge::new(*n as i64).encode(me)?;
+            } else {
+                ConstCounter::new(*n).encode(me)?;
+            }
+        }
+    }
+    Ok(())
+}
+
+impl Collector for Export {
+    fn encode(&self, mut e: DescriptorEncoder) -> std::fmt::Result {
+        let s = self.0.lock().expect("not poisoned").clone();
+        let t = &s.totals;
+        counter1(
+            &mut e,
+            "resolvelab_requests",
+            "Requests read from the access logs, by status class",
+            "status_class",
+            &t.requests,
+        )?;
+        family2(
+            &mut e,
+            (
+                "resolvelab_failed_requests",
+                "Failed requests (502/504 or no live upstreams) by upstream and failure class, counted when their incident closes",
+            ),
+            ["upstream", "class"],
+            &t.failed,
+            false,
+        )?;
+        family2(
+            &mut e,
+            (
+                "resolvelab_no_live_upstreams",
+                "Requests that ended in no live upstreams, by upstream and hops tried",
+            ),
+            ["upstream", "hops"],
+            &t.nlu,
+            false,
+        )?;
+        family2(
+            &mut e,
+            (
+                "resolvelab_incidents",
+                "Incidents (clusters of failures) by upstream and class, counted when they close",
+            ),
+            ["upstream", "class"],
+            &t.incidents,
+            false,
+        )?;
+        family2(
+            &mut e,
+            (
+                "resolvelab_open_incident_failures",
+                "Failures of the incidents still open, by upstream and class as classed so far",
+            ),
+            ["upstream", "class"],
+            &s.open,
+            true,
+        )?;
+        counter1(
+            &mut e,
+            "resolvelab_error_lines",
+            "Error-log lines by signature",
+            "signature",
+            &t.error_lines,
+        )?;
+        counter1(
+            &mut e,
+            "resolvelab_dns_answer_changes",
+            "Changes of a name's DNS answer",
+            "name",
+            &t.dns_answer_changes,
+        )?;
+        family2(
+            &mut e,
+            ("resolvelab_lines", "Log lines read, by stream and result"),
+            ["stream", "result"],
+            &t.lines,
+            false,
+        )?;
+        family2(
+            &mut e,
+            (
+                "resolvelab_file_changes",
+                "Followed files rotated or truncated, by stream and change",
+            ),
+            ["stream", "change"],
+            &s.rotations,
+            false,
+        )?;
+        let g = ConstGauge::new(0i64);
+        let mut d = e.encode_descriptor(
+            "resolvelab_unreadable_inputs",
+            "Followed paths that cannot be read now (missing, a directory, no permission), by stream",
+            None,
+            g.metric_type(),
+        )?;
+        for (stream, n) in &s.unreadable {
+            ConstGauge::new(*n as i64).encode(d.encode_family(&[("stream", stream.as_str())])?)?;
+        }
+        if let Some(lag) = s.lag_s {
+            let g = ConstGauge::new(lag);
+            g.encode(e.encode_descriptor(
+                "resolvelab_lag_seconds",
+                "Seconds from the newest request read to now",
+                None,
+                g.metric_type(),
+            )?)?;
+        }
+        let info =
+            prometheus_client::metrics::info::Info::new([("version", env!("CARGO_PKG_VERSION"))]);
+        info.encode(e.encode_descriptor(
+            "resolvelab_build",
+            "The resolvelab build",
+            None,
+            info.metric_type(),
+        )?)?;
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_follow_prometheus_conventions() {
+        let shared: Shared = Default::default();
+        {
+            let mut s = shared.lock().unwrap();
+            s.totals.requests.insert("5xx".into(), 3);
+            s.totals
+                .failed
+                .entry("be".into())
+                .or_default()
+                .insert("nxdomain-window".into(), 2);
+            s.lag_s = Some(0.5);
+        }
+        let text = encode(&registry(shared));
+        for want in [
+            "# TYPE resolvelab_requests counter",
+            "resolvelab_requests_total{status_class=\"5xx\"} 3",
+            "resolvelab_failed_requests_total{upstream=\"be\",class=\"nxdomain-window\"} 2",
+            "resolvelab_lag_seconds 0.5",
+            "resolvelab_build_info{version=",
+            "# EOF",
+        ] {
+            assert!(text.contains(want), "{want} not in\n{text}");
+        }
+    }
+}

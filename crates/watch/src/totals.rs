@@ -1,0 +1,110 @@
+//! The counters `watch` exports, added up from the checker's diagnoses: what a diagnosis counts
+//! line by line is added at every tick, what it classes is added when the incident closes.
+
+use resolvelab_diagnose::{Diagnosis, Incident};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// Label value of the upstreams beyond `--max-upstreams`.
+pub const OTHER: &str = "other";
+
+/// A counter by two labels (outer, inner).
+pub type Two = BTreeMap<String, BTreeMap<String, u64>>;
+
+/// Every counter, as the state file keeps it across restarts.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Totals {
+    /// Requests by status class (`2xx` … `5xx`, `other` for a status nginx made up, e.g. 499).
+    pub requests: BTreeMap<String, u64>,
+    /// Failed requests by upstream, then class.
+    pub failed: Two,
+    /// `no live upstreams` failures by upstream, then hops (`1`, `2`, `3+`, `unknown`).
+    pub nlu: Two,
+    /// Incidents by upstream, then class.
+    pub incidents: Two,
+    /// Error-log lines by signature.
+    pub error_lines: BTreeMap<String, u64>,
+    /// Lines read by stream (`access`, `error`, `mixed`), then result (`parsed`, `malformed`,
+    /// `skipped`).
+    pub lines: Two,
+    /// Changes of a name's answer, by name.
+    pub dns_answer_changes: BTreeMap<String, u64>,
+    /// The upstream label values given so far, in the order first seen (bounded).
+    pub upstreams: Vec<String>,
+}
+
+/// The status class label of an HTTP status (`502` → `5xx`).
+pub fn status_class(status: &str) -> &'static str {
+    match status.as_bytes().first() {
+        Some(b'1') => "1xx",
+        Some(b'2') => "2xx",
+        Some(b'3') => "3xx",
+        Some(b'4') => "4xx",
+        Some(b'5') => "5xx",
+        _ => "other",
+    }
+}
+
+fn add2(m: &mut Two, a: &str, b: &str, n: u64) {
+    if n > 0 {
+        *m.entry(a.to_string())
+            .or_default()
+            .entry(b.to_string())
+            .or_default() += n;
+    }
+}
+
+impl Totals {
+    /// The label of an upstream: its name among the first `max` seen, else [`OTHER`].
+    pub fn upstream_label(&mut self, name: &str, max: usize) -> String {
+        if self.upstreams.iter().any(|u| u == name) {
+            return name.to_string();
+        }
+        if self.upstreams.len() < max {
+            self.upstreams.push(name.to_string());
+            return name.to_string();
+        }
+        OTHER.to_string()
+    }
+
+    /// What a diagnosis counts line by line: requests, error lines, lines read. These add up
+    /// over any split of the lines, so every tick's own diagnosis adds them.
+    pub fn add_lines(&mut self, d: &Diagnosis) {
+        for (status, n) in &d.http_status {
+            *self
+                .requests
+                .entry(status_class(status).to_string())
+                .or_default() += n;
+        }
+        for s in &d.signatures {
+            *self.error_lines.entry(s.id.clone()).or_default() += s.count;
+        }
+        for f in &d.parse.files {
+            add2(&mut self.lines, &f.kind, "parsed", f.parsed);
+            add2(&mut self.lines, &f.kind, "malformed", f.malformed);
+            add2(&mut self.lines, &f.kind, "skipped", f.skipped);
+        }
+    }
+
+    /// A closed incident: its failures by class, its NLUs by hops, the incident itself.
+    pub fn add_incident(&mut self, i: &Incident, max_upstreams: usize) {
+        let u = self.upstream_label(&i.upstream, max_upstreams);
+        let class = i.class.id();
+        add2(&mut self.failed, &u, class, i.count);
+        add2(&mut self.incidents, &u, class, 1);
+        let h = &i.hops;
+        for (hops, n) in [
+            ("1", h.one_hop),
+            ("2", h.two_hop),
+            ("3+", h.multi_hop),
+            ("unknown", h.unknown_hops),
+        ] {
+            add2(&mut self.nlu, &u, hops, n);
+        }
+    }
+
+    /// The sum of a two-label counter.
+    pub fn sum(m: &Two) -> u64 {
+        m.values().flat_map(|v| v.values()).sum()
+    }
+}
