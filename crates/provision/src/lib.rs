@@ -32,6 +32,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
 pub mod binary;
+pub mod monitoring;
 pub mod pytool;
 pub use binary::Binary;
 

@@ -20,6 +20,7 @@
 
 #![cfg_attr(not(test), deny(clippy::print_stdout, clippy::print_stderr))]
 
+pub mod alerts;
 pub mod follow;
 pub mod live;
 pub mod metrics;
@@ -301,8 +302,13 @@ impl Watcher {
     ) -> anyhow::Result<()> {
         let mut open_by: totals::Two = BTreeMap::new();
         for i in open {
+            // Seen now, so that its counters exist (at zero) before the incident closes.
+            let u = self
+                .live
+                .totals
+                .upstream_label(&i.upstream, self.config.max_upstreams);
             *open_by
-                .entry(i.upstream.clone())
+                .entry(u)
                 .or_default()
                 .entry(i.class.id().to_string())
                 .or_default() += i.count;

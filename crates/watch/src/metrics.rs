@@ -89,10 +89,25 @@ fn family2(
     Ok(())
 }
 
+/// `m` with a zero for every class of every upstream seen: a counter must exist before its
+/// first increase, or `increase()` never sees the step from nothing to its first value.
+fn every_class(m: &Two, upstreams: &[String]) -> Two {
+    let mut out = m.clone();
+    for u in upstreams {
+        let inner = out.entry(u.clone()).or_default();
+        for c in resolvelab_diagnose::classes::CLASSES {
+            inner.entry(c.to_string()).or_insert(0);
+        }
+    }
+    out
+}
+
 impl Collector for Export {
     fn encode(&self, mut e: DescriptorEncoder) -> std::fmt::Result {
         let s = self.0.lock().expect("not poisoned").clone();
         let t = &s.totals;
+        let failed = every_class(&t.failed, &t.upstreams);
+        let incidents = every_class(&t.incidents, &t.upstreams);
         counter1(
             &mut e,
             "resolvelab_requests",
@@ -107,7 +122,7 @@ impl Collector for Export {
                 "Failed requests (502/504 or no live upstreams) by upstream and failure class, counted when their incident closes",
             ),
             ["upstream", "class"],
-            &t.failed,
+            &failed,
             false,
         )?;
         family2(
@@ -127,7 +142,7 @@ impl Collector for Export {
                 "Incidents (clusters of failures) by upstream and class, counted when they close",
             ),
             ["upstream", "class"],
-            &t.incidents,
+            &incidents,
             false,
         )?;
         family2(
@@ -218,6 +233,7 @@ mod tests {
                 .or_default()
                 .insert("nxdomain-window".into(), 2);
             s.lag_s = Some(0.5);
+            s.totals.upstreams.push("be".into());
         }
         let text = encode(&registry(shared));
         for want in [
@@ -225,6 +241,7 @@ mod tests {
             "resolvelab_requests_total{status_class=\"5xx\"} 3",
             "resolvelab_failed_requests_total{upstream=\"be\",class=\"nxdomain-window\"} 2",
             "resolvelab_lag_seconds 0.5",
+            "resolvelab_incidents_total{upstream=\"be\",class=\"maxfails-wipeout\"} 0",
             "resolvelab_build_info{version=",
             "# EOF",
         ] {

@@ -19,6 +19,8 @@ use std::time::Duration;
   kubectl logs -f -n ingress-nginx deploy/ingress-nginx-controller --timestamps \\
       | resolvelab watch --logs - --log-format upstreaminfo --events -
   curl -s localhost:9469/metrics | grep resolvelab_failed_requests_total
+  resolvelab watch --print-rules --runbook-base https://wiki.example/resolvelab/diagnose.md \\
+      > /etc/prometheus/rules/resolvelab-alerts.yml
 
 The files are followed as `tail -F` follows them: whole lines only, through rotation (rename +
 create, delete + recreate, copytruncate); files that exist at start are read from their end
@@ -80,6 +82,12 @@ pub struct Args {
     /// Upstream label values kept; later upstreams are counted as `other`.
     #[arg(long, default_value_t = 20, value_name = "N")]
     max_upstreams: usize,
+    /// Print the Prometheus alerting rules (one alert per failure class) and exit.
+    #[arg(long, exclusive = true)]
+    print_rules: bool,
+    /// With --print-rules: where the runbooks are (docs/diagnose.md as you host it).
+    #[arg(long, value_name = "URL", default_value = resolvelab_watch::alerts::RUNBOOK_BASE)]
+    runbook_base: String,
     /// Stop after this long (default: until Ctrl-C, SIGTERM or the end of standard input).
     #[arg(long, value_parser = parse_dur, value_name = "DUR")]
     duration: Option<Duration>,
@@ -91,6 +99,13 @@ fn parse_dur(s: &str) -> Result<Duration, String> {
 
 /// Run `resolvelab watch`.
 pub fn run(args: Args, ctx: &Ctx) -> anyhow::Result<ExitCode> {
+    if args.print_rules {
+        print!(
+            "{}",
+            resolvelab_watch::alerts::rules_yaml(&args.runbook_base)
+        );
+        return Ok(ExitCode::SUCCESS);
+    }
     if args.access.is_empty() && args.error.is_empty() && args.logs.is_empty() {
         anyhow::bail!("nothing to watch: pass --access FILE and --error FILE, or --logs FILE|-");
     }

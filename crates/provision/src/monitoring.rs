@@ -1,0 +1,30 @@
+//! The monitoring parts users run beside `resolvelab watch`, pinned for the tests that prove
+//! `watch` and `deploy/prometheus` against them: Prometheus and promtool from Debian 12's
+//! `prometheus` package (one static binary each; the web UI's JavaScript packages it depends
+//! on are not needed to scrape, query or evaluate rules).
+
+use crate::{Deb, Pinned};
+
+/// Debian 12's Prometheus 2.42.0 (`usr/bin/prometheus`; `promtool` beside it).
+pub fn prometheus() -> Pinned {
+    Pinned::debian(
+        "prometheus-2.42.0",
+        vec![Deb {
+            package: "prometheus".into(),
+            version: "2.42.0+ds-5+deb12u1".into(),
+            sha256: "81d59a24fce84f7fbe97a45a4f2914b6a5881b5cd1db2a6a0e129e515e1a5f55".into(),
+        }],
+        "usr/bin/prometheus",
+    )
+    .checked_by(&["--version"], "version 2.42.0")
+}
+
+/// `promtool` of a provisioned [`prometheus`]: the same (sha256-checked) package's other
+/// binary, in the unpacked package beside the cached binary.
+pub fn promtool(prometheus: &std::path::Path) -> std::path::PathBuf {
+    let dir = prometheus
+        .parent()
+        .and_then(|b| b.parent())
+        .unwrap_or(prometheus);
+    dir.join("root/usr/bin/promtool")
+}

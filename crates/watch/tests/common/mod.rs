@@ -1,0 +1,161 @@
+//! What the watch tests share: a recorded real-nginx run written again second by second into
+//! growing files while a watcher follows them, its clock stepped by the test (one tick per
+//! second of log time).
+// Each test file uses the part it needs.
+#![allow(dead_code)]
+
+use resolvelab_diagnose::{Diagnosis, Options};
+use resolvelab_watch::live::{Kind, Timing};
+use resolvelab_watch::{Config, Input, Watcher};
+use std::io::{BufRead, Write};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+/// A recorded run of tests/fixtures/diagnose/real.
+pub fn fixture(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../tests/fixtures/diagnose/real")
+        .join(name)
+}
+
+/// Lines of a (gzipped) log, each with its epoch second (`$msec` first in the lab's format; the
+/// error log's local time at the run's +00:00).
+fn seconds(path: &Path, access: bool) -> Vec<(i64, String)> {
+    resolvelab_history::open_maybe_gz(path)
+        .unwrap()
+        .lines()
+        .map(|l| {
+            let l = l.unwrap();
+            let t = if access {
+                l.split('.').next().unwrap().parse().unwrap()
+            } else {
+                resolvelab_history::errorlog::parse_line(&l, 0, 0)
+                    .map(|r| r.t_us.div_euclid(1_000_000))
+                    .unwrap_or(i64::MIN)
+            };
+            (t, l)
+        })
+        .collect()
+}
+
+fn append(p: &Path, lines: &[&str]) {
+    let mut f = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(p)
+        .unwrap();
+    for l in lines {
+        writeln!(f, "{l}").unwrap();
+    }
+}
+
+/// The watcher's configuration for `dir`'s access.log and error.log.
+pub fn config(dir: &Path, template: &Options) -> Config {
+    Config {
+        inputs: vec![
+            (Kind::Access, Input::File(dir.join("access.log"))),
+            (Kind::Error, Input::File(dir.join("error.log"))),
+        ],
+        template: template.clone(),
+        timing: Timing {
+            settle: Duration::from_secs(5),
+            ..Timing::default()
+        },
+        interval: Duration::from_secs(1),
+        max_upstreams: 20,
+        from_start: true,
+        state: Some(dir.join("state.json")),
+        events: Some(dir.join("events.jsonl")),
+        duration: None,
+    }
+}
+
+/// A replay of `run` into `dir`.
+pub struct Replay {
+    /// The options every diagnosis used (the run's format, clock, version, configuration).
+    pub template: Options,
+    /// The watcher, after its last step.
+    pub watcher: Watcher,
+    /// Seconds of log time replayed (ticks before the last).
+    pub ticks: usize,
+    /// Failures counted by class before the last step (classed while the logs grew).
+    pub live_before_end: u64,
+}
+
+impl Replay {
+    /// Replay `run` into `dir`, calling `each(watcher, k)` after tick `k`; a watcher it returns
+    /// replaces the old one (a restart). The last step, 60 s after the last second, closes.
+    pub fn run(
+        run: &str,
+        dir: &Path,
+        mut each: impl FnMut(&mut Watcher, usize, &Options) -> Option<Watcher>,
+    ) -> Replay {
+        let src = fixture(run);
+        let mut template = resolvelab_diagnose::run::production_options(&src).unwrap();
+        let read = |paths: &mut Vec<PathBuf>, access: bool| {
+            let mut v: Vec<(i64, String)> = std::mem::take(paths)
+                .iter()
+                .flat_map(|p| seconds(p, access))
+                .collect();
+            v.sort_by_key(|(t, _)| *t);
+            v
+        };
+        let access = read(&mut template.access, true);
+        let error = read(&mut template.error, false);
+        std::fs::write(dir.join("access.log"), "").unwrap();
+        std::fs::write(dir.join("error.log"), "").unwrap();
+        let (first, last) = (access[0].0, access.last().unwrap().0);
+        let mut w = Watcher::new(config(dir, &template)).unwrap();
+        let t0 = Instant::now();
+        let at = |k: i64| t0 + Duration::from_secs(k as u64);
+        let pick = |v: &[(i64, String)], s: i64| -> Vec<String> {
+            v.iter()
+                .filter(|(t, _)| *t == s || (s == first && *t < first))
+                .map(|(_, l)| l.clone())
+                .collect()
+        };
+        let mut ticks = 0;
+        for (k, s) in (first..=last).enumerate() {
+            let e = pick(&error, s);
+            append(
+                &dir.join("error.log"),
+                &e.iter().map(String::as_str).collect::<Vec<_>>(),
+            );
+            let a = pick(&access, s);
+            append(
+                &dir.join("access.log"),
+                &a.iter().map(String::as_str).collect::<Vec<_>>(),
+            );
+            w.step(at(k as i64), false).unwrap();
+            if let Some(next) = each(&mut w, k, &template) {
+                w = next;
+            }
+            ticks = k + 1;
+        }
+        let rest: Vec<&str> = error
+            .iter()
+            .filter(|(t, _)| *t > last)
+            .map(|(_, l)| l.as_str())
+            .collect();
+        append(&dir.join("error.log"), &rest);
+        let live_before_end =
+            resolvelab_watch::totals::Totals::sum(&w.shared.lock().unwrap().totals.failed);
+        w.step(at(last - first + 60), true).unwrap();
+        Replay {
+            template,
+            watcher: w,
+            ticks,
+            live_before_end,
+        }
+    }
+
+    /// `diagnose` of the replayed files with the same options.
+    pub fn batch(&self, dir: &Path) -> Diagnosis {
+        resolvelab_diagnose::diagnose(&Options {
+            access: vec![dir.join("access.log")],
+            error: vec![dir.join("error.log")],
+            ..self.template.clone()
+        })
+        .unwrap()
+    }
+}
