@@ -70,14 +70,16 @@ fn samples(text: &str) -> BTreeMap<String, f64> {
         .collect()
 }
 
-/// A run replayed under a watcher: its series, one value per second, and the (upstream, class) pairs the batch diagnosis names.
-fn recorded(
-    run: &str,
-) -> (
+/// Series (name and labels) → a value per second; the (upstream, class) pairs that fire; the
+/// number of seconds.
+type Recorded = (
     BTreeMap<String, Vec<String>>,
     BTreeSet<(String, String)>,
     usize,
-) {
+);
+
+/// A run replayed under a watcher: its series, one value per second, and the (upstream, class) pairs the batch diagnosis names.
+fn recorded(run: &str) -> Recorded {
     let dir = tempfile::tempdir().unwrap();
     let mut steps: Vec<BTreeMap<String, f64>> = Vec::new();
     let r = Replay::run(run, dir.path(), |w, _, _| {
