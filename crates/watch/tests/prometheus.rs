@@ -56,6 +56,23 @@ fn the_shipped_rules_are_the_ones_watch_prints() {
     );
 }
 
+#[test]
+fn every_alert_links_to_its_runbook_section() {
+    let doc = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/diagnose.md"),
+    )
+    .unwrap();
+    for a in all(RUNBOOK_BASE) {
+        // GitHub's anchor of `### Runbook: CLASS` is `runbook-CLASS`.
+        assert!(
+            doc.lines().any(|l| l == format!("### Runbook: {}", a.class)),
+            "docs/diagnose.md has no `### Runbook: {}` for {}",
+            a.class,
+            a.name
+        );
+    }
+}
+
 /// The samples of an exposition: series (name and labels as written) → value.
 fn samples(text: &str) -> BTreeMap<String, f64> {
     text.lines()
