@@ -41,6 +41,16 @@ typing_extensions==4.16.0 --hash=sha256:481caa481374e813c1b176ada14e97f1f67a4539
 ",
 };
 
+/// Grafana's Foundation SDK for Python (Grafana 11.6's dashboard schema; no dependencies): the
+/// builders `deploy/grafana/dashboard.py` writes the shipped dashboard with.
+pub const GRAFANA_FOUNDATION_SDK: PyTool = PyTool {
+    name: "grafana-foundation-sdk-11.6.0",
+    module: "grafana_foundation_sdk",
+    requirements: "\
+grafana-foundation-sdk==1769699379!11.6.0 --hash=sha256:92d7a8144eba0fa802e728fb70e63d74b056fb1195ff116d812ad7a4ccfa5eca
+",
+};
+
 /// A tool installed: run it with [`Installed::command`].
 #[derive(Debug, Clone)]
 pub struct Installed {

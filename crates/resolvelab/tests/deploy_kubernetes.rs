@@ -176,3 +176,90 @@ fn run(script: &str, root: &Path) -> String {
     );
     String::from_utf8(o.stdout).unwrap()
 }
+
+/// The watch sidecar: valid objects, and the watch container's arguments, run as written
+/// against a log in the ConfigMap's own format, count its lines (the format parses).
+#[test]
+fn the_watch_sidecar_is_valid_and_its_arguments_read_its_nginx_format() {
+    let Some(v) = validator() else { return };
+    let file = root().join("deploy/kubernetes/watch-sidecar.yaml");
+    let o = v.command().arg("--strict").arg(&file).output().unwrap();
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert!(o.status.success(), "{text}");
+    assert_eq!(text.matches(" passed for resource ").count(), 2, "{text}");
+    let docs = documents(&v, &file);
+    let conf = docs.iter().find(|d| d["kind"] == "ConfigMap").unwrap()["data"]["nginx.conf"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let deploy = docs.iter().find(|d| d["kind"] == "Deployment").unwrap();
+    let c = deploy["spec"]["template"]["spec"]["containers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["name"] == "watch")
+        .unwrap();
+    let port = c["ports"][0]["containerPort"].as_u64().unwrap();
+    assert_eq!(
+        deploy["spec"]["template"]["metadata"]["annotations"]["prometheus.io/port"],
+        port.to_string()
+    );
+    let tmp = tempfile::tempdir().unwrap();
+    let shared = tmp.path().join("shared");
+    std::fs::create_dir(&shared).unwrap();
+    std::fs::write(tmp.path().join("nginx.conf"), &conf).unwrap();
+    // One success and one `no live upstreams`, in the ConfigMap's `upstreams` format.
+    std::fs::write(
+        shared.join("access.log"),
+        "10.0.0.1 - - [05/Dec/2026:10:00:00 +0000] \"GET / HTTP/1.1\" 200 5 \"-\" \"curl/8\" rt=0.002 ua=\"10.1.0.7:8080\" us=\"200\" cid=11 msec=1796378400.001\n\
+         10.0.0.1 - - [05/Dec/2026:10:00:00 +0000] \"GET / HTTP/1.1\" 502 157 \"-\" \"curl/8\" rt=0.000 ua=\"backend\" us=\"502\" cid=12 msec=1796378400.101\n",
+    )
+    .unwrap();
+    std::fs::write(shared.join("error.log"), "").unwrap();
+    let args: Vec<String> = c["args"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| {
+            a.as_str()
+                .unwrap()
+                .replace("/var/log/nginx/shared", &shared.display().to_string())
+                .replace(
+                    "/etc/nginx/nginx.conf",
+                    &tmp.path().join("nginx.conf").display().to_string(),
+                )
+                .replace("0.0.0.0:9469", "127.0.0.1:0")
+        })
+        .collect();
+    let o = Command::new(env!("CARGO_BIN_EXE_resolvelab"))
+        .args(&args)
+        .args(["--from-start", "--duration", "1s"])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let state: Value = serde_json::from_str(
+        &std::fs::read_to_string(shared.join(".resolvelab-watch.json")).unwrap(),
+    )
+    .unwrap();
+    let t = &state["totals"];
+    assert_eq!(
+        t["requests"],
+        serde_json::json!({"2xx": 1, "5xx": 1}),
+        "{state}"
+    );
+    assert_eq!(t["lines"]["access"]["parsed"], 2, "{state}");
+    assert_eq!(
+        t["failed"]["backend"]
+            .as_object()
+            .unwrap()
+            .values()
+            .map(|n| n.as_u64().unwrap())
+            .sum::<u64>(),
+        1,
+        "{state}"
+    );
+}

@@ -6,7 +6,10 @@
 //!   for the same lines) fire their alert, with its labels and annotations, and every other
 //!   alert stays silent.
 //! - A real Prometheus scrapes a watcher's `/metrics` while a run is replayed under it, loads
-//!   the rules, stores the counts `diagnose` gives, and fires the run's alert.
+//!   the rules, stores the counts `diagnose` gives, and fires the run's alert; every query of
+//!   the Grafana dashboard runs on it and the panels that the run feeds get data.
+//! - The shipped dashboard is what `deploy/grafana/dashboard.py` builds with Grafana's own
+//!   Foundation SDK, pinned from PyPI.
 
 mod common;
 use common::Replay;
@@ -14,6 +17,7 @@ use resolvelab_core::testing;
 use resolvelab_diagnose::classes::CLASSES;
 use resolvelab_provision::Provisioned;
 use resolvelab_provision::monitoring::{prometheus, promtool};
+use resolvelab_provision::pytool::GRAFANA_FOUNDATION_SDK;
 use resolvelab_watch::alerts::{Alert, RUNBOOK_BASE, all, rules_yaml};
 use resolvelab_watch::metrics::{encode, registry};
 use std::collections::{BTreeMap, BTreeSet};
@@ -35,6 +39,71 @@ const RUNS: [&str; 7] = [
 
 fn rules_file() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../deploy/prometheus/resolvelab-alerts.yml")
+}
+
+fn dashboard_file() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../deploy/grafana/resolvelab-dashboard.json")
+}
+
+#[test]
+fn the_shipped_dashboard_is_what_grafanas_sdk_builds() {
+    let sdk = match GRAFANA_FOUNDATION_SDK.ensure(&|l| eprintln!("{l}")) {
+        Ok(s) => s,
+        Err(e) => {
+            testing::missing_prerequisite(&format!("grafana-foundation-sdk from PyPI: {e:#}"));
+            return;
+        }
+    };
+    let script = dashboard_file().with_file_name("dashboard.py");
+    let out = Command::new(&sdk.python[0])
+        .args(&sdk.python[1..])
+        .arg(&script)
+        .env("PYTHONPATH", &sdk.dir)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let built: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let shipped: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dashboard_file()).unwrap()).unwrap();
+    assert_eq!(
+        built, shipped,
+        "deploy/grafana/resolvelab-dashboard.json is out of date: python3 deploy/grafana/dashboard.py > deploy/grafana/resolvelab-dashboard.json"
+    );
+}
+
+/// Every panel query of the dashboard, with Grafana's variables as a query API gets them.
+fn dashboard_queries() -> Vec<(String, String)> {
+    let d: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dashboard_file()).unwrap()).unwrap();
+    let mut out = Vec::new();
+    for p in d["panels"].as_array().unwrap() {
+        for t in p["targets"].as_array().into_iter().flatten() {
+            let expr = t["expr"]
+                .as_str()
+                .unwrap()
+                .replace("$__rate_interval", "1m")
+                .replace("$__range", "10m")
+                .replace("$instance", ".*");
+            out.push((p["title"].as_str().unwrap().to_string(), expr));
+        }
+    }
+    out
+}
+
+/// A query's URL-encoded form (only what PromQL uses needs escaping).
+fn urlencode(s: &str) -> String {
+    s.bytes()
+        .map(|b| match b {
+            b'a'..=b'z' | b'A'..=b'Z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
+                (b as char).to_string()
+            }
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
 }
 
 fn provisioned() -> Option<Provisioned> {
@@ -65,7 +134,8 @@ fn every_alert_links_to_its_runbook_section() {
     for a in all(RUNBOOK_BASE) {
         // GitHub's anchor of `### Runbook: CLASS` is `runbook-CLASS`.
         assert!(
-            doc.lines().any(|l| l == format!("### Runbook: {}", a.class)),
+            doc.lines()
+                .any(|l| l == format!("### Runbook: {}", a.class)),
             "docs/diagnose.md has no `### Runbook: {}` for {}",
             a.class,
             a.name
@@ -357,4 +427,20 @@ fn a_real_prometheus_scrapes_watch_and_fires_the_runs_alert() {
             .unwrap()
             .ends_with("#runbook-dns-nxdomain")
     );
+    // The dashboard's queries: each one runs, and the panels this run feeds show data.
+    let empty_ok = ["Open incidents", "DNS answer changes"];
+    for (title, expr) in dashboard_queries() {
+        let body = get(
+            prom_port,
+            &format!("/api/v1/query?query={}", urlencode(&expr)),
+        );
+        let v: serde_json::Value =
+            serde_json::from_str(&body).unwrap_or_else(|e| panic!("{title}: {expr}: {e}: {body}"));
+        assert_eq!(v["status"], "success", "{title}: {expr}: {body}");
+        let n = v["data"]["result"].as_array().map_or(0, Vec::len);
+        assert!(
+            n > 0 || empty_ok.contains(&title.as_str()),
+            "{title}: {expr} has no data"
+        );
+    }
 }
