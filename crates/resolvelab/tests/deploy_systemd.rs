@@ -78,12 +78,9 @@ fn the_unit_verifies_and_its_command_runs() {
     let args: Vec<String> = exec
         .split_whitespace()
         .skip(1)
-        .map(|a| {
-            if a.starts_with('/') {
-                root.join(&a[1..]).display().to_string()
-            } else {
-                a.replace("127.0.0.1:9469", "127.0.0.1:0")
-            }
+        .map(|a| match a.strip_prefix('/') {
+            Some(rel) => root.join(rel).display().to_string(),
+            None => a.replace("127.0.0.1:9469", "127.0.0.1:0"),
         })
         .collect();
     assert_eq!(args[0], "watch", "{exec}");
