@@ -4,8 +4,8 @@
 //! The parts, in the order a line goes through them: [`follow`] reads whole lines of each file
 //! (through rotation and truncation, from a saved position), [`live`] is the diagnosis state
 //! (the checker over each tick's lines for what it counts line by line, and over windows of
-//! failures for their classes), [`totals`] the counters, [`metrics`] their exposition and
-//! [`serve`] the HTTP endpoints.
+//! failures for their classes), [`totals`] the counters, [`metrics`] their exposition,
+//! [`serve`] the HTTP endpoints and [`alerts`] the Prometheus alerting rules per class.
 //!
 //! ```
 //! use resolvelab_watch::follow::{Follower, Start};
