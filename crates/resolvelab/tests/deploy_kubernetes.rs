@@ -213,6 +213,7 @@ fn the_watch_sidecar_is_valid_and_its_arguments_read_its_nginx_format() {
     std::fs::create_dir(&shared).unwrap();
     std::fs::write(tmp.path().join("nginx.conf"), &conf).unwrap();
     // One success and one `no live upstreams`, in the ConfigMap's `upstreams` format.
+    // network-safe: 10.0.0.1 and 10.1.0.7 are a log line's client and upstream; watch reads files.
     std::fs::write(
         shared.join("access.log"),
         "10.0.0.1 - - [05/Dec/2026:10:00:00 +0000] \"GET / HTTP/1.1\" 200 5 \"-\" \"curl/8\" rt=0.002 ua=\"10.1.0.7:8080\" us=\"200\" cid=11 msec=1796378400.001\n\
