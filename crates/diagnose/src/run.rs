@@ -593,6 +593,7 @@ pub(crate) fn empty_diagnosis(o: &Options) -> Diagnosis {
         status: None,
         requests: 0,
         http_status: Default::default(),
+        upstream_requests: Default::default(),
         failures: 0,
         nlu: Default::default(),
         passes: Default::default(),

@@ -366,6 +366,10 @@ pub struct Diagnosis {
     pub requests: u64,
     /// Requests by HTTP status.
     pub http_status: BTreeMap<String, u64>,
+    /// Requests by upstream group, then status class (`2xx` … `5xx`, `other`): the requests
+    /// that went to (or were refused by) an upstream; the others are in `http_status` only.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub upstream_requests: BTreeMap<String, BTreeMap<String, u64>>,
     /// Failed requests (502/504 or NLU).
     pub failures: u64,
     /// NLU counts (the NLU that decided the response; see `passes` for earlier passes).

@@ -585,38 +585,65 @@ pub fn cri_instance(p: &Path) -> String {
 
 fn read_cri(p: &Path, push: &mut impl FnMut(Record)) -> anyhow::Result<()> {
     let instance = cri_instance(p);
-    // A line longer than the runtime's buffer comes as `P` parts ended by an `F` part.
-    let mut pending: Option<(u64, Option<i128>, String)> = None;
+    let mut cri = CriLines::default();
+    let mut record = |(first, t, line): CriRecord| {
+        push(Record {
+            at: Where::Line(first),
+            instance: instance.clone(),
+            t,
+            line,
+        })
+    };
     for (n, line) in crate::open_maybe_gz(p)?.lines().enumerate() {
-        let line = line?;
+        if let Some(r) = cri.push(n as u64 + 1, &line?) {
+            record(r);
+        }
+    }
+    if let Some(r) = cri.finish() {
+        record(r);
+    }
+    Ok(())
+}
+
+/// One record of a CRI file: its first part's line number, its time (ns since the epoch, when
+/// it reads) and its text, parts joined.
+pub type CriRecord = (u64, Option<i128>, String);
+
+/// CRI/containerd lines (`<RFC 3339 time> <stream> <P|F> <text>`) joined into records as they
+/// come, for a file read whole ([`split`]) or followed (`resolvelab watch`): a line longer than
+/// the runtime's buffer comes as `P` parts ended by an `F` part.
+#[derive(Debug, Default)]
+pub struct CriLines {
+    pending: Option<CriRecord>,
+}
+
+impl CriLines {
+    /// Whether a line is a CRI line.
+    pub fn is_cri(line: &str) -> bool {
+        is_cri(line)
+    }
+
+    /// Take line `n`: the record it completes, if any (a line that is not CRI is passed over).
+    pub fn push(&mut self, n: u64, line: &str) -> Option<CriRecord> {
         let mut it = line.splitn(4, ' ');
         let (Some(t), Some(_), Some(tag)) = (it.next(), it.next(), it.next()) else {
-            continue;
+            return None;
         };
         let body = it.next().unwrap_or("");
         let t = t.parse::<jiff::Timestamp>().ok().map(|t| t.as_nanosecond());
-        let (first, t0, mut text) = pending.take().unwrap_or((n as u64 + 1, t, String::new()));
+        let (first, t0, mut text) = self.pending.take().unwrap_or((n, t, String::new()));
         text.push_str(body);
         if tag == "P" {
-            pending = Some((first, t0, text));
-        } else {
-            push(Record {
-                at: Where::Line(first),
-                instance: instance.clone(),
-                t: t0,
-                line: text,
-            });
+            self.pending = Some((first, t0, text));
+            return None;
         }
+        Some((first, t0, text))
     }
-    if let Some((first, t, text)) = pending {
-        push(Record {
-            at: Where::Line(first),
-            instance,
-            t,
-            line: text,
-        });
+
+    /// A last record the stream ended before its `F` part.
+    pub fn finish(&mut self) -> Option<CriRecord> {
+        self.pending.take()
     }
-    Ok(())
 }
 
 /// Each line goes to its pod; a line without a prefix (a continuation) to the pod before it.

@@ -71,6 +71,7 @@ fn watch_classes_a_real_nginx_nxdomain_while_it_plays_and_agrees_with_diagnose()
             state: None,
             events: None,
             duration: None,
+            dns: None,
         })
         .unwrap();
         // Bounded: the run plays for well under its own limits; 10 minutes is a broken run.
@@ -103,7 +104,7 @@ fn watch_classes_a_real_nginx_nxdomain_while_it_plays_and_agrees_with_diagnose()
     for (s, n) in &d.http_status {
         *req.entry(status_class(s).to_string()).or_default() += n;
     }
-    assert_eq!(totals.requests, req);
+    assert_eq!(totals.requests_by_class(), req);
     let mut failed: BTreeMap<String, u64> = BTreeMap::new();
     for inner in totals.failed.values() {
         for (c, n) in inner {

@@ -249,7 +249,7 @@ fn the_watch_sidecar_is_valid_and_its_arguments_read_its_nginx_format() {
     let t = &state["totals"];
     assert_eq!(
         t["requests"],
-        serde_json::json!({"2xx": 1, "5xx": 1}),
+        serde_json::json!({"backend": {"2xx": 1, "5xx": 1}}),
         "{state}"
     );
     assert_eq!(t["lines"]["access"]["parsed"], 2, "{state}");

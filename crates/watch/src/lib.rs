@@ -31,6 +31,7 @@ use follow::{Follower, Line, Position, Start};
 use live::{Kind, Live, Timing};
 use resolvelab_core::evidence::schema;
 use resolvelab_diagnose::{Incident, Options};
+use resolvelab_history::export::CriLines;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -70,6 +71,9 @@ pub struct Config {
     pub events: Option<PathBuf>,
     /// Stop after this long (None: until stopped or standard input ends).
     pub duration: Option<Duration>,
+    /// Ask a resolver for these names' answers all along (`--dns-watch`): the answer history
+    /// the classes read, and `resolvelab_dns_answer_changes_total`.
+    pub dns: Option<resolvelab_dns::watch::Watch>,
 }
 
 /// What `--state` keeps.
@@ -92,6 +96,8 @@ struct Event<'a> {
 enum Source {
     File(Follower),
     Stdin(Receiver<Vec<u8>>, u64, bool),
+    /// The built-in answer watcher's answers, and how many were read.
+    Dns(Receiver<resolvelab_dns::QueryEvent>, u64),
 }
 
 impl Source {
@@ -114,8 +120,38 @@ impl Source {
                 }
                 follow::Events::default()
             }
+            Source::Dns(rx, n) => {
+                while let Ok(q) = rx.try_recv() {
+                    *n += 1;
+                    let text = serde_json::to_vec(&q).expect("an answer serializes");
+                    out.push(Line { text, line: *n });
+                }
+                follow::Events::default()
+            }
         }
     }
+}
+
+/// Ask the resolver on a thread of its own; its answers come through the channel.
+fn dns_answers(
+    w: resolvelab_dns::watch::Watch,
+) -> anyhow::Result<Receiver<resolvelab_dns::QueryEvent>> {
+    w.check()?;
+    let (tx, rx) = std::sync::mpsc::sync_channel(1 << 16);
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    std::thread::Builder::new()
+        .name("watch-dns".into())
+        .spawn(move || {
+            let r = rt.block_on(resolvelab_dns::watch::watch(&w, |q| {
+                let _ = tx.try_send(q.clone());
+            }));
+            if let Err(e) = r {
+                resolvelab_core::progress::line(format!("watch: --dns-watch stopped: {e:#}"));
+            }
+        })?;
+    Ok(rx)
 }
 
 fn stdin_lines() -> Receiver<Vec<u8>> {
@@ -142,6 +178,7 @@ fn kind_name(k: Kind) -> &'static str {
         Kind::Access => "access",
         Kind::Error => "error",
         Kind::Mixed => "mixed",
+        Kind::Dns => "dns",
     }
 }
 
@@ -157,6 +194,9 @@ pub struct Watcher {
     events: Option<resolvelab_core::jsonl::JsonlWriter>,
     rotations: totals::Two,
     lines_read: u64,
+    /// Per source: whether its lines are CRI/containerd lines (decided at its first line), and
+    /// their partial (`P`) parts joined so far.
+    cri: Vec<Option<Option<CriLines>>>,
 }
 
 impl Watcher {
@@ -186,6 +226,10 @@ impl Watcher {
                 }
             }
         }
+        if let Some(w) = &config.dns {
+            sources.push(Source::Dns(dns_answers(w.clone())?, 0));
+            names.push((Kind::Dns, format!("dns-watch@{}", w.server)));
+        }
         let totals = saved.map(|s| s.totals).unwrap_or_default();
         let live = Live::new(
             config.template.clone(),
@@ -213,6 +257,7 @@ impl Watcher {
             events,
             rotations: Default::default(),
             lines_read: 0,
+            cri: Vec::new(),
         })
     }
 
@@ -243,10 +288,12 @@ impl Watcher {
     pub fn step(&mut self, now: Instant, last: bool) -> anyhow::Result<bool> {
         let mut lines = Vec::with_capacity(self.sources.len());
         let mut unreadable: BTreeMap<String, u64> = BTreeMap::new();
-        for (s, (kind, _)) in self.sources.iter_mut().zip(&self.config.inputs) {
+        for k in 0..self.sources.len() {
+            let kind = self.config.inputs.get(k).map_or(Kind::Dns, |i| i.0);
             let mut v = Vec::new();
-            let ev = s.poll(&mut v);
-            let stream = kind_name(*kind);
+            let ev = self.sources[k].poll(&mut v);
+            let unreadable_now = matches!(&self.sources[k], Source::File(f) if f.problem.is_some());
+            let stream = kind_name(kind);
             for (change, happened) in [("rotated", ev.rotated), ("truncated", ev.truncated)] {
                 if happened {
                     *self
@@ -257,10 +304,14 @@ impl Watcher {
                         .or_default() += 1;
                 }
             }
-            if let Source::File(f) = s
-                && f.problem.is_some()
-            {
+            if unreadable_now {
                 *unreadable.entry(stream.into()).or_default() += 1;
+            }
+            if kind == Kind::Dns {
+                self.count_answer_changes(&v);
+            }
+            if kind == Kind::Mixed {
+                v = self.unwrap_cri(k, v);
             }
             self.lines_read += v.len() as u64;
             lines.push(v);
@@ -288,6 +339,56 @@ impl Watcher {
                 .iter()
                 .all(|s| matches!(s, Source::Stdin(_, _, true)));
         Ok(stdin_ended)
+    }
+
+    /// A mixed stream's lines behind their CRI/containerd prefix, partial lines joined (a
+    /// container's log file as the kubelet writes it); other streams' lines as they are.
+    fn unwrap_cri(&mut self, k: usize, lines: Vec<Line>) -> Vec<Line> {
+        if self.cri.len() <= k {
+            self.cri.resize_with(k + 1, || None);
+        }
+        let state = &mut self.cri[k];
+        if state.is_none() {
+            let Some(first) = lines.first() else {
+                return lines;
+            };
+            let cri = CriLines::is_cri(&String::from_utf8_lossy(&first.text));
+            *state = Some(cri.then(CriLines::default));
+        }
+        let Some(Some(cri)) = state else {
+            return lines;
+        };
+        lines
+            .into_iter()
+            .filter_map(|l| {
+                let (first, _, text) = cri.push(l.line, &String::from_utf8_lossy(&l.text))?;
+                Some(Line {
+                    text: text.into_bytes(),
+                    line: first,
+                })
+            })
+            .collect()
+    }
+
+    /// `resolvelab_dns_answer_changes_total`: the answers the watcher saw change, by name.
+    fn count_answer_changes(&mut self, answers: &[Line]) {
+        for l in answers {
+            if let Ok(q) = serde_json::from_slice::<resolvelab_dns::QueryEvent>(&l.text)
+                && q.changed
+            {
+                *self
+                    .live
+                    .totals
+                    .dns_answer_changes
+                    .entry(q.qname)
+                    .or_default() += 1;
+            }
+        }
+    }
+
+    /// Lines (and answers) read so far.
+    pub fn lines_read(&self) -> u64 {
+        self.lines_read
     }
 
     /// True while an incident window is open.
@@ -333,7 +434,7 @@ impl Watcher {
         resolvelab_core::progress::status(format!(
             "watch: {} lines, {} requests, {} failures classed in {} incidents{}",
             self.lines_read,
-            t.requests.values().sum::<u64>(),
+            Totals::sum(&t.requests),
             Totals::sum(&t.failed),
             Totals::sum(&t.incidents),
             if self.live.is_open() {

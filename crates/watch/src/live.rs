@@ -5,7 +5,8 @@
 //!   counts add up over any split of the lines.
 //! - **Failures are classed in windows.** A tick with a failure opens a window that starts with
 //!   the `context` before it (the swaps and answers the classes read); while it is open the
-//!   window is diagnosed again every `reclass`, its incidents exported as open; it closes once
+//!   window is diagnosed every `reclass` (first `reclass` after it opened, once the lines after
+//!   its first failure are in), its incidents exported as open; it closes once
 //!   no failure came for `settle` of log time (or of wall time when the logs stop), or when it
 //!   is `window` long. Then its incidents are counted by class, once each, and emitted.
 //!
@@ -31,6 +32,8 @@ pub enum Kind {
     Error,
     /// A mixed stream (`kubectl logs -f`, `journalctl -f`, a CRI file).
     Mixed,
+    /// The names' answers (`resolvelab.dns/v1` lines, from `--dns-watch`).
+    Dns,
 }
 
 /// How windows are cut.
@@ -67,12 +70,22 @@ struct Spooled {
 }
 
 impl Spooled {
-    fn create(path: PathBuf) -> anyhow::Result<Spooled> {
-        let file = std::fs::File::create(&path)?;
+    fn create(path: PathBuf, kind: Kind) -> anyhow::Result<Spooled> {
+        let mut file = std::fs::File::create(&path)?;
+        let mut lines = 0;
+        if kind == Kind::Dns {
+            // A JSON Lines file of ours starts with its schema line.
+            writeln!(
+                file,
+                "{}",
+                serde_json::json!({ "schema": resolvelab_core::evidence::schema::DNS })
+            )?;
+            lines = 1;
+        }
         Ok(Spooled {
             path,
             file,
-            lines: 0,
+            lines,
             origins: Vec::new(),
         })
     }
@@ -188,7 +201,7 @@ impl Live {
     fn ingest(&mut self, lines: Vec<Vec<Line>>, now: Instant) -> anyhow::Result<()> {
         if lines.iter().any(|l| !l.is_empty()) {
             let d = self.diagnose_tick(&lines)?;
-            self.totals.add_lines(&d);
+            self.totals.add_lines(&d, self.max_upstreams);
             self.newest_ms = d.end_ms.max(self.newest_ms);
             if self.window.is_none() && d.failures > 0 {
                 self.open(&d, now)?;
@@ -220,7 +233,7 @@ impl Live {
                 .dir
                 .path()
                 .join(format!("w{}-{k}.log", self.windows_opened));
-            let mut f = Spooled::create(p)?;
+            let mut f = Spooled::create(p, self.names[k].0)?;
             for (_, t) in &self.ring {
                 f.push(&t[k])?;
             }
@@ -243,9 +256,9 @@ impl Live {
         };
         let quiet_wall = now.duration_since(w.last_lines) >= self.timing.settle;
         let too_long = now.duration_since(w.opened) >= self.timing.window;
-        let due = w
-            .last_classed
-            .is_none_or(|t| now.duration_since(t) >= self.timing.reclass);
+        // First classed `reclass` after it opened, not at once: the swap a failure follows is
+        // seen in the lines after it (requests going to the new address).
+        let due = now.duration_since(w.last_classed.unwrap_or(w.opened)) >= self.timing.reclass;
         if !(due || quiet_wall || too_long || force) {
             return Ok(Outcome::default());
         }
@@ -290,7 +303,8 @@ impl Live {
     fn diagnose_tick(&self, lines: &[Vec<Line>]) -> anyhow::Result<Diagnosis> {
         let mut files = Vec::new();
         for (k, l) in lines.iter().enumerate() {
-            let mut f = Spooled::create(self.dir.path().join(format!("tick-{k}.log")))?;
+            let kind = self.names[k].0;
+            let mut f = Spooled::create(self.dir.path().join(format!("tick-{k}.log")), kind)?;
             f.push(l)?;
             files.push(f);
         }
@@ -337,6 +351,7 @@ impl Live {
         o.access = paths(Kind::Access);
         o.error = paths(Kind::Error);
         o.mixed = paths(Kind::Mixed);
+        o.dns = paths(Kind::Dns);
         resolvelab_diagnose::diagnose(&o)
     }
 }

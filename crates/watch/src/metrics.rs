@@ -108,12 +108,15 @@ impl Collector for Export {
         let t = &s.totals;
         let failed = every_class(&t.failed, &t.upstreams);
         let incidents = every_class(&t.incidents, &t.upstreams);
-        counter1(
+        family2(
             &mut e,
-            "resolvelab_requests",
-            "Requests read from the access logs, by status class",
-            "status_class",
+            (
+                "resolvelab_requests",
+                "Requests read from the access logs, by upstream (none: answered without one) and status class",
+            ),
+            ["upstream", "status_class"],
             &t.requests,
+            false,
         )?;
         family2(
             &mut e,
@@ -226,7 +229,11 @@ mod tests {
         let shared: Shared = Default::default();
         {
             let mut s = shared.lock().unwrap();
-            s.totals.requests.insert("5xx".into(), 3);
+            s.totals
+                .requests
+                .entry("be".into())
+                .or_default()
+                .insert("5xx".into(), 3);
             s.totals
                 .failed
                 .entry("be".into())
@@ -238,7 +245,7 @@ mod tests {
         let text = encode(&registry(shared));
         for want in [
             "# TYPE resolvelab_requests counter",
-            "resolvelab_requests_total{status_class=\"5xx\"} 3",
+            "resolvelab_requests_total{upstream=\"be\",status_class=\"5xx\"} 3",
             "resolvelab_failed_requests_total{upstream=\"be\",class=\"nxdomain-window\"} 2",
             "resolvelab_lag_seconds 0.5",
             "resolvelab_incidents_total{upstream=\"be\",class=\"maxfails-wipeout\"} 0",

@@ -8,14 +8,19 @@ use std::collections::BTreeMap;
 /// Label value of the upstreams beyond `--max-upstreams`.
 pub const OTHER: &str = "other";
 
+/// Label value of the requests answered without an upstream (static files, redirects, a
+/// client gone before one was asked).
+pub const NO_UPSTREAM: &str = "none";
+
 /// A counter by two labels (outer, inner).
 pub type Two = BTreeMap<String, BTreeMap<String, u64>>;
 
 /// Every counter, as the state file keeps it across restarts.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Totals {
-    /// Requests by status class (`2xx` … `5xx`, `other` for a status nginx made up, e.g. 499).
-    pub requests: BTreeMap<String, u64>,
+    /// Requests by upstream (`none`: answered without one), then status class (`2xx` … `5xx`,
+    /// `other`).
+    pub requests: Two,
     /// Failed requests by upstream, then class.
     pub failed: Two,
     /// `no live upstreams` failures by upstream, then hops (`1`, `2`, `3+`, `unknown`).
@@ -69,12 +74,22 @@ impl Totals {
 
     /// What a diagnosis counts line by line: requests, error lines, lines read. These add up
     /// over any split of the lines, so every tick's own diagnosis adds them.
-    pub fn add_lines(&mut self, d: &Diagnosis) {
+    pub fn add_lines(&mut self, d: &Diagnosis, max_upstreams: usize) {
+        let mut rest: BTreeMap<&str, u64> = BTreeMap::new();
         for (status, n) in &d.http_status {
-            *self
-                .requests
-                .entry(status_class(status).to_string())
-                .or_default() += n;
+            *rest.entry(status_class(status)).or_default() += n;
+        }
+        for (upstream, by_class) in &d.upstream_requests {
+            let u = self.upstream_label(upstream, max_upstreams);
+            for (class, n) in by_class {
+                add2(&mut self.requests, &u, class, *n);
+                if let Some(r) = rest.get_mut(class.as_str()) {
+                    *r = r.saturating_sub(*n);
+                }
+            }
+        }
+        for (class, n) in rest {
+            add2(&mut self.requests, NO_UPSTREAM, class, n);
         }
         for s in &d.signatures {
             *self.error_lines.entry(s.id.clone()).or_default() += s.count;
@@ -101,6 +116,17 @@ impl Totals {
         ] {
             add2(&mut self.nlu, &u, hops, n);
         }
+    }
+
+    /// Requests by status class, every upstream summed.
+    pub fn requests_by_class(&self) -> BTreeMap<String, u64> {
+        let mut m = BTreeMap::new();
+        for inner in self.requests.values() {
+            for (c, n) in inner {
+                *m.entry(c.clone()).or_default() += n;
+            }
+        }
+        m
     }
 
     /// The sum of a two-label counter.

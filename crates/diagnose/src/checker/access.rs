@@ -31,6 +31,8 @@ pub(super) struct AccessPass {
     pub timeline: Timeline,
     /// Requests per status (see [`AccessPass::statuses`]).
     status: BTreeMap<u16, u64>,
+    /// Per key (an upstream address or group), requests by [`status_class`].
+    pub key_status: Vec<[u64; 6]>,
     /// Statuses below 1000 counted without a map lookup.
     status_counts: Vec<u64>,
     pub requests: u64,
@@ -61,6 +63,17 @@ impl AccessPass {
             }
         }
         m
+    }
+}
+
+/// The status classes, by [`status_class`] index.
+pub(super) const STATUS_CLASSES: [&str; 6] = ["other", "1xx", "2xx", "3xx", "4xx", "5xx"];
+
+/// A status's index in [`STATUS_CLASSES`] (`502` → 5; 0 or 600+ → 0, `other`).
+pub(super) fn status_class(status: u16) -> usize {
+    match status / 100 {
+        c @ 1..=5 => c as usize,
+        _ => 0,
     }
 }
 
@@ -204,6 +217,11 @@ impl Reader<'_> {
         let internal = traj.is_some_and(|t| !t.internal.is_empty());
         if let Some(key) = traj.and_then(|t| t.key) {
             self.count(key, t_ms, failed, nlu);
+            let ks = &mut self.out.key_status;
+            if ks.len() <= key as usize {
+                ks.resize(key as usize + 1, [0; 6]);
+            }
+            ks[key as usize][status_class(st)] += 1;
         }
         if failed || internal {
             self.keep(a, (t_ms, st, latency), tid, failed, nlu);

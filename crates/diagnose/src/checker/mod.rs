@@ -76,6 +76,24 @@ impl Options {
     }
 }
 
+/// Requests by upstream group and status class, from the access pass's counts per key.
+fn upstream_requests(
+    acc: &access::AccessPass,
+    groups: &groups::Groups,
+) -> BTreeMap<String, BTreeMap<String, u64>> {
+    let mut out: BTreeMap<String, BTreeMap<String, u64>> = BTreeMap::new();
+    for (k, by_class) in acc.key_status.iter().enumerate() {
+        let g = groups.key_group.get(k).unwrap_or(&groups.default_group);
+        for (c, &n) in by_class.iter().enumerate().filter(|(_, n)| **n > 0) {
+            *out.entry(g.clone())
+                .or_default()
+                .entry(access::STATUS_CLASSES[c].to_string())
+                .or_default() += n;
+        }
+    }
+    out
+}
+
 /// Swaps listed one by one (the count covers all).
 const MAX_SWAPS_LISTED: usize = 1000;
 
@@ -214,6 +232,7 @@ pub fn diagnose_with_stats(opts: &Options) -> anyhow::Result<(Diagnosis, History
             .iter()
             .map(|(k, v)| (k.to_string(), *v))
             .collect(),
+        upstream_requests: upstream_requests(&acc, &groups),
         failures: nlu.client_failures,
         nlu: nlu.nlu,
         passes: acc.passes.clone(),

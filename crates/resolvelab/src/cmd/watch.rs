@@ -19,6 +19,9 @@ use std::time::Duration;
   kubectl logs -f -n ingress-nginx deploy/ingress-nginx-controller --timestamps \\
       | resolvelab watch --logs - --log-format upstreaminfo --events -
   curl -s localhost:9469/metrics | grep resolvelab_failed_requests_total
+  # the answers too, as evidence (swaps, NXDOMAIN, stale addresses):
+  resolvelab watch --access access.log --error error.log --dns-watch app.internal \\
+      --dns-server 127.0.0.53:53 --listen 127.0.0.1:9469
   resolvelab watch --print-rules --runbook-base https://wiki.example/resolvelab/diagnose.md \\
       > /etc/prometheus/rules/resolvelab-alerts.yml
 
@@ -82,6 +85,20 @@ pub struct Args {
     /// Upstream label values kept; later upstreams are counted as `other`.
     #[arg(long, default_value_t = 20, value_name = "N")]
     max_upstreams: usize,
+    /// Ask a resolver for these names' answers all along (as `resolvelab dns watch` does): the
+    /// answer history the classes read (swaps, NXDOMAIN, stale addresses), and
+    /// resolvelab_dns_answer_changes_total.
+    #[arg(long, num_args = 1.., value_name = "NAME", requires = "dns_server")]
+    dns_watch: Vec<String>,
+    /// With --dns-watch: the resolver nginx's `resolver` names (or the system's).
+    #[arg(long, value_name = "ADDR:PORT")]
+    dns_server: Option<std::net::SocketAddr>,
+    /// With --dns-watch: time between two rounds of questions.
+    #[arg(long, default_value = "1s", value_parser = parse_dur, value_name = "DUR")]
+    dns_interval: Duration,
+    /// With --dns-watch: allow a non-loopback --dns-server.
+    #[arg(long)]
+    allow_remote: bool,
     /// Print the Prometheus alerting rules (one alert per failure class) and exit.
     #[arg(long, exclusive = true)]
     print_rules: bool,
@@ -91,6 +108,30 @@ pub struct Args {
     /// Stop after this long (default: until Ctrl-C, SIGTERM or the end of standard input).
     #[arg(long, value_parser = parse_dur, value_name = "DUR")]
     duration: Option<Duration>,
+}
+
+/// The built-in answer watcher, as `dns watch NAME… --server ADDR` would run it.
+fn dns_watch(args: &Args) -> anyhow::Result<Option<resolvelab_dns::watch::Watch>> {
+    let Some(server) = args.dns_server else {
+        return Ok(None);
+    };
+    if args.dns_watch.is_empty() {
+        anyhow::bail!(
+            "--dns-server without --dns-watch NAME: name the upstreams' names to ask for"
+        );
+    }
+    if args.dns_interval.is_zero() {
+        anyhow::bail!("--dns-interval must be above 0 (e.g. 1s)");
+    }
+    let w = resolvelab_dns::watch::Watch {
+        names: args.dns_watch.clone(),
+        server,
+        interval: args.dns_interval,
+        allow_remote: args.allow_remote,
+        ..resolvelab_dns::watch::Watch::default()
+    };
+    w.check()?;
+    Ok(Some(w))
 }
 
 fn parse_dur(s: &str) -> Result<Duration, String> {
@@ -140,6 +181,7 @@ pub fn run(args: Args, ctx: &Ctx) -> anyhow::Result<ExitCode> {
         }
         None => None,
     };
+    let dns = dns_watch(&args)?;
     let mut w = Watcher::new(Config {
         inputs,
         template,
@@ -155,6 +197,7 @@ pub fn run(args: Args, ctx: &Ctx) -> anyhow::Result<ExitCode> {
         state: args.state,
         events: args.events,
         duration: args.duration,
+        dns,
     })?;
     if let Some(l) = listener {
         let addr = l.local_addr()?;

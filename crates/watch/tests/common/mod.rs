@@ -67,6 +67,7 @@ pub fn config(dir: &Path, template: &Options) -> Config {
         state: Some(dir.join("state.json")),
         events: Some(dir.join("events.jsonl")),
         duration: None,
+        dns: None,
     }
 }
 
