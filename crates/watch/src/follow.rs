@@ -37,6 +37,8 @@ pub struct Events {
     pub rotated: bool,
     /// The file became shorter than what was read (copytruncate): read again from its start.
     pub truncated: bool,
+    /// More was there than one poll reads: poll again at once (a backlog).
+    pub more: bool,
 }
 
 /// One whole line read: its bytes (without the newline) and its line number in its file.
@@ -57,8 +59,9 @@ struct Open {
 }
 
 impl Open {
-    /// Whole lines appended since the last read; `truncated` when the file got shorter.
-    fn read(&mut self, out: &mut Vec<Line>) -> std::io::Result<bool> {
+    /// Whole lines appended since the last read: whether the file got shorter, and whether more
+    /// was there than one read takes.
+    fn read(&mut self, out: &mut Vec<Line>) -> std::io::Result<(bool, bool)> {
         let len = self.file.metadata()?.len();
         let read_to = self.pos.offset + self.partial.len() as u64;
         let truncated = len < read_to;
@@ -73,9 +76,10 @@ impl Open {
         (&mut self.file)
             .take(MAX_READ as u64)
             .read_to_end(&mut buf)?;
+        let more = buf.len() == MAX_READ;
         self.partial.extend_from_slice(&buf);
         let Some(last) = self.partial.iter().rposition(|&b| b == b'\n') else {
-            return Ok(truncated);
+            return Ok((truncated, more));
         };
         let rest = self.partial.split_off(last + 1);
         let whole = std::mem::replace(&mut self.partial, rest);
@@ -87,7 +91,7 @@ impl Open {
                 line: self.pos.line,
             });
         }
-        Ok(truncated)
+        Ok((truncated, more))
     }
 }
 
@@ -151,7 +155,7 @@ impl Follower {
         }
         if let Some(o) = &mut self.cur {
             match o.read(out) {
-                Ok(t) => ev.truncated = t,
+                Ok((t, more)) => (ev.truncated, ev.more) = (t, more),
                 Err(e) => self.problem = Some(format!("{}: {e}", self.path.display())),
             }
         }

@@ -105,7 +105,12 @@ impl Source {
         match self {
             Source::File(f) => f.poll(out),
             Source::Stdin(rx, n, ended) => {
+                let mut ev = follow::Events::default();
                 loop {
+                    if out.len() >= STDIN_LINES_PER_POLL {
+                        ev.more = true;
+                        break;
+                    }
                     match rx.try_recv() {
                         Ok(text) => {
                             *n += 1;
@@ -118,7 +123,7 @@ impl Source {
                         }
                     }
                 }
-                follow::Events::default()
+                ev
             }
             Source::Dns(rx, n) => {
                 while let Ok(q) = rx.try_recv() {
@@ -153,6 +158,9 @@ fn dns_answers(
         })?;
     Ok(rx)
 }
+
+/// The most lines one poll takes from standard input (a backlog is read at once, in steps).
+const STDIN_LINES_PER_POLL: usize = 1 << 18;
 
 fn stdin_lines() -> Receiver<Vec<u8>> {
     let (tx, rx) = std::sync::mpsc::sync_channel(1 << 16);
@@ -194,6 +202,8 @@ pub struct Watcher {
     events: Option<resolvelab_core::jsonl::JsonlWriter>,
     rotations: totals::Two,
     lines_read: u64,
+    /// A source had more than one read takes at the last step.
+    backlog: bool,
     /// Per source: whether its lines are CRI/containerd lines (decided at its first line), and
     /// their partial (`P`) parts joined so far.
     cri: Vec<Option<Option<CriLines>>>,
@@ -257,6 +267,7 @@ impl Watcher {
             events,
             rotations: Default::default(),
             lines_read: 0,
+            backlog: false,
             cri: Vec::new(),
         })
     }
@@ -272,8 +283,11 @@ impl Watcher {
             if ended || timed_out || stop.load(Ordering::Relaxed) {
                 break;
             }
-            let spent = t.elapsed();
-            std::thread::sleep(self.config.interval.saturating_sub(spent));
+            // A backlog (a file read from its start, a burst) is read at once, not a tick's worth
+            // a tick.
+            if !self.backlog {
+                std::thread::sleep(self.config.interval.saturating_sub(t.elapsed()));
+            }
         }
         // Stopped with a state file, an open window is left to the next run, which reads its
         // lines again from the state saved before it opened; else it is classed and counted now.
@@ -288,10 +302,12 @@ impl Watcher {
     pub fn step(&mut self, now: Instant, last: bool) -> anyhow::Result<bool> {
         let mut lines = Vec::with_capacity(self.sources.len());
         let mut unreadable: BTreeMap<String, u64> = BTreeMap::new();
+        self.backlog = false;
         for k in 0..self.sources.len() {
             let kind = self.config.inputs.get(k).map_or(Kind::Dns, |i| i.0);
             let mut v = Vec::new();
             let ev = self.sources[k].poll(&mut v);
+            self.backlog |= ev.more;
             let unreadable_now = matches!(&self.sources[k], Source::File(f) if f.problem.is_some());
             let stream = kind_name(kind);
             for (change, happened) in [("rotated", ev.rotated), ("truncated", ev.truncated)] {

@@ -36,6 +36,15 @@ pub enum Kind {
     Dns,
 }
 
+/// The most the context holds in memory, whatever its `context` time: at a high log rate the
+/// context is shorter than asked, not the memory larger.
+pub const MAX_CONTEXT_BYTES: usize = 64 << 20;
+
+/// The bytes of a tick's lines.
+fn bytes(lines: &[Vec<Line>]) -> usize {
+    lines.iter().flatten().map(|l| l.text.len() + 1).sum()
+}
+
 /// How windows are cut.
 #[derive(Debug, Clone, Copy)]
 pub struct Timing {
@@ -144,6 +153,7 @@ pub struct Live {
     timing: Timing,
     max_upstreams: usize,
     ring: VecDeque<(Instant, Vec<Vec<Line>>)>,
+    ring_bytes: usize,
     window: Option<Window>,
     windows_opened: u64,
     /// The counters.
@@ -173,6 +183,7 @@ impl Live {
             timing,
             max_upstreams,
             ring: VecDeque::new(),
+            ring_bytes: 0,
             window: None,
             windows_opened: 0,
             totals,
@@ -212,13 +223,13 @@ impl Live {
                 }
                 w.last_lines = now;
             }
+            self.ring_bytes += bytes(&lines);
             self.ring.push_back((now, lines));
-            while self
-                .ring
-                .front()
-                .is_some_and(|(t, _)| now.duration_since(*t) > self.timing.context)
-            {
-                self.ring.pop_front();
+            while self.ring.front().is_some_and(|(t, _)| {
+                now.duration_since(*t) > self.timing.context || self.ring_bytes > MAX_CONTEXT_BYTES
+            }) {
+                let (_, gone) = self.ring.pop_front().expect("not empty");
+                self.ring_bytes -= bytes(&gone);
             }
         }
         Ok(())
