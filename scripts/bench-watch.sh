@@ -1,10 +1,14 @@
 #!/usr/bin/env bash
 # `resolvelab watch` benchmark (issue #48): follow throughput on a backlog, CPU at a busy
-# nginx's rate, and peak memory, beside `resolvelab diagnose` of the same lines.
-#   1. catch-up: LINES `main`-preset lines (30 % failing, `cargo xtask gen-preset-log`) read
-#      by `watch --from-start`, timed until /metrics counts them all, REPS times;
-#   2. live: a writer appends RATE lines/s for SECS s to a growing file while watch follows
-#      it; watch's CPU (utime + stime from /proc) over that time, REPS times.
+# nginx's rate, and peak memory, beside `resolvelab diagnose` of the same lines and beside
+# mtail (Debian 12's, fetched and cached by `cargo xtask provisioned mtail`) running a program
+# that counts the same lines by status and upstream — the peer users deploy today, which
+# knows nothing of causes.
+#   1. catch-up: LINES `upstreaminfo`-preset lines (ingress-nginx's format, 30 % failing,
+#      `cargo xtask gen-preset-log`): `watch --from-start`, timed until /metrics counts them
+#      all; `diagnose` of the same files; `mtail --one_shot` on the same file; REPS times;
+#   2. live: a writer appends RATE lines/s for SECS s to one growing file that watch and mtail
+#      both follow; each one's CPU (utime + stime from /proc) over that time, REPS times.
 # Steal share from /proc/stat beside each figure. Writes docs/bench/watch.md.
 #
 #   scripts/bench-watch.sh [LINES] [REPS]      defaults: 2,000,000 lines, 3 repetitions
@@ -21,8 +25,18 @@ PORT=${PORT:-19479}
 mkdir -p "$WORK"
 (cd "$ROOT" && cargo build --release -q -p resolvelab -p xtask)
 cd "$WORK"
-[ -f access.log ] || (cd "$ROOT" && cargo xtask gen-preset-log main "$WORK/access.log" "$LINES" 0.3 300 >/dev/null)
-READ=(--log-format main --tz-offset +00:00)
+[ -f access.log ] || (cd "$ROOT" && cargo xtask gen-preset-log upstreaminfo "$WORK/access.log" "$LINES" 0.3 300 >/dev/null)
+READ=(--log-format upstreaminfo --tz-offset +00:00)
+MTAIL=$(cd "$ROOT" && cargo xtask provisioned mtail)
+mkdir -p progs
+cat > progs/nginx.mtail <<'MTAIL'
+# nginx requests by status and upstream (ingress-nginx's upstreaminfo format)
+counter nginx_requests_total by status, upstream
+/^\S+ - \S+ \[[^\]]+\] "[^"]*" (?P<status>\d{3}) \d+ "[^"]*" "[^"]*" \d+ \S+ \[(?P<upstream>[^\]]*)\]/ {
+  nginx_requests_total[$status][$upstream]++
+}
+MTAIL
+MPORT=$((PORT + 1))
 
 cpu() { awk '/^cpu /{s=0; for(i=2;i<=NF;i++) s+=$i; print $9, s}' /proc/stat; }
 steal_pct() { awk -v a="$1" -v b="$2" 'BEGIN{printf "%.1f", b ? 100*a/b : 0}'; }
@@ -47,6 +61,16 @@ for r in $(seq "$REPS"); do
   read -r s1 t1 < <(cpu)
   rows+="| watch, backlog | $r | $(printf %.2f "$d") | $(awk -v l="$LINES" -v d="$d" 'BEGIN{printf "%.0f", l/d/1000}') | $(rss_mb $P) | $(steal_pct $((s1 - s0)) $((t1 - t0))) |\n"
   kill "$P"; wait "$P" 2>/dev/null || true
+
+  read -r s0 t0 < <(cpu)
+  start=$(date +%s.%N)
+  /usr/bin/time -f "%M" -o mtail.rss "$MTAIL" --one_shot --one_shot_format=prometheus \
+    --progs progs --logs access.log > mtail.out 2> mtail.err
+  d=$(echo "$(date +%s.%N) - $start" | bc)
+  read -r s1 t1 < <(cpu)
+  n=$(awk '/^nginx_requests_total/ {s+=$2} END {print s+0}' mtail.out)
+  [ "$n" = "$LINES" ] || { echo "mtail counted $n of $LINES lines"; exit 1; }
+  rows+="| mtail 3.0.0~rc50 \`--one_shot\` (counts by status and upstream) | $r | $(printf %.2f "$d") | $(awk -v l="$LINES" -v d="$d" 'BEGIN{printf "%.0f", l/d/1000}') | $(( $(cat mtail.rss) / 1024 )) | $(steal_pct $((s1 - s0)) $((t1 - t0))) |\n"
 done
 
 head -200000 access.log > src.log
@@ -62,39 +86,52 @@ while time.time() - t0 < secs:
     time.sleep(max(0, t0 + k * 0.1 - time.time()))
 PY
 live=""
+hz=$(getconf CLK_TCK)
+ticks() { awk '{print $14+$15}' "/proc/$1/stat"; }
 for r in $(seq "$REPS"); do
   : > live.log; : > live.err
   "$BIN" watch --access live.log --error live.err "${READ[@]}" --listen "127.0.0.1:$PORT" \
     --duration 600s 2> watch.err & P=$!
-  sleep 1
+  "$MTAIL" --progs progs --logs live.log --port "$MPORT" --address 127.0.0.1 2> mtail.err & Q=$!
+  sleep 2
   read -r s0 t0 < <(cpu)
-  c0=$(awk '{print $14+$15}' "/proc/$P/stat")
+  a0=$(ticks $P); b0=$(ticks $Q)
   python3 feed.py src.log live.log "$RATE" "$SECS"
-  c1=$(awk '{print $14+$15}' "/proc/$P/stat")
+  a1=$(ticks $P); b1=$(ticks $Q)
   read -r s1 t1 < <(cpu)
-  hz=$(getconf CLK_TCK)
-  live+="| $r | $(awk -v c=$((c1 - c0)) -v hz="$hz" -v s="$SECS" 'BEGIN{printf "%.2f", 100*c/hz/s}') | $(rss_mb $P) | $(steal_pct $((s1 - s0)) $((t1 - t0))) |\n"
-  kill "$P"; wait "$P" 2>/dev/null || true
+  st=$(steal_pct $((s1 - s0)) $((t1 - t0)))
+  pct() { awk -v c="$1" -v hz="$hz" -v s="$SECS" 'BEGIN{printf "%.2f", 100*c/hz/s}'; }
+  sleep 3
+  fed=$(wc -l < live.log)
+  wn=$(counted)
+  mn=$(curl -s "127.0.0.1:$MPORT/metrics" | awk '/^nginx_requests_total/ {s+=$2} END {print s+0}')
+  live+="| $r | watch | $(pct $((a1 - a0))) | $(rss_mb $P) | $wn of $fed | $st |\n"
+  live+="| $r | mtail | $(pct $((b1 - b0))) | $(rss_mb $Q) | $mn of $fed | $st |\n"
+  kill "$P" "$Q"; wait "$P" "$Q" 2>/dev/null || true
 done
 
 {
   echo "# \`resolvelab watch\` benchmark"
   echo
   echo "Generated by \`scripts/bench-watch.sh $LINES $REPS\` on $(date -u +%Y-%m-%dT%H:%MZ) ($(nproc) cores; resolvelab $("$BIN" --version | head -1 | awk '{print $2}'))."
-  echo "Input: $LINES lines of \`cargo xtask gen-preset-log main\` (30 % failing) with its error log."
+  echo "Input: $LINES lines of \`cargo xtask gen-preset-log upstreaminfo\` (ingress-nginx's format, 30 % failing) with its error log. mtail's program:"
+  echo
+  echo '```'
+  cat progs/nginx.mtail
+  echo '```'
   echo
   echo "## Catch-up: a backlog read from the start"
   echo
-  echo "\`watch --from-start\`, timed until \`/metrics\` counts every request; \`diagnose\` of the same files beside it."
+  echo "\`watch --from-start\`, timed until \`/metrics\` counts every request; \`diagnose\` of the same files and \`mtail --one_shot\` on the same access log beside it."
   echo
   echo "| what | run | wall s | k lines/s | peak RSS MB | steal % |"
   echo "|---|---|---|---|---|---|"
   printf "%b" "$rows"
   echo
-  echo "## Live: $RATE lines/s appended for $SECS s"
+  echo "## Live: $RATE lines/s appended for $SECS s, watch and mtail following the same file"
   echo
-  echo "| run | watch CPU, % of one core | peak RSS MB | steal % |"
-  echo "|---|---|---|---|"
+  echo "| run | tool | CPU, % of one core | peak RSS MB | lines counted 3 s after the writer stopped | steal % |"
+  echo "|---|---|---|---|---|---|"
   printf "%b" "$live"
 } > "$OUT"
 echo "wrote $OUT"

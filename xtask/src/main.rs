@@ -19,6 +19,7 @@ mod gen_lab_log;
 mod gen_preset_log;
 mod load_max;
 mod make_fixtures;
+mod provisioned;
 mod rate_probe;
 
 use std::process::ExitCode;
@@ -54,6 +55,10 @@ const TOOLS: &[(&str, &str)] = &[
         "the closed-loop load alone, with an optional allocation count",
     ),
     ("rate-probe", "an open-loop rate-accuracy probe"),
+    (
+        "provisioned",
+        "the path of a pinned monitoring binary (mtail, prometheus, promtool)",
+    ),
 ];
 
 fn main() -> ExitCode {
@@ -74,6 +79,7 @@ fn main() -> ExitCode {
         "dns-serve" => dns_serve::main(args),
         "load-max" => load_max::main(args),
         "rate-probe" => rate_probe::main(args),
+        "provisioned" => provisioned::main(args),
         "-h" | "--help" | "help" => {
             usage();
             return ExitCode::SUCCESS;

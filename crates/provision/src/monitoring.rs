@@ -1,7 +1,8 @@
-//! The monitoring parts users run beside `resolvelab watch`, pinned for the tests that prove
-//! `watch` and `deploy/prometheus` against them: Prometheus and promtool from Debian 12's
-//! `prometheus` package (one static binary each; the web UI's JavaScript packages it depends
-//! on are not needed to scrape, query or evaluate rules).
+//! The monitoring parts users run beside `resolvelab watch`, pinned for the tests and benchmarks
+//! that prove `watch` and `deploy/prometheus` against them: Prometheus and promtool from
+//! Debian 12's `prometheus` package (one static binary each; the web UI's JavaScript packages
+//! it depends on are not needed to scrape, query or evaluate rules), and mtail, the log-to-
+//! metrics tool users deploy beside nginx today (scripts/bench-watch.sh runs it side by side).
 
 use crate::{Deb, Pinned};
 
@@ -27,4 +28,18 @@ pub fn promtool(prometheus: &std::path::Path) -> std::path::PathBuf {
         .and_then(|b| b.parent())
         .unwrap_or(prometheus);
     dir.join("root/usr/bin/promtool")
+}
+
+/// Debian 12's mtail 3.0.0~rc50 (`usr/bin/mtail`).
+pub fn mtail() -> Pinned {
+    Pinned::debian(
+        "mtail-3.0.0-rc50",
+        vec![Deb {
+            package: "mtail".into(),
+            version: "3.0.0~rc50-1+b6".into(),
+            sha256: "0338de1b178ffecfec3f00ebd3452f8436f357c016aea6dff66028ad63abbe6c".into(),
+        }],
+        "usr/bin/mtail",
+    )
+    .checked_by(&["--version"], "3.0.0")
 }
