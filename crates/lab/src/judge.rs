@@ -75,10 +75,18 @@ pub fn planned(scenarios: &[Scenario], variant: Option<&str>) -> Result<Vec<Scen
     for sc in scenarios {
         for v in expand_variants(sc, variant)? {
             check_expectations(&v)?;
+            check_targets(&v)?;
             planned.push(v);
         }
     }
     Ok(planned)
+}
+
+/// The nginx configuration the scenario renders (in a placeholder run) names nothing off the
+/// machine: refused before any run starts, at the scenario's `file:line` (`targets`).
+pub fn check_targets(sc: &Scenario) -> Result<()> {
+    let net = resolvelab_scenario::net::Net::assign(sc, 255, 255)?;
+    crate::render::http_body(sc, &net).map(|_| ())
 }
 
 /// One finished run, judged.

@@ -36,3 +36,4 @@ pub mod render;
 pub mod replay;
 pub mod runner;
 pub mod simrun;
+pub mod targets;

@@ -98,6 +98,14 @@ impl ProxyBin {
     }
 }
 
+/// Another proxy's configuration, checked to name only loopback addresses (`targets`).
+fn foreign_config(k: Kind, sc: &Scenario, net: &Net) -> Result<String> {
+    let text = resolvelab_thirdparty::lab::config(k, sc, net)?;
+    crate::targets::text(&text)
+        .map_err(|r| anyhow::anyhow!("{}: the rendered {k} configuration, {r}", sc.name))?;
+    Ok(text)
+}
+
 /// The proxy under test, running.
 pub(crate) enum Running {
     Nginx(Instance),
@@ -143,7 +151,7 @@ impl Running {
                     *k,
                     b,
                     &dir.path,
-                    &resolvelab_thirdparty::lab::config(*k, sc, net)?,
+                    &foreign_config(*k, sc, net)?,
                     sc.nginx.workers,
                     sup,
                 )?,

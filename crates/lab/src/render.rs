@@ -21,6 +21,24 @@ pub fn http_body(sc: &Scenario, net: &Net) -> Result<String> {
 /// leaks in unnoticed — `keepalive = 0` renders `keepalive 0;` from 1.29.7 on (which keeps 32
 /// idle connections by default; older versions refuse `0` and keep none without the line).
 pub fn http_body_for(sc: &Scenario, net: &Net, version: Option<Version>) -> Result<String> {
+    let body = render_body(sc, net, version)?;
+    // Nothing the body names may reach the network (an inline body is the author's text).
+    // Names resolved at start go to the run's authority only when the lab points nginx's
+    // system resolver at it.
+    let names: Vec<String> = if sc.resolves_at_start() {
+        sc.dns.names.keys().cloned().collect()
+    } else {
+        Vec::new()
+    };
+    crate::targets::nginx(&body, &names).map_err(|r| match &sc.nginx.inline {
+        Some(_) => anyhow::anyhow!("{}: [nginx] inline, {r}", sc.at(&["nginx", "inline"])),
+        None => anyhow::anyhow!("{}: the rendered nginx configuration, {r}", sc.name),
+    })?;
+    Ok(body)
+}
+
+/// The body, before it is checked.
+fn render_body(sc: &Scenario, net: &Net, version: Option<Version>) -> Result<String> {
     let n = &sc.nginx;
     let resolver = format!(
         "resolver {} valid={}{};",

@@ -187,6 +187,35 @@ fn scenario_errors_are_one_line_with_file_and_line() {
             assert!(!runs.exists(), "{line_text}: no run directory was made");
         }
     }
+    // An inline nginx body that names a target off the machine is refused before anything
+    // starts (issue #49): nginx would connect there.
+    // network-safe: 10.0.0.1 is the refused text; no run starts.
+    let inline = lib
+        .replacen("[[nginx.server]]\nhost = \"app.test.local\"\n", "", 1)
+        .replacen(
+            "[nginx]\n",
+            "[nginx]\ninline = \"\"\"\n{resolver}\nupstream be { zone be {zone}; server app.test.local:{port} resolve; }\nserver {\n    listen {listen};\n    location / { proxy_pass http://10.0.0.1:8080; }\n}\n\"\"\"\n",
+            1,
+        );
+    assert!(inline.contains("10.0.0.1"));
+    let p = dir.path().join("inline.toml");
+    std::fs::write(&p, &inline).unwrap();
+    let key = inline
+        .lines()
+        .position(|l| l.starts_with("inline ="))
+        .unwrap()
+        + 1;
+    for engine in ["sim", "nginx"] {
+        let runs = dir.path().join("runs");
+        let (code, text) = run(&[p.to_str().unwrap(), "--engine", engine], &runs);
+        assert_eq!(code, 2, "{text}");
+        assert!(text.contains(&format!("inline.toml:{key}")), "{text}");
+        assert!(
+            text.contains("line 5") && text.contains("10.0.0.1"),
+            "{text}"
+        );
+        assert!(!runs.exists(), "no run directory was made");
+    }
 }
 
 #[test]
