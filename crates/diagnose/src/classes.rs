@@ -351,6 +351,9 @@ pub enum Sig {
     /// Any other `connect() … failed (N: …) while connecting to upstream` (11: a full listen
     /// backlog, 22: ingress-nginx's `0.0.0.1` placeholder, …).
     ConnectOther,
+    /// `[emerg] host not found in upstream "NAME…"`: a start or a reload refused because a name
+    /// the configuration resolves at start does not resolve.
+    HostNotFoundInUpstream,
     /// None of the above.
     Other,
 }
@@ -599,6 +602,12 @@ pub const SIGNATURES: &[SigDef] = &[
                 && m.contains("failed (")
                 && m.contains("while connecting to upstream")
         },
+    },
+    SigDef {
+        sig: Sig::HostNotFoundInUpstream,
+        id: "host-not-found-in-upstream",
+        pattern: "host not found in upstream \"NAME\" (a start or reload refused)",
+        matcher: |m| m.contains("host not found in upstream"),
     },
 ];
 

@@ -115,6 +115,35 @@ fn dns_silence_is_harmless() {
     assert_all_held(nginx("dns-silent").scale(0.5));
 }
 
+/// A reload while a name resolved at start answers NXDOMAIN: nginx refuses it (`[emerg] host
+/// not found in upstream`) and keeps serving (issue #49). nginx resolves the name at start
+/// through the lab's authority in a mount namespace of its own: root only.
+#[test]
+fn a_reload_while_a_name_does_not_resolve_is_refused_and_the_old_config_serves() {
+    let can = std::process::Command::new("unshare")
+        .args(["-m", "true"])
+        .stderr(std::process::Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    if !can {
+        resolvelab_core::testing::missing_prerequisite(
+            "cannot create a mount namespace here (needs root)",
+        );
+        return;
+    }
+    let vs = assert_all_held(nginx("reload-nxdomain").scale(0.6));
+    let sig = vs[0].1["signatures"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["id"] == "host-not-found-in-upstream")
+        .unwrap();
+    assert!(
+        sig["first"]["text"].as_str().unwrap().contains("[emerg]"),
+        "{sig}"
+    );
+}
+
 #[test]
 fn per_dc_names_survive_a_backend_failure() {
     assert_all_held(nginx("per-dc").scale(0.5));

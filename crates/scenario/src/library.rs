@@ -68,6 +68,10 @@ pub const FILES: &[(&str, &str)] = &[
         "stale-address",
         include_str!("../../../scenarios/stale-address.toml"),
     ),
+    (
+        "reload-nxdomain",
+        include_str!("../../../scenarios/reload-nxdomain.toml"),
+    ),
     ("demo", include_str!("../../../scenarios/demo.toml")),
 ];
 

@@ -176,6 +176,10 @@ pub(super) fn summarize_signatures(
             NoLiveUpstreams => (false, "the NLU error line itself".to_string()),
             ZoneMemoryExhausted => (false, "peers lost while adding a new answer".to_string()),
             ConnectEaddrnotavail => (false, "ephemeral ports exhausted".to_string()),
+            HostNotFoundInUpstream => (
+                false,
+                "nginx refused to start or reload: a name it resolves at start did not resolve. A reload keeps the running configuration (and its old addresses); a fresh start or a restart fails and serves nothing. `server NAME resolve` in an upstream with a zone, or a variable proxy_pass with a resolver, starts without the name".to_string(),
+            ),
             _ => (false, "a first-try failure (retried when allowed)".to_string()),
         };
         out.push(Signature {

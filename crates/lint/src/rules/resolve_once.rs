@@ -12,7 +12,7 @@ pub const RULE: Rule = Rule {
     id: "resolve-once",
     severity: Severity::Warning,
     title: "a backend hostname resolved once, at start: a pin until the next reload (stale address)",
-    explain: "A name in an upstream `server` line without `resolve`, or in a `proxy_pass` without variables, is resolved when nginx starts or reloads and never again: when the backend moves (a container or pod restart, a VIP change) nginx keeps sending to the old address — connection refused or timed out, 502/504 for every request — until someone reloads it. This is the most common DNS failure reported around nginx.",
+    explain: "A name in an upstream `server` line without `resolve`, or in a `proxy_pass` without variables, is resolved when nginx starts or reloads and never again: when the backend moves (a container or pod restart, a VIP change) nginx keeps sending to the old address — connection refused or timed out, 502/504 for every request — until someone reloads it. This is the most common DNS failure reported around nginx. And while the name does not resolve (its container stopped), nginx refuses to start (`[emerg] host not found in upstream`: every vhost of the config is down) and refuses every reload (the running configuration keeps serving; lab scenario `reload-nxdomain`).",
     fix: "make nginx follow the name: `server NAME:PORT resolve;` with a `zone` and a `resolver … valid=5s` (nginx >= 1.27.3), or resolve per request with a variable (`set $backend NAME; proxy_pass http://$backend:PORT;`) and a `resolver`; otherwise reload nginx whenever the backend moves",
     versions: ALL,
     scenario: Some("stale-address"),
@@ -41,7 +41,7 @@ pub(super) fn check(cfg: &Config, m: &Model, hits: &mut Vec<Hit>) {
                     s.addr,
                     s.d.file,
                     format!(
-                        "`server {}` in upstream `{uname}` is resolved once, when nginx starts or reloads: if `{name}` moves, nginx keeps sending to the old address until the next reload",
+                        "`server {}` in upstream `{uname}` is resolved once, when nginx starts or reloads: if `{name}` moves, nginx keeps sending to the old address until the next reload; and while `{name}` does not resolve, nginx cannot start and refuses every reload (`host not found in upstream`)",
                         s.addr.value
                     ),
                 ));
@@ -72,7 +72,7 @@ fn check_pass(d: &Directive, upstreams: &HashSet<String>, hits: &mut Vec<Hit>) {
         url,
         d.file,
         format!(
-            "`{dir} {}` names `{host}`, which nginx resolves once, when it starts or reloads: if it moves, nginx keeps sending to the old address until the next reload",
+            "`{dir} {}` names `{host}`, which nginx resolves once, when it starts or reloads: if it moves, nginx keeps sending to the old address until the next reload; and while it does not resolve, nginx cannot start and refuses every reload (`host not found in upstream`)",
             url.value
         ),
     ));
