@@ -4,7 +4,6 @@
 //! the refusal is checked inside `unshare -n` (an empty network namespace), so that even a
 //! check that failed could not send a packet off the machine.
 
-
 use std::path::Path;
 use std::process::{Command, Stdio};
 

@@ -1084,10 +1084,43 @@ impl<'a> Engine<'a> {
     /// `nginx -s reload`: new workers read the configuration again — names resolved at start
     /// are resolved again, per-request caches start empty — with no cached keep-alive
     /// connection and fresh `max_fails` state. (`resolve` names keep their timers: the zone
-    /// outlives the reload.)
+    /// outlives the reload.) A name resolved at start that does not resolve fails the new
+    /// configuration (`[emerg] host not found in upstream`: ngx_parse_url fails in
+    /// ngx_http_upstream.c, NGX_CONF_ERROR) and the master keeps the running one, unchanged.
     fn reload(&mut self, t: i64) -> std::io::Result<()> {
         if let Some(l) = &mut self.logs {
             l.event(t, "nginx-reload", "nginx", "", None)?;
+        }
+        let mut answers = Vec::new();
+        let mut refused = None;
+        for h in 0..self.hosts.len() {
+            if self.hosts[h].kind != HostKind::AtStart {
+                continue;
+            }
+            let (mode_text, result) = self.answer(h, t, true);
+            let id = self.dns_rng.random::<u16>();
+            let injected = mode_text != self.hosts[h].first_mode;
+            match result {
+                Ok(mut ips) => {
+                    ips.dedup();
+                    self.log_answer(h, t, (id, &mode_text, injected), Ok(&ips), None)?;
+                    answers.push((h, ips));
+                }
+                Err(code) => {
+                    self.log_answer(h, t, (id, &mode_text, injected), Err(code), None)?;
+                    refused.get_or_insert(h);
+                }
+            }
+        }
+        if let Some(h) = refused {
+            let msg = format!(
+                "host not found in upstream \"{}:{}\"",
+                self.hosts[h].name, self.hosts[h].port
+            );
+            if let Some(l) = &mut self.logs {
+                l.error_plain(t, "emerg", &msg)?;
+            }
+            return Ok(());
         }
         for c in &mut self.caches {
             c.clear();
@@ -1096,11 +1129,12 @@ impl<'a> Engine<'a> {
         for p in &mut self.peers {
             p.fails = 0;
         }
-        for h in 0..self.hosts.len() {
-            match self.hosts[h].kind {
-                HostKind::AtStart => self.resolve_at_start(h, t)?,
-                HostKind::PerRequest => self.hosts[h].valid_until_s = i64::MIN,
-                HostKind::Running => {}
+        for (h, ips) in answers {
+            self.apply_answer(h, t, ips)?;
+        }
+        for host in &mut self.hosts {
+            if host.kind == HostKind::PerRequest {
+                host.valid_until_s = i64::MIN;
             }
         }
         Ok(())
