@@ -8,7 +8,11 @@
 #      `cargo xtask gen-preset-log`): `watch --from-start`, timed until /metrics counts them
 #      all; `diagnose` of the same files; `mtail --one_shot` on the same file; REPS times;
 #   2. live: a writer appends RATE lines/s for SECS s to one growing file that watch and mtail
-#      both follow; each one's CPU (utime + stime from /proc) over that time, REPS times.
+#      both follow; each one's CPU (utime + stime from /proc) over that time, REPS times;
+#   3. lag: a writer appends LAG_RATE lab-format lines/s (`cargo xtask gen-lab-log`, each
+#      batch of 100 ms stamped with the time it is written) for SECS s while watch follows with
+#      `--interval 100ms`; /metrics' resolvelab_lag_seconds (the newest request read → now)
+#      sampled every 100 ms: its p50/p99/max, REPS times.
 # Steal share from /proc/stat beside each figure. Writes docs/bench/watch.md.
 #
 #   scripts/bench-watch.sh [LINES] [REPS]      defaults: 2,000,000 lines, 3 repetitions
@@ -16,6 +20,7 @@ set -euo pipefail
 LINES=${1:-2000000}
 REPS=${2:-3}
 RATE=5000
+LAG_RATE=100000
 SECS=30
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 WORK=${BENCH_DIR:-/tmp/resolvelab-bench-watch}
@@ -110,6 +115,42 @@ for r in $(seq "$REPS"); do
   kill "$P" "$Q"; wait "$P" "$Q" 2>/dev/null || true
 done
 
+# In a folder of its own: the generator writes an error.log beside its log.
+mkdir -p lag
+[ -f lag/lab.log ] || (cd "$ROOT" && cargo xtask gen-lab-log "$WORK/lag/lab.log" 400000 >/dev/null)
+cat > stamp.py <<'PY'
+import sys, time
+src = [l.split(' ', 1)[1] for l in open(sys.argv[1]).read().splitlines(True)]
+out = open(sys.argv[2], 'a')
+rate, secs = int(sys.argv[3]), float(sys.argv[4])
+per, i, k, t0 = rate // 10, 0, 0, time.time()
+while time.time() - t0 < secs:
+    stamp = '%.3f ' % time.time()
+    out.write(''.join(stamp + l for l in src[i:i + per])); out.flush()
+    i = (i + per) % (len(src) - per); k += 1
+    time.sleep(max(0, t0 + k * 0.1 - time.time()))
+PY
+lag=""
+for r in $(seq "$REPS"); do
+  : > lag.log; : > lag.err
+  "$BIN" watch --access lag.log --error lag.err --log-format lab --tz-offset +00:00 \
+    --interval 100ms --listen "127.0.0.1:$PORT" --duration 600s 2> watch.err & P=$!
+  sleep 1
+  read -r s0 t0 < <(cpu)
+  python3 stamp.py lag/lab.log lag.log "$LAG_RATE" "$SECS" & W=$!
+  : > lag.samples
+  while kill -0 "$W" 2>/dev/null; do
+    curl -s "127.0.0.1:$PORT/metrics" | awk '/^resolvelab_lag_seconds/ {print $2}' >> lag.samples
+    sleep 0.1
+  done
+  read -r s1 t1 < <(cpu)
+  fed=$(wc -l < lag.log)
+  written=$(awk -v f="$fed" -v s="$SECS" 'BEGIN{printf "%.0f", f/s/1000}')
+  stats=$(sort -g lag.samples | awk '{v[NR]=$1} END {i50=int(NR*0.5)+1; i99=int(NR*0.99)+1; if (i99>NR) i99=NR; printf "%.3f | %.3f | %.3f", v[i50], v[i99], v[NR]}')
+  lag+="| $r | $written | $stats | $(wc -l < lag.samples) | $(steal_pct $((s1 - s0)) $((t1 - t0))) |\n"
+  kill "$P"; wait "$P" 2>/dev/null || true
+done
+
 {
   echo "# \`resolvelab watch\` benchmark"
   echo
@@ -133,5 +174,13 @@ done
   echo "| run | tool | CPU, % of one core | peak RSS MB | lines counted 3 s after the writer stopped | steal % |"
   echo "|---|---|---|---|---|---|"
   printf "%b" "$live"
+  echo
+  echo "## Lag at $LAG_RATE lines/s (asked), \`--interval 100ms\`"
+  echo
+  echo "resolvelab_lag_seconds sampled every 100 ms while the writer runs: from the newest request read (its \`\$msec\`, stamped when its batch was written) to the tick that published it (a scrape sees it up to one interval later)."
+  echo
+  echo "| run | k lines/s written | lag p50 s | lag p99 s | lag max s | samples | steal % |"
+  echo "|---|---|---|---|---|---|---|"
+  printf "%b" "$lag"
 } > "$OUT"
 echo "wrote $OUT"
