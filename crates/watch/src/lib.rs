@@ -349,11 +349,14 @@ impl Watcher {
         if !self.live.is_open() {
             self.save_state()?;
         }
-        let stdin_ended = !self.sources.is_empty()
-            && self
-                .sources
-                .iter()
-                .all(|s| matches!(s, Source::Stdin(_, _, true)));
+        // The answer watcher runs beside the logs; it never ends a watch on its own.
+        let mut logs = self
+            .sources
+            .iter()
+            .filter(|s| !matches!(s, Source::Dns(..)))
+            .peekable();
+        let stdin_ended =
+            logs.peek().is_some() && logs.all(|s| matches!(s, Source::Stdin(_, _, true)));
         Ok(stdin_ended)
     }
 

@@ -156,6 +156,8 @@ pub struct Live {
     ring_bytes: usize,
     window: Option<Window>,
     windows_opened: u64,
+    /// The open window's incidents as last classed.
+    open_incidents: Vec<Incident>,
     /// The counters.
     pub totals: Totals,
     /// The newest diagnosis of a window (open or closed), for `/report`.
@@ -186,6 +188,7 @@ impl Live {
             ring_bytes: 0,
             window: None,
             windows_opened: 0,
+            open_incidents: Vec::new(),
             totals,
             latest: None,
             newest_ms: None,
@@ -271,7 +274,12 @@ impl Live {
         // seen in the lines after it (requests going to the new address).
         let due = now.duration_since(w.last_classed.unwrap_or(w.opened)) >= self.timing.reclass;
         if !(due || quiet_wall || too_long || force) {
-            return Ok(Outcome::default());
+            // Between two classings the open incidents are the last ones classed: the gauge
+            // stays up for the whole window, not one tick in `reclass`.
+            return Ok(Outcome {
+                closed: Vec::new(),
+                open: self.open_incidents.clone(),
+            });
         }
         let d = self.diagnose_window()?;
         let w = self.window.as_mut().expect("open");
@@ -299,11 +307,13 @@ impl Live {
             for i in &mine {
                 self.totals.add_incident(i, self.max_upstreams);
             }
+            self.open_incidents.clear();
             return Ok(Outcome {
                 closed: mine,
                 open: Vec::new(),
             });
         }
+        self.open_incidents = mine.clone();
         Ok(Outcome {
             closed: Vec::new(),
             open: mine,

@@ -83,6 +83,27 @@ fn live_counts_equal_the_batch_diagnosis_of_the_same_lines() {
     }
 }
 
+/// Once classed, an open window's failures stay in the gauge on every tick until it closes
+/// (an alert on the gauge must not flap between two classings).
+#[test]
+fn the_open_gauge_holds_for_the_whole_window() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut shown, mut gaps) = (0, 0);
+    let mut seen = false;
+    Replay::run("nxdomain", dir.path(), |w, _, _| {
+        let open = !w.shared.lock().unwrap().open.is_empty();
+        seen |= open;
+        shown += open as usize;
+        gaps += (seen && w.is_open() && !open) as usize;
+        None
+    });
+    assert!(shown >= 5, "the window was shown open for {shown} ticks");
+    assert_eq!(
+        gaps, 0,
+        "ticks of an open, classed window without its gauge"
+    );
+}
+
 #[test]
 fn a_restart_from_the_state_file_loses_and_doubles_no_line() {
     let dir = tempfile::tempdir().unwrap();
