@@ -94,11 +94,11 @@ def build():
         .with_row(Row("Traffic and evidence"))
         .with_panel(
             timeseries(
-                "Requests by status class",
-                "Every request read from the access logs.",
+                "Requests by upstream and status class",
+                "Every request read from the access logs, by the upstream it went to (none: answered without one).",
                 "reqps",
-                f"sum by (status_class) (rate(resolvelab_requests_total{{{SEL}}}[$__rate_interval]))",
-                "{{status_class}}",
+                f"sum by (upstream, status_class) (rate(resolvelab_requests_total{{{SEL}}}[$__rate_interval]))",
+                "{{upstream}} {{status_class}}",
             )
         )
         .with_panel(
