@@ -37,9 +37,41 @@ pub fn is_root() -> bool {
 
 /// Whether this process may create a network namespace (tried in a child: `unshare -n true`).
 pub fn can_unshare_net() -> bool {
+    can_unshare("-n")
+}
+
+/// Whether this process may create a mount namespace (`unshare -m true`): the lab points
+/// nginx's system resolver at the run's authority in one.
+pub fn can_unshare_mount() -> bool {
+    can_unshare("-m")
+}
+
+fn can_unshare(flag: &str) -> bool {
     std::process::Command::new("unshare")
-        .args(["-n", "true"])
+        .args([flag, "true"])
         .stderr(std::process::Stdio::null())
         .status()
         .is_ok_and(|s| s.success())
+}
+
+/// Run a command that must succeed; its stderr is the failure message.
+pub fn output_ok(cmd: &mut std::process::Command) -> std::process::Output {
+    let out = cmd.output().expect("the command starts");
+    assert!(
+        out.status.success(),
+        "{:?}: {}",
+        cmd.get_program(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
+/// A child process killed (by its own handle, nothing else) when the test ends.
+pub struct KillOnDrop(pub std::process::Child);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
 }

@@ -120,12 +120,7 @@ fn dns_silence_is_harmless() {
 /// through the lab's authority in a mount namespace of its own: root only.
 #[test]
 fn a_reload_while_a_name_does_not_resolve_is_refused_and_the_old_config_serves() {
-    let can = std::process::Command::new("unshare")
-        .args(["-m", "true"])
-        .stderr(std::process::Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success());
-    if !can {
+    if !resolvelab_core::testing::can_unshare_mount() {
         resolvelab_core::testing::missing_prerequisite(
             "cannot create a mount namespace here (needs root)",
         );

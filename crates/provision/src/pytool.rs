@@ -65,9 +65,15 @@ pub struct Installed {
 impl Installed {
     /// `python3 -m MODULE` with the tool's directory on `PYTHONPATH`.
     pub fn command(&self) -> Command {
+        let mut c = self.python();
+        c.args(["-m", self.module]);
+        c
+    }
+
+    /// `python3` with the tool's directory on `PYTHONPATH`: a script that imports it.
+    pub fn python(&self) -> Command {
         let mut c = Command::new(&self.python[0]);
         c.args(&self.python[1..])
-            .args(["-m", self.module])
             .env("PYTHONPATH", &self.dir)
             .env("PYTHONDONTWRITEBYTECODE", "1");
         c

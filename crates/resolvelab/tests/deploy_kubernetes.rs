@@ -33,20 +33,13 @@ fn validator() -> Option<Installed> {
 
 /// Every document of a YAML file, read by the validator's own PyYAML.
 fn documents(v: &Installed, file: &Path) -> Vec<Value> {
-    let out = Command::new(&v.python[0])
-        .args(&v.python[1..])
-        .args([
-            "-c",
-            "import json, sys, yaml; print(json.dumps(list(yaml.safe_load_all(open(sys.argv[1])))))",
-        ])
-        .arg(file)
-        .env("PYTHONPATH", &v.dir)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    let out = common::run_ok(
+        v.python()
+            .args([
+                "-c",
+                "import json, sys, yaml; print(json.dumps(list(yaml.safe_load_all(open(sys.argv[1])))))",
+            ])
+            .arg(file),
     );
     serde_json::from_slice(&out.stdout).unwrap()
 }

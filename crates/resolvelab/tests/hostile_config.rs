@@ -5,19 +5,11 @@
 //! check that failed could not send a packet off the machine.
 
 use std::path::Path;
-use std::process::{Command, Stdio};
-
-fn can_unshare_net() -> bool {
-    Command::new("unshare")
-        .args(["-n", "true"])
-        .stderr(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success())
-}
+use std::process::Command;
 
 #[test]
 fn every_off_machine_target_in_an_inline_body_is_refused_before_anything_runs() {
-    if !can_unshare_net() {
+    if !resolvelab_core::testing::can_unshare_net() {
         resolvelab_core::testing::missing_prerequisite(
             "cannot create a network namespace (needs root)",
         );

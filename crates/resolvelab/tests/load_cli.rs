@@ -207,22 +207,12 @@ fn help_explains_with_examples() {
     }
 }
 
-/// Kills the backend when the test ends, whatever happens.
-struct Child(std::process::Child);
-
-impl Drop for Child {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
 #[test]
 fn max_rate_on_two_threads_writes_every_request() {
     let ip = "127.0.0.63";
     let port = closed_port(ip);
     let addr = format!("{ip}:{port}");
-    let _backend = Child(
+    let _backend = common::Proc(
         bin()
             .args([
                 "backend",

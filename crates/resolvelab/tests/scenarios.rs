@@ -222,12 +222,7 @@ fn scenario_errors_are_one_line_with_file_and_line() {
 fn a_moved_backend_is_a_stale_address_and_dns_watch_decides_it_from_production_logs() {
     // nginx resolves the name at start (through the lab's authority, in a mount namespace of
     // its own: root only), the backend moves at 10 s, every request after it fails.
-    let can = Command::new("unshare")
-        .args(["-m", "true"])
-        .stderr(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success());
-    if !can {
+    if !resolvelab_core::testing::can_unshare_mount() {
         resolvelab_core::testing::missing_prerequisite(
             "cannot create a mount namespace here (needs root)",
         );

@@ -36,16 +36,8 @@ fn diagnose(dir: &Path) -> BTreeMap<String, u64> {
             .arg("--dns")
             .arg(dir.join("dns.jsonl")),
     );
-    v["classes"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|c| {
-            (
-                c["class"].as_str().unwrap().to_string(),
-                c["requests"].as_u64().unwrap(),
-            )
-        })
+    common::class_requests(&v)
+        .into_iter()
         .filter(|(k, _)| k != "upstream-failure")
         .collect()
 }

@@ -61,17 +61,7 @@ fn metrics_agree_with_the_batch_diagnosis_and_sigterm_stops_cleanly() {
     diag.args(["diagnose", "--format", "json"]);
     reading(&mut diag);
     let d = common::run_json(&mut diag);
-    let want: BTreeMap<String, u64> = d["classes"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|c| {
-            (
-                c["class"].as_str().unwrap().to_string(),
-                c["requests"].as_u64().unwrap(),
-            )
-        })
-        .collect();
+    let want = common::class_requests(&d);
     assert!(!want.is_empty());
 
     let events = dir.path().join("events.jsonl");

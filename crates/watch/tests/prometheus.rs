@@ -55,17 +55,7 @@ fn the_shipped_dashboard_is_what_grafanas_sdk_builds() {
         }
     };
     let script = dashboard_file().with_file_name("dashboard.py");
-    let out = Command::new(&sdk.python[0])
-        .args(&sdk.python[1..])
-        .arg(&script)
-        .env("PYTHONPATH", &sdk.dir)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let out = testing::output_ok(sdk.python().arg(&script));
     let built: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     let shipped: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(dashboard_file()).unwrap()).unwrap();
@@ -260,15 +250,10 @@ fn expected(a: &Alert, upstream: &str) -> String {
 fn promtool_fires_each_runs_class_and_nothing_else() {
     let Some(p) = provisioned() else { return };
     let tool = promtool(&p.path);
-    let out = Command::new(&tool)
-        .args(["check", "rules"])
-        .arg(rules_file())
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    testing::output_ok(
+        Command::new(&tool)
+            .args(["check", "rules"])
+            .arg(rules_file()),
     );
     let mut y = format!(
         "rule_files:\n  - {}\nevaluation_interval: 1s\ntests:\n",
@@ -334,15 +319,6 @@ fn get(port: u16, path: &str) -> String {
         .unwrap_or_default()
 }
 
-struct Child(std::process::Child);
-
-impl Drop for Child {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
 #[test]
 fn a_real_prometheus_scrapes_watch_and_fires_the_runs_alert() {
     let Some(p) = provisioned() else { return };
@@ -374,7 +350,7 @@ fn a_real_prometheus_scrapes_watch_and_fires_the_runs_alert() {
     .envs(p.env())
     .stdout(Stdio::null())
     .stderr(std::fs::File::create(dir.path().join("prometheus.log")).unwrap());
-    let _prom = Child(cmd.spawn().unwrap());
+    let _prom = testing::KillOnDrop(cmd.spawn().unwrap());
     let mut started = false;
     let replay = Replay::run("nxdomain", &logs, |w, k, _| {
         if k == 0 {

@@ -5,7 +5,7 @@
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
-use std::process::{Child, Command};
+use std::process::Command;
 use std::time::Duration;
 
 /// The `resolvelab` binary built for these tests.
@@ -14,14 +14,9 @@ pub fn bin() -> Command {
 }
 
 /// A child process killed (by its own handle, nothing else) when the test ends.
-pub struct Proc(pub Child);
-
-impl Drop for Proc {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
+// Each test file uses the part it needs (a re-export is not dead code to the compiler).
+#[allow(unused_imports)]
+pub use resolvelab_core::testing::KillOnDrop as Proc;
 
 /// Raw HTTP/1.1 with `Connection: close`; the tests only look for substrings.
 pub fn http(addr: SocketAddr, method: &str, path: &str, body: &str) -> String {
@@ -39,14 +34,21 @@ pub fn http(addr: SocketAddr, method: &str, path: &str, body: &str) -> String {
 }
 
 /// Run a command that must succeed; its stderr is the failure message.
-pub fn run_ok(cmd: &mut Command) -> std::process::Output {
-    let out = cmd.output().unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    out
+pub use resolvelab_core::testing::output_ok as run_ok;
+
+/// The classes of a diagnosis (`--format json`) with their failed requests.
+pub fn class_requests(d: &serde_json::Value) -> std::collections::BTreeMap<String, u64> {
+    d["classes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| {
+            (
+                c["class"].as_str().unwrap().to_string(),
+                c["requests"].as_u64().unwrap(),
+            )
+        })
+        .collect()
 }
 
 /// Run a command that must succeed and parse its stdout as JSON.

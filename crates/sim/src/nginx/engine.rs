@@ -1068,16 +1068,28 @@ impl<'a> Engine<'a> {
     /// peers; a failure keeps the peers it had (nginx refuses to start, or keeps the running
     /// configuration after a failed reload). No timer follows: the name is pinned.
     fn resolve_at_start(&mut self, h: usize, t: i64) -> std::io::Result<()> {
+        match self.ask_at_start(h, t)? {
+            Some(ips) => self.apply_answer(h, t, ips),
+            None => Ok(()),
+        }
+    }
+
+    /// `getaddrinfo` for a name resolved at start: the answer, logged (None when it failed).
+    fn ask_at_start(&mut self, h: usize, t: i64) -> std::io::Result<Option<Vec<IpAddr>>> {
         let (mode_text, result) = self.answer(h, t, true);
         let id = self.dns_rng.random::<u16>();
         let injected = mode_text != self.hosts[h].first_mode;
+        let logged = (id, mode_text.as_str(), injected);
         match result {
             Ok(mut ips) => {
                 ips.dedup();
-                self.log_answer(h, t, (id, &mode_text, injected), Ok(&ips), None)?;
-                self.apply_answer(h, t, ips)
+                self.log_answer(h, t, logged, Ok(&ips), None)?;
+                Ok(Some(ips))
             }
-            Err(code) => self.log_answer(h, t, (id, &mode_text, injected), Err(code), None),
+            Err(code) => {
+                self.log_answer(h, t, logged, Err(code), None)?;
+                Ok(None)
+            }
         }
     }
 
@@ -1097,17 +1109,9 @@ impl<'a> Engine<'a> {
             if self.hosts[h].kind != HostKind::AtStart {
                 continue;
             }
-            let (mode_text, result) = self.answer(h, t, true);
-            let id = self.dns_rng.random::<u16>();
-            let injected = mode_text != self.hosts[h].first_mode;
-            match result {
-                Ok(mut ips) => {
-                    ips.dedup();
-                    self.log_answer(h, t, (id, &mode_text, injected), Ok(&ips), None)?;
-                    answers.push((h, ips));
-                }
-                Err(code) => {
-                    self.log_answer(h, t, (id, &mode_text, injected), Err(code), None)?;
+            match self.ask_at_start(h, t)? {
+                Some(ips) => answers.push((h, ips)),
+                None => {
                     refused.get_or_insert(h);
                 }
             }
