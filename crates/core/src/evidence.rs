@@ -46,6 +46,8 @@ pub mod schema {
     pub const WATCH_EVENT: &str = "resolvelab.watch-event/v1";
     /// `watch --state`: where each followed file was and the counters, to resume from.
     pub const WATCH_STATE: &str = "resolvelab.watch-state/v1";
+    /// `resolvelab verify`'s report card (`--format json`).
+    pub const VERIFY: &str = "resolvelab.verify/v1";
 }
 
 /// The files of a run directory (`runs/<scenario>-<UTC stamp>/`).

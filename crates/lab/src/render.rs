@@ -49,6 +49,7 @@ fn render_body(sc: &Scenario, net: &Net, version: Option<Version>) -> Result<Str
     if let Some(inline) = &n.inline {
         let mut t = inline
             .replace("{resolver}", &resolver)
+            .replace("{dns}", &net.dns.to_string())
             .replace("{listen}", &net.nginx.to_string())
             .replace("{port}", &n.port.to_string())
             .replace("{zone}", &n.zone);

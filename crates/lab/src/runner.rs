@@ -431,12 +431,19 @@ async fn await_first_queries(
     mut first_queries: tokio::sync::broadcast::Receiver<resolvelab_dns::QueryEvent>,
 ) -> Result<()> {
     let resolve_names: Vec<String> = match &sc.nginx.inline {
-        // An inline config names its own upstreams: wait for the served names it mentions.
+        // An inline config names its own upstreams: wait for the served names its `server …
+        // resolve` lines mention (a name resolved at start was asked before nginx listened, and a
+        // variable `proxy_pass` asks inside the first request).
         Some(text) => sc
             .dns
             .names
             .keys()
-            .filter(|n| text.contains(n.as_str()))
+            .filter(|n| {
+                text.lines().any(|l| {
+                    let w: Vec<&str> = l.split(|c: char| c.is_whitespace() || c == ';').collect();
+                    w.contains(&"server") && w.contains(&"resolve") && l.contains(n.as_str())
+                })
+            })
             .map(|n| n.to_lowercase())
             .collect(),
         // A name in proxy_pass is resolved at start or per request, and a proxy that looks names

@@ -13,6 +13,7 @@
 //! ```
 
 use resolvelab_core::policy::is_loopback;
+use resolvelab_lint::facts::PASSES;
 use resolvelab_lint::parse::{Directive, parse};
 use std::net::IpAddr;
 
@@ -30,16 +31,6 @@ impl std::fmt::Display for Refusal {
         write!(f, "line {}: {}", self.line, self.why)
     }
 }
-
-/// Directives whose first argument is an upstream URL or address.
-const PASSES: [&str; 6] = [
-    "proxy_pass",
-    "fastcgi_pass",
-    "uwsgi_pass",
-    "scgi_pass",
-    "grpc_pass",
-    "memcached_pass",
-];
 
 /// Check an nginx `http {}` body: upstream `server`s, `*_pass` targets, `resolver`s, `listen`
 /// addresses, syslog destinations, OCSP responders and `include`s. A name nginx resolves with
@@ -96,6 +87,7 @@ fn walk(ds: &[Directive], in_upstream: bool, ctx: &Ctx) -> Result<(), Refusal> {
                 }
             }
             "listen" => listen(arg0).map_err(refuse)?,
+            "set" => set_value(d.arg(1).unwrap_or("")).map_err(refuse)?,
             "access_log" | "error_log" => syslog(arg0).map_err(refuse)?,
             "ssl_stapling_responder" | "ssl_ocsp_responder" => pass(arg0, ctx).map_err(refuse)?,
             "include" => {
@@ -170,6 +162,18 @@ fn literal_loopback(addr: &str, what: &str) -> Result<(), String> {
         _ => Err(format!(
             "{what} at `{addr}` is off this machine: write {{resolver}} (the run's DNS authority) or a loopback address"
         )),
+    }
+}
+
+/// `set $v ADDRESS`: a variable `*_pass` connects to an address literal as written, without
+/// the resolver, so a literal that is off the machine is refused wherever it is set.
+fn set_value(v: &str) -> Result<(), String> {
+    let host = split_host(v);
+    match host.parse::<IpAddr>() {
+        Ok(ip) if !is_loopback(ip) => Err(format!(
+            "`set … {v}`: a variable proxy_pass would connect to {ip}, off this machine: write a loopback address or a name the run's authority serves"
+        )),
+        _ => Ok(()),
     }
 }
 
@@ -264,6 +268,11 @@ mod tests {
             ),
             ("access_log syslog:server=10.1.1.1:514;", 1, "syslog"),
             ("include /etc/nginx/conf.d/*.conf;", 1, "include"),
+            (
+                "server { location / {\n set $b 10.9.8.7:80; proxy_pass http://$b; } }",
+                2,
+                "10.9.8.7",
+            ),
             (
                 "server { location / { grpc_pass grpc://[2001:db8::1]:50051; } }",
                 1,

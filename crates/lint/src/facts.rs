@@ -6,6 +6,10 @@ use crate::load::Config;
 use crate::parse::Directive;
 use serde::{Deserialize, Serialize};
 
+/// How the rules read an address, shared with what reads a configuration beside them (the lab's
+/// loopback check, `resolvelab verify`): one reading of `server` addresses and `*_pass` URLs.
+pub use crate::rules::model::{host_of, pass_host, proxy_target};
+
 /// What resolves at run time in a configuration.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default)]
@@ -32,7 +36,7 @@ pub struct RuntimeFacts {
 }
 
 /// The directives that send a request to an address given by name.
-pub(crate) const PASSES: &[&str] = &[
+pub const PASSES: &[&str] = &[
     "proxy_pass",
     "fastcgi_pass",
     "grpc_pass",

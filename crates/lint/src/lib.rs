@@ -160,7 +160,9 @@ fn detect_context(root: &[parse::Directive]) -> Context {
 
 /// Wrap a fragment's top level in the block of its context, so the rules see it where nginx
 /// would include it; the note says so.
-fn in_context(mut cfg: Config, ctx: Context) -> Config {
+/// The configuration read in `ctx`: a fragment of top-level `upstream`/`server` blocks wrapped in
+/// the `http {}` (or `stream {}`) it is included into, as the rules read it.
+pub fn in_context(mut cfg: Config, ctx: Context) -> Config {
     let ctx = match ctx {
         Context::Auto => detect_context(&cfg.root),
         c => c,

@@ -321,11 +321,22 @@ pub fn load_path_in(
 /// otherwise the text is one file named `name` whose includes resolve on disk against `prefix`
 /// (default: the current directory).
 pub fn load_text(name: &str, text: String, prefix: Option<&Path>) -> Result<Config, LoadError> {
+    load_text_in(name, text, prefix, None)
+}
+
+/// [`load_text`] with absolute include paths looked up under `sysroot` (a copy of the
+/// machine's files), as [`load_path_in`] does.
+pub fn load_text_in(
+    name: &str,
+    text: String,
+    prefix: Option<&Path>,
+    sysroot: Option<&Path>,
+) -> Result<Config, LoadError> {
     if is_dump(&text) {
         return load_dump(&text, prefix);
     }
     let prefix = prefix.map(Path::to_path_buf).unwrap_or_default();
-    load_with(&Disk, name, text, prefix, None)
+    load_with(&Disk, name, text, prefix, sysroot.map(Path::to_path_buf))
 }
 
 fn load_dump(text: &str, prefix: Option<&Path>) -> Result<Config, LoadError> {

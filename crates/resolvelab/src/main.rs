@@ -109,6 +109,9 @@ enum Command {
     Merge(cmd::merge::Args),
     /// Follow nginx logs and classify their failures while they happen (Prometheus metrics).
     Watch(cmd::watch::Args),
+    /// Your configuration in the lab: each DNS-fed upstream through the event library on real
+    /// nginx, the linter's fixes before → after, a report card.
+    Verify(cmd::verify::Args),
     /// Re-check a lab run directory and write its verdict.
     Analyze(cmd::analyze::Args),
     /// Lint nginx configuration for DNS/upstream failure hazards.
@@ -185,6 +188,7 @@ fn main() -> ExitCode {
         Command::Diagnose(a) => cmd::diagnose::run(a, &ctx),
         Command::Merge(a) => cmd::merge::run(a, &ctx),
         Command::Watch(a) => cmd::watch::run(a, &ctx),
+        Command::Verify(a) => cmd::verify::run(a, &ctx),
         Command::Analyze(a) => cmd::analyze::run(a, &ctx),
         Command::Lint(a) => cmd::lint::run(a, &ctx),
         Command::Sim(a) => cmd::sim::run(a, &ctx),

@@ -167,10 +167,17 @@ pub struct NginxSpec {
     /// traffic goes to it): its peers take zone memory that `be`'s answer changes then lack.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub zone_filler: Option<String>,
-    /// An inline `http {}` body instead of the template. `{resolver}`, `{listen}`, `{port}`,
-    /// `{zone}` and `{backend:NAME}` are substituted.
+    /// An inline `http {}` body instead of the template. `{resolver}`, `{dns}` (the run's DNS
+    /// authority, `IP:PORT`), `{listen}`, `{port}`, `{zone}` and `{backend:NAME}` are
+    /// substituted.
     #[serde(default)]
     pub inline: Option<String>,
+    /// The inline body names hosts nginx resolves when it starts (and at each reload): a
+    /// `server` line without `resolve`, a `proxy_pass` to a name. The lab then points nginx's
+    /// system resolver at its authority, as it does for the template's `resolve = false`.
+    /// Only with `inline` (the template knows it by itself).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub resolves_at_start: bool,
     /// How `location /` reaches the backend (see [`Route`]).
     #[serde(default, skip_serializing_if = "Route::is_upstream")]
     pub route: Route,
@@ -724,6 +731,12 @@ impl Scenario {
                 "[nginx] needs at least one [[nginx.server]] or an inline config",
             ));
         }
+        if self.nginx.resolves_at_start && self.nginx.inline.is_none() {
+            return Err(self.err_at(
+                &["nginx", "resolves_at_start"],
+                "[nginx] resolves_at_start is for an inline body: the template knows which names it resolves at start (`resolve = false`)",
+            ));
+        }
         let names = self.check_hosts()?;
         self.check_route()?;
         self.check_specs()?;
@@ -873,15 +886,17 @@ impl Scenario {
     /// nginx's `/etc/resolv.conf` at its authority.
     pub fn resolves_at_start(&self) -> bool {
         let n = &self.nginx;
-        n.inline.is_none()
-            && match n.route {
-                Route::Direct => true,
-                Route::Variable => false,
-                Route::Upstream => n
-                    .servers
-                    .iter()
-                    .any(|s| !s.resolve && !s.host.starts_with('@')),
-            }
+        if n.inline.is_some() {
+            return n.resolves_at_start;
+        }
+        match n.route {
+            Route::Direct => true,
+            Route::Variable => false,
+            Route::Upstream => n
+                .servers
+                .iter()
+                .any(|s| !s.resolve && !s.host.starts_with('@')),
+        }
     }
 
     /// Backend and proxy names, `[host]`, the slow-dependency settings; returns the names.

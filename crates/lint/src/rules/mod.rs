@@ -13,7 +13,7 @@ use crate::{LintOptions, Severity};
 use model::{ServerLine, find, model, server_line, users_by_upstream, walk_all};
 use std::collections::HashSet;
 
-mod model;
+pub(crate) mod model;
 
 pub mod backup_max_fails;
 pub mod error_log_split;

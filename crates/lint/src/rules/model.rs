@@ -40,7 +40,9 @@ impl ServerLine<'_> {
     }
 }
 
-pub(super) fn host_of(addr: &str) -> Option<String> {
+/// The host of an upstream `server` address when it is a DNS name, lower case
+/// (`api.example.com:443` → `api.example.com`); `None` for an IP literal or a unix socket.
+pub fn host_of(addr: &str) -> Option<String> {
     if addr.starts_with("unix:") || addr.starts_with('[') {
         return None;
     }
@@ -227,7 +229,7 @@ pub(super) fn collect_locs<'a>(
 }
 
 /// The upstream name a `proxy_pass` points at (`http://be/x` -> `be`), unless it has variables.
-pub(super) fn proxy_target(d: &Directive) -> Option<&str> {
+pub fn proxy_target(d: &Directive) -> Option<&str> {
     let url = d.arg(0)?;
     if url.contains('$') {
         return None;
@@ -280,7 +282,7 @@ pub(super) fn users_by_upstream<'m, 'a>(m: &'m Model<'a>) -> Users<'m, 'a> {
 
 /// The host a `*_pass` URL names (`http://app:8080/x` → `app`, `app:9000` → `app`,
 /// `http://$backend` → `$backend`); `None` for a unix socket.
-pub(super) fn pass_host(url: &str) -> Option<&str> {
+pub fn pass_host(url: &str) -> Option<&str> {
     let rest = url.split_once("://").map_or(url, |(_, r)| r);
     if rest.starts_with("unix:") || url.starts_with("unix:") {
         return None;

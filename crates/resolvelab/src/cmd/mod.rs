@@ -16,6 +16,7 @@ pub mod proxy;
 pub mod run;
 pub mod selftest;
 pub mod sim;
+pub mod verify;
 pub mod watch;
 
 /// `--version` text: the tool version and the nginx it would use.

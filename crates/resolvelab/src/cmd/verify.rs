@@ -1,0 +1,214 @@
+//! `resolvelab verify`: your nginx configuration's DNS-fed upstreams played through the event
+//! library on real nginx, with the linter's fixes before → after, as a report card.
+
+use crate::Ctx;
+use anyhow::Context as _;
+use resolvelab_lab::engine;
+use resolvelab_lab::options::RunOptions;
+use resolvelab_verify::events::Event;
+use resolvelab_verify::{Request, card};
+use std::io::{Read as _, Write as _};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+/// Output format of the card.
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+pub enum Format {
+    /// Markdown.
+    Md,
+    /// JSON (`resolvelab.verify/v1`).
+    Json,
+    /// Self-contained HTML.
+    Html,
+}
+
+/// Arguments of `resolvelab verify`.
+#[derive(Debug, clap::Args)]
+#[command(
+    after_help = "Each upstream whose peers come from DNS (`server NAME … resolve`, a name resolved at start, \
+a variable proxy_pass with a resolver) is played on real nginx through the event library: nxdomain, servfail, \
+silence, swap-race, restart, move, reload-nxdomain. The lab keeps your blocks as written and lists every line it \
+changed (resolver → its DNS authority, ports → its backends, listen → loopback, https → http) or dropped (logs, \
+TLS, caches, other servers). Nothing in your configuration can reach the network: the rendered configuration \
+names only loopback before nginx starts.\n\n\
+Each event's scenario is written to DIR/scenarios/ (`resolvelab run FILE` plays it again) and its run to DIR/runs/.\n\n\
+Examples:\n  resolvelab verify --nginx-conf /etc/nginx/nginx.conf\n  \
+nginx -T | resolvelab verify --nginx-conf - --upstream be\n  \
+resolvelab verify --nginx-conf nginx.conf --events nxdomain,reload-nxdomain --no-fixes\n  \
+resolvelab verify --nginx-conf nginx.conf --plan            # what would run, and every change\n  \
+resolvelab --nginx /usr/sbin/nginx verify --nginx-conf nginx.conf --format html -o card.html\n\n\
+Exit status: 0 the card was written, 2 error (unreadable configuration; a construct the lab cannot play — the card is still written, naming the line)."
+)]
+pub struct Args {
+    /// The configuration: nginx.conf (includes followed), a conf.d fragment, or `nginx -T`
+    /// output; `-` reads standard input.
+    #[arg(long, value_name = "FILE|-")]
+    nginx_conf: PathBuf,
+    /// Verify only this upstream (or host of a `proxy_pass`); repeatable.
+    #[arg(long, value_name = "NAME")]
+    upstream: Vec<String>,
+    /// The events to play, comma-separated (default: all).
+    #[arg(long, value_delimiter = ',', value_name = "EVENT,…")]
+    events: Vec<Event>,
+    /// Requests per second of every run.
+    #[arg(long, default_value_t = 200)]
+    rate: u32,
+    /// TTL of the lab's answers: nginx's re-query period when your resolver sets no `valid=`.
+    #[arg(long, default_value = "10s", value_parser = humantime_like)]
+    ttl: std::time::Duration,
+    /// The request path (default: the first prefix location that sends to the upstream).
+    #[arg(long)]
+    path: Option<String>,
+    /// Leave out this directive (a third-party module's the lab's nginx lacks); repeatable,
+    /// listed on the card.
+    #[arg(long, value_name = "DIRECTIVE")]
+    drop: Vec<String>,
+    /// Look up absolute `include` paths under DIR (a copy of the machine's /etc/nginx…), as
+    /// `lint --sysroot` does.
+    #[arg(long, value_name = "DIR")]
+    sysroot: Option<PathBuf>,
+    /// Play the events only, not the linter's fixes.
+    #[arg(long)]
+    no_fixes: bool,
+    /// Print what would be played — targets, events, every change — and run nothing.
+    #[arg(long)]
+    plan: bool,
+    /// nginx engine: `nginx` (1.28.3, or the global --nginx binary) or `nginx-1.31`.
+    #[arg(long, default_value = "nginx", value_parser = ["nginx", "nginx-1.28", "nginx-1.31"])]
+    engine: String,
+    /// Where the scenarios and runs go (default: runs/verify-<UTC stamp>).
+    #[arg(long, value_name = "DIR")]
+    out: Option<PathBuf>,
+    /// Card format.
+    #[arg(long, value_enum, default_value = "md")]
+    format: Format,
+    /// Write the card here instead of standard output.
+    #[arg(long, short = 'o', value_name = "FILE")]
+    output: Option<PathBuf>,
+}
+
+fn humantime_like(s: &str) -> Result<std::time::Duration, String> {
+    s.parse::<resolvelab_core::dur::Dur>()
+        .map(|d| d.get())
+        .map_err(|e| e.to_string())
+}
+
+/// Read the configuration (a FIFO such as `<(…)` too) and load it in its context.
+fn load(path: &Path, sysroot: Option<&Path>) -> anyhow::Result<(String, resolvelab_lint::Config)> {
+    let (name, text, prefix) = if path.as_os_str() == "-" {
+        let mut t = String::new();
+        std::io::stdin()
+            .read_to_string(&mut t)
+            .context("reading standard input")?;
+        ("-".to_string(), t, None)
+    } else {
+        let bytes =
+            std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
+        (
+            path.display().to_string(),
+            String::from_utf8_lossy(&bytes).into_owned(),
+            path.parent().map(Path::to_path_buf),
+        )
+    };
+    let cfg = resolvelab_lint::load::load_text_in(&name, text, prefix.as_deref(), sysroot)
+        .map_err(|e| anyhow::anyhow!("{e}"))?;
+    let cfg = resolvelab_lint::in_context(cfg, resolvelab_lint::Context::Auto);
+    Ok((name, cfg))
+}
+
+/// Run `resolvelab verify`.
+pub fn run(args: Args, ctx: &Ctx) -> anyhow::Result<ExitCode> {
+    let (source, cfg) = load(&args.nginx_conf, args.sysroot.as_deref())?;
+    let req = Request {
+        events: if args.events.is_empty() {
+            Event::ALL.to_vec()
+        } else {
+            args.events.clone()
+        },
+        only: args.upstream.clone(),
+        settings: resolvelab_verify::events::Settings {
+            rate: args.rate,
+            ttl: args.ttl,
+        },
+        rewrite: resolvelab_verify::rewrite::Options {
+            path: args.path.clone(),
+            drop: args.drop.clone(),
+        },
+        fixes: !args.no_fixes,
+    };
+    let plans = resolvelab_verify::prepare(&cfg, &req);
+    if !args.upstream.is_empty() && plans.is_empty() {
+        anyhow::bail!(
+            "{source}: no DNS-fed upstream named {}: `resolvelab verify --plan --nginx-conf {source}` lists them",
+            args.upstream.join(", ")
+        );
+    }
+    let cards = if args.plan {
+        plans
+            .iter()
+            .map(|p| card::TargetCard::planned(p, &req.settings))
+            .collect()
+    } else {
+        Vec::new()
+    };
+    let (nginx, cards) = if args.plan {
+        ("none (--plan: nothing was run)".to_string(), cards)
+    } else {
+        play(&cfg, &plans, &req, &args, ctx)?
+    };
+    let card = resolvelab_verify::card(&source, &nginx, &req, cards);
+    let text = match args.format {
+        Format::Md => resolvelab_core::doc::markdown::render(&card::doc(&card)),
+        Format::Json => serde_json::to_string_pretty(&card)? + "\n",
+        Format::Html => resolvelab_core::doc::html::render(&card::doc(&card), ""),
+    };
+    match &args.output {
+        Some(p) => {
+            std::fs::write(p, text).with_context(|| format!("cannot write {}", p.display()))?
+        }
+        None => std::io::stdout().write_all(text.as_bytes())?,
+    }
+    let refused: Vec<&str> = card
+        .targets
+        .iter()
+        .filter(|t| !t.target.locations.is_empty())
+        .filter_map(|t| t.refused.as_deref())
+        .collect();
+    for r in &refused {
+        eprintln!("error: {r}");
+    }
+    Ok(if refused.is_empty() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(2)
+    })
+}
+
+fn play(
+    cfg: &resolvelab_lint::Config,
+    plans: &[resolvelab_verify::Planned],
+    req: &Request,
+    args: &Args,
+    ctx: &Ctx,
+) -> anyhow::Result<(String, Vec<card::TargetCard>)> {
+    let dir = args.out.clone().unwrap_or_else(|| {
+        PathBuf::from("runs").join(format!(
+            "verify-{}",
+            resolvelab_core::time::stamp_utc(resolvelab_core::time::now_us())
+        ))
+    });
+    let opts = RunOptions {
+        out: dir.join("runs"),
+        ..ctx.run_options()
+    };
+    let engine = engine::by_name(&args.engine)?;
+    crate::cmd::run::install_signal_handlers();
+    let nginx = engine.provision(&opts)?;
+    eprintln!(
+        "verify: {} target(s) on {nginx}; runs in {}",
+        plans.len(),
+        dir.display()
+    );
+    let cards = resolvelab_verify::run(cfg, plans, req, engine, &opts, &dir)?;
+    Ok((nginx, cards))
+}

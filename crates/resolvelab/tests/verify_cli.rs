@@ -1,0 +1,295 @@
+//! `resolvelab verify` as a user runs it: `--plan` on the seed's production configuration lists
+//! every line the lab changes (truth written from reading examples/production.conf), refusals
+//! name the user's line and exit 2, and on real nginx the seed's directions hold: two `resolve`
+//! lines of one name with the default max_fails lose every peer after a backend restart and
+//! `max_fails=0` removes that tail; a reload while a name resolved at start does not resolve is
+//! refused and the old configuration keeps serving.
+
+use serde_json::Value;
+use std::io::Write as _;
+use std::process::Stdio;
+
+mod common;
+use common::bin;
+
+fn repo(p: &str) -> std::path::PathBuf {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../..")
+        .join(p)
+}
+
+/// `verify --plan --format json` with the configuration on standard input.
+fn plan(conf: &str, extra: &[&str]) -> (i32, Value, String) {
+    let mut c = bin()
+        .args(["verify", "--nginx-conf", "-", "--plan", "--format", "json"])
+        .args(extra)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    c.stdin.take().unwrap().write_all(conf.as_bytes()).unwrap();
+    let o = c.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&o.stderr).into_owned();
+    let v = serde_json::from_slice(&o.stdout).unwrap_or_else(|e| panic!("{e}: {err}"));
+    (o.status.code().unwrap_or(-1), v, err)
+}
+
+#[test]
+fn plan_lists_every_change_to_the_seed_production_config() {
+    let conf = std::fs::read_to_string(repo("examples/production.conf")).unwrap();
+    let (code, card, err) = plan(&conf, &[]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(card["schema"], "resolvelab.verify/v1");
+    let t = &card["targets"][0];
+    assert_eq!(t["target"]["name"], "be");
+    assert_eq!(t["target"]["names"][0]["host"], "api.example.com");
+    assert_eq!(t["target"]["names"][0]["at_run_time"], true);
+    assert_eq!(t["period_s"], 6);
+    let changes: Vec<(u32, String)> = t["changes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| {
+            let at = c["at"].as_str().unwrap();
+            let line = at.rsplit(':').next().unwrap().parse().unwrap();
+            (line, c["kind"].as_str().unwrap().to_string())
+        })
+        .collect();
+    // Read from the file: main context (6 user, 8 events) dropped, `worker_processes auto` as the
+    // lab's 2; logs (12, 13) dropped; resolver (16) and the server line's port (19) rewritten;
+    // listen (26) rewritten, TLS (28, 29) dropped, https (31) rewritten; the redirect server (34)
+    // dropped. Nothing else.
+    let want: Vec<(u32, &str)> = vec![
+        (6, "dropped"),
+        (7, "rewritten"),
+        (8, "dropped"),
+        (12, "dropped"),
+        (13, "dropped"),
+        (16, "rewritten"),
+        (19, "rewritten"),
+        (26, "rewritten"),
+        (28, "dropped"),
+        (29, "dropped"),
+        (31, "rewritten"),
+        (34, "dropped"),
+    ];
+    let got: Vec<(u32, &str)> = changes.iter().map(|(l, k)| (*l, k.as_str())).collect();
+    assert_eq!(got, want);
+    let body = t["lab_config"].as_str().unwrap();
+    for kept in [
+        "resolver_timeout 3s;",
+        "zone be 128k;",
+        "keepalive 1024;",
+        "keepalive_time 180s;",
+        "keepalive_timeout 60s;",
+        "proxy_pass http://be;",
+    ] {
+        assert!(body.contains(kept), "{kept} in\n{body}");
+    }
+    let rules: Vec<&str> = t["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["rule"].as_str().unwrap())
+        .collect();
+    assert!(rules.contains(&"resolve-single-name"), "{rules:?}");
+}
+
+#[test]
+fn what_the_lab_cannot_play_is_refused_at_the_users_line() {
+    for (conf, line, says) in [
+        (
+            "http {\n upstream be {\n  server app.example.com:80;\n  balancer_by_lua_block { pick() }\n }\n server { location / { proxy_pass http://be; } }\n}\n",
+            4,
+            "Lua",
+        ),
+        (
+            // A fallback the kept location sends to, with an address literal in a variable.
+            "http {\n resolver 10.0.0.53;\n server {\n  location / {\n   proxy_pass http://be.example.com;\n   error_page 502 = @fb;\n  }\n  location @fb { set $u 192.0.2.9:8080; proxy_pass http://$u; }\n }\n}\n", // network-safe: refused text
+            8,
+            "the lab sends only to loopback",
+        ),
+        (
+            "http {\n resolver 10.0.0.53;\n upstream be { zone be 64k; server be.example.com resolve; }\n server { location ~ ^/api { proxy_pass http://be; } }\n}\n",
+            3,
+            "--path",
+        ),
+    ] {
+        let (code, card, err) = plan(conf, &[]);
+        assert_eq!(code, 2, "{conf}\n{err}");
+        let refused: Vec<&str> = card["targets"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|t| t["refused"].as_str())
+            .collect();
+        assert!(
+            refused
+                .iter()
+                .any(|r| r.starts_with(&format!("-:{line}:")) && r.contains(says)),
+            "{refused:?}"
+        );
+        assert!(err.contains(says), "{err}");
+    }
+}
+
+#[test]
+fn a_config_with_no_dns_fed_upstream_has_nothing_to_verify() {
+    let (code, card, _) = plan(
+        "http { upstream be { server 127.0.0.1:8080; } server { location / { proxy_pass http://be; } } }",
+        &[],
+    );
+    assert_eq!(code, 0);
+    assert!(card["targets"].as_array().unwrap().is_empty());
+    let o = bin()
+        .args([
+            "verify",
+            "--nginx-conf",
+            "/nonexistent/nginx.conf",
+            "--plan",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("/nonexistent/nginx.conf"));
+}
+
+/// Outcome of one event in a card: (client errors, NLU, classes, reload refused).
+fn outcome(t: &Value, event: &str) -> (u64, u64, Vec<String>, bool) {
+    let o = t["outcomes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|o| o["event"] == event)
+        .unwrap_or_else(|| panic!("{event} in {t}"));
+    assert_eq!(o["status"], "completed", "{o}");
+    (
+        o["client_errors"].as_u64().unwrap(),
+        o["nlu"].as_u64().unwrap(),
+        o["classes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| c.as_str().unwrap().to_string())
+            .collect(),
+        o["reload_refused"].as_bool().unwrap(),
+    )
+}
+
+/// `verify --nginx-conf DIR/nginx.conf ARGS --format json --out DIR/OUT` on real nginx: the exit
+/// code, the card (Null when none was written) and stderr.
+fn verify_file(dir: &std::path::Path, out: &str, args: &[&str]) -> (Option<i32>, Value, String) {
+    let o = bin()
+        .args(["verify", "--nginx-conf"])
+        .arg(dir.join("nginx.conf"))
+        .args(args)
+        .args(["--format", "json", "--out"])
+        .arg(dir.join(out))
+        .output()
+        .unwrap();
+    let card = serde_json::from_slice(&o.stdout).unwrap_or(Value::Null);
+    (
+        o.status.code(),
+        card,
+        String::from_utf8_lossy(&o.stderr).into_owned(),
+    )
+}
+
+/// Real nginx. The seed's dual-resolve configuration: a backend restart (2 s) marks both
+/// peers of the one address failed (max_fails=1 each), a wipeout of fail_timeout (10 s) that
+/// `max_fails=0` removes.
+#[test]
+fn on_real_nginx_max_fails_zero_removes_the_wipeout_of_two_resolve_lines() {
+    // network-safe: 10.0.0.53 is the user's resolver, which verify rewrites to the run's
+    // authority; the lab refuses any rendered configuration that names a non-loopback target.
+    let dir = tempfile::tempdir().unwrap();
+    let conf = dir.path().join("nginx.conf");
+    std::fs::write(
+        &conf,
+        "http {\n    resolver 10.0.0.53 valid=5s ipv6=off;\n    upstream be {\n        zone be 128k;\n        server api.example.com:443 resolve;\n        server api.example.com:443 resolve;\n    }\n    server {\n        listen 80;\n        location / { proxy_pass http://be; }\n    }\n}\n",
+    )
+    .unwrap();
+    let (code, card, err) = verify_file(dir.path(), "out", &["--events", "restart"]);
+    assert_eq!(code, Some(0), "{err}");
+    let t = &card["targets"][0];
+    let (errors, nlu, classes, _) = outcome(t, "restart");
+    assert!(nlu > 500, "a 10 s wipeout at 200 rps: {nlu} NLU");
+    assert!(errors >= nlu, "{errors} {nlu}");
+    assert!(
+        classes.contains(&"maxfails-wipeout".to_string()),
+        "{classes:?}"
+    );
+    let fix = t["fixes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["rule"] == "resolve-max-fails")
+        .unwrap_or_else(|| panic!("{t}"));
+    assert_eq!(fix["verdict"], "helps", "{fix}");
+    let after = &fix["rows"][0][1];
+    assert_eq!(after["nlu"], 0, "{after}");
+    // The scenario of every run is kept, and plays again with `resolvelab run`.
+    assert!(std::path::Path::new(after["scenario"].as_str().unwrap()).is_file());
+}
+
+/// Real nginx. A name resolved at start stops resolving; the reload 5 s later is refused
+/// (`[emerg] host not found in upstream`) and the running configuration keeps serving.
+#[test]
+fn on_real_nginx_a_reload_while_a_start_time_name_fails_is_refused_and_serving_goes_on() {
+    // network-safe: `nginx.conf:6:` is an error message's location, not an address; the names
+    // are served by the run's authority through nginx's system resolver in a private namespace.
+    let dir = tempfile::tempdir().unwrap();
+    let conf = dir.path().join("nginx.conf");
+    std::fs::write(
+        &conf,
+        "http {\n    upstream app { server app.internal:8080; }\n    server {\n        listen 80;\n        location /app/ { proxy_pass http://app; }\n        more_set_headers \"X-Edge: 1\";\n    }\n}\n",
+    )
+    .unwrap();
+    // A third-party directive: refused at its line, then played without it when asked.
+    let (code, _, err) = verify_file(dir.path(), "refused", &["--events", "reload-nxdomain"]);
+    assert_eq!(code, Some(2));
+    assert!(
+        err.contains("nginx.conf:6: `more_set_headers`") && err.contains("--drop more_set_headers"),
+        "{err}"
+    );
+    let o = bin()
+        .args(["verify", "--nginx-conf"])
+        .arg(&conf)
+        .args([
+            "--events",
+            "reload-nxdomain,nxdomain",
+            "--drop",
+            "more_set_headers",
+        ])
+        .args(["--format", "json", "--out"])
+        .arg(dir.path().join("out"))
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    let card: Value = serde_json::from_slice(&o.stdout).unwrap();
+    let t = &card["targets"][0];
+    assert_eq!(t["target"]["names"][0]["at_run_time"], false);
+    let (errors, nlu, _, refused) = outcome(t, "reload-nxdomain");
+    assert!(refused, "{t}");
+    assert_eq!((errors, nlu), (0, 0));
+    // nginx never asks again for a name it resolved at start: the DNS event is not played.
+    let nx = t["outcomes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|o| o["event"] == "nxdomain")
+        .unwrap();
+    assert!(
+        nx["skipped"]
+            .as_str()
+            .unwrap()
+            .contains("only when it starts"),
+        "{nx}"
+    );
+    let dropped = t["changes"].as_array().unwrap().iter().any(|c| {
+        c["was"].as_str().unwrap().starts_with("more_set_headers") && c["kind"] == "dropped"
+    });
+    assert!(dropped, "{t}");
+}

@@ -1,0 +1,459 @@
+//! The report card: per target × event what the user's configuration did (client errors, NLU,
+//! the longest incident and its class, whether a reload was refused), each fix before → after,
+//! and every change the lab made to play it. One value ([`Card`], the JSON), rendered as
+//! Markdown and HTML through `core::doc`, so the formats say the same.
+
+use crate::Planned;
+use crate::events::{self, Event, Settings};
+use crate::find::Target;
+use crate::fixes::OnTarget;
+use crate::rewrite::Change;
+use resolvelab_core::doc::{Block, Cell, Doc, Table, code, m, n, p};
+use resolvelab_lab::judge::Judged;
+use serde::Serialize;
+use std::path::Path;
+
+/// The whole card (`--format json`, schema `resolvelab.verify/v1`).
+#[derive(Debug, Clone, Serialize)]
+pub struct Card {
+    /// `resolvelab.verify/v1`.
+    pub schema: String,
+    /// The configuration verified (a path, or `-`).
+    pub source: String,
+    /// The nginx that played it (`nginx 1.28.3 (…)`), or `none (--plan)`.
+    pub nginx: String,
+    /// Requests per second of every run.
+    pub rate: u32,
+    /// The answers' TTL, seconds.
+    pub ttl_s: u64,
+    /// The events asked for.
+    pub events: Vec<Event>,
+    /// One entry per DNS-fed target.
+    pub targets: Vec<TargetCard>,
+}
+
+/// One target's part of the card.
+#[derive(Debug, Clone, Serialize)]
+pub struct TargetCard {
+    /// The target.
+    pub target: Target,
+    /// Why it could not be played (`file:line: …`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub refused: Option<String>,
+    /// nginx's re-query period for it, seconds.
+    pub period_s: u64,
+    /// Every change the lab made to your configuration.
+    pub changes: Vec<Change>,
+    /// The configuration the lab ran (placeholders: `{dns}`, `{listen}`, `{port}`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub lab_config: Option<String>,
+    /// Each event's outcome.
+    pub outcomes: Vec<Outcome>,
+    /// The linter's findings on it.
+    pub findings: Vec<OnTarget>,
+    /// Each replayable fix, before → after.
+    pub fixes: Vec<FixAb>,
+}
+
+impl TargetCard {
+    /// Before anything is played.
+    pub fn planned(p: &Planned, s: &Settings) -> TargetCard {
+        TargetCard {
+            target: p.target.clone(),
+            refused: p.lab.as_ref().err().cloned(),
+            period_s: p.lab.as_ref().map_or(0, |l| events::period(l, s).as_secs()),
+            changes: p
+                .lab
+                .as_ref()
+                .map(|l| l.changes.clone())
+                .unwrap_or_default(),
+            lab_config: p.lab.as_ref().ok().map(|l| l.body.clone()),
+            outcomes: Vec::new(),
+            findings: p.findings.clone(),
+            fixes: Vec::new(),
+        }
+    }
+}
+
+/// One event played on one configuration.
+#[derive(Debug, Clone, Serialize)]
+pub struct Outcome {
+    /// The event.
+    pub event: Event,
+    /// Why it was not played (it cannot reach this target).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub skipped: Option<String>,
+    /// The verdict's status (`completed`, `not-interpretable`, …).
+    pub status: String,
+    /// Requests the client sent.
+    pub requests: u64,
+    /// Of them, answered ≥ 500 or not at all.
+    pub client_errors: u64,
+    /// `no live upstreams` failures in the access log.
+    pub nlu: u64,
+    /// The longest incident, ms.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub outage_ms: Option<i64>,
+    /// The checker's classes, by incidents.
+    pub classes: Vec<String>,
+    /// nginx refused a reload (`[emerg] host not found in upstream`).
+    pub reload_refused: bool,
+    /// The run directory.
+    pub run_dir: String,
+    /// The scenario file that plays it again.
+    pub scenario: String,
+}
+
+impl Outcome {
+    /// An event that cannot reach the target.
+    pub fn skipped(event: Event, why: String) -> Outcome {
+        Outcome {
+            event,
+            skipped: Some(why),
+            status: "skipped".into(),
+            requests: 0,
+            client_errors: 0,
+            nlu: 0,
+            outage_ms: None,
+            classes: Vec::new(),
+            reload_refused: false,
+            run_dir: String::new(),
+            scenario: String::new(),
+        }
+    }
+
+    /// A judged run.
+    pub fn of(event: Event, j: &Judged, scenario: &Path) -> Outcome {
+        let v = &j.verdict;
+        let d = &v.diagnosis;
+        Outcome {
+            event,
+            skipped: None,
+            status: v.status.as_str().to_string(),
+            requests: v.client.as_ref().map_or(d.requests, |c| c.requests),
+            client_errors: v.client.as_ref().map_or(d.failures, |c| c.errors),
+            nlu: d.nlu.total,
+            outage_ms: resolvelab_lab::judge::longest_incident_ms(j),
+            classes: d.classes.iter().map(|c| c.class.to_string()).collect(),
+            reload_refused: d
+                .signatures
+                .iter()
+                .any(|s| s.id == "host-not-found-in-upstream" && s.count > 0),
+            run_dir: j.record.dir.display().to_string(),
+            scenario: scenario.display().to_string(),
+        }
+    }
+
+    /// It was played.
+    pub fn played(&self) -> bool {
+        self.skipped.is_none()
+    }
+
+    /// The run tested what it meant to.
+    pub fn interpretable(&self) -> bool {
+        self.status == "completed"
+    }
+}
+
+/// One fix, before → after on the events that failed before.
+#[derive(Debug, Clone, Serialize)]
+pub struct FixAb {
+    /// The rule whose fix it is.
+    pub rule: String,
+    /// What the lab applied.
+    pub applied: String,
+    /// `helps`, `no-change`, `worse`, `not-needed` (nothing failed before), `refused`, or
+    /// `not-interpretable`.
+    pub verdict: String,
+    /// Why, when it was not compared.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
+    /// Per event: before, after.
+    pub rows: Vec<(Outcome, Outcome)>,
+}
+
+impl FixAb {
+    /// Nothing failed before: nothing to compare.
+    pub fn not_needed(f: &OnTarget, applied: &str) -> FixAb {
+        FixAb {
+            rule: f.rule.clone(),
+            applied: applied.to_string(),
+            verdict: "not-needed".into(),
+            note: Some("no event failed before the fix".into()),
+            rows: Vec::new(),
+        }
+    }
+
+    /// The fixed configuration could not be played.
+    pub fn refused(f: &OnTarget, applied: &str, why: String) -> FixAb {
+        FixAb {
+            rule: f.rule.clone(),
+            applied: applied.to_string(),
+            verdict: "refused".into(),
+            note: Some(why),
+            rows: Vec::new(),
+        }
+    }
+
+    /// Before and after, event by event.
+    pub fn compared(f: &OnTarget, applied: &str, before: &[Outcome], after: Vec<Outcome>) -> FixAb {
+        let rows: Vec<(Outcome, Outcome)> = after
+            .into_iter()
+            .filter_map(|a| {
+                before
+                    .iter()
+                    .find(|b| b.event == a.event)
+                    .map(|b| (b.clone(), a))
+            })
+            .collect();
+        FixAb {
+            rule: f.rule.clone(),
+            applied: applied.to_string(),
+            verdict: judge(&rows).to_string(),
+            note: None,
+            rows,
+        }
+    }
+}
+
+/// The fix's effect over its rows, one run each: a clear drop (to half or less of the failed
+/// requests, counting NLU) helps; a clear rise is worse; anything between says no change.
+fn judge(rows: &[(Outcome, Outcome)]) -> &'static str {
+    if rows
+        .iter()
+        .any(|(b, a)| !b.interpretable() || !a.interpretable())
+    {
+        return "not-interpretable";
+    }
+    let bad = |o: &Outcome| o.client_errors.max(o.nlu);
+    let before: u64 = rows.iter().map(|(b, _)| bad(b)).sum();
+    let after: u64 = rows.iter().map(|(_, a)| bad(a)).sum();
+    if after * 2 <= before {
+        "helps"
+    } else if after >= before * 2 + 10 {
+        "worse"
+    } else {
+        "no-change"
+    }
+}
+
+/// The card as a document (Markdown and HTML).
+pub fn doc(c: &Card) -> Doc {
+    let mut blocks = vec![Block::Para(vec![
+        m("Configuration "),
+        code(&c.source),
+        m(format!(
+            ", played on {} at {} requests/s; names answered with TTL {} s. One run per cell: rerun a cell with `resolvelab run SCENARIO` for its spread.",
+            c.nginx, c.rate, c.ttl_s
+        )),
+    ])];
+    if c.targets.is_empty() {
+        blocks.push(Block::Status(
+            true,
+            vec![m(
+                "No upstream of this configuration gets its peers from DNS: nothing to verify.",
+            )],
+        ));
+    }
+    for t in &c.targets {
+        target_blocks(t, &c.events, &mut blocks);
+    }
+    Doc {
+        title: "resolvelab verify".into(),
+        blocks,
+    }
+}
+
+fn target_blocks(t: &TargetCard, events: &[Event], out: &mut Vec<Block>) {
+    let names: Vec<String> = t
+        .target
+        .names
+        .iter()
+        .map(|n| {
+            format!(
+                "{} ({})",
+                n.host,
+                if n.at_run_time {
+                    "asked while running"
+                } else {
+                    "resolved at start and reload"
+                }
+            )
+        })
+        .collect();
+    out.push(Block::Heading(
+        2,
+        vec![code(&t.target.name), p(format!(" — {}", t.target.at))],
+    ));
+    out.push(Block::Para(vec![
+        m("Names: "),
+        p(names.join(", ")),
+        m(format!(". Re-query period: {} s.", t.period_s)),
+    ]));
+    if let Some(why) = &t.refused {
+        out.push(Block::Status(false, vec![m("Not played: "), p(why)]));
+        return;
+    }
+    out.push(Block::Heading(3, vec![m("Events")]));
+    if t.outcomes.is_empty() {
+        out.push(Block::List(
+            events
+                .iter()
+                .map(|e| {
+                    let skip = e.needs_run_time() && !t.target.asks_at_run_time();
+                    vec![
+                        code(e.id()),
+                        m(if skip {
+                            " (not played: no name is asked for while nginx runs): "
+                        } else {
+                            ": "
+                        }),
+                        m(e.describe()),
+                    ]
+                })
+                .collect(),
+        ));
+    } else {
+        out.push(Block::Table(outcome_table(&t.outcomes)));
+    }
+    for o in t.outcomes.iter().filter(|o| o.skipped.is_some()) {
+        out.push(Block::Para(vec![
+            code(o.event.id()),
+            m(" not played: "),
+            p(o.skipped.clone().unwrap_or_default()),
+        ]));
+    }
+    if !t.findings.is_empty() {
+        out.push(Block::Heading(3, vec![m("Fixes, before → after")]));
+        out.push(Block::Table(fix_table(t)));
+    }
+    out.push(Block::Heading(
+        3,
+        vec![m("What the lab changed to play it")],
+    ));
+    out.push(Block::Table(changes_table(&t.changes)));
+    if let Some(body) = &t.lab_config {
+        out.push(Block::Details(
+            vec![m("The configuration the lab ran")],
+            body.clone(),
+        ));
+    }
+}
+
+fn outcome_table(rows: &[Outcome]) -> Table {
+    Table {
+        id: Some("events"),
+        cols: vec![
+            ("event", false),
+            ("client errors", true),
+            ("of requests", true),
+            ("NLU", true),
+            ("longest incident", true),
+            ("classes", false),
+            ("status", false),
+        ],
+        rows: rows
+            .iter()
+            .filter(|o| o.played())
+            .map(|o| {
+                let mut status = o.status.clone();
+                if o.reload_refused {
+                    status.push_str("; reload refused");
+                } else if o.event == Event::ReloadNxdomain {
+                    status.push_str("; reload accepted");
+                }
+                vec![
+                    Cell::from(code(o.event.id())).link(o.run_dir.clone()),
+                    n(o.client_errors),
+                    n(o.requests),
+                    n(o.nlu),
+                    n(o.outage_ms
+                        .map_or("—".into(), |ms| format!("{:.1} s", ms as f64 / 1000.0))),
+                    p(if o.classes.is_empty() {
+                        "—".into()
+                    } else {
+                        o.classes.join(", ")
+                    })
+                    .into(),
+                    n(status),
+                ]
+            })
+            .collect(),
+        keyed: false,
+    }
+}
+
+fn fix_table(t: &TargetCard) -> Table {
+    let mut rows = Vec::new();
+    for f in &t.findings {
+        let ab = t.fixes.iter().find(|x| x.rule == f.rule);
+        let what = match (&f.replay, ab) {
+            (Err(why), _) => why.clone(),
+            (Ok(a), None) => format!("{a}: not played"),
+            (Ok(_), Some(ab)) if ab.rows.is_empty() => {
+                format!("{}: {}", ab.applied, ab.note.clone().unwrap_or_default())
+            }
+            (Ok(_), Some(ab)) => {
+                let cells: Vec<String> = ab
+                    .rows
+                    .iter()
+                    .map(|(b, a)| {
+                        format!(
+                            "{}: errors {} → {}, NLU {} → {}",
+                            b.event.id(),
+                            b.client_errors,
+                            a.client_errors,
+                            b.nlu,
+                            a.nlu
+                        )
+                    })
+                    .collect();
+                format!("{}; {}", ab.applied, cells.join("; "))
+            }
+        };
+        let verdict = ab.map_or("—".to_string(), |a| a.verdict.clone());
+        rows.push(vec![
+            code(&f.rule).into(),
+            p(&f.at).into(),
+            m(what).into(),
+            n(verdict),
+        ]);
+    }
+    Table {
+        id: Some("fixes"),
+        cols: vec![
+            ("rule", false),
+            ("at", false),
+            ("replayed", false),
+            ("verdict", false),
+        ],
+        rows,
+        keyed: false,
+    }
+}
+
+fn changes_table(changes: &[Change]) -> Table {
+    Table {
+        id: Some("changes"),
+        cols: vec![
+            ("at", false),
+            ("change", false),
+            ("was", false),
+            ("now", false),
+            ("why", false),
+        ],
+        rows: changes
+            .iter()
+            .map(|c| {
+                vec![
+                    p(&c.at).into(),
+                    n(format!("{:?}", c.kind).to_lowercase()),
+                    code(&c.was).into(),
+                    c.now.as_ref().map_or_else(|| n("—"), |x| code(x).into()),
+                    m(&c.why).into(),
+                ]
+            })
+            .collect(),
+        keyed: false,
+    }
+}

@@ -1,0 +1,320 @@
+//! The linter's fixes applied to a copy of the user's configuration, so that the same events
+//! can be played before and after (the seed report's "설정 전후 비교", on the user's file).
+//!
+//! A fix is a rule id and an edit of the parsed configuration; only fixes the lab can apply
+//! without guessing are here. A finding whose fix needs what only the user knows (per-DC names
+//! their DNS has, the backends' idle timeout) is listed on the card as not replayed, with why.
+
+use crate::find::{self, Target, Via};
+use resolvelab_lint::load::Config;
+use resolvelab_lint::parse::{Directive, Word};
+use resolvelab_lint::{Finding, LintOptions};
+use serde::Serialize;
+
+/// A lint finding on one target, and whether the lab can replay its fix.
+#[derive(Debug, Clone, Serialize)]
+pub struct OnTarget {
+    /// The rule.
+    pub rule: String,
+    /// `file:line`.
+    pub at: String,
+    /// The finding's message.
+    pub message: String,
+    /// The fix the linter proposes.
+    pub fix: String,
+    /// What the lab applies to replay it, or why it cannot.
+    pub replay: Result<String, String>,
+}
+
+/// The edits, by rule: `(rule, what the lab applies)`.
+const EDITS: [(&str, &str); 8] = [
+    (
+        "keepalive-ineffective",
+        "`proxy_http_version 1.1; proxy_set_header Connection \"\";` where the upstream is proxied",
+    ),
+    (
+        "resolve-max-fails",
+        "`max_fails=0` on the upstream's server lines",
+    ),
+    (
+        "backup-max-fails",
+        "`max_fails=0` on the upstream's server lines",
+    ),
+    ("resolver-ipv6", "`ipv6=off` on every resolver line"),
+    ("resolver-valid-long", "`valid=5s` on every resolver line"),
+    ("resolve-no-zone", "`zone NAME 1m;` in the upstream"),
+    ("zone-too-small", "`zone NAME 1m;` in the upstream"),
+    (
+        "resolve-once",
+        "`resolve` on the upstream's named server lines, with a zone and a resolver",
+    ),
+];
+
+/// The findings of `lint` on the target (inside its upstream block, on a location or pass
+/// that sends to it, or on a resolver line), with their replays.
+pub fn on_target(cfg: &Config, target: &Target) -> Vec<OnTarget> {
+    let report = resolvelab_lint::lint_config(cfg.clone(), &LintOptions::default());
+    let range = block_range(cfg, target);
+    let mut out: Vec<OnTarget> = Vec::new();
+    for f in &report.findings {
+        if !concerns(cfg, f, range.as_ref(), target) {
+            continue;
+        }
+        let replay = match EDITS.iter().find(|(r, _)| *r == f.rule) {
+            Some((_, what)) if f.rule == "resolve-once" && target.via != Via::Upstream => {
+                Err(format!(
+                    "{what} needs an upstream block; for a `proxy_pass` to a name the fix is a variable `proxy_pass` with a resolver (not replayed yet)"
+                ))
+            }
+            Some((_, what)) => Ok((*what).to_string()),
+            None => Err(not_replayed(&f.rule).to_string()),
+        };
+        let at = format!("{}:{}", f.file, f.line);
+        if out.iter().any(|o| o.rule == f.rule && o.at == at) {
+            continue;
+        }
+        out.push(OnTarget {
+            rule: f.rule.clone(),
+            at,
+            message: f.message.clone(),
+            fix: f.fix.clone(),
+            replay,
+        });
+    }
+    out
+}
+
+/// Why a finding's fix is not replayed.
+fn not_replayed(rule: &str) -> &'static str {
+    match rule {
+        "resolve-single-name" => {
+            "per-DC names need names your DNS serves (dc1…, dc2…): not replayed on your file yet; `resolvelab run per-dc` plays the design"
+        }
+        "retry-shim-no-method-guard" | "retry-shim-recursive" => {
+            "not replayed yet: `resolvelab run retry-shim` plays the guarded shim"
+        }
+        _ => "not replayed: the fix is a choice only you can make here",
+    }
+}
+
+/// The file and line range of the target's upstream block.
+fn block_range(cfg: &Config, target: &Target) -> Option<(String, u32, u32)> {
+    let http = find::http(cfg)?;
+    let u = upstream_block(http.children(), &target.name)?;
+    let file = cfg.files.get(u.file)?.name.clone();
+    Some((file, u.name.span.line, u.end_line))
+}
+
+fn upstream_block<'a>(dirs: &'a [Directive], name: &str) -> Option<&'a Directive> {
+    dirs.iter().find(|d| {
+        d.name.value == "upstream" && d.arg(0).is_some_and(|n| n.eq_ignore_ascii_case(name))
+    })
+}
+
+fn concerns(
+    cfg: &Config,
+    f: &Finding,
+    range: Option<&(String, u32, u32)>,
+    target: &Target,
+) -> bool {
+    if let Some((file, a, b)) = range
+        && *file == f.file
+        && (*a..=*b).contains(&f.line)
+    {
+        return true;
+    }
+    if f.rule == "resolver-ipv6" || f.rule == "resolver-valid-long" {
+        return target.asks_at_run_time();
+    }
+    // A finding on the pass itself (resolve-once on `proxy_pass http://NAME`).
+    target.via != Via::Upstream && target.at == format!("{}:{}", f.file, f.line)
+        || lines_of_passes(cfg, target).contains(&(f.file.clone(), f.line))
+}
+
+fn lines_of_passes(cfg: &Config, target: &Target) -> Vec<(String, u32)> {
+    let mut out = Vec::new();
+    let Some(http) = find::http(cfg) else {
+        return out;
+    };
+    for d in find::all(http.children()) {
+        if d.name.value == "proxy_pass"
+            && resolvelab_lint::facts::proxy_target(d)
+                .is_some_and(|t| t.eq_ignore_ascii_case(&target.name))
+            && let Some(file) = cfg.files.get(d.file)
+        {
+            out.push((file.name.clone(), d.name.span.line));
+        }
+    }
+    out
+}
+
+/// A copy of `cfg` with the fix of `rule` applied to the target.
+pub fn apply(cfg: &Config, target: &Target, rule: &str) -> Config {
+    let mut out = cfg.clone();
+    let Some(http) = out.root.iter_mut().find(|d| d.name.value == "http") else {
+        return out;
+    };
+    let kids = http.block.get_or_insert_with(Vec::new);
+    match rule {
+        "resolve-max-fails" | "backup-max-fails" => {
+            for s in servers_of(kids, &target.name) {
+                set_param(s, "max_fails", "0");
+            }
+        }
+        "resolver-ipv6" => each_resolver(kids, &mut |r| set_param(r, "ipv6", "off")),
+        "resolver-valid-long" => each_resolver(kids, &mut |r| set_param(r, "valid", "5s")),
+        "resolve-no-zone" | "zone-too-small" => set_zone(kids, &target.name),
+        "keepalive-ineffective" => keep_alive(kids, &target.name),
+        "resolve-once" => {
+            for s in servers_of(kids, &target.name) {
+                let named = s.arg(0).and_then(resolvelab_lint::facts::host_of).is_some();
+                if named && !s.args.iter().any(|a| a.value == "resolve") {
+                    s.args.push(word("resolve"));
+                }
+            }
+            set_zone(kids, &target.name);
+            let mut has = false;
+            each_resolver(kids, &mut |_| has = true);
+            if !has {
+                let near = kids.first().cloned();
+                if let Some(near) = near {
+                    kids.insert(
+                        0,
+                        Directive {
+                            name: word("resolver"),
+                            args: vec![word("127.0.0.53"), word("valid=5s")],
+                            block: None,
+                            ..near
+                        },
+                    );
+                }
+            }
+        }
+        _ => {}
+    }
+    out
+}
+
+/// `proxy_http_version 1.1; proxy_set_header Connection "";` in every block whose
+/// `proxy_pass` sends to `name` (an inherited `proxy_set_header` list is replaced by the
+/// block's own, so the new one goes beside the block's others).
+fn keep_alive(dirs: &mut [Directive], name: &str) {
+    for d in dirs.iter_mut() {
+        let Some(kids) = d.block.as_mut() else {
+            continue;
+        };
+        let passes = kids.iter().any(|c| {
+            c.name.value == "proxy_pass"
+                && resolvelab_lint::facts::proxy_target(c)
+                    .is_some_and(|t| t.eq_ignore_ascii_case(name))
+        });
+        if passes {
+            let near = kids.iter().find(|c| c.name.value == "proxy_pass").cloned();
+            if let Some(near) = near {
+                kids.retain(|c| {
+                    c.name.value != "proxy_http_version"
+                        && !(c.name.value == "proxy_set_header"
+                            && c.arg(0)
+                                .is_some_and(|h| h.eq_ignore_ascii_case("connection")))
+                });
+                let line = |n: &str, args: &[&str]| Directive {
+                    name: word(n),
+                    args: args.iter().map(|a| word(a)).collect(),
+                    block: None,
+                    ..near.clone()
+                };
+                kids.push(line("proxy_http_version", &["1.1"]));
+                kids.push(line("proxy_set_header", &["Connection", ""]));
+            }
+        }
+        keep_alive(kids, name);
+    }
+}
+
+fn servers_of<'a>(kids: &'a mut [Directive], name: &str) -> Vec<&'a mut Directive> {
+    kids.iter_mut()
+        .filter(|d| {
+            d.name.value == "upstream" && d.arg(0).is_some_and(|n| n.eq_ignore_ascii_case(name))
+        })
+        .flat_map(|u| u.block.iter_mut().flatten())
+        .filter(|s| s.name.value == "server")
+        .collect()
+}
+
+fn each_resolver(dirs: &mut [Directive], f: &mut dyn FnMut(&mut Directive)) {
+    for d in dirs {
+        if d.name.value == "resolver" {
+            f(d);
+        }
+        if let Some(kids) = d.block.as_mut() {
+            each_resolver(kids, f);
+        }
+    }
+}
+
+fn set_param(d: &mut Directive, key: &str, value: &str) {
+    let prefix = format!("{key}=");
+    let w = word(&format!("{key}={value}"));
+    match d.args.iter_mut().find(|a| a.value.starts_with(&prefix)) {
+        Some(a) => *a = w,
+        None => d.args.push(w),
+    }
+}
+
+fn set_zone(kids: &mut [Directive], name: &str) {
+    for u in kids.iter_mut().filter(|d| {
+        d.name.value == "upstream" && d.arg(0).is_some_and(|n| n.eq_ignore_ascii_case(name))
+    }) {
+        let file = u.file;
+        let line = u.end_line;
+        let block = u.block.get_or_insert_with(Vec::new);
+        let zone = Directive {
+            name: word("zone"),
+            args: vec![word(&format!("{name}_verify")), word("1m")],
+            file,
+            end_line: line,
+            block: None,
+        };
+        match block.iter_mut().find(|d| d.name.value == "zone") {
+            Some(z) => {
+                let zname = z.arg(0).unwrap_or(name).to_string();
+                z.args = vec![word(&zname), word("1m")];
+            }
+            None => block.insert(0, zone),
+        }
+    }
+}
+
+fn word(v: &str) -> Word {
+    Word {
+        value: v.to_string(),
+        span: Default::default(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_seed_findings_and_their_edits() {
+        let text = "http {\n resolver 10.0.0.53 valid=30s;\n upstream be {\n  zone be 128k;\n  server api.example.com:443 resolve;\n  server api.example.com:443 resolve;\n }\n server { location / { proxy_pass http://be; } }\n}\n";
+        let cfg = resolvelab_lint::load::load_text("nginx.conf", text.into(), None).unwrap();
+        let t = &find::targets(&cfg)[0];
+        let found = on_target(&cfg, t);
+        let rules: Vec<&str> = found.iter().map(|f| f.rule.as_str()).collect();
+        for r in ["resolve-max-fails", "resolver-ipv6", "resolver-valid-long"] {
+            assert!(rules.contains(&r), "{r} in {rules:?}");
+        }
+        let fixed = apply(&cfg, t, "resolve-max-fails");
+        let fixed_rules: Vec<String> = on_target(&fixed, t).into_iter().map(|f| f.rule).collect();
+        assert!(
+            !fixed_rules.contains(&"resolve-max-fails".to_string()),
+            "{fixed_rules:?}"
+        );
+        let v = on_target(&apply(&cfg, t, "resolver-valid-long"), t);
+        assert!(!v.iter().any(|f| f.rule == "resolver-valid-long"));
+        let v = on_target(&apply(&cfg, t, "resolver-ipv6"), t);
+        assert!(!v.iter().any(|f| f.rule == "resolver-ipv6"));
+    }
+}

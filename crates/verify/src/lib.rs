@@ -1,0 +1,253 @@
+//! Your nginx configuration in the lab (`resolvelab verify`): every upstream whose peers come
+//! from DNS is found with the linter's parser ([`find`]), the configuration is made playable
+//! with each change listed ([`rewrite`]), the library's events are played on real nginx as
+//! scenario files of the lab's own format ([`events`]), the linter's fixes are applied to a copy
+//! and the same events played again ([`fixes`]), and everything lands on a report card
+//! ([`card`]: Markdown, JSON, HTML).
+//!
+//! Planning needs no nginx and runs nothing:
+//!
+//! ```
+//! use resolvelab_verify::{Request, prepare};
+//! let conf = "http {\n resolver 10.0.0.53 valid=5s;\n upstream be { zone be 64k; server api.example.com:443 resolve; }\n server { listen 80; location / { proxy_pass https://be; } }\n}\n";
+//! let cfg = resolvelab_lint::load::load_text("nginx.conf", conf.into(), None).unwrap();
+//! let plans = prepare(&cfg, &Request::default());
+//! assert_eq!(plans[0].target.name, "be");
+//! let lab = plans[0].lab.as_ref().unwrap();
+//! assert!(lab.body.contains("resolver \"{dns}\" valid=5s;"));
+//! ```
+
+#![cfg_attr(not(test), deny(clippy::print_stdout, clippy::print_stderr))]
+
+pub mod card;
+pub mod events;
+pub mod find;
+pub mod fixes;
+pub mod rewrite;
+
+use card::{Card, FixAb, Outcome, TargetCard};
+use events::{Event, Settings};
+use find::Target;
+use resolvelab_core::progress;
+use resolvelab_lab::engine::Engine;
+use resolvelab_lab::options::RunOptions;
+use resolvelab_lint::load::Config;
+use rewrite::LabConfig;
+use std::path::Path;
+
+/// What to verify and how.
+#[derive(Debug, Clone)]
+pub struct Request {
+    /// The events to play (default: all).
+    pub events: Vec<Event>,
+    /// Only these targets (upstream names or hosts); empty: every DNS-fed target.
+    pub only: Vec<String>,
+    /// Load and DNS settings shared by every run.
+    pub settings: Settings,
+    /// The rewrite's choices (`--path`, `--drop`).
+    pub rewrite: rewrite::Options,
+    /// Replay the linter's fixes on the events that failed.
+    pub fixes: bool,
+}
+
+impl Default for Request {
+    fn default() -> Self {
+        Request {
+            events: Event::ALL.to_vec(),
+            only: Vec::new(),
+            settings: Settings::default(),
+            rewrite: rewrite::Options::default(),
+            fixes: true,
+        }
+    }
+}
+
+/// One target, planned: its lab configuration (or why it cannot be played) and its findings.
+#[derive(Debug, Clone)]
+pub struct Planned {
+    /// The target.
+    pub target: Target,
+    /// The lab's configuration, or the refusal (`file:line: why`).
+    pub lab: Result<LabConfig, String>,
+    /// The linter's findings on it.
+    pub findings: Vec<fixes::OnTarget>,
+}
+
+/// Every DNS-fed target of `cfg` (read in its context: a conf.d fragment as `http {}`),
+/// planned. Nothing runs.
+pub fn prepare(cfg: &Config, req: &Request) -> Vec<Planned> {
+    find::targets(cfg)
+        .into_iter()
+        .filter(|t| req.only.is_empty() || req.only.iter().any(|o| o.eq_ignore_ascii_case(&t.name)))
+        .map(|target| Planned {
+            lab: if target.locations.is_empty() {
+                Err(format!(
+                    "{}: no location sends to `{}`: nginx resolves it, but no request reaches it — nothing to play",
+                    target.at, target.name
+                ))
+            } else {
+                rewrite::lab_config(cfg, &target, &req.rewrite).map_err(|e| e.to_string())
+            },
+            findings: fixes::on_target(cfg, &target),
+            target,
+        })
+        .collect()
+}
+
+/// Play every planned target's events on `engine`, the fixes' A/B too, writing each event's
+/// scenario file under `dir/scenarios/` and its run directory under `opts.out`.
+pub fn run(
+    cfg: &Config,
+    plans: &[Planned],
+    req: &Request,
+    engine: &dyn Engine,
+    opts: &RunOptions,
+    dir: &Path,
+) -> anyhow::Result<Vec<TargetCard>> {
+    std::fs::create_dir_all(dir.join("scenarios"))?;
+    let mut cards = Vec::new();
+    for p in plans {
+        let mut card = TargetCard::planned(p, &req.settings);
+        let Ok(lab) = &p.lab else {
+            cards.push(card);
+            continue;
+        };
+        match play_all(&p.target, lab, &req.events, req, engine, opts, dir, "") {
+            Ok(o) => card.outcomes = o,
+            Err(e) => {
+                card.refused = Some(explain(cfg, &e));
+                cards.push(card);
+                continue;
+            }
+        }
+        if req.fixes {
+            card.fixes = replay_fixes(cfg, p, &card.outcomes, req, engine, opts, dir)?;
+        }
+        cards.push(card);
+    }
+    Ok(cards)
+}
+
+/// Why nginx would not play the configuration, in the user's terms: a directive the lab's
+/// nginx does not know is named at its line, with the way to play without it.
+fn explain(cfg: &Config, e: &anyhow::Error) -> String {
+    let text = format!("{e:#}");
+    let unknown = text
+        .split("unknown directive \"")
+        .nth(1)
+        .and_then(|r| r.split('"').next());
+    if let Some(name) = unknown
+        && let Some(http) = find::http(cfg)
+        && let Some(d) = find::all(http.children())
+            .into_iter()
+            .find(|d| d.name.value == name)
+    {
+        return format!(
+            "{}: `{name}` is not a directive of the lab's nginx (a third-party module's?): pass `--drop {name}` to play without it (the card lists it) — nothing was run",
+            find::at(cfg, d)
+        );
+    }
+    format!("nginx did not play it: {text}")
+}
+
+/// Each event on one lab configuration; `tag` names a fix's replay in file names.
+#[allow(clippy::too_many_arguments)]
+fn play_all(
+    target: &Target,
+    lab: &LabConfig,
+    wanted: &[Event],
+    req: &Request,
+    engine: &dyn Engine,
+    opts: &RunOptions,
+    dir: &Path,
+    tag: &str,
+) -> anyhow::Result<Vec<Outcome>> {
+    let mut out = Vec::new();
+    for (i, &event) in wanted.iter().enumerate() {
+        if event.needs_run_time() && !target.asks_at_run_time() {
+            out.push(Outcome::skipped(
+                event,
+                format!(
+                    "nginx asks for `{}` only when it starts and at each reload: a DNS change reaches it only through a reload (see reload-nxdomain and move)",
+                    target.names.first().map_or("", |n| n.host.as_str())
+                ),
+            ));
+            continue;
+        }
+        progress::line(format!(
+            "verify: `{}`{tag}: {} ({}/{})",
+            target.name,
+            event.id(),
+            i + 1,
+            wanted.len()
+        ));
+        let text = events::scenario(target, lab, event, &req.settings);
+        let file = dir.join("scenarios").join(format!(
+            "{}{}-{}.toml",
+            events::slug(&target.name),
+            tag.replace(' ', "-"),
+            event.id()
+        ));
+        std::fs::write(&file, &text)?;
+        let sc = resolvelab_scenario::Scenario::from_toml(&text, &file.display().to_string())?;
+        let judged = resolvelab_lab::judge::run_and_judge(&sc, opts, engine)?;
+        out.push(Outcome::of(event, &judged, &file));
+    }
+    Ok(out)
+}
+
+/// For each finding with a replayable fix: the fixed copy, played on the events that had
+/// client errors or NLU before.
+fn replay_fixes(
+    cfg: &Config,
+    p: &Planned,
+    before: &[Outcome],
+    req: &Request,
+    engine: &dyn Engine,
+    opts: &RunOptions,
+    dir: &Path,
+) -> anyhow::Result<Vec<FixAb>> {
+    let failed: Vec<Event> = before
+        .iter()
+        .filter(|o| o.played() && (o.client_errors > 0 || o.nlu > 0))
+        .map(|o| o.event)
+        .collect();
+    let mut out: Vec<FixAb> = Vec::new();
+    for f in &p.findings {
+        let Ok(applied) = &f.replay else {
+            continue;
+        };
+        if out.iter().any(|x| x.rule == f.rule) {
+            continue;
+        }
+        if failed.is_empty() {
+            out.push(FixAb::not_needed(f, applied));
+            continue;
+        }
+        let fixed = fixes::apply(cfg, &p.target, &f.rule);
+        let lab = match rewrite::lab_config(&fixed, &p.target, &req.rewrite) {
+            Ok(l) => l,
+            Err(e) => {
+                out.push(FixAb::refused(f, applied, e.to_string()));
+                continue;
+            }
+        };
+        let tag = format!(" fix {}", f.rule);
+        let after = play_all(&p.target, &lab, &failed, req, engine, opts, dir, &tag)?;
+        out.push(FixAb::compared(f, applied, before, after));
+    }
+    Ok(out)
+}
+
+/// The card of a whole verification.
+pub fn card(source: &str, nginx: &str, req: &Request, targets: Vec<TargetCard>) -> Card {
+    Card {
+        schema: resolvelab_core::evidence::schema::VERIFY.to_string(),
+        source: source.to_string(),
+        nginx: nginx.to_string(),
+        rate: req.settings.rate,
+        ttl_s: req.settings.ttl.as_secs(),
+        events: req.events.clone(),
+        targets,
+    }
+}
