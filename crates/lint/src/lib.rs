@@ -265,6 +265,9 @@ pub struct Finding {
     pub fix: String,
     /// `resolvelab run <scenario>` that reproduces the failure, if any.
     pub reproduce: Option<String>,
+    /// `resolvelab verify … --upstream NAME` that plays the failure on this configuration, when
+    /// the finding is on an upstream (its block, or a `proxy_pass` to it).
+    pub verify: Option<String>,
     /// nginx versions the rule applies to (`>= 1.27.3`, `all`).
     pub nginx_versions: String,
 }
@@ -319,6 +322,37 @@ impl Report {
     }
 }
 
+/// The http upstream a line belongs to: inside its block, or a `proxy_pass` naming it.
+fn upstream_at(cfg: &Config, file: usize, line: u32) -> Option<String> {
+    let http = cfg.root.iter().find(|d| d.name.value == "http")?;
+    let upstreams: Vec<&parse::Directive> = http
+        .children()
+        .iter()
+        .filter(|d| d.name.value == "upstream")
+        .collect();
+    if let Some(u) = upstreams
+        .iter()
+        .find(|u| u.file == file && (u.name.span.line..=u.end_line).contains(&line))
+    {
+        return u.arg(0).map(str::to_string);
+    }
+    let mut stack: Vec<&parse::Directive> = http.children().iter().collect();
+    while let Some(d) = stack.pop() {
+        if d.name.value == "proxy_pass"
+            && d.file == file
+            && d.name.span.line == line
+            && let Some(t) = rules::model::proxy_target(d)
+        {
+            return upstreams
+                .iter()
+                .find_map(|u| u.arg(0).filter(|n| n.eq_ignore_ascii_case(t)))
+                .map(str::to_string);
+        }
+        stack.extend(d.children());
+    }
+    None
+}
+
 /// Lints a loaded configuration.
 pub fn lint_config(cfg: Config, opts: &LintOptions) -> Report {
     let cfg = in_context(cfg, opts.context);
@@ -336,6 +370,12 @@ pub fn lint_config(cfg: Config, opts: &LintOptions) -> Report {
         message: h.message.clone(),
         fix: h.fix.clone(),
         reproduce: h.rule.reproduce(),
+        verify: upstream_at(&cfg, h.file, h.span.line).map(|u| {
+            format!(
+                "resolvelab verify --nginx-conf {} --upstream {u}",
+                cfg.files.first().map_or("nginx.conf", |f| f.name.as_str())
+            )
+        }),
         nginx_versions: h.rule.versions.to_string(),
     };
     let order = |a: &rules::Hit, b: &rules::Hit| {

@@ -45,6 +45,9 @@ pub fn render_text(report: &Report) -> String {
         if let Some(r) = &f.reproduce {
             let _ = writeln!(out, "   = reproduce: {r}");
         }
+        if let Some(v) = &f.verify {
+            let _ = writeln!(out, "   = prove it on this config: {v}");
+        }
         let _ = writeln!(out, "   = nginx: {}", f.nginx_versions);
         out.push('\n');
     }
@@ -104,7 +107,7 @@ struct JsonReport<'a> {
 }
 
 /// The JSON report (pretty-printed): `{schema: resolvelab_core::evidence::schema::LINT, tool, nginx_version,
-/// summary, findings: [{rule, severity, file, line, column, message, fix, reproduce,
+/// summary, findings: [{rule, severity, file, line, column, message, fix, reproduce, verify,
 /// nginx_versions}], suppressed: [… + reason], notes}`.
 pub fn render_json(report: &Report) -> String {
     let (errors, warnings, infos) = report.counts();
@@ -172,6 +175,7 @@ fn result(f: &Finding, rule_index: usize, suppression: Option<&str>) -> Value {
         "properties": {
             "fix": f.fix,
             "reproduce": f.reproduce,
+            "verify": f.verify,
             "nginxVersions": f.nginx_versions,
         }
     });

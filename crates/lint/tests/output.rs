@@ -43,6 +43,13 @@ fn json_has_the_v1_schema_and_every_field() {
         .unwrap();
     assert_eq!(single["line"], 7);
     assert_eq!(single["reproduce"], "resolvelab run generation-race");
+    // On the upstream's line: the command that plays it on this very file.
+    let verify = single["verify"].as_str().unwrap();
+    assert!(
+        verify.starts_with("resolvelab verify --nginx-conf ")
+            && verify.ends_with("seed-001-problem/nginx.conf --upstream be"),
+        "{verify}"
+    );
     assert_eq!(v["summary"]["warnings"], 4);
 }
 

@@ -233,6 +233,54 @@ fn on_real_nginx_max_fails_zero_removes_the_wipeout_of_two_resolve_lines() {
     assert!(std::path::Path::new(after["scenario"].as_str().unwrap()).is_file());
 }
 
+/// The model (`--quick`): the same events in seconds, the same direction for max_fails=0, and
+/// a balancer the model does not play refused by name.
+#[test]
+fn quick_plays_the_events_on_the_model() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("nginx.conf"),
+        "http {\n    resolver 10.0.0.53 valid=5s ipv6=off;\n    upstream be {\n        zone be 128k;\n        server api.example.com:443 resolve;\n        server api.example.com:443 resolve;\n    }\n    server {\n        listen 80;\n        location / { proxy_pass http://be; }\n    }\n}\n",
+    )
+    .unwrap();
+    let (code, card, err) = verify_file(
+        dir.path(),
+        "out",
+        &["--quick", "--events", "restart,nxdomain"],
+    );
+    assert_eq!(code, Some(0), "{err}");
+    let t = &card["targets"][0];
+    let (_, nlu, classes, _) = outcome(t, "restart");
+    assert!(nlu > 500, "{nlu}");
+    assert!(
+        classes.contains(&"maxfails-wipeout".to_string()),
+        "{classes:?}"
+    );
+    let (_, nx_nlu, nx_classes, _) = outcome(t, "nxdomain");
+    assert!(
+        nx_nlu > 0 && nx_classes.contains(&"dns-nxdomain".to_string()),
+        "{t}"
+    );
+    let fix = t["fixes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["rule"] == "resolve-max-fails")
+        .unwrap();
+    assert_eq!(fix["verdict"], "helps", "{fix}");
+    std::fs::write(
+        dir.path().join("nginx.conf"),
+        "http { resolver 10.0.0.53; upstream be { least_conn; zone be 64k; server a.example resolve; }\n server { location / { proxy_pass http://be; } } }",
+    )
+    .unwrap();
+    let (code, _, err) = verify_file(dir.path(), "lc", &["--quick", "--events", "restart"]);
+    assert_eq!(code, Some(2));
+    assert!(
+        err.contains("least_conn") && err.contains("without --quick"),
+        "{err}"
+    );
+}
+
 /// Real nginx. A name resolved at start stops resolving; the reload 5 s later is refused
 /// (`[emerg] host not found in upstream`) and the running configuration keeps serving.
 #[test]

@@ -85,6 +85,8 @@ pub struct Outcome {
     pub skipped: Option<String>,
     /// The verdict's status (`completed`, `not-interpretable`, …).
     pub status: String,
+    /// The verdict's one line (why a run is not interpretable: an injection that did not hit).
+    pub summary: String,
     /// Requests the client sent.
     pub requests: u64,
     /// Of them, answered ≥ 500 or not at all.
@@ -111,6 +113,7 @@ impl Outcome {
             event,
             skipped: Some(why),
             status: "skipped".into(),
+            summary: String::new(),
             requests: 0,
             client_errors: 0,
             nlu: 0,
@@ -130,6 +133,7 @@ impl Outcome {
             event,
             skipped: None,
             status: v.status.as_str().to_string(),
+            summary: v.summary.clone(),
             requests: v.client.as_ref().map_or(d.requests, |c| c.requests),
             client_errors: v.client.as_ref().map_or(d.failures, |c| c.errors),
             nlu: d.nlu.total,
@@ -162,8 +166,8 @@ pub struct FixAb {
     pub rule: String,
     /// What the lab applied.
     pub applied: String,
-    /// `helps`, `no-change`, `worse`, `not-needed` (nothing failed before), `refused`, or
-    /// `not-interpretable`.
+    /// `helps`, `no-change`, `worse` (over the rows interpretable before and after),
+    /// `not-needed` (nothing failed before), `refused`, or `not-interpretable` (no such row).
     pub verdict: String,
     /// Why, when it was not compared.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -219,10 +223,12 @@ impl FixAb {
 /// The fix's effect over its rows, one run each: a clear drop (to half or less of the failed
 /// requests, counting NLU) helps; a clear rise is worse; anything between says no change.
 fn judge(rows: &[(Outcome, Outcome)]) -> &'static str {
-    if rows
+    // Only rows that tested what they meant to, on both sides, decide.
+    let rows: Vec<&(Outcome, Outcome)> = rows
         .iter()
-        .any(|(b, a)| !b.interpretable() || !a.interpretable())
-    {
+        .filter(|(b, a)| b.interpretable() && a.interpretable())
+        .collect();
+    if rows.is_empty() {
         return "not-interpretable";
     }
     let bad = |o: &Outcome| o.client_errors.max(o.nlu);
@@ -235,6 +241,52 @@ fn judge(rows: &[(Outcome, Outcome)]) -> &'static str {
     } else {
         "no-change"
     }
+}
+
+/// What got worse since an earlier card (`--baseline OLD.json`): per target × event played and
+/// interpretable in both, the failed requests (client errors or NLU, the larger) at least
+/// doubled and 10 more — beyond what one run's noise moves. One line each; an error when `old`
+/// is not a card.
+pub fn regressions(card: &Card, old: &serde_json::Value) -> Result<Vec<String>, String> {
+    if old["schema"] != card.schema.as_str() {
+        return Err(format!(
+            "not a `resolvelab verify --format json` card (schema {}, expected {})",
+            old["schema"], card.schema
+        ));
+    }
+    let empty = Vec::new();
+    let mut out = Vec::new();
+    for t in &card.targets {
+        let Some(was) = old["targets"]
+            .as_array()
+            .unwrap_or(&empty)
+            .iter()
+            .find(|o| o["target"]["name"] == t.target.name.as_str())
+        else {
+            continue;
+        };
+        for o in t.outcomes.iter().filter(|o| o.interpretable()) {
+            let Some(before) = was["outcomes"]
+                .as_array()
+                .unwrap_or(&empty)
+                .iter()
+                .find(|b| b["event"] == o.event.id() && b["status"] == "completed")
+            else {
+                continue;
+            };
+            let n = |k: &str| before[k].as_u64().unwrap_or(0);
+            let before = n("client_errors").max(n("nlu"));
+            let now = o.client_errors.max(o.nlu);
+            if now >= before * 2 + 10 {
+                out.push(format!(
+                    "`{}` {}: {before} → {now} failed requests",
+                    t.target.name,
+                    o.event.id()
+                ));
+            }
+        }
+    }
+    Ok(out)
 }
 
 /// The card as a document (Markdown and HTML).
@@ -357,6 +409,9 @@ fn outcome_table(rows: &[Outcome]) -> Table {
             .filter(|o| o.played())
             .map(|o| {
                 let mut status = o.status.clone();
+                if !o.interpretable() && !o.summary.is_empty() {
+                    status = format!("{status}: {}", o.summary);
+                }
                 if o.reload_refused {
                     status.push_str("; reload refused");
                 } else if o.event == Event::ReloadNxdomain {
@@ -455,5 +510,69 @@ fn changes_table(changes: &[Change]) -> Table {
             })
             .collect(),
         keyed: false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::find::{Name, Via};
+
+    fn card(errors: u64, nlu: u64) -> Card {
+        let mut o = Outcome::skipped(Event::Nxdomain, String::new());
+        o.skipped = None;
+        o.status = "completed".into();
+        o.client_errors = errors;
+        o.nlu = nlu;
+        Card {
+            schema: resolvelab_core::evidence::schema::VERIFY.into(),
+            source: "nginx.conf".into(),
+            nginx: "nginx".into(),
+            rate: 200,
+            ttl_s: 10,
+            events: vec![Event::Nxdomain],
+            targets: vec![TargetCard {
+                target: Target {
+                    name: "be".into(),
+                    via: Via::Upstream,
+                    at: "nginx.conf:3".into(),
+                    names: vec![Name {
+                        host: "api.example.com".into(),
+                        at_run_time: true,
+                    }],
+                    locations: vec!["/".into()],
+                },
+                refused: None,
+                period_s: 6,
+                changes: Vec::new(),
+                lab_config: None,
+                outcomes: vec![o],
+                findings: Vec::new(),
+                fixes: Vec::new(),
+            }],
+        }
+    }
+
+    #[test]
+    fn a_baseline_flags_only_what_got_clearly_worse() {
+        let old = serde_json::to_value(card(1200, 1200)).unwrap();
+        assert!(regressions(&card(1500, 1500), &old).unwrap().is_empty());
+        assert!(regressions(&card(0, 0), &old).unwrap().is_empty());
+        let worse = regressions(&card(1200, 2410), &old).unwrap();
+        assert_eq!(worse, vec!["`be` nxdomain: 1200 → 2410 failed requests"]);
+        // From nothing, ten failures are beyond one run's noise.
+        let zero = serde_json::to_value(card(0, 0)).unwrap();
+        assert_eq!(regressions(&card(10, 0), &zero).unwrap().len(), 1);
+        assert_eq!(regressions(&card(9, 0), &zero).unwrap().len(), 0);
+        assert!(regressions(&card(1, 1), &serde_json::json!({"schema": "x"})).is_err());
+    }
+
+    #[test]
+    fn markdown_and_json_say_the_same_numbers() {
+        let c = card(1200, 1100);
+        let md = resolvelab_core::doc::markdown::render(&doc(&c));
+        assert!(md.contains("| `nxdomain` | 1200 | 0 | 1100 |"), "{md}");
+        let html = resolvelab_core::doc::html::render(&doc(&c), "");
+        assert!(html.contains("1200") && html.contains("api.example.com"));
     }
 }

@@ -98,6 +98,9 @@ pub struct Settings {
     pub rate: u32,
     /// The answers' TTL, which decides nginx's re-query period when no `valid=` is set.
     pub ttl: Duration,
+    /// The configuration names fixed per-DC names, not a GSLB name: `swap-race` keeps the
+    /// everyday first-try failures but nothing alternates (set for the per-DC fix's replay).
+    pub fixed_names: bool,
 }
 
 impl Default for Settings {
@@ -105,6 +108,7 @@ impl Default for Settings {
         Settings {
             rate: 200,
             ttl: Duration::from_secs(10),
+            fixed_names: false,
         }
     }
 }
@@ -131,8 +135,48 @@ fn string(s: &str) -> Value {
     Value::String(s.to_string())
 }
 
-/// The scenario file (TOML) that plays `event` on `target`.
+/// The scenario file (TOML) that plays `event` on `target` on real nginx: the user's
+/// configuration as the `[nginx] inline` body.
 pub fn scenario(target: &Target, lab: &LabConfig, event: Event, s: &Settings) -> String {
+    let mut nginx = Table::new();
+    let valid = lab.valid.clone().unwrap_or_else(|| secs(s.ttl));
+    nginx.insert("valid".into(), string(&valid));
+    nginx.insert("inline".into(), string(&lab.body));
+    nginx.insert("workers".into(), Value::Integer(i64::from(lab.workers)));
+    if lab.resolves_at_start {
+        nginx.insert("resolves_at_start".into(), Value::Boolean(true));
+    }
+    let engines = ["nginx", "nginx-1.31"];
+    assemble(target, lab, event, s, nginx, &lab.statics, &engines)
+}
+
+/// The scenario file that plays `event` on the model (`verify --quick`): the target read as the
+/// template's variables ([`crate::model`]); or why the model cannot play it.
+pub fn model_scenario(
+    cfg: &resolvelab_lint::Config,
+    target: &Target,
+    lab: &LabConfig,
+    event: Event,
+    s: &Settings,
+) -> Result<String, String> {
+    let (mut nginx, statics) = crate::model::nginx_table(cfg, target)?;
+    if !nginx.contains_key("valid") {
+        nginx.insert("valid".into(), string(&secs(s.ttl)));
+    }
+    nginx.insert("workers".into(), Value::Integer(i64::from(lab.workers)));
+    Ok(assemble(target, lab, event, s, nginx, &statics, &["sim"]))
+}
+
+/// The scenario around an `[nginx]` table: names, backends, load, timeline.
+fn assemble(
+    target: &Target,
+    lab: &LabConfig,
+    event: Event,
+    s: &Settings,
+    nginx: Table,
+    statics: &[String],
+    engines: &[&str],
+) -> String {
     let p = period(lab, s);
     let name = target.names.first().map_or("", |n| n.host.as_str());
     let primary = lab
@@ -142,7 +186,10 @@ pub fn scenario(target: &Target, lab: &LabConfig, event: Event, s: &Settings) ->
         .map_or("b1", |x| x.backend.as_str())
         .to_string();
     let warm = Duration::from_secs(10);
-    let (duration, names, faults, timeline) = plan(event, name, &primary, p, warm);
+    let (duration, mut names, faults, timeline) = plan(event, name, &primary, p, warm);
+    if s.fixed_names {
+        names.clear();
+    }
     let mut sc = Table::new();
     sc.insert("version".into(), Value::Integer(1));
     sc.insert(
@@ -168,16 +215,8 @@ pub fn scenario(target: &Target, lab: &LabConfig, event: Event, s: &Settings) ->
     );
     sc.insert(
         "engines".into(),
-        Value::Array(vec![string("nginx"), string("nginx-1.31")]),
+        Value::Array(engines.iter().map(|e| string(e)).collect()),
     );
-    let mut nginx = Table::new();
-    let valid = lab.valid.clone().unwrap_or_else(|| secs(s.ttl));
-    nginx.insert("valid".into(), string(&valid));
-    nginx.insert("inline".into(), string(&lab.body));
-    nginx.insert("workers".into(), Value::Integer(i64::from(lab.workers)));
-    if lab.resolves_at_start {
-        nginx.insert("resolves_at_start".into(), Value::Boolean(true));
-    }
     sc.insert("nginx".into(), Value::Table(nginx));
     let mut dns = Table::new();
     dns.insert("ttl".into(), string(&secs(s.ttl)));
@@ -192,13 +231,13 @@ pub fn scenario(target: &Target, lab: &LabConfig, event: Event, s: &Settings) ->
     dns.insert("names".into(), Value::Table(table));
     sc.insert("dns".into(), Value::Table(dns));
     let mut backends: Vec<String> = lab.served.iter().map(|x| x.backend.clone()).collect();
-    backends.extend(lab.statics.iter().cloned());
+    backends.extend(statics.iter().cloned());
     backends.push("spare".into());
     let backends = backends
         .into_iter()
         .map(|b| {
             let mut t = Table::new();
-            if let Some((_, f)) = faults.iter().find(|(n, _)| *n == b) {
+            if let Some((_, f)) = faults.iter().find(|(n, _)| *n == b || n == "*") {
                 t.insert("faults".into(), Value::Array(vec![string(f)]));
             }
             t.insert("name".into(), string(&b));
@@ -273,10 +312,8 @@ fn plan(event: Event, name: &str, primary: &str, p: Duration, warm: Duration) ->
             (
                 Duration::from_secs(40).max(p * 4),
                 vec![(name.to_string(), format!("alternate:@{primary},@spare"))],
-                vec![
-                    (primary.to_string(), reclaim.clone()),
-                    ("spare".into(), reclaim),
-                ],
+                // Every backend closes reused idle connections: the everyday failure.
+                vec![("*".to_string(), reclaim)],
                 vec![],
             )
         }

@@ -27,7 +27,11 @@ pub struct OnTarget {
 }
 
 /// The edits, by rule: `(rule, what the lab applies)`.
-const EDITS: [(&str, &str); 8] = [
+const EDITS: [(&str, &str); 9] = [
+    (
+        "resolve-single-name",
+        "per-DC names `dc1.NAME`, `dc2.NAME` (`resolve max_fails=2 fail_timeout=5s`), each answering one fixed address: names your DNS would have to serve",
+    ),
     (
         "keepalive-ineffective",
         "`proxy_http_version 1.1; proxy_set_header Connection \"\";` where the upstream is proxied",
@@ -87,9 +91,6 @@ pub fn on_target(cfg: &Config, target: &Target) -> Vec<OnTarget> {
 /// Why a finding's fix is not replayed.
 fn not_replayed(rule: &str) -> &'static str {
     match rule {
-        "resolve-single-name" => {
-            "per-DC names need names your DNS serves (dc1…, dc2…): not replayed on your file yet; `resolvelab run per-dc` plays the design"
-        }
         "retry-shim-no-method-guard" | "retry-shim-recursive" => {
             "not replayed yet: `resolvelab run retry-shim` plays the guarded shim"
         }
@@ -165,6 +166,7 @@ pub fn apply(cfg: &Config, target: &Target, rule: &str) -> Config {
         "resolver-valid-long" => each_resolver(kids, &mut |r| set_param(r, "valid", "5s")),
         "resolve-no-zone" | "zone-too-small" => set_zone(kids, &target.name),
         "keepalive-ineffective" => keep_alive(kids, &target.name),
+        "resolve-single-name" => per_dc(kids, &target.name),
         "resolve-once" => {
             for s in servers_of(kids, &target.name) {
                 let named = s.arg(0).and_then(resolvelab_lint::facts::host_of).is_some();
@@ -228,6 +230,47 @@ fn keep_alive(dirs: &mut [Directive], name: &str) {
             }
         }
         keep_alive(kids, name);
+    }
+}
+
+/// The seed's recommended design (section 5-2): each primary `resolve` line of one name becomes
+/// two lines of fixed per-DC names, `max_fails=2 fail_timeout=5s`.
+fn per_dc(kids: &mut [Directive], name: &str) {
+    for u in kids.iter_mut().filter(|d| {
+        d.name.value == "upstream" && d.arg(0).is_some_and(|n| n.eq_ignore_ascii_case(name))
+    }) {
+        let Some(block) = u.block.as_mut() else {
+            continue;
+        };
+        let mut out = Vec::new();
+        for d in block.drain(..) {
+            let single = d.name.value == "server"
+                && d.args.iter().any(|a| a.value == "resolve")
+                && !d.args.iter().any(|a| a.value == "backup");
+            let host = d.arg(0).and_then(resolvelab_lint::facts::host_of);
+            let (true, Some(host)) = (single, host) else {
+                out.push(d);
+                continue;
+            };
+            let port = d
+                .arg(0)
+                .and_then(|a| a.rsplit_once(':'))
+                .map(|(_, p)| format!(":{p}"))
+                .unwrap_or_default();
+            for dc in ["dc1", "dc2"] {
+                let mut line = d.clone();
+                line.args = vec![
+                    word(&format!("{dc}.{host}{port}")),
+                    word("resolve"),
+                    word("max_fails=2"),
+                    word("fail_timeout=5s"),
+                ];
+                out.push(line);
+            }
+        }
+        // A name written twice (two `resolve` lines) becomes one pair.
+        out.dedup_by(|a, b| a.name.value == "server" && a.args == b.args);
+        *block = out;
     }
 }
 

@@ -23,6 +23,7 @@ pub mod card;
 pub mod events;
 pub mod find;
 pub mod fixes;
+pub mod model;
 pub mod rewrite;
 
 use card::{Card, FixAb, Outcome, TargetCard};
@@ -48,6 +49,8 @@ pub struct Request {
     pub rewrite: rewrite::Options,
     /// Replay the linter's fixes on the events that failed.
     pub fixes: bool,
+    /// Play on the model (`--quick`) instead of real nginx.
+    pub model: bool,
 }
 
 impl Default for Request {
@@ -58,6 +61,7 @@ impl Default for Request {
             settings: Settings::default(),
             rewrite: rewrite::Options::default(),
             fixes: true,
+            model: false,
         }
     }
 }
@@ -112,7 +116,13 @@ pub fn run(
             cards.push(card);
             continue;
         };
-        match play_all(&p.target, lab, &req.events, req, engine, opts, dir, "") {
+        let player = Player {
+            req,
+            engine,
+            opts,
+            dir,
+        };
+        match player.play_all(cfg, (&p.target, lab), &req.events, &req.settings, "") {
             Ok(o) => card.outcomes = o,
             Err(e) => {
                 card.refused = Some(explain(cfg, &e));
@@ -121,7 +131,7 @@ pub fn run(
             }
         }
         if req.fixes {
-            card.fixes = replay_fixes(cfg, p, &card.outcomes, req, engine, opts, dir)?;
+            card.fixes = replay_fixes(&player, cfg, p, &card.outcomes)?;
         }
         cards.push(card);
     }
@@ -147,69 +157,82 @@ fn explain(cfg: &Config, e: &anyhow::Error) -> String {
             find::at(cfg, d)
         );
     }
-    format!("nginx did not play it: {text}")
+    text
 }
 
-/// Each event on one lab configuration; `tag` names a fix's replay in file names.
-#[allow(clippy::too_many_arguments)]
-fn play_all(
-    target: &Target,
-    lab: &LabConfig,
-    wanted: &[Event],
-    req: &Request,
-    engine: &dyn Engine,
-    opts: &RunOptions,
-    dir: &Path,
-    tag: &str,
-) -> anyhow::Result<Vec<Outcome>> {
-    let mut out = Vec::new();
-    for (i, &event) in wanted.iter().enumerate() {
-        if event.needs_run_time() && !target.asks_at_run_time() {
-            out.push(Outcome::skipped(
-                event,
-                format!(
-                    "nginx asks for `{}` only when it starts and at each reload: a DNS change reaches it only through a reload (see reload-nxdomain and move)",
-                    target.names.first().map_or("", |n| n.host.as_str())
-                ),
+/// What every run of one verification shares.
+struct Player<'a> {
+    req: &'a Request,
+    engine: &'a dyn Engine,
+    opts: &'a RunOptions,
+    dir: &'a Path,
+}
+
+impl Player<'_> {
+    /// Each event on one configuration (`cfg`, as the lab runs it: `lab`); `tag` names a fix's
+    /// replay in file names.
+    fn play_all(
+        &self,
+        cfg: &Config,
+        (target, lab): (&Target, &LabConfig),
+        wanted: &[Event],
+        settings: &Settings,
+        tag: &str,
+    ) -> anyhow::Result<Vec<Outcome>> {
+        let mut out = Vec::new();
+        for (i, &event) in wanted.iter().enumerate() {
+            if event.needs_run_time() && !target.asks_at_run_time() {
+                out.push(Outcome::skipped(
+                    event,
+                    format!(
+                        "nginx asks for `{}` only when it starts and at each reload: a DNS change reaches it only through a reload (see reload-nxdomain and move)",
+                        target.names.first().map_or("", |n| n.host.as_str())
+                    ),
+                ));
+                continue;
+            }
+            progress::line(format!(
+                "verify: `{}`{tag}: {} ({}/{})",
+                target.name,
+                event.id(),
+                i + 1,
+                wanted.len()
             ));
-            continue;
+            let text = if self.req.model {
+                events::model_scenario(cfg, target, lab, event, settings)
+                    .map_err(|e| anyhow::anyhow!("{}: the model cannot play it: {e}", target.at))?
+            } else {
+                events::scenario(target, lab, event, settings)
+            };
+            let file = self.dir.join("scenarios").join(format!(
+                "{}{}-{}.toml",
+                events::slug(&target.name),
+                tag.replace(' ', "-"),
+                event.id()
+            ));
+            std::fs::write(&file, &text)?;
+            let sc = resolvelab_scenario::Scenario::from_toml(&text, &file.display().to_string())?;
+            let judged = resolvelab_lab::judge::run_and_judge(&sc, self.opts, self.engine)?;
+            out.push(Outcome::of(event, &judged, &file));
         }
-        progress::line(format!(
-            "verify: `{}`{tag}: {} ({}/{})",
-            target.name,
-            event.id(),
-            i + 1,
-            wanted.len()
-        ));
-        let text = events::scenario(target, lab, event, &req.settings);
-        let file = dir.join("scenarios").join(format!(
-            "{}{}-{}.toml",
-            events::slug(&target.name),
-            tag.replace(' ', "-"),
-            event.id()
-        ));
-        std::fs::write(&file, &text)?;
-        let sc = resolvelab_scenario::Scenario::from_toml(&text, &file.display().to_string())?;
-        let judged = resolvelab_lab::judge::run_and_judge(&sc, opts, engine)?;
-        out.push(Outcome::of(event, &judged, &file));
+        Ok(out)
     }
-    Ok(out)
 }
 
 /// For each finding with a replayable fix: the fixed copy, played on the events that had
-/// client errors or NLU before.
+/// client errors or NLU before, or did not test what they meant to.
 fn replay_fixes(
+    player: &Player,
     cfg: &Config,
     p: &Planned,
     before: &[Outcome],
-    req: &Request,
-    engine: &dyn Engine,
-    opts: &RunOptions,
-    dir: &Path,
 ) -> anyhow::Result<Vec<FixAb>> {
+    let req = player.req;
     let failed: Vec<Event> = before
         .iter()
-        .filter(|o| o.played() && (o.client_errors > 0 || o.nlu > 0))
+        // Also what did not test what it meant to: a fix may make it reachable (keep-alive
+        // made effective lets the backends' idle-connection closes hit).
+        .filter(|o| o.played() && (o.client_errors > 0 || o.nlu > 0 || !o.interpretable()))
         .map(|o| o.event)
         .collect();
     let mut out: Vec<FixAb> = Vec::new();
@@ -233,7 +256,14 @@ fn replay_fixes(
             }
         };
         let tag = format!(" fix {}", f.rule);
-        let after = play_all(&p.target, &lab, &failed, req, engine, opts, dir, &tag)?;
+        // The fixed configuration's own target (per-DC names replace the GSLB name).
+        let target = find::targets(&fixed)
+            .into_iter()
+            .find(|t| t.name.eq_ignore_ascii_case(&p.target.name))
+            .unwrap_or_else(|| p.target.clone());
+        let mut settings = req.settings.clone();
+        settings.fixed_names |= f.rule == "resolve-single-name";
+        let after = player.play_all(&fixed, (&target, &lab), &failed, &settings, &tag)?;
         out.push(FixAb::compared(f, applied, before, after));
     }
     Ok(out)

@@ -36,8 +36,9 @@ Examples:\n  resolvelab verify --nginx-conf /etc/nginx/nginx.conf\n  \
 nginx -T | resolvelab verify --nginx-conf - --upstream be\n  \
 resolvelab verify --nginx-conf nginx.conf --events nxdomain,reload-nxdomain --no-fixes\n  \
 resolvelab verify --nginx-conf nginx.conf --plan            # what would run, and every change\n  \
-resolvelab --nginx /usr/sbin/nginx verify --nginx-conf nginx.conf --format html -o card.html\n\n\
-Exit status: 0 the card was written, 2 error (unreadable configuration; a construct the lab cannot play — the card is still written, naming the line)."
+resolvelab --nginx /usr/sbin/nginx verify --nginx-conf nginx.conf --format html -o card.html\n  \
+resolvelab verify --nginx-conf nginx.conf --format json -o new.json --baseline main.json   # CI: exit 1 when worse\n\n\
+Exit status: 0 the card was written, 1 an event got worse than --baseline, 2 error (unreadable configuration; a construct the lab cannot play — the card is still written, naming the line)."
 )]
 pub struct Args {
     /// The configuration: nginx.conf (includes followed), a conf.d fragment, or `nginx -T`
@@ -70,6 +71,10 @@ pub struct Args {
     /// Play the events only, not the linter's fixes.
     #[arg(long)]
     no_fixes: bool,
+    /// Play on the model (nginx 1.28's upstream/resolve logic, `--engine sim`) instead of real
+    /// nginx: seconds instead of minutes, for what the model plays (round-robin upstreams).
+    #[arg(long, conflicts_with = "engine")]
+    quick: bool,
     /// Print what would be played — targets, events, every change — and run nothing.
     #[arg(long)]
     plan: bool,
@@ -79,6 +84,10 @@ pub struct Args {
     /// Where the scenarios and runs go (default: runs/verify-<UTC stamp>).
     #[arg(long, value_name = "DIR")]
     out: Option<PathBuf>,
+    /// An earlier card (`--format json`): exit 1 when an event now fails at least twice as
+    /// often, and 10 requests more, than it did there (CI on a configuration repository).
+    #[arg(long, value_name = "OLD.json", conflicts_with = "plan")]
+    baseline: Option<PathBuf>,
     /// Card format.
     #[arg(long, value_enum, default_value = "md")]
     format: Format,
@@ -119,6 +128,15 @@ fn load(path: &Path, sysroot: Option<&Path>) -> anyhow::Result<(String, resolvel
 /// Run `resolvelab verify`.
 pub fn run(args: Args, ctx: &Ctx) -> anyhow::Result<ExitCode> {
     let (source, cfg) = load(&args.nginx_conf, args.sysroot.as_deref())?;
+    let baseline: Option<serde_json::Value> = match &args.baseline {
+        Some(p) => Some(
+            serde_json::from_slice(
+                &std::fs::read(p).with_context(|| format!("cannot read {}", p.display()))?,
+            )
+            .with_context(|| format!("{}: not JSON", p.display()))?,
+        ),
+        None => None,
+    };
     let req = Request {
         events: if args.events.is_empty() {
             Event::ALL.to_vec()
@@ -129,12 +147,14 @@ pub fn run(args: Args, ctx: &Ctx) -> anyhow::Result<ExitCode> {
         settings: resolvelab_verify::events::Settings {
             rate: args.rate,
             ttl: args.ttl,
+            fixed_names: false,
         },
         rewrite: resolvelab_verify::rewrite::Options {
             path: args.path.clone(),
             drop: args.drop.clone(),
         },
         fixes: !args.no_fixes,
+        model: args.quick,
     };
     let plans = resolvelab_verify::prepare(&cfg, &req);
     if !args.upstream.is_empty() && plans.is_empty() {
@@ -177,11 +197,20 @@ pub fn run(args: Args, ctx: &Ctx) -> anyhow::Result<ExitCode> {
     for r in &refused {
         eprintln!("error: {r}");
     }
-    Ok(if refused.is_empty() {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::from(2)
-    })
+    if !refused.is_empty() {
+        return Ok(ExitCode::from(2));
+    }
+    if let (Some(old), Some(p)) = (&baseline, &args.baseline) {
+        let worse = card::regressions(&card, old)
+            .map_err(|e| anyhow::anyhow!("--baseline {}: {e}", p.display()))?;
+        for w in &worse {
+            eprintln!("worse than {}: {w}", p.display());
+        }
+        if !worse.is_empty() {
+            return Ok(ExitCode::from(1));
+        }
+    }
+    Ok(ExitCode::SUCCESS)
 }
 
 fn play(
@@ -201,9 +230,13 @@ fn play(
         out: dir.join("runs"),
         ..ctx.run_options()
     };
-    let engine = engine::by_name(&args.engine)?;
+    let engine = engine::by_name(if args.quick { "sim" } else { &args.engine })?;
     crate::cmd::run::install_signal_handlers();
-    let nginx = engine.provision(&opts)?;
+    let nginx = if args.quick {
+        format!("the model — {}", engine.describe())
+    } else {
+        engine.provision(&opts)?
+    };
     eprintln!(
         "verify: {} target(s) on {nginx}; runs in {}",
         plans.len(),
