@@ -29,6 +29,7 @@ measure() {
   read -r s1 t1 < <(cpu)
   local runs
   runs=$(python3 -c 'import json,sys; c=json.load(open(sys.argv[1])); t=c["targets"][0]; print(len([o for o in t["outcomes"] if "skipped" not in o]) + sum(len(f["rows"]) for f in t["fixes"]))' "$OUT/card.json")
+  cp "$OUT/card.json" "${CARDS:-/tmp}/bench-verify-card-$(echo "$label" | tr -c 'a-z0-9' '-').json"
   rows+="| $label | $(awk -v a="$a" -v b="$b" 'BEGIN{printf "%.1f", b-a}') | $runs | $(steal_pct $((s1 - s0)) $((t1 - t0))) | $rc |\n"
 }
 

@@ -268,6 +268,62 @@ fn quick_plays_the_events_on_the_model() {
         .find(|f| f["rule"] == "resolve-max-fails")
         .unwrap();
     assert_eq!(fix["verdict"], "helps", "{fix}");
+    // The seed's valid=30s trade-off: an NXDOMAIN takes the upstream down for a whole 31 s
+    // period, and the linter's `valid=5s` brings it to about 6 s.
+    std::fs::write(
+        dir.path().join("nginx.conf"),
+        "http {\n    resolver 10.0.0.53 valid=30s ipv6=off;\n    upstream be {\n        zone be 128k;\n        server api.example.com:443 resolve max_fails=0;\n    }\n    server {\n        listen 80;\n        location / { proxy_pass http://be; }\n    }\n}\n",
+    )
+    .unwrap();
+    let (code, card, err) = verify_file(dir.path(), "v30", &["--quick", "--events", "nxdomain"]);
+    assert_eq!(code, Some(0), "{err}");
+    let t = &card["targets"][0];
+    let before = t["outcomes"][0]["outage_ms"].as_i64().unwrap();
+    assert!((29_000..=33_000).contains(&before), "{before}");
+    let fix = t["fixes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["rule"] == "resolver-valid-long")
+        .unwrap();
+    assert_eq!(fix["verdict"], "helps", "{fix}");
+    let after = fix["rows"][0][1]["outage_ms"].as_i64().unwrap();
+    assert!((5_000..=7_000).contains(&after), "{after}");
+    // The seed's retry shim (section 5-3), on a GSLB name with keep-alive in use and a fifth of
+    // the requests POSTs: the shim rescues the GETs' generation-race failures, never a POST.
+    std::fs::write(
+        dir.path().join("nginx.conf"),
+        "http {\n    resolver 10.0.0.53 valid=5s ipv6=off;\n    upstream be {\n        zone be 128k;\n        server api.example.com:443 resolve max_fails=0;\n        keepalive 64;\n    }\n    server {\n        listen 80;\n        location / {\n            proxy_pass http://be;\n            proxy_http_version 1.1;\n            proxy_set_header Connection \"\";\n        }\n    }\n}\n",
+    )
+    .unwrap();
+    let args = [
+        "--quick",
+        "--events",
+        "swap-race",
+        "--mix",
+        "GET=0.8,POST=0.2",
+    ];
+    let (code, card, err) = verify_file(dir.path(), "shim", &args);
+    assert_eq!(code, Some(0), "{err}");
+    let t = &card["targets"][0];
+    let before = &t["outcomes"][0]["failed_methods"];
+    assert!(
+        before["GET"].as_u64().unwrap() > 0 && before["POST"].as_u64().unwrap() > 0,
+        "{t}"
+    );
+    let shim = t["fixes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["fix"] == "retry-shim")
+        .unwrap();
+    let after = &shim["rows"][0][1];
+    assert_eq!(after["failed_methods"].get("GET"), None, "{after}");
+    assert!(
+        after["failed_methods"]["POST"].as_u64().unwrap() > 0,
+        "{after}"
+    );
+    assert_eq!(after["nlu"], 0, "{after}");
     std::fs::write(
         dir.path().join("nginx.conf"),
         "http { resolver 10.0.0.53; upstream be { least_conn; zone be 64k; server a.example resolve; }\n server { location / { proxy_pass http://be; } } }",

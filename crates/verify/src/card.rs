@@ -6,7 +6,7 @@
 use crate::Planned;
 use crate::events::{self, Event, Settings};
 use crate::find::Target;
-use crate::fixes::OnTarget;
+use crate::fixes::{OnTarget, Replay};
 use crate::rewrite::Change;
 use resolvelab_core::doc::{Block, Cell, Doc, Table, code, m, n, p};
 use resolvelab_lab::judge::Judged;
@@ -98,6 +98,8 @@ pub struct Outcome {
     pub outage_ms: Option<i64>,
     /// The checker's classes, by incidents.
     pub classes: Vec<String>,
+    /// Failed requests by method, over the incidents (a retry shim rescues GETs, not POSTs).
+    pub failed_methods: std::collections::BTreeMap<String, u64>,
     /// nginx refused a reload (`[emerg] host not found in upstream`).
     pub reload_refused: bool,
     /// The run directory.
@@ -119,6 +121,7 @@ impl Outcome {
             nlu: 0,
             outage_ms: None,
             classes: Vec::new(),
+            failed_methods: Default::default(),
             reload_refused: false,
             run_dir: String::new(),
             scenario: String::new(),
@@ -139,6 +142,12 @@ impl Outcome {
             nlu: d.nlu.total,
             outage_ms: resolvelab_lab::judge::longest_incident_ms(j),
             classes: d.classes.iter().map(|c| c.class.to_string()).collect(),
+            failed_methods: d.incidents.iter().fold(Default::default(), |mut acc, i| {
+                for (k, v) in &i.methods {
+                    *acc.entry(k.clone()).or_default() += v;
+                }
+                acc
+            }),
             reload_refused: d
                 .signatures
                 .iter()
@@ -164,6 +173,8 @@ impl Outcome {
 pub struct FixAb {
     /// The rule whose fix it is.
     pub rule: String,
+    /// The fix (`per-dc`, `retry-shim`, …).
+    pub fix: String,
     /// What the lab applied.
     pub applied: String,
     /// `helps`, `no-change`, `worse` (over the rows interpretable before and after),
@@ -178,10 +189,11 @@ pub struct FixAb {
 
 impl FixAb {
     /// Nothing failed before: nothing to compare.
-    pub fn not_needed(f: &OnTarget, applied: &str) -> FixAb {
+    pub fn not_needed(f: &OnTarget, r: &Replay) -> FixAb {
         FixAb {
             rule: f.rule.clone(),
-            applied: applied.to_string(),
+            fix: r.id.to_string(),
+            applied: r.what.to_string(),
             verdict: "not-needed".into(),
             note: Some("no event failed before the fix".into()),
             rows: Vec::new(),
@@ -189,10 +201,11 @@ impl FixAb {
     }
 
     /// The fixed configuration could not be played.
-    pub fn refused(f: &OnTarget, applied: &str, why: String) -> FixAb {
+    pub fn refused(f: &OnTarget, r: &Replay, why: String) -> FixAb {
         FixAb {
             rule: f.rule.clone(),
-            applied: applied.to_string(),
+            fix: r.id.to_string(),
+            applied: r.what.to_string(),
             verdict: "refused".into(),
             note: Some(why),
             rows: Vec::new(),
@@ -200,7 +213,7 @@ impl FixAb {
     }
 
     /// Before and after, event by event.
-    pub fn compared(f: &OnTarget, applied: &str, before: &[Outcome], after: Vec<Outcome>) -> FixAb {
+    pub fn compared(f: &OnTarget, r: &Replay, before: &[Outcome], after: Vec<Outcome>) -> FixAb {
         let rows: Vec<(Outcome, Outcome)> = after
             .into_iter()
             .filter_map(|a| {
@@ -212,7 +225,8 @@ impl FixAb {
             .collect();
         FixAb {
             rule: f.rule.clone(),
-            applied: applied.to_string(),
+            fix: r.id.to_string(),
+            applied: r.what.to_string(),
             verdict: judge(&rows).to_string(),
             note: None,
             rows,
@@ -441,38 +455,33 @@ fn outcome_table(rows: &[Outcome]) -> Table {
 fn fix_table(t: &TargetCard) -> Table {
     let mut rows = Vec::new();
     for f in &t.findings {
-        let ab = t.fixes.iter().find(|x| x.rule == f.rule);
-        let what = match (&f.replay, ab) {
-            (Err(why), _) => why.clone(),
-            (Ok(a), None) => format!("{a}: not played"),
-            (Ok(_), Some(ab)) if ab.rows.is_empty() => {
-                format!("{}: {}", ab.applied, ab.note.clone().unwrap_or_default())
-            }
-            (Ok(_), Some(ab)) => {
-                let cells: Vec<String> = ab
-                    .rows
-                    .iter()
-                    .map(|(b, a)| {
-                        format!(
-                            "{}: errors {} → {}, NLU {} → {}",
-                            b.event.id(),
-                            b.client_errors,
-                            a.client_errors,
-                            b.nlu,
-                            a.nlu
-                        )
-                    })
-                    .collect();
-                format!("{}; {}", ab.applied, cells.join("; "))
-            }
-        };
-        let verdict = ab.map_or("—".to_string(), |a| a.verdict.clone());
-        rows.push(vec![
-            code(&f.rule).into(),
-            p(&f.at).into(),
-            m(what).into(),
-            n(verdict),
-        ]);
+        if let Some(why) = &f.not_replayed {
+            rows.push(vec![
+                code(&f.rule).into(),
+                p(&f.at).into(),
+                m(why).into(),
+                n("—"),
+            ]);
+        }
+        for r in &f.replays {
+            let ab = t.fixes.iter().find(|x| x.fix == r.id && x.rule == f.rule);
+            let what = match ab {
+                None => format!("{}: not played", r.what),
+                Some(ab) if ab.rows.is_empty() => {
+                    format!("{}: {}", ab.applied, ab.note.clone().unwrap_or_default())
+                }
+                Some(ab) => {
+                    let cells: Vec<String> = ab.rows.iter().map(|(b, a)| ab_cell(b, a)).collect();
+                    format!("{}; {}", ab.applied, cells.join("; "))
+                }
+            };
+            rows.push(vec![
+                code(&f.rule).into(),
+                p(&f.at).into(),
+                m(what).into(),
+                n(ab.map_or("—".to_string(), |a| a.verdict.clone())),
+            ]);
+        }
     }
     Table {
         id: Some("fixes"),
@@ -485,6 +494,30 @@ fn fix_table(t: &TargetCard) -> Table {
         rows,
         keyed: false,
     }
+}
+
+/// `event: errors B → A, NLU B → A` (and the failed methods after, when not all GET).
+fn ab_cell(b: &Outcome, a: &Outcome) -> String {
+    let mut s = format!(
+        "{}: errors {} → {}, NLU {} → {}",
+        b.event.id(),
+        b.client_errors,
+        a.client_errors,
+        b.nlu,
+        a.nlu
+    );
+    if !a.interpretable() {
+        s.push_str(" (after: not interpretable)");
+    }
+    if a.failed_methods.keys().any(|k| k != "GET") {
+        let by: Vec<String> = a
+            .failed_methods
+            .iter()
+            .map(|(k, v)| format!("{k} {v}"))
+            .collect();
+        s.push_str(&format!(" (failed after: {})", by.join(", ")));
+    }
+    s
 }
 
 fn changes_table(changes: &[Change]) -> Table {

@@ -101,6 +101,8 @@ pub struct Settings {
     /// The configuration names fixed per-DC names, not a GSLB name: `swap-race` keeps the
     /// everyday first-try failures but nothing alternates (set for the per-DC fix's replay).
     pub fixed_names: bool,
+    /// The method mix (`GET=0.8,POST=0.2`), as the load reads it; None: GET only.
+    pub mix: Option<String>,
 }
 
 impl Default for Settings {
@@ -109,6 +111,7 @@ impl Default for Settings {
             rate: 200,
             ttl: Duration::from_secs(10),
             fixed_names: false,
+            mix: None,
         }
     }
 }
@@ -237,7 +240,12 @@ fn assemble(
         .into_iter()
         .map(|b| {
             let mut t = Table::new();
-            if let Some((_, f)) = faults.iter().find(|(n, _)| *n == b || n == "*") {
+            // With fixed names nothing alternates to the spare: a fault there could never hit.
+            let unused = s.fixed_names && b == "spare";
+            if let Some((_, f)) = faults
+                .iter()
+                .find(|(n, _)| *n == b || (n == "*" && !unused))
+            {
                 t.insert("faults".into(), Value::Array(vec![string(f)]));
             }
             t.insert("name".into(), string(&b));
@@ -249,6 +257,9 @@ fn assemble(
     load.insert("rate".into(), string(&s.rate.to_string()));
     load.insert("duration".into(), string(&secs(duration)));
     load.insert("path".into(), string(&lab.path));
+    if let Some(mix) = &s.mix {
+        load.insert("mix".into(), string(mix));
+    }
     sc.insert("load".into(), Value::Table(load));
     if !timeline.is_empty() {
         sc.insert(

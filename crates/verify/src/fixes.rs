@@ -11,7 +11,7 @@ use resolvelab_lint::parse::{Directive, Word};
 use resolvelab_lint::{Finding, LintOptions};
 use serde::Serialize;
 
-/// A lint finding on one target, and whether the lab can replay its fix.
+/// A lint finding on one target, and the fixes the lab can replay for it.
 #[derive(Debug, Clone, Serialize)]
 pub struct OnTarget {
     /// The rule.
@@ -22,34 +22,77 @@ pub struct OnTarget {
     pub message: String,
     /// The fix the linter proposes.
     pub fix: String,
-    /// What the lab applies to replay it, or why it cannot.
-    pub replay: Result<String, String>,
+    /// The edits the lab replays for it (a finding may have two ways out).
+    pub replays: Vec<Replay>,
+    /// Why nothing is replayed, when `replays` is empty.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub not_replayed: Option<String>,
 }
 
-/// The edits, by rule: `(rule, what the lab applies)`.
-const EDITS: [(&str, &str); 9] = [
+/// One replayable fix: its id and what the lab applies.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct Replay {
+    /// The fix's id (`per-dc`, `max-fails-0`, …).
+    pub id: &'static str,
+    /// What the lab applies.
+    pub what: &'static str,
+}
+
+/// The edits: `(rule, fix id, what the lab applies)`; a rule may have several.
+const EDITS: [(&str, &str, &str); 11] = [
     (
         "resolve-single-name",
+        "per-dc",
         "per-DC names `dc1.NAME`, `dc2.NAME` (`resolve max_fails=2 fail_timeout=5s`), each answering one fixed address: names your DNS would have to serve",
     ),
     (
+        "resolve-single-name",
+        "retry-shim",
+        "`error_page 502 = @resolvelab_retry;` and the named location retrying once, GET/HEAD/OPTIONS only",
+    ),
+    (
+        "retry-shim-no-method-guard",
+        "method-guard",
+        "`if ($request_method !~ ^(GET|HEAD|OPTIONS)$) { return 502; }` in the retry location",
+    ),
+    (
         "keepalive-ineffective",
+        "keepalive-http11",
         "`proxy_http_version 1.1; proxy_set_header Connection \"\";` where the upstream is proxied",
     ),
     (
         "resolve-max-fails",
+        "max-fails-0",
         "`max_fails=0` on the upstream's server lines",
     ),
     (
         "backup-max-fails",
+        "max-fails-0",
         "`max_fails=0` on the upstream's server lines",
     ),
-    ("resolver-ipv6", "`ipv6=off` on every resolver line"),
-    ("resolver-valid-long", "`valid=5s` on every resolver line"),
-    ("resolve-no-zone", "`zone NAME 1m;` in the upstream"),
-    ("zone-too-small", "`zone NAME 1m;` in the upstream"),
+    (
+        "resolver-ipv6",
+        "ipv6-off",
+        "`ipv6=off` on every resolver line",
+    ),
+    (
+        "resolver-valid-long",
+        "valid-5s",
+        "`valid=5s` on every resolver line",
+    ),
+    (
+        "resolve-no-zone",
+        "zone-1m",
+        "`zone NAME 1m;` in the upstream",
+    ),
+    (
+        "zone-too-small",
+        "zone-1m",
+        "`zone NAME 1m;` in the upstream",
+    ),
     (
         "resolve-once",
+        "resolve",
         "`resolve` on the upstream's named server lines, with a zone and a resolver",
     ),
 ];
@@ -64,35 +107,39 @@ pub fn on_target(cfg: &Config, target: &Target) -> Vec<OnTarget> {
         if !concerns(cfg, f, range.as_ref(), target) {
             continue;
         }
-        let replay = match EDITS.iter().find(|(r, _)| *r == f.rule) {
-            Some((_, what)) if f.rule == "resolve-once" && target.via != Via::Upstream => {
-                Err(format!(
-                    "{what} needs an upstream block; for a `proxy_pass` to a name the fix is a variable `proxy_pass` with a resolver (not replayed yet)"
-                ))
-            }
-            Some((_, what)) => Ok((*what).to_string()),
-            None => Err(not_replayed(&f.rule).to_string()),
-        };
         let at = format!("{}:{}", f.file, f.line);
         if out.iter().any(|o| o.rule == f.rule && o.at == at) {
             continue;
+        }
+        let mut replays: Vec<Replay> = EDITS
+            .iter()
+            .filter(|(r, _, _)| *r == f.rule)
+            .map(|&(_, id, what)| Replay { id, what })
+            .collect();
+        let mut not_replayed = None;
+        if f.rule == "resolve-once" && target.via != Via::Upstream {
+            replays.clear();
+            not_replayed = Some("`resolve` needs an upstream block; for a `proxy_pass` to a name the fix is a variable `proxy_pass` with a resolver (not replayed yet)".to_string());
+        } else if replays.is_empty() {
+            not_replayed = Some(not_replayed_why(&f.rule).to_string());
         }
         out.push(OnTarget {
             rule: f.rule.clone(),
             at,
             message: f.message.clone(),
             fix: f.fix.clone(),
-            replay,
+            replays,
+            not_replayed,
         });
     }
     out
 }
 
 /// Why a finding's fix is not replayed.
-fn not_replayed(rule: &str) -> &'static str {
+fn not_replayed_why(rule: &str) -> &'static str {
     match rule {
-        "retry-shim-no-method-guard" | "retry-shim-recursive" => {
-            "not replayed yet: `resolvelab run retry-shim` plays the guarded shim"
+        "retry-shim-recursive" => {
+            "not replayed yet: `resolvelab run retry-shim` plays the shim without recursion"
         }
         _ => "not replayed: the fix is a choice only you can make here",
     }
@@ -149,25 +196,27 @@ fn lines_of_passes(cfg: &Config, target: &Target) -> Vec<(String, u32)> {
     out
 }
 
-/// A copy of `cfg` with the fix of `rule` applied to the target.
-pub fn apply(cfg: &Config, target: &Target, rule: &str) -> Config {
+/// A copy of `cfg` with the fix `id` applied to the target.
+pub fn apply(cfg: &Config, target: &Target, id: &str) -> Config {
     let mut out = cfg.clone();
     let Some(http) = out.root.iter_mut().find(|d| d.name.value == "http") else {
         return out;
     };
     let kids = http.block.get_or_insert_with(Vec::new);
-    match rule {
-        "resolve-max-fails" | "backup-max-fails" => {
+    match id {
+        "max-fails-0" => {
             for s in servers_of(kids, &target.name) {
                 set_param(s, "max_fails", "0");
             }
         }
-        "resolver-ipv6" => each_resolver(kids, &mut |r| set_param(r, "ipv6", "off")),
-        "resolver-valid-long" => each_resolver(kids, &mut |r| set_param(r, "valid", "5s")),
-        "resolve-no-zone" | "zone-too-small" => set_zone(kids, &target.name),
-        "keepalive-ineffective" => keep_alive(kids, &target.name),
-        "resolve-single-name" => per_dc(kids, &target.name),
-        "resolve-once" => {
+        "ipv6-off" => each_resolver(kids, &mut |r| set_param(r, "ipv6", "off")),
+        "valid-5s" => each_resolver(kids, &mut |r| set_param(r, "valid", "5s")),
+        "zone-1m" => set_zone(kids, &target.name),
+        "keepalive-http11" => keep_alive(kids, &target.name),
+        "per-dc" => per_dc(kids, &target.name),
+        "retry-shim" => crate::shim::add(kids, &target.name),
+        "method-guard" => crate::shim::guard(kids),
+        "resolve" => {
             for s in servers_of(kids, &target.name) {
                 let named = s.arg(0).and_then(resolvelab_lint::facts::host_of).is_some();
                 if named && !s.args.iter().any(|a| a.value == "resolve") {
@@ -349,15 +398,15 @@ mod tests {
         for r in ["resolve-max-fails", "resolver-ipv6", "resolver-valid-long"] {
             assert!(rules.contains(&r), "{r} in {rules:?}");
         }
-        let fixed = apply(&cfg, t, "resolve-max-fails");
+        let fixed = apply(&cfg, t, "max-fails-0");
         let fixed_rules: Vec<String> = on_target(&fixed, t).into_iter().map(|f| f.rule).collect();
         assert!(
             !fixed_rules.contains(&"resolve-max-fails".to_string()),
             "{fixed_rules:?}"
         );
-        let v = on_target(&apply(&cfg, t, "resolver-valid-long"), t);
+        let v = on_target(&apply(&cfg, t, "valid-5s"), t);
         assert!(!v.iter().any(|f| f.rule == "resolver-valid-long"));
-        let v = on_target(&apply(&cfg, t, "resolver-ipv6"), t);
+        let v = on_target(&apply(&cfg, t, "ipv6-off"), t);
         assert!(!v.iter().any(|f| f.rule == "resolver-ipv6"));
     }
 }

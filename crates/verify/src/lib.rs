@@ -25,6 +25,7 @@ pub mod find;
 pub mod fixes;
 pub mod model;
 pub mod rewrite;
+pub mod shim;
 
 use card::{Card, FixAb, Outcome, TargetCard};
 use events::{Event, Settings};
@@ -227,7 +228,6 @@ fn replay_fixes(
     p: &Planned,
     before: &[Outcome],
 ) -> anyhow::Result<Vec<FixAb>> {
-    let req = player.req;
     let failed: Vec<Event> = before
         .iter()
         // Also what did not test what it meant to: a fix may make it reachable (keep-alive
@@ -237,36 +237,44 @@ fn replay_fixes(
         .collect();
     let mut out: Vec<FixAb> = Vec::new();
     for f in &p.findings {
-        let Ok(applied) = &f.replay else {
-            continue;
-        };
-        if out.iter().any(|x| x.rule == f.rule) {
-            continue;
-        }
-        if failed.is_empty() {
-            out.push(FixAb::not_needed(f, applied));
-            continue;
-        }
-        let fixed = fixes::apply(cfg, &p.target, &f.rule);
-        let lab = match rewrite::lab_config(&fixed, &p.target, &req.rewrite) {
-            Ok(l) => l,
-            Err(e) => {
-                out.push(FixAb::refused(f, applied, e.to_string()));
+        for r in &f.replays {
+            if out.iter().any(|x| x.fix == r.id) {
                 continue;
             }
-        };
-        let tag = format!(" fix {}", f.rule);
-        // The fixed configuration's own target (per-DC names replace the GSLB name).
-        let target = find::targets(&fixed)
-            .into_iter()
-            .find(|t| t.name.eq_ignore_ascii_case(&p.target.name))
-            .unwrap_or_else(|| p.target.clone());
-        let mut settings = req.settings.clone();
-        settings.fixed_names |= f.rule == "resolve-single-name";
-        let after = player.play_all(&fixed, (&target, &lab), &failed, &settings, &tag)?;
-        out.push(FixAb::compared(f, applied, before, after));
+            out.push(if failed.is_empty() {
+                FixAb::not_needed(f, r)
+            } else {
+                replay_one(player, cfg, p, (f, r), before, &failed)?
+            });
+        }
     }
     Ok(out)
+}
+
+/// One fix on a copy of the configuration, played on `failed`.
+fn replay_one(
+    player: &Player,
+    cfg: &Config,
+    p: &Planned,
+    (f, r): (&fixes::OnTarget, &fixes::Replay),
+    before: &[Outcome],
+    failed: &[Event],
+) -> anyhow::Result<FixAb> {
+    let fixed = fixes::apply(cfg, &p.target, r.id);
+    // The fixed configuration's own target (per-DC names replace the GSLB name).
+    let target = find::targets(&fixed)
+        .into_iter()
+        .find(|t| t.name.eq_ignore_ascii_case(&p.target.name))
+        .unwrap_or_else(|| p.target.clone());
+    let lab = match rewrite::lab_config(&fixed, &target, &player.req.rewrite) {
+        Ok(l) => l,
+        Err(e) => return Ok(FixAb::refused(f, r, e.to_string())),
+    };
+    let mut settings = player.req.settings.clone();
+    settings.fixed_names |= r.id == "per-dc";
+    let tag = format!(" fix {}", r.id);
+    let after = player.play_all(&fixed, (&target, &lab), failed, &settings, &tag)?;
+    Ok(FixAb::compared(f, r, before, after))
 }
 
 /// The card of a whole verification.

@@ -81,6 +81,10 @@ pub fn nginx_table(cfg: &Config, target: &Target) -> Result<(Table, Vec<String>)
     }
     let at_location =
         location_settings(http.children(), &target.name, Vec::new()).unwrap_or_default();
+    if let Some(guarded) = retry_shim(http, &at_location) {
+        t.insert("retry_shim".into(), Value::Boolean(true));
+        t.insert("method_guard".into(), Value::Boolean(guarded));
+    }
     for (key, directive) in [
         ("proxy_next_upstream", "proxy_next_upstream"),
         ("proxy_next_upstream_tries", "proxy_next_upstream_tries"),
@@ -172,6 +176,27 @@ fn server_line(d: &Directive, statics: &mut Vec<String>) -> Result<Table, String
         s.insert("backup".into(), Value::Boolean(true));
     }
     Ok(s)
+}
+
+/// A retry shim in scope of the target's location (`error_page 502 … = @NAME` whose named
+/// location proxies again): Some(whether it guards the method).
+fn retry_shim(http: &Directive, scope: &[&Directive]) -> Option<bool> {
+    let page = scope.iter().rev().find(|d| {
+        d.name.value == "error_page"
+            && d.args.iter().any(|a| a.value == "502")
+            && d.args.last().is_some_and(|a| a.value.starts_with('@'))
+    })?;
+    let name = page.args.last()?.value.as_str();
+    let named = find::all(http.children())
+        .into_iter()
+        .find(|d| d.name.value == "location" && d.arg(0) == Some(name))?;
+    let inner = find::all(named.children());
+    if !inner.iter().any(|d| d.name.value == "proxy_pass") {
+        return None;
+    }
+    Some(inner.iter().any(|d| {
+        d.name.value == "if" && d.args.iter().any(|a| a.value.contains("$request_method"))
+    }))
 }
 
 fn last<'a>(dirs: &'a [Directive], name: &str) -> Option<&'a Directive> {

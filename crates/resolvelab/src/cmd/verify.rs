@@ -54,6 +54,10 @@ pub struct Args {
     /// Requests per second of every run.
     #[arg(long, default_value_t = 200)]
     rate: u32,
+    /// The requests' methods (`GET=0.8,POST=0.2`): a retry must not send a POST twice, and the
+    /// card shows which methods still fail.
+    #[arg(long, value_name = "METHOD=SHARE,…")]
+    mix: Option<String>,
     /// TTL of the lab's answers: nginx's re-query period when your resolver sets no `valid=`.
     #[arg(long, default_value = "10s", value_parser = humantime_like)]
     ttl: std::time::Duration,
@@ -148,6 +152,7 @@ pub fn run(args: Args, ctx: &Ctx) -> anyhow::Result<ExitCode> {
             rate: args.rate,
             ttl: args.ttl,
             fixed_names: false,
+            mix: args.mix.clone(),
         },
         rewrite: resolvelab_verify::rewrite::Options {
             path: args.path.clone(),
