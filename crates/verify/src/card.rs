@@ -195,7 +195,9 @@ impl FixAb {
             fix: r.id.to_string(),
             applied: r.what.to_string(),
             verdict: "not-needed".into(),
-            note: Some("no event failed before the fix".into()),
+            note: Some(
+                "no event it acts on failed (or missed its injection) before the fix".into(),
+            ),
             rows: Vec::new(),
         }
     }

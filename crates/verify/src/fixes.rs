@@ -5,6 +5,7 @@
 //! without guessing are here. A finding whose fix needs what only the user knows (per-DC names
 //! their DNS has, the backends' idle timeout) is listed on the card as not replayed, with why.
 
+use crate::events::Event;
 use crate::find::{self, Target, Via};
 use resolvelab_lint::load::Config;
 use resolvelab_lint::parse::{Directive, Word};
@@ -39,7 +40,7 @@ pub struct Replay {
 }
 
 /// The edits: `(rule, fix id, what the lab applies)`; a rule may have several.
-const EDITS: [(&str, &str, &str); 11] = [
+const EDITS: [(&str, &str, &str); 10] = [
     (
         "resolve-single-name",
         "per-dc",
@@ -69,11 +70,6 @@ const EDITS: [(&str, &str, &str); 11] = [
         "backup-max-fails",
         "max-fails-0",
         "`max_fails=0` on the upstream's server lines",
-    ),
-    (
-        "resolver-ipv6",
-        "ipv6-off",
-        "`ipv6=off` on every resolver line",
     ),
     (
         "resolver-valid-long",
@@ -135,9 +131,32 @@ pub fn on_target(cfg: &Config, target: &Target) -> Vec<OnTarget> {
     out
 }
 
+/// The events a fix can act on, by the mechanism it changes: only these are replayed (the
+/// others would cost a run each to show what the mechanism says, and the A/B stays within the
+/// time a user waits). Per-DC names change which peers exist, so every event.
+pub fn acts_on(id: &str) -> &'static [Event] {
+    use Event::*;
+    match id {
+        // A peer disabled after failed tries: a backend failure or reused-connection failures.
+        "max-fails-0" => &[SwapRace, Restart, Move],
+        // When nginx asks again.
+        "valid-5s" => &[Nxdomain, Servfail, Silence, Move, ReloadNxdomain],
+        // Reused connections, and a retry in the next generation.
+        "keepalive-http11" | "retry-shim" | "method-guard" => &[SwapRace, Restart, Move],
+        // Room for the answers' peers.
+        "zone-1m" => &[SwapRace, Move],
+        // A name asked again while nginx runs.
+        "resolve" => &[Nxdomain, Move, ReloadNxdomain],
+        _ => &Event::ALL,
+    }
+}
+
 /// Why a finding's fix is not replayed.
 fn not_replayed_why(rule: &str) -> &'static str {
     match rule {
+        "resolver-ipv6" => {
+            "the lab's authority answers no AAAA record, so `ipv6=off` changes nothing here: `resolvelab run aaaa-pollution` plays what an AAAA answer costs"
+        }
         "retry-shim-recursive" => {
             "not replayed yet: `resolvelab run retry-shim` plays the shim without recursion"
         }
@@ -406,7 +425,8 @@ mod tests {
         );
         let v = on_target(&apply(&cfg, t, "valid-5s"), t);
         assert!(!v.iter().any(|f| f.rule == "resolver-valid-long"));
-        let v = on_target(&apply(&cfg, t, "ipv6-off"), t);
-        assert!(!v.iter().any(|f| f.rule == "resolver-ipv6"));
+        let ipv6 = found.iter().find(|f| f.rule == "resolver-ipv6").unwrap();
+        assert!(ipv6.replays.is_empty());
+        assert!(ipv6.not_replayed.as_deref().unwrap().contains("AAAA"));
     }
 }

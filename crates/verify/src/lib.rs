@@ -182,6 +182,9 @@ impl Player<'_> {
     ) -> anyhow::Result<Vec<Outcome>> {
         let mut out = Vec::new();
         for (i, &event) in wanted.iter().enumerate() {
+            if resolvelab_lab::runner::INTERRUPTED.load(std::sync::atomic::Ordering::SeqCst) {
+                anyhow::bail!("interrupted: the card holds what ran before");
+            }
             if event.needs_run_time() && !target.asks_at_run_time() {
                 out.push(Outcome::skipped(
                     event,
@@ -241,10 +244,15 @@ fn replay_fixes(
             if out.iter().any(|x| x.fix == r.id) {
                 continue;
             }
-            out.push(if failed.is_empty() {
+            let on: Vec<Event> = failed
+                .iter()
+                .copied()
+                .filter(|e| fixes::acts_on(r.id).contains(e))
+                .collect();
+            out.push(if on.is_empty() {
                 FixAb::not_needed(f, r)
             } else {
-                replay_one(player, cfg, p, (f, r), before, &failed)?
+                replay_one(player, cfg, p, (f, r), before, &on)?
             });
         }
     }
