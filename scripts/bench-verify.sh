@@ -50,6 +50,7 @@ measure "real nginx 1.28.3, every event and the fixes' A/B"
   echo
   echo "A real-nginx run lasts as long as its timeline (25–40 s of load at this re-query period, plus"
   echo "nginx's start and the checker); the wall time is the sum of the runs, played one after the"
-  echo "other. The A/B replays each replayable fix on the events that failed before it."
+  echo "other. The A/B replays each replayable fix on the events its mechanism acts on that failed"
+  echo "(or missed their injection) before it (\`fixes::acts_on\`)."
 } > docs/bench/verify.md
 cat docs/bench/verify.md
