@@ -37,7 +37,8 @@ nginx -T | resolvelab verify --nginx-conf - --upstream be\n  \
 resolvelab verify --nginx-conf nginx.conf --events nxdomain,reload-nxdomain --no-fixes\n  \
 resolvelab verify --nginx-conf nginx.conf --plan            # what would run, and every change\n  \
 resolvelab --nginx /usr/sbin/nginx verify --nginx-conf nginx.conf --format html -o card.html\n  \
-resolvelab verify --nginx-conf nginx.conf --format json -o new.json --baseline main.json   # CI: exit 1 when worse\n\n\
+# CI on a configuration repository: exit 1 when an event got worse\n  \
+resolvelab verify --nginx-conf nginx.conf --format json --baseline main.json\n\n\
 Exit status: 0 the card was written, 1 an event got worse than --baseline, 2 error (unreadable configuration; a construct the lab cannot play — the card is still written, naming the line)."
 )]
 pub struct Args {
