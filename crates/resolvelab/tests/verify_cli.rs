@@ -155,6 +155,16 @@ fn a_config_with_no_dns_fed_upstream_has_nothing_to_verify() {
     assert!(String::from_utf8_lossy(&o.stderr).contains("/nonexistent/nginx.conf"));
 }
 
+/// The fix of a card's target whose `key` is `value` (`rule`, `fix`).
+fn fix_of<'a>(t: &'a Value, key: &str, value: &str) -> &'a Value {
+    t["fixes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f[key] == value)
+        .unwrap_or_else(|| panic!("no fix with {key} = {value} in {t}"))
+}
+
 /// Outcome of one event in a card: (client errors, NLU, classes, reload refused).
 fn outcome(t: &Value, event: &str) -> (u64, u64, Vec<String>, bool) {
     let o = t["outcomes"]
@@ -220,12 +230,7 @@ fn on_real_nginx_max_fails_zero_removes_the_wipeout_of_two_resolve_lines() {
         classes.contains(&"maxfails-wipeout".to_string()),
         "{classes:?}"
     );
-    let fix = t["fixes"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|f| f["rule"] == "resolve-max-fails")
-        .unwrap_or_else(|| panic!("{t}"));
+    let fix = fix_of(t, "rule", "resolve-max-fails");
     assert_eq!(fix["verdict"], "helps", "{fix}");
     let after = &fix["rows"][0][1];
     assert_eq!(after["nlu"], 0, "{after}");
@@ -261,12 +266,7 @@ fn quick_plays_the_events_on_the_model() {
         nx_nlu > 0 && nx_classes.contains(&"dns-nxdomain".to_string()),
         "{t}"
     );
-    let fix = t["fixes"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|f| f["rule"] == "resolve-max-fails")
-        .unwrap();
+    let fix = fix_of(t, "rule", "resolve-max-fails");
     assert_eq!(fix["verdict"], "helps", "{fix}");
     // The seed's valid=30s trade-off: an NXDOMAIN takes the upstream down for a whole 31 s
     // period, and the linter's `valid=5s` brings it to about 6 s.
@@ -280,12 +280,7 @@ fn quick_plays_the_events_on_the_model() {
     let t = &card["targets"][0];
     let before = t["outcomes"][0]["outage_ms"].as_i64().unwrap();
     assert!((29_000..=33_000).contains(&before), "{before}");
-    let fix = t["fixes"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|f| f["rule"] == "resolver-valid-long")
-        .unwrap();
+    let fix = fix_of(t, "rule", "resolver-valid-long");
     assert_eq!(fix["verdict"], "helps", "{fix}");
     let after = fix["rows"][0][1]["outage_ms"].as_i64().unwrap();
     assert!((5_000..=7_000).contains(&after), "{after}");
@@ -311,12 +306,7 @@ fn quick_plays_the_events_on_the_model() {
         before["GET"].as_u64().unwrap() > 0 && before["POST"].as_u64().unwrap() > 0,
         "{t}"
     );
-    let shim = t["fixes"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|f| f["fix"] == "retry-shim")
-        .unwrap();
+    let shim = fix_of(t, "fix", "retry-shim");
     let after = &shim["rows"][0][1];
     assert_eq!(after["failed_methods"].get("GET"), None, "{after}");
     assert!(

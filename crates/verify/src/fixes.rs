@@ -5,10 +5,11 @@
 //! without guessing are here. A finding whose fix needs what only the user knows (per-DC names
 //! their DNS has, the backends' idle timeout) is listed on the card as not replayed, with why.
 
+use crate::edit::{line, word};
 use crate::events::Event;
 use crate::find::{self, Target, Via};
 use resolvelab_lint::load::Config;
-use resolvelab_lint::parse::{Directive, Word};
+use resolvelab_lint::parse::Directive;
 use resolvelab_lint::{Finding, LintOptions};
 use serde::Serialize;
 
@@ -287,14 +288,8 @@ fn keep_alive(dirs: &mut [Directive], name: &str) {
                             && c.arg(0)
                                 .is_some_and(|h| h.eq_ignore_ascii_case("connection")))
                 });
-                let line = |n: &str, args: &[&str]| Directive {
-                    name: word(n),
-                    args: args.iter().map(|a| word(a)).collect(),
-                    block: None,
-                    ..near.clone()
-                };
-                kids.push(line("proxy_http_version", &["1.1"]));
-                kids.push(line("proxy_set_header", &["Connection", ""]));
+                kids.push(line(&near, "proxy_http_version", &["1.1"]));
+                kids.push(line(&near, "proxy_set_header", &["Connection", ""]));
             }
         }
         keep_alive(kids, name);
@@ -393,13 +388,6 @@ fn set_zone(kids: &mut [Directive], name: &str) {
             }
             None => block.insert(0, zone),
         }
-    }
-}
-
-fn word(v: &str) -> Word {
-    Word {
-        value: v.to_string(),
-        span: Default::default(),
     }
 }
 

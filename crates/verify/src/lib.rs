@@ -20,6 +20,7 @@
 #![cfg_attr(not(test), deny(clippy::print_stdout, clippy::print_stderr))]
 
 pub mod card;
+mod edit;
 pub mod events;
 pub mod find;
 pub mod fixes;

@@ -12,10 +12,11 @@
 //! Refused: a Lua balancer, SRV `service=` lines, unix sockets, a location the load cannot reach
 //! without `--path`.
 
+use crate::edit::{line, word};
 use crate::find::{self, Name, Target};
 use resolvelab_lint::facts::{host_of, pass_host};
 use resolvelab_lint::load::Config;
-use resolvelab_lint::parse::{Directive, Word};
+use resolvelab_lint::parse::Directive;
 use serde::Serialize;
 use std::fmt::Write as _;
 
@@ -409,7 +410,7 @@ impl Rw<'_> {
             }
         }
         if !listened {
-            out.insert(0, word_directive("listen", "{listen}", srv));
+            out.insert(0, line(srv, "listen", &["{listen}"]));
         }
         Ok((
             Directive {
@@ -646,23 +647,6 @@ fn request_path(loc: &Directive) -> Option<String> {
         [p] if p.starts_with('/') => Some((*p).to_string()),
         ["=" | "^~", p] if p.starts_with('/') => Some((*p).to_string()),
         _ => None,
-    }
-}
-
-fn word(v: &str) -> Word {
-    Word {
-        value: v.to_string(),
-        span: Default::default(),
-    }
-}
-
-fn word_directive(name: &str, arg: &str, near: &Directive) -> Directive {
-    Directive {
-        name: word(name),
-        args: vec![word(arg)],
-        file: near.file,
-        end_line: near.end_line,
-        block: None,
     }
 }
 

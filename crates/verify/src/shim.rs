@@ -4,8 +4,9 @@
 //! POST whose body may have reached the backend is not sent twice). The same shape as the lab
 //! template's `retry_shim` (`lab::render`), written into the user's configuration.
 
+use crate::edit::{line, word};
 use resolvelab_lint::facts::proxy_target;
-use resolvelab_lint::parse::{Directive, Word};
+use resolvelab_lint::parse::Directive;
 
 /// The named location the shim adds.
 pub const NAME: &str = "@resolvelab_retry";
@@ -87,22 +88,6 @@ fn method_guard(near: &Directive) -> Directive {
             .collect(),
         block: Some(vec![line(near, "return", &["502"])]),
         ..near.clone()
-    }
-}
-
-fn line(near: &Directive, name: &str, args: &[&str]) -> Directive {
-    Directive {
-        name: word(name),
-        args: args.iter().map(|a| word(a)).collect(),
-        block: None,
-        ..near.clone()
-    }
-}
-
-fn word(v: &str) -> Word {
-    Word {
-        value: v.to_string(),
-        span: Default::default(),
     }
 }
 
