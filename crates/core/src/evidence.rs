@@ -128,6 +128,10 @@ pub mod event_kind {
     /// A state change the proxy logged itself (`target` the proxy, `note` its words: HAProxy's
     /// "changed its IP", "going DOWN for maintenance (DNS NX status)").
     pub const PROXY_STATE: &str = "proxy-state";
+    /// A GSLB's answer for a name changed after its health checks (`target` the name, `spec`
+    /// the new answer, `note` which member went down or up and on which probes): the system's
+    /// own reaction, not an injection.
+    pub const GSLB: &str = "gslb";
 }
 
 /// One line of `events.jsonl` after its header ([`schema::EVENTS`]): what the lab did and when.

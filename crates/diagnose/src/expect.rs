@@ -13,7 +13,7 @@
 //!                                          probes, ok, failed, timeouts, max_ms
 //!         | fleet.FIELD                     a [fleet] run: instances, incidents, and of its
 //!                                          largest fleet incident hit, serving, count,
-//!                                          spread_ms, reading
+//!                                          spread_ms, end_spread_ms, reading
 //! SET    := nlu | internal_nlu | incidents | class("CLASS")
 //! OP     := = == != < <= > >= ≈ ~=
 //! literal:= NUMBER [± TOL[%]] | "text" | bare-word      (`±` may be written `+-`)
@@ -140,6 +140,7 @@ pub const FLEET_FIELDS: &[(&str, bool)] = &[
     ("serving", true),
     ("count", true),
     ("spread_ms", true),
+    ("end_spread_ms", true),
     ("reading", false),
 ];
 
@@ -689,6 +690,7 @@ fn fleet_field(f: &crate::fleet::Fleet, field: &str) -> Result<V, String> {
         "serving" => of(&|i| V::N(i.serving as f64)),
         "count" => of(&|i| V::N(i.count as f64)),
         "spread_ms" => of(&|i| V::N(i.start_spread_ms as f64)),
+        "end_spread_ms" => of(&|i| V::N(i.end_spread_ms as f64)),
         "reading" => of(&|i| {
             V::S(
                 serde_json::to_value(i.reading.kind)

@@ -487,6 +487,28 @@ impl Engine {
         Ok(st.status(now))
     }
 
+    /// Answer `name` with `mode` from now on as its configured mode: what a GSLB does when its
+    /// health checks change its answer. Not an injection (the answers are the name's own) and
+    /// it cancels pending reverts and aligned sets. Announced with `reason`.
+    pub fn serve(&self, name: &str, mode: DnsMode, reason: &str) -> Result<NameStatus, SetError> {
+        let key = crate::zone::normalize_name(name).map_err(SetError::Invalid)?;
+        let entry = self
+            .entry(&key)
+            .ok_or_else(|| SetError::UnknownName(format!("unknown name `{key}`")))?;
+        mode.check_loopback(self.allow_remote)
+            .map_err(SetError::Invalid)?;
+        let now = Instant::now();
+        let mut st = entry.lock().unwrap_or_else(|p| p.into_inner());
+        st.pending = None;
+        st.reverts.clear();
+        st.default_mode = mode.clone();
+        if st.mode != mode {
+            let (from, to) = st.switch(mode);
+            self.announce(now, &st, from, to, reason);
+        }
+        Ok(st.status(now))
+    }
+
     fn apply(
         &self,
         st: &mut NameState,

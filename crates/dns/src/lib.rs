@@ -33,7 +33,8 @@
 //! ```
 //!
 //! [`DnsHandle`] offers `local_addr()`, `control_addr()`, `set_mode(name, mode, for_,
-//! align_next_query)`, `reset(name)`, `mode(name)`, `hits()`, `hits_for(name)`, `names()`,
+//! align_next_query)`, `reset(name)`, `serve(name, mode, reason)` (a configured answer, as a
+//! GSLB gives it), `mode(name)`, `hits()`, `hits_for(name)`, `names()`,
 //! `subscribe()` (a `tokio::sync::broadcast` of [`QueryEvent`], the query-log lines, live),
 //! `subscribe_changes()` (a broadcast of [`ModeChange`]: set, pending, aligned, revert, each with
 //! its exact time), `metrics()` and `shutdown().await`. [`Engine::handle`] is the socket-free

@@ -396,6 +396,12 @@ impl DnsHandle {
             .set_mode(name, ModeSpec::DnsMode(mode), for_, align)
     }
 
+    /// Answer `name` with `mode` as its configured mode (see [`Engine::serve`]: a GSLB's
+    /// answer after its health checks, not an injection).
+    pub fn serve(&self, name: &str, mode: DnsMode, reason: &str) -> Result<NameStatus, SetError> {
+        self.engine.serve(name, mode, reason)
+    }
+
     /// Put `name` back to its configured mode now (cancelling pending reverts).
     pub fn reset(&self, name: &str) -> Result<NameStatus, SetError> {
         self.engine

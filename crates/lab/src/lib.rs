@@ -4,7 +4,8 @@
 //! (the model against real runs).
 //!
 //! * [`engine`] — the engines behind one trait, by [`EngineId`](resolvelab_core::spec::engine::EngineId).
-//! * [`runner`] — a run on a real proxy: DNS authority, backends, proxy, load, timeline, probes.
+//! * [`runner`] — a run on a real proxy: DNS authority, backends, proxy, load, timeline, probes
+//!   ([`gslb`]: a name answered by health checks).
 //! * [`simrun`] — the same scenario played by the model.
 //! * [`render`] — nginx's configuration, rendered from the scenario (each third-party proxy's is in its folder of `resolvelab-thirdparty`).
 //! * [`judge`], [`compare`], [`fidelity`], [`replay`] — the studies.
@@ -26,6 +27,7 @@ pub mod compare;
 pub mod engine;
 pub mod fidelity;
 pub mod fleet;
+pub mod gslb;
 pub mod judge;
 pub mod lifecycle;
 pub mod netns;

@@ -89,8 +89,9 @@ pub async fn run(
     }
 }
 
-/// One `GET` on a new connection; the status once the whole body is read.
-async fn get(addr: SocketAddr, path: &str) -> Result<u16, String> {
+/// One `GET` on a new connection; the status once the whole body is read (a readiness probe
+/// and a GSLB health check ask the same way).
+pub(crate) async fn get(addr: SocketAddr, path: &str) -> Result<u16, String> {
     let tcp = tokio::net::TcpStream::connect(addr)
         .await
         .map_err(|e| format!("connect: {e}"))?;

@@ -220,6 +220,19 @@ async fn play(
         nx.first().reloader(),
     ));
     let probers = spawn_probers(sc, net, dir, t0, &cancel)?;
+    let gslbs: Vec<_> = (sc.dns.gslb.iter())
+        .map(|(name, g)| {
+            let (name, g, net) = (name.clone(), g.clone(), net.clone());
+            tokio::spawn(crate::gslb::run(
+                name,
+                g,
+                net,
+                dns.clone(),
+                events.clone(),
+                cancel.clone(),
+            ))
+        })
+        .collect();
     let engine_watches = watch_all(&nx, dir, &events, t0, &cancel);
     let watcher = tokio::spawn(watch(
         live.clone(),
@@ -245,6 +258,9 @@ async fn play(
     }
     for p in probers {
         p.await.map_err(|e| anyhow!("probe task: {e}"))??;
+    }
+    for g in gslbs {
+        g.await.map_err(|e| anyhow!("gslb task: {e}"))??;
     }
     let timeline_result = timeline.await.map_err(|e| anyhow!("timeline task: {e}"))?;
     ev(&events, "phase", "load", None, None, Some("end"));

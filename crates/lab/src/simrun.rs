@@ -448,6 +448,12 @@ fn refuse_unmodelled(sc: &Scenario) -> Result<()> {
             "the model plays one nginx instance; a fleet runs on real nginx (--engine nginx)",
         );
     }
+    if let Some(name) = sc.dns.gslb.keys().next() {
+        return refuse(
+            &format!("dns.gslb.\"{name}\""),
+            "the model has no GSLB health checker; play it on a real proxy",
+        );
+    }
     if n.inline.is_some() {
         return refuse(
             "nginx.inline",
@@ -1377,6 +1383,18 @@ mod tests {
                     .unwrap_or_else(|e| panic!("{} {v}: {e:#}", sc.name));
             }
         }
+    }
+
+    #[test]
+    fn a_gslb_is_refused_by_name() {
+        // The failover scenario without its fleet: one nginx, a GSLB the model cannot play.
+        let mut sc = library::get("gslb-failover").unwrap();
+        sc.fleet = None;
+        let e = refuse_unmodelled(&sc).unwrap_err().to_string();
+        assert!(
+            e.contains("dns.gslb.\"app.test.local\"") && e.contains("no GSLB health checker"),
+            "{e}"
+        );
     }
 
     #[test]

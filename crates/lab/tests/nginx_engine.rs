@@ -211,6 +211,64 @@ fn ports_run_out_in_a_private_namespace_without_time_wait_reuse() {
     assert!(run["net"]["subnet"].as_str().unwrap().starts_with("127."));
 }
 
+/// A GSLB that health-checks its pool moves the answer after `down_after` failed probes; each
+/// instance follows at its own re-query: the fleet reads a failover from its logs alone.
+#[test]
+fn a_gslb_failover_is_met_together_and_left_at_each_requery() {
+    let _g = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let out = tempfile::Builder::new()
+        .prefix("rl-gslb-")
+        .tempdir()
+        .unwrap()
+        .keep();
+    let runs = nginx("gslb-failover").into(&out);
+    assert_eq!(runs.len(), 1);
+    let j = &runs[0];
+    let v = serde_json::to_value(&j.verdict).unwrap();
+    assert_completed_and_held(&j.record.dir, &v);
+    // The GSLB's two answer changes, in order: b1 out after its failed probes, then back.
+    let events = std::fs::read_to_string(j.record.dir.join(file::EVENTS)).unwrap();
+    let gslb: Vec<Value> = events
+        .lines()
+        .skip(1)
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .filter(|e| e["kind"] == "gslb")
+        .collect();
+    assert_eq!(gslb.len(), 2, "{events}");
+    assert!(
+        gslb[0]["note"]
+            .as_str()
+            .unwrap()
+            .starts_with("b1 down after 3 failed probes"),
+        "{}",
+        gslb[0]
+    );
+    assert!(
+        gslb[1]["note"]
+            .as_str()
+            .unwrap()
+            .starts_with("b1 up after 3 good probes")
+    );
+    assert!(
+        gslb.iter().all(|e| e.get("hits").is_none()),
+        "not injections"
+    );
+    // Each instance failed on b1 alone, as a backend failure; none saw an NXDOMAIN.
+    for (name, d) in v["fleet"]["instances"].as_object().unwrap() {
+        let classes: Vec<&str> = d["classes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| c["class"].as_str().unwrap())
+            .collect();
+        assert_eq!(classes, ["upstream-failure"], "{name}");
+    }
+    let i = &v["fleet"]["report"]["incidents"][0];
+    assert!(i["start_spread_ms"].as_i64().unwrap() < 1_000, "{i}");
+    assert!(i["end_spread_ms"].as_i64().unwrap() > 1_000, "{i}");
+    let _ = std::fs::remove_dir_all(&out);
+}
+
 #[test]
 fn a_fleet_reads_an_answer_change_and_a_dead_backend_from_its_instances_logs() {
     let _g = SERIAL.lock().unwrap_or_else(|p| p.into_inner());

@@ -153,7 +153,7 @@ fn incidents(b: &mut Vec<Block>, f: &Fleet) {
         return;
     }
     b.push(Block::Para(vec![m(
-        "Each instance's incidents on one upstream that overlap in time, with what the fleet shows: staggered starts within one re-query period are one DNS answer change met at each instance's own re-query; starts at one instant point at what the instances share; one instance alone is local to it.",
+        "Each instance's incidents on one upstream that overlap in time, with what the fleet shows: staggered starts within one re-query period are one DNS answer change met at each instance's own re-query; starts at one instant point at what the instances share — and, with ends staggered within one re-query period, at a failover that DNS ended at each instance's re-query; one instance alone is local to it.",
     )]));
     let rows = f
         .incidents
@@ -166,6 +166,7 @@ fn incidents(b: &mut Vec<Block>, f: &Fleet) {
                 m(format!("{} of {}", i.hit, i.serving)).into(),
                 n(i.count),
                 m(format!("{} ms", i.start_spread_ms)).into(),
+                m(format!("{} ms", i.end_spread_ms)).into(),
                 code(
                     serde_json::to_value(i.reading.kind)
                         .ok()
@@ -185,6 +186,7 @@ fn incidents(b: &mut Vec<Block>, f: &Fleet) {
             ("instances hit", true),
             ("failed", true),
             ("start spread", true),
+            ("end spread", true),
             ("the fleet shows", false),
         ],
         rows,

@@ -172,3 +172,66 @@ fn predict_moves_compares_the_ways_of_using_a_name() {
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("--valid"));
 }
+
+#[test]
+fn predict_a_fleet_sums_its_instances_and_shows_their_spread() {
+    let out = bin()
+        .args([
+            "sim",
+            "predict",
+            "--rps",
+            "400",
+            "--first-try-failure",
+            "0.3",
+            "--sample",
+            "30s",
+            "--instances",
+            "4",
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("Summed over a fleet of 4 instances at "),
+        "{text}"
+    );
+    assert!(text.lines().any(|l| l.contains("per instance")), "{text}");
+    let v = run_json(bin().args([
+        "sim",
+        "predict",
+        "--moves-per-day",
+        "12",
+        "--rps",
+        "400",
+        "--moves",
+        "3",
+        "--instances",
+        "4",
+        "--format",
+        "json",
+    ]));
+    for r in v.as_array().unwrap() {
+        assert_eq!(r["instances"], 4, "{r}");
+        let (o, last) = (
+            r["outage_s"].as_f64().unwrap(),
+            r["last_followed_s"].as_f64().unwrap(),
+        );
+        assert!(last >= o, "{r}");
+    }
+    // Another proxy's model has no fleet: refused in one line.
+    let out = bin()
+        .args(["sim", "predict", "--engine", "haproxy", "--instances", "4"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("--instances is the nginx model's fleet"),
+        "{err}"
+    );
+}

@@ -315,6 +315,10 @@ pub struct DnsSpec {
     /// backend's (or proxy's) address.
     #[serde(default)]
     pub names: BTreeMap<String, Spelled<DnsSetting<HostRef>>>,
+    /// Names a GSLB answers (`[dns.gslb."NAME"]`): their answer follows health checks of a
+    /// pool of backends, as a global load balancer's or a service registry's does.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub gslb: BTreeMap<String, GslbSpec>,
 }
 
 impl Default for DnsSpec {
@@ -322,8 +326,105 @@ impl Default for DnsSpec {
         DnsSpec {
             ttl: d_ttl(),
             names: BTreeMap::new(),
+            gslb: BTreeMap::new(),
         }
     }
+}
+
+/// `[dns.gslb."NAME"]`: the name's answer is its pool's healthy members, after health checks
+/// on a fixed cycle — a member goes down after `down_after` failed probes in a row and comes
+/// back after `up_after` good ones — so a dead backend stays in the answer for up to
+/// `down_after × interval` and each resolver then meets the new answer at its own re-query.
+/// Defaults are Route 53's health check scaled to the lab (interval 30 s → 1 s, threshold 3).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GslbSpec {
+    /// Backends by name, in order of preference.
+    pub pool: Vec<String>,
+    /// `first`: the first healthy member (active/passive failover); `all`: every healthy one.
+    #[serde(default)]
+    pub answer: GslbAnswer,
+    /// Time between two probe rounds (not scaled by `--scale`, like `valid`).
+    #[serde(default = "d_probe_interval")]
+    pub interval: Dur,
+    /// A probe without a 2xx answer within this time failed.
+    #[serde(default = "d_gslb_timeout")]
+    pub timeout: Dur,
+    /// Failed probes in a row that take a member out of the answer.
+    #[serde(default = "d_gslb_threshold")]
+    pub down_after: u32,
+    /// Good probes in a row that put it back.
+    #[serde(default = "d_gslb_threshold")]
+    pub up_after: u32,
+    /// Path probed (`/health` answers at once on a live backend).
+    #[serde(default = "d_gslb_path")]
+    pub path: String,
+    /// With every member down: `pool` answers them all (Route 53 and most GSLBs: better a
+    /// maybe-dead address than none), `nxdomain` answers none (a service registry with no
+    /// healthy instance).
+    #[serde(default)]
+    pub all_down: GslbAllDown,
+}
+
+/// Which healthy members a GSLB answers.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum GslbAnswer {
+    /// The first healthy member in pool order (failover).
+    #[default]
+    First,
+    /// Every healthy member.
+    All,
+}
+
+/// What a GSLB answers when no member is healthy.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum GslbAllDown {
+    /// The whole pool (as if every member were healthy).
+    #[default]
+    Pool,
+    /// NXDOMAIN.
+    Nxdomain,
+}
+
+impl GslbSpec {
+    /// The members it answers given each one's health (pool order), as backend names; `None`
+    /// for NXDOMAIN.
+    pub fn answer_for(&self, up: &[bool]) -> Option<Vec<&str>> {
+        let healthy: Vec<&str> = (self.pool.iter().zip(up))
+            .filter(|(_, u)| **u)
+            .map(|(m, _)| m.as_str())
+            .collect();
+        let chosen = match (healthy.is_empty(), self.answer) {
+            (false, GslbAnswer::First) => healthy[..1].to_vec(),
+            (false, GslbAnswer::All) => healthy,
+            (true, _) if self.all_down == GslbAllDown::Nxdomain => return None,
+            (true, GslbAnswer::First) => vec![self.pool[0].as_str()],
+            (true, GslbAnswer::All) => self.pool.iter().map(String::as_str).collect(),
+        };
+        Some(chosen)
+    }
+
+    /// The `[dns.names]` mode of its answer with every member up: `static:@b1` (or
+    /// `static:@b1,@b2` for `all`).
+    pub fn starting_mode(&self) -> String {
+        let all = self
+            .answer_for(&vec![true; self.pool.len()])
+            .unwrap_or_default();
+        let refs: Vec<String> = all.iter().map(|m| format!("@{m}")).collect();
+        format!("static:{}", refs.join(","))
+    }
+}
+
+fn d_gslb_timeout() -> Dur {
+    Dur::new(Duration::from_millis(500))
+}
+fn d_gslb_threshold() -> u32 {
+    3
+}
+fn d_gslb_path() -> String {
+    "/health".into()
 }
 
 /// One backend.
@@ -738,6 +839,7 @@ impl Scenario {
             ));
         }
         let names = self.check_hosts()?;
+        self.check_gslb(&names)?;
         self.check_route()?;
         self.check_specs()?;
         self.check_probes(&names)?;
@@ -768,6 +870,66 @@ impl Scenario {
         self.check_timeline(&names)?;
         self.check_events_within_load()
             .map_err(|e| self.err_at(&["timeline"], e))?;
+        Ok(())
+    }
+
+    /// `[dns.gslb."NAME"]`: a served name, a pool of backends, sane probes, and the name's
+    /// starting mode is the GSLB's answer with every member up.
+    fn check_gslb(&self, names: &std::collections::BTreeSet<&str>) -> anyhow::Result<()> {
+        for (name, g) in &self.dns.gslb {
+            let bad = |k: &str, why: String| self.err_at(&["dns", "gslb", name, k], why);
+            let Some(start) = self.dns.names.get(name) else {
+                return Err(bad(
+                    "pool",
+                    format!(
+                        "[dns.gslb] `{name}` is not a [dns.names] entry: add `\"{name}\" = \"{}\"`",
+                        g.starting_mode()
+                    ),
+                ));
+            };
+            if g.pool.is_empty() {
+                return Err(bad("pool", "a GSLB needs at least one member".into()));
+            }
+            if let Some(m) = g.pool.iter().find(|m| !names.contains(m.as_str())) {
+                return Err(bad("pool", format!("member `{m}` is not a backend")));
+            }
+            if g.interval.get().is_zero() || g.timeout.get().is_zero() {
+                return Err(bad(
+                    "interval",
+                    "interval and timeout must be above 0".into(),
+                ));
+            }
+            if g.timeout.get() > g.interval.get() {
+                return Err(bad(
+                    "timeout",
+                    format!(
+                        "timeout {} is longer than the interval {}: a round must end before the next",
+                        g.timeout, g.interval
+                    ),
+                ));
+            }
+            for (k, n) in [("down_after", g.down_after), ("up_after", g.up_after)] {
+                if !(1..=10).contains(&n) {
+                    return Err(bad(k, format!("{k} = {n}: 1 to 10 probes")));
+                }
+            }
+            if !g.path.starts_with('/') {
+                return Err(bad(
+                    "path",
+                    format!("path `{}` must start with `/`", g.path),
+                ));
+            }
+            let want = g.starting_mode();
+            if want.parse::<DnsSetting<HostRef>>().ok().as_ref() != Some(&start.value) {
+                return Err(self.err_at(
+                    &["dns", "names", name],
+                    format!(
+                        "[dns.names] {name} = \"{}\": a GSLB name starts as the GSLB answers with every member up: \"{want}\"",
+                        start.text
+                    ),
+                ));
+            }
+        }
         Ok(())
     }
 
@@ -1081,6 +1243,14 @@ impl Scenario {
                 if !self.dns.names.contains_key(d) {
                     return Err(bad("dns", format!("dns name `{d}` is not in [dns.names]")));
                 }
+                if self.dns.gslb.contains_key(d) {
+                    return Err(bad(
+                        "dns",
+                        format!(
+                            "`{d}` is answered by its [dns.gslb] health checks: fault its pool's backends instead of setting its mode"
+                        ),
+                    ));
+                }
                 let Some(mode) = &ev.mode else {
                     return Err(bad("dns", "`dns` needs a `mode`".into()));
                 };
@@ -1383,6 +1553,87 @@ name = "mf0"
 nginx = { max_fails = 0 }
 expect = { checks = ["nlu = 0"] }
 "#;
+
+    #[test]
+    fn a_gslb_is_checked_where_it_is_written() {
+        // MIN's name starts `alternate:@b1,@b2`; a GSLB name starts as its answer.
+        let base = MIN
+            .replace("\"alternate:@b1,@b2\"", "\"static:@b1\"")
+            .replace("[[timeline]]\nat = \"10s\"\ndns = \"app.test.local\"\nmode = \"nxdomain\"\nfor = \"1s\"\nalign = \"next-requery\"", "[[timeline]]\nat = \"10s\"\nfault = \"b1\"\nspec = \"restart\"\nfor = \"5s\"");
+        let gslb = |t: &str| {
+            base.replacen(
+                "[[backend]]",
+                &format!("[dns.gslb.\"app.test.local\"]\n{t}\n[[backend]]"),
+                1,
+            )
+        };
+        let s = Scenario::from_toml(&gslb("pool = [\"b1\", \"b2\"]"), "t.toml").unwrap();
+        let g = &s.dns.gslb["app.test.local"];
+        assert_eq!(
+            (g.down_after, g.up_after, g.path.as_str()),
+            (3, 3, "/health")
+        );
+        assert_eq!(g.interval.to_string(), "1s");
+        assert_eq!(g.starting_mode(), "static:@b1");
+        let fails = |t: &str, line: u32, says: &str| {
+            let e = Scenario::from_toml(&gslb(t), "t.toml")
+                .unwrap_err()
+                .to_string();
+            assert!(
+                e.starts_with(&format!("t.toml:{line}:")) && e.contains(says),
+                "{t}: {e}"
+            );
+        };
+        fails(
+            "pool = [\"b1\", \"b9\"]",
+            13,
+            "member `b9` is not a backend",
+        );
+        fails("pool = []", 13, "at least one member");
+        fails(
+            "pool = [\"b1\"]\ntimeout = \"2s\"",
+            14,
+            "longer than the interval",
+        );
+        fails("pool = [\"b1\"]\ndown_after = 0", 14, "1 to 10 probes");
+        fails(
+            "pool = [\"b1\"]\npath = \"health\"",
+            14,
+            "must start with `/`",
+        );
+        // `all` answers both: the starting mode says so.
+        fails(
+            "pool = [\"b1\", \"b2\"]\nanswer = \"all\"",
+            11,
+            "starts as the GSLB answers with every member up: \"static:@b1,@b2\"",
+        );
+        let s = Scenario::from_toml(&gslb("pool = [\"b2\", \"b1\"]"), "t.toml");
+        assert!(s.unwrap_err().to_string().contains("\"static:@b2\""));
+        // A timeline step cannot set a GSLB name's mode.
+        let text = gslb("pool = [\"b1\"]").replace(
+            "fault = \"b1\"\nspec = \"restart\"",
+            "dns = \"app.test.local\"\nmode = \"nxdomain\"",
+        );
+        let e = Scenario::from_toml(&text, "t.toml")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("answered by its [dns.gslb] health checks"),
+            "{e}"
+        );
+        // A GSLB for a name that is not served.
+        let text = gslb("pool = [\"b1\"]").replace(
+            "[dns.gslb.\"app.test.local\"]",
+            "[dns.gslb.\"other.test.local\"]",
+        );
+        let e = Scenario::from_toml(&text, "t.toml")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("is not a [dns.names] entry: add `\"other.test.local\" = \"static:@b1\"`"),
+            "{e}"
+        );
+    }
 
     #[test]
     fn a_fleet_is_checked_where_it_is_written() {

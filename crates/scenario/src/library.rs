@@ -26,6 +26,10 @@ pub const FILES: &[(&str, &str)] = &[
         include_str!("../../../scenarios/fleet-nxdomain.toml"),
     ),
     (
+        "gslb-failover",
+        include_str!("../../../scenarios/gslb-failover.toml"),
+    ),
+    (
         "dns-silent",
         include_str!("../../../scenarios/dns-silent.toml"),
     ),

@@ -56,21 +56,40 @@ pub fn moves_table(m: &MovesInput, rows: &[MovePrediction]) -> String {
         m.samples,
         m.seed
     );
-    let mut table = vec![vec![
+    let fleet = m.instances > 1;
+    if fleet {
+        out.insert_str(
+            out.len() - 2,
+            &format!(
+                " A fleet of {} instances at {} rps each: a move reaches them all at once, each follows at its own phase; the last follows after the time shown.",
+                m.instances,
+                m.rps / f64::from(m.instances)
+            ),
+        );
+    }
+    let mut header = vec![
         "setup".to_string(),
         "failed/day".into(),
         "per move".into(),
         "outage per move".into(),
-        "configuration".into(),
-    ]];
+    ];
+    if fleet {
+        header.push("last instance follows".into());
+    }
+    header.push("configuration".into());
+    let mut table = vec![header];
     for r in rows {
-        table.push(vec![
+        let mut row = vec![
             r.setup.clone(),
             per_day(&r.per_day),
             format!("{:.0}", r.per_move),
             format!("{:.1} s", r.outage_s),
-            r.config.clone(),
-        ]);
+        ];
+        if fleet {
+            row.push(format!("{:.1} s", r.last_followed_s));
+        }
+        row.push(r.config.clone());
+        table.push(row);
     }
     out.push_str(&columns(&table));
     out
@@ -155,6 +174,17 @@ pub fn predict_table(input: &PredictInput, rows: &[Prediction]) -> String {
         input.sample.0 / 1_000_000,
         input.seed
     );
+    let fleet = rows[0].instances > 1;
+    if fleet {
+        out.insert_str(
+            out.len() - 2,
+            &format!(
+                " Summed over a fleet of {} instances at {:.0} rps each, every one with its own re-query phase and races; per instance: lowest–median–highest.",
+                rows[0].instances,
+                rows[0].requests as f64 / (input.sample.0 as f64 / 1e6) / f64::from(rows[0].instances)
+            ),
+        );
+    }
     // Only the classes that occur somewhere.
     let classes: Vec<usize> = (0..rows[0].classes.len())
         .filter(|&i| rows.iter().any(|r| r.classes[i].1.count > 0))
@@ -162,12 +192,18 @@ pub fn predict_table(input: &PredictInput, rows: &[Prediction]) -> String {
     let mut header = vec!["variant".to_string(), "NLU/day".to_string()];
     header.extend(classes.iter().map(|&i| rows[0].classes[i].0.clone()));
     header.push("other 502/day".into());
+    if fleet {
+        header.push("per instance".into());
+    }
     header.push("change".into());
     let mut table: Vec<Vec<String>> = vec![header];
     for r in rows {
         let mut row = vec![r.variant.clone(), per_day(&r.total)];
         row.extend(classes.iter().map(|&i| per_day(&r.classes[i].1)));
         row.push(per_day(&r.upstream_failures));
+        if let Some(sp) = &r.per_instance {
+            row.push(format!("{:.0}–{:.0}–{:.0}", sp.min, sp.median, sp.max));
+        }
         row.push(r.change.clone());
         table.push(row);
     }

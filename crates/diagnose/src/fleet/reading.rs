@@ -6,6 +6,9 @@
 //! - the same answer change reaches each instance at its own re-query, so their windows start
 //!   staggered, by up to one re-query period (and end so, when the answer comes back);
 //! - a backend that dies is met by every instance at the same instant;
+//! - a backend that dies behind a GSLB (or a service registry) that then answers another
+//!   address is met at one instant and left at each instance's own re-query: the windows start
+//!   together and end staggered, by up to one re-query period;
 //! - a failure on one instance while the others served the same upstream is that instance's
 //!   own (its `max_fails` marks, its resolver cache, its local ports).
 //!
@@ -25,6 +28,9 @@ pub enum ReadingKind {
     DnsAnswerChange,
     /// Every hit instance began at the same instant: what they share failed.
     SameInstant,
+    /// Began at the same instant, ended staggered within one re-query period: what they share
+    /// failed, and a DNS answer change (a failover) ended it at each instance's re-query.
+    Failover,
     /// One instance failed while others served the upstream.
     Local,
     /// The numbers do not decide.
@@ -74,6 +80,24 @@ pub fn read(upstream: &str, windows: &[Window], serving: usize) -> Reading {
             )
         };
     }
+    let mut periods: Vec<f64> = windows.iter().filter_map(|w| w.requery_ms).collect();
+    periods.sort_by(f64::total_cmp);
+    let period = periods.get(periods.len() / 2).copied();
+    let last_end = windows.iter().map(|w| w.end_ms).max().unwrap_or(0);
+    let end_spread = last_end - windows.iter().map(|w| w.end_ms).min().unwrap_or(0);
+    if spread <= SAME_INSTANT_MS
+        && let Some(p) = period
+        && end_spread > SAME_INSTANT_MS
+        && end_spread as f64 <= p
+    {
+        return say(
+            ReadingKind::Failover,
+            format!(
+                "{k} of {n} instances began failing on `{upstream}` within {spread} ms of each other and stopped staggered over {end_spread} ms, within one re-query period ({} ms): what they share failed at one instant, and a DNS answer change — a GSLB or a registry failing over — ended it at each instance's own re-query",
+                p.round() as i64
+            ),
+        );
+    }
     if spread <= SAME_INSTANT_MS {
         return say(
             ReadingKind::SameInstant,
@@ -82,9 +106,7 @@ pub fn read(upstream: &str, windows: &[Window], serving: usize) -> Reading {
             ),
         );
     }
-    let mut periods: Vec<f64> = windows.iter().filter_map(|w| w.requery_ms).collect();
-    periods.sort_by(f64::total_cmp);
-    let Some(&period) = periods.get(periods.len() / 2) else {
+    let Some(period) = period else {
         return say(
             ReadingKind::Undetermined,
             format!(
@@ -92,8 +114,6 @@ pub fn read(upstream: &str, windows: &[Window], serving: usize) -> Reading {
             ),
         );
     };
-    let last_end = windows.iter().map(|w| w.end_ms).max().unwrap_or(0);
-    let end_spread = last_end - windows.iter().map(|w| w.end_ms).min().unwrap_or(0);
     let period_ms = period.round() as i64;
     // Each instance meets the change at its first re-query after it: within one period.
     if spread as f64 <= period {
@@ -139,6 +159,30 @@ mod tests {
     fn the_same_instant_points_at_what_they_share() {
         let ws = [w(0, 9_000, None), w(400, 9_000, None), w(900, 8_000, None)];
         assert_eq!(read("be", &ws, 3).kind, ReadingKind::SameInstant);
+    }
+
+    #[test]
+    fn together_in_and_staggered_out_is_a_failover() {
+        let p = Some(6_000.0);
+        // Start within 300 ms, end over 4.8 s: a failover met at each re-query.
+        let ws = [
+            w(0, 3_000, p),
+            w(100, 4_400, p),
+            w(300, 6_200, p),
+            w(200, 7_600, p),
+        ];
+        let r = read("be", &ws, 4);
+        assert_eq!(r.kind, ReadingKind::Failover, "{}", r.text);
+        assert!(r.text.contains("within 300 ms of each other and stopped staggered over 4800 ms, within one re-query period (6000 ms)"), "{}", r.text);
+        // Ends staggered over more than a period: not one answer change; the start still decides.
+        let ws = [w(0, 3_000, p), w(100, 12_000, p)];
+        assert_eq!(read("be", &ws, 2).kind, ReadingKind::SameInstant);
+        // Ends together (the backend came back): what they share.
+        let ws = [w(0, 8_000, p), w(400, 7_700, p)];
+        assert_eq!(read("be", &ws, 2).kind, ReadingKind::SameInstant);
+        // No period known: the stagger cannot be tied to re-queries.
+        let ws = [w(0, 3_000, None), w(100, 6_000, None)];
+        assert_eq!(read("be", &ws, 2).kind, ReadingKind::SameInstant);
     }
 
     #[test]

@@ -119,6 +119,9 @@ pub struct FleetIncident {
     pub count: u64,
     /// Latest first-failure minus earliest, over the hit instances, ms.
     pub start_spread_ms: i64,
+    /// Latest last-failure minus earliest, over the hit instances, ms.
+    #[serde(default)]
+    pub end_spread_ms: i64,
     /// The instances' incidents, by start.
     pub members: Vec<Member>,
     /// What the fleet shows.
@@ -252,6 +255,8 @@ fn cluster(c: &[(&str, &IncidentDigest)], ds: &BTreeMap<String, Digest>) -> Flee
     let windows: Vec<Window> = per.values().copied().collect();
     let spread = windows.iter().map(|w| w.start_ms).max().unwrap_or(0)
         - windows.iter().map(|w| w.start_ms).min().unwrap_or(0);
+    let end_spread = windows.iter().map(|w| w.end_ms).max().unwrap_or(0)
+        - windows.iter().map(|w| w.end_ms).min().unwrap_or(0);
     let mut members: Vec<Member> = c
         .iter()
         .map(|(n, i)| Member {
@@ -274,6 +279,7 @@ fn cluster(c: &[(&str, &IncidentDigest)], ds: &BTreeMap<String, Digest>) -> Flee
         serving: serving as u64,
         count: c.iter().map(|m| m.1.count).sum(),
         start_spread_ms: spread,
+        end_spread_ms: end_spread,
         members,
         reading: reading::read(&c[0].1.upstream, &windows, serving),
     }

@@ -195,7 +195,10 @@ resolvelab sim predict --rps 8000 --format json\n  \
 # the same churn on another proxy's DNS and retry policy\n  \
 resolvelab sim predict --engine haproxy --rps 8000 --swap-interval 6s --first-try-failure 0.001\n  \
 # stale addresses: the backend moves 24 times a day — each way of using its name\n  \
-resolvelab sim predict --moves-per-day 24 --rps 300 --valid 5s --grace 0s --reload-after 5m"
+resolvelab sim predict --moves-per-day 24 --rps 300 --valid 5s --grace 0s --reload-after 5m\n  \
+# a fleet of 20 instances sharing the traffic, each at its own re-query phase\n  \
+resolvelab sim predict --rps 8000 --instances 20 --sample 10m\n  \
+resolvelab sim predict --moves-per-day 24 --rps 3000 --instances 20"
 )]
 struct PredictArgs {
     /// Whose policy: `nginx` (the nginx model and its mitigations), or the model of `haproxy`,
@@ -256,6 +259,10 @@ struct PredictArgs {
     /// RNG seed.
     #[arg(long, default_value_t = 1)]
     seed: u64,
+    /// A fleet: N nginx instances share --rps (each at rps/N, its own re-query phase and
+    /// races); the counts are the fleet's, with each instance's spread (nginx only).
+    #[arg(long, default_value_t = 1, value_name = "N")]
+    instances: u32,
     /// Use this simulator config (TOML/JSON, see `sim nginx --print-example`) as the baseline
     /// instead of the one-name model built from --rps/--swap-interval/--first-try-failure.
     #[arg(long, value_name = "FILE")]
@@ -434,8 +441,15 @@ fn run_predict(a: PredictArgs) -> anyhow::Result<ExitCode> {
         hygiene_factor: a.hygiene_factor,
         sample: dur_arg("--sample", &a.sample)?,
         seed: a.seed,
+        instances: a.instances,
     };
     if let Some(proxy) = resolvelab_lab::replay::model_of(&a.engine) {
+        if a.instances > 1 {
+            anyhow::bail!(
+                "--instances is the nginx model's fleet: leave it out with --engine {}",
+                a.engine
+            );
+        }
         if a.config.is_some() {
             anyhow::bail!(
                 "--config is an nginx model's configuration: leave it out with --engine {}",
@@ -475,6 +489,7 @@ fn run_moves(a: &PredictArgs, moves_per_day: f64) -> anyhow::Result<ExitCode> {
         reload_after: dur_arg("--reload-after", &a.reload_after)?,
         samples: a.moves,
         seed: a.seed,
+        instances: a.instances,
     };
     let rows = predict_moves(&m)?;
     if matches!(a.format, SummaryFormat::Json) {

@@ -45,6 +45,9 @@ pub struct MovesInput {
     pub samples: u32,
     /// RNG seed (the phases of the moves).
     pub seed: u64,
+    /// nginx instances sharing `rps` (a fleet): a move reaches every instance at once, and each
+    /// follows at its own phase of its re-query timer and resolver cache.
+    pub instances: u32,
 }
 
 impl Default for MovesInput {
@@ -57,6 +60,7 @@ impl Default for MovesInput {
             reload_after: Us::s(300),
             samples: 16,
             seed: 1,
+            instances: 1,
         }
     }
 }
@@ -76,6 +80,11 @@ pub struct MovePrediction {
     pub per_day: PerDay,
     /// Moves simulated.
     pub samples: u32,
+    /// nginx instances the failures are summed over.
+    pub instances: u32,
+    /// Mean time from a move until the last instance followed (its failures ÷ its rate): the
+    /// fleet's recovery; `outage_s` with one instance.
+    pub last_followed_s: f64,
 }
 
 /// The three behaviours (a `server` line without `resolve` and `proxy_pass http://name` are
@@ -174,27 +183,46 @@ fn check(m: &MovesInput) -> Result<()> {
     if m.reload_after.0 <= 0 || m.reload_after.0 > 86_400_000_000 {
         bail!("--reload-after must be within 1s..24h");
     }
+    if !(1..=super::predict::MAX_INSTANCES).contains(&m.instances) {
+        bail!(
+            "--instances must be within 1..={}",
+            super::predict::MAX_INSTANCES
+        );
+    }
     Ok(())
 }
 
 /// Simulate every setup (a thread each) and scale to a day.
 pub fn predict_moves(m: &MovesInput) -> Result<Vec<MovePrediction>> {
     check(m)?;
-    // The same move phases for every setup: uniform over one re-query period, after a warm-up
-    // that fills the resolver cache.
+    // The same move phases for every setup: for each move, each instance's phase uniform over
+    // one re-query period, after a warm-up that fills the resolver cache.
     let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(m.seed ^ 0x6d6f_7665);
     let period = m.valid.0 + 1_000_000;
-    let phases: Vec<i64> = (0..m.samples)
-        .map(|_| period + rng.random_range(0..period))
+    let phases: Vec<Vec<i64>> = (0..m.samples)
+        .map(|_| {
+            (0..m.instances)
+                .map(|_| period + rng.random_range(0..period))
+                .collect()
+        })
         .collect();
     let phases = &phases;
     in_threads(setups(m).into_iter().map(|(setup, text, line, reload)| {
         move || -> Result<MovePrediction> {
-            let mut failed = 0u64;
-            for (k, &at) in phases.iter().enumerate() {
-                let cfg = config(m, line.clone(), reload, at, m.seed + k as u64);
-                let s = simulate_counts(&cfg)?;
-                failed += s.status_502 + s.status_504;
+            let share = MovesInput {
+                rps: m.rps / f64::from(m.instances),
+                ..m.clone()
+            };
+            let (mut failed, mut last) = (0u64, 0.0);
+            for (k, move_) in phases.iter().enumerate() {
+                let mut worst = 0u64;
+                for (i, &at) in move_.iter().enumerate() {
+                    let seed = super::predict::instance_seed(m.seed + k as u64, i as u32);
+                    let s = simulate_counts(&config(&share, line.clone(), reload, at, seed))?;
+                    failed += s.status_502 + s.status_504;
+                    worst = worst.max(s.status_502 + s.status_504);
+                }
+                last += worst as f64 / share.rps;
             }
             let n = phases.len() as f64;
             let per_move = failed as f64 / n;
@@ -206,6 +234,8 @@ pub fn predict_moves(m: &MovesInput) -> Result<Vec<MovePrediction>> {
                 // Scaled from the simulated moves to the day's.
                 per_day: PerDay::new(failed, m.moves_per_day / n),
                 samples: phases.len() as u32,
+                instances: m.instances,
+                last_followed_s: last / n,
             })
         }
     }))
@@ -245,6 +275,39 @@ mod tests {
         assert_eq!(graced[1].per_move, 0.0, "{:?}", graced[1]);
         assert_eq!(graced[2].per_move, 0.0, "{:?}", graced[2]);
         assert!(graced[0].outage_s > 50.0);
+    }
+
+    #[test]
+    fn a_fleet_follows_a_move_at_its_instances_phases() {
+        let m = MovesInput {
+            rps: 400.0,
+            moves_per_day: 10.0,
+            reload_after: Us::s(30),
+            samples: 6,
+            instances: 4,
+            ..MovesInput::default()
+        };
+        let rows = predict_moves(&m).unwrap();
+        let by = |s: &str| rows.iter().find(|r| r.setup == s).unwrap();
+        // Reloaded at once everywhere: every instance fails until then.
+        let once = by("resolve-once");
+        assert!((once.outage_s - 30.0).abs() < 1.5, "{once:?}");
+        assert!(
+            (once.last_followed_s - once.outage_s).abs() < 1.5,
+            "{once:?}"
+        );
+        // resolve: each instance within valid + 1 s at its own phase; the last of four later
+        // than the mean, never later than one period.
+        for s in ["per-request", "resolve"] {
+            let r = by(s);
+            assert_eq!(r.instances, 4);
+            assert!(r.outage_s > 0.5 && r.outage_s <= 6.5, "{r:?}");
+            assert!(
+                r.last_followed_s > r.outage_s && r.last_followed_s <= 6.5,
+                "{r:?}"
+            );
+        }
+        assert!(predict_moves(&MovesInput { instances: 0, ..m }).is_err());
     }
 
     #[test]

@@ -53,6 +53,10 @@ pub struct PredictInput {
     pub sample: Us,
     /// RNG seed.
     pub seed: u64,
+    /// nginx instances sharing `rps` (a fleet behind an L4 balancer): each is simulated at
+    /// `rps / instances` with its own seed — its own re-query phase and races — and the fleet's
+    /// counts are their sum.
+    pub instances: u32,
 }
 
 impl Default for PredictInput {
@@ -73,6 +77,7 @@ impl Default for PredictInput {
             hygiene_factor: 0.1,
             sample: Us::s(3600),
             seed: 1,
+            instances: 1,
         }
     }
 }
@@ -120,6 +125,34 @@ pub struct Prediction {
     pub classes: Vec<(String, PerDay)>,
     /// Client-visible 502s that were not NLU.
     pub upstream_failures: PerDay,
+    /// nginx instances the counts are summed over.
+    pub instances: u32,
+    /// With several instances: each one's NLU per day, lowest, median and highest.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub per_instance: Option<Spread>,
+}
+
+/// How a count spreads over a fleet's instances (per day).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct Spread {
+    /// The lowest instance's.
+    pub min: f64,
+    /// The median instance's.
+    pub median: f64,
+    /// The highest instance's.
+    pub max: f64,
+}
+
+impl Spread {
+    /// The spread of `v` (not empty).
+    pub fn of(mut v: Vec<f64>) -> Spread {
+        v.sort_by(f64::total_cmp);
+        Spread {
+            min: v[0],
+            median: v[v.len() / 2],
+            max: v[v.len() - 1],
+        }
+    }
 }
 
 /// Poisson 95 % interval for an observed count (Byar's approximation; exact at 0).
@@ -250,27 +283,54 @@ pub fn variants_of(
     out
 }
 
-fn prediction(name: String, change: String, s: &SimSummary, sample: Us) -> Prediction {
+/// A variant's prediction from its instances' summaries (one, or a fleet's).
+fn prediction(name: String, change: String, ss: &[SimSummary], sample: Us) -> Prediction {
     let scale = 86_400e6 / sample.0 as f64;
+    let sum = |f: &dyn Fn(&SimSummary) -> u64| ss.iter().map(f).sum::<u64>();
+    let classes = ss[0]
+        .nlu
+        .iter()
+        .map(|(c, _): (NluClass, u64)| {
+            let n = sum(&|s| s.nlu.get(c));
+            (c.id().to_string(), PerDay::new(n, scale))
+        })
+        .collect();
     Prediction {
         variant: name,
         change,
-        requests: s.requests,
-        swaps: s.swaps,
-        total: PerDay::new(s.nlu_total(), scale),
-        classes: s
-            .nlu
-            .iter()
-            .map(|(c, n): (NluClass, u64)| (c.id().to_string(), PerDay::new(n, scale)))
-            .collect(),
-        upstream_failures: PerDay::new(s.upstream_failures, scale),
+        requests: sum(&|s| s.requests),
+        swaps: sum(&|s| s.swaps),
+        total: PerDay::new(sum(&|s| s.nlu_total()), scale),
+        classes,
+        upstream_failures: PerDay::new(sum(&|s| s.upstream_failures), scale),
+        instances: ss.len() as u32,
+        per_instance: (ss.len() > 1)
+            .then(|| Spread::of(ss.iter().map(|s| s.nlu_total() as f64 * scale).collect())),
     }
+}
+
+/// Instance `k`'s seed: the fleet's instances race independently; instance 0 keeps the
+/// variant's seed, so one instance is the single-proxy prediction.
+pub(crate) fn instance_seed(seed: u64, k: u32) -> u64 {
+    seed.wrapping_add(u64::from(k).wrapping_mul(0x9e37_79b9_7f4a_7c15))
+}
+
+/// `cfg` played by `n` instances, each at `rps / n` with its own seed.
+fn fleet_counts(cfg: &SimConfig, n: u32) -> Result<Vec<SimSummary>> {
+    (0..n.max(1))
+        .map(|k| {
+            let mut c = cfg.clone();
+            c.rps = cfg.rps / f64::from(n.max(1));
+            c.seed = instance_seed(cfg.seed, k);
+            simulate_counts(&c)
+        })
+        .collect()
 }
 
 /// Simulate every variant (in parallel threads) and scale to a day.
 pub fn predict(p: &PredictInput) -> Result<Vec<Prediction>> {
     check(p)?;
-    run_variants(variants(p), p.sample)
+    run_variants(variants(p), p)
 }
 
 /// Like [`predict`], with the user's own config as the baseline (its `rps`, timeline and faults;
@@ -282,8 +342,11 @@ pub fn predict_from(base: &SimConfig, p: &PredictInput) -> Result<Vec<Prediction
     }
     let mut base = base.clone();
     base.duration = p.sample;
+    if !(1..=MAX_INSTANCES).contains(&p.instances) {
+        bail!("--instances must be within 1..={MAX_INSTANCES}");
+    }
     let what = format!("your config at {} rps", base.rps);
-    run_variants(variants_of(base, what, p), p.sample)
+    run_variants(variants_of(base, what, p), p)
 }
 
 fn check(p: &PredictInput) -> Result<()> {
@@ -301,15 +364,22 @@ fn check(p: &PredictInput) -> Result<()> {
     if p.sample.0 < 1_000_000 {
         bail!("--sample must be at least 1s");
     }
+    if !(1..=MAX_INSTANCES).contains(&p.instances) {
+        bail!("--instances must be within 1..={MAX_INSTANCES}");
+    }
     Ok(())
 }
 
-fn run_variants(vs: Vec<(String, String, SimConfig)>, sample: Us) -> Result<Vec<Prediction>> {
-    let results = in_threads(vs.iter().map(|(_, _, cfg)| move || simulate_counts(cfg)))?;
+/// Most instances a fleet prediction simulates (each one is a simulation of `sample`).
+pub const MAX_INSTANCES: u32 = 1000;
+
+fn run_variants(vs: Vec<(String, String, SimConfig)>, p: &PredictInput) -> Result<Vec<Prediction>> {
+    let n = p.instances;
+    let results = in_threads(vs.iter().map(|(_, _, cfg)| move || fleet_counts(cfg, n)))?;
     Ok(vs
         .into_iter()
         .zip(results)
-        .map(|((name, change, _), s)| prediction(name, change, &s, sample))
+        .map(|((name, change, _), ss)| prediction(name, change, &ss, p.sample))
         .collect())
 }
 
@@ -332,6 +402,57 @@ pub(crate) fn in_threads<T: Send, F: FnOnce() -> Result<T> + Send>(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_fleet_is_the_sum_of_its_instances_each_at_its_share() {
+        let p = PredictInput {
+            rps: 400.0,
+            sample: Us::s(60),
+            first_try_failure: 0.3,
+            instances: 4,
+            ..PredictInput::default()
+        };
+        let rows = predict(&p).unwrap();
+        let base = &rows[0];
+        assert_eq!((base.variant.as_str(), base.instances), ("baseline", 4));
+        // The same four simulations by hand: rps / 4 each, instance k's seed.
+        let cfg = baseline_config(&p);
+        let mut by_hand = (0u64, 0u64, Vec::new());
+        for k in 0..4 {
+            let mut c = cfg.clone();
+            c.rps = 100.0;
+            c.seed = instance_seed(p.seed, k);
+            let s = simulate_counts(&c).unwrap();
+            by_hand.0 += s.requests;
+            by_hand.1 += s.nlu_total();
+            by_hand.2.push(s.nlu_total());
+        }
+        assert_eq!((base.requests, base.total.count), (by_hand.0, by_hand.1));
+        assert!(
+            base.total.count > 0,
+            "first-try failures at 0.3 race the swaps"
+        );
+        let sp = base.per_instance.unwrap();
+        let day = 86_400.0 / 60.0;
+        let (lo, hi) = (
+            *by_hand.2.iter().min().unwrap() as f64 * day,
+            *by_hand.2.iter().max().unwrap() as f64 * day,
+        );
+        assert_eq!((sp.min, sp.max), (lo, hi));
+        assert!(sp.min <= sp.median && sp.median <= sp.max);
+        // Per-DC names remove the race on every instance.
+        assert_eq!(rows[1].total.count, 0);
+        // One instance is the single-proxy prediction: seed unchanged, no spread.
+        let one = predict(&PredictInput {
+            instances: 1,
+            ..p.clone()
+        })
+        .unwrap();
+        let c = simulate_counts(&cfg).unwrap();
+        assert_eq!(one[0].total.count, c.nlu_total());
+        assert!(one[0].per_instance.is_none());
+        assert!(predict(&PredictInput { instances: 0, ..p }).is_err());
+    }
 
     #[test]
     fn poisson_interval_brackets_the_count() {
