@@ -627,3 +627,44 @@ async fn refuses_non_loopback_binds_and_answers() {
     .to_string();
     assert!(e.contains("given twice"), "{e}");
 }
+
+#[tokio::test]
+async fn a_served_answer_is_the_configured_one_not_an_injection() {
+    let dns = start("127.0.53.11", &["app.test=static:127.0.0.20"]).await;
+    let mut changes = dns.subscribe_changes();
+    // A window under way is cancelled by what the GSLB serves.
+    dns.set_mode(
+        "app.test",
+        DnsMode::NxDomain,
+        Some(Duration::from_secs(60)),
+        false,
+    )
+    .unwrap();
+    let st = dns
+        .serve("app.test", "static:127.0.0.30".parse().unwrap(), "gslb")
+        .unwrap();
+    assert_eq!(
+        (st.mode.as_str(), st.default_mode.as_str(), st.injected),
+        ("static:127.0.0.30", "static:127.0.0.30", false)
+    );
+    assert!(st.revert_to.is_none());
+    let a = q(&dns, "app.test", "A", Transport::Udp).await;
+    assert_eq!(a.answers, ips(&["127.0.0.30"]));
+    assert_eq!(dns.hits(), 0, "a served answer is not an injection hit");
+    let _set = changes.recv().await.unwrap();
+    let served = changes.recv().await.unwrap();
+    assert_eq!(
+        (served.reason.as_str(), served.to.as_str()),
+        ("gslb", "static:127.0.0.30")
+    );
+    // Serving the answer in force announces nothing; a non-loopback answer is refused.
+    dns.serve("app.test", "static:127.0.0.30".parse().unwrap(), "gslb")
+        .unwrap();
+    assert!(changes.try_recv().is_err());
+    // network-safe: refused before any answer carries it.
+    assert!(
+        dns.serve("app.test", "static:192.0.2.1".parse().unwrap(), "gslb")
+            .is_err()
+    );
+    dns.shutdown().await.unwrap();
+}
