@@ -314,6 +314,69 @@ fn quick_plays_the_events_on_the_model() {
         "{after}"
     );
     assert_eq!(after["nlu"], 0, "{after}");
+    // Three runs per cell (seeds 1–3): the median run shown, every run listed, the fix judged
+    // run by run.
+    let mut args = args.to_vec();
+    args.extend(["--repeat", "3"]);
+    let (code, card, err) = verify_file(dir.path(), "rep", &args);
+    assert_eq!(code, Some(0), "{err}");
+    assert_eq!(card["repeat"], 3);
+    let o = &card["targets"][0]["outcomes"][0];
+    let runs = o["runs"].as_array().unwrap();
+    let seeds: Vec<u64> = runs.iter().map(|r| r["seed"].as_u64().unwrap()).collect();
+    assert_eq!(seeds, [1, 2, 3], "{o}");
+    let errs: Vec<u64> = runs
+        .iter()
+        .map(|r| r["client_errors"].as_u64().unwrap())
+        .collect();
+    let mut sorted = errs.clone();
+    sorted.sort();
+    assert_eq!(
+        o["client_errors"].as_u64(),
+        Some(sorted[1]),
+        "the median run: {errs:?}"
+    );
+    let shim = fix_of(&card["targets"][0], "fix", "retry-shim");
+    assert_eq!(
+        shim["rows"][0][1]["runs"].as_array().unwrap().len(),
+        3,
+        "{shim}"
+    );
+    assert!(
+        ["helps", "no-change", "worse", "mixed"].contains(&shim["verdict"].as_str().unwrap()),
+        "{shim}"
+    );
+    // A day at 2,000 requests/s on the model: keep-alive in use, the answer changing at every
+    // re-query — generation races — which per-DC names and the shim remove.
+    let args = [
+        "--quick",
+        "--events",
+        "nxdomain",
+        "--no-fixes",
+        "--per-day",
+        "2000",
+        "--first-try-failure",
+        "0.05",
+        "--sample",
+        "2m",
+    ];
+    let (code, card, err) = verify_file(dir.path(), "day", &args);
+    assert_eq!(code, Some(0), "{err}");
+    let d = &card["targets"][0]["per_day"];
+    assert_eq!(
+        (d["rps"].as_f64(), d["sample_s"].as_i64()),
+        (Some(2000.0), Some(120))
+    );
+    let rows = d["rows"].as_array().unwrap();
+    let total = |v: &str| {
+        rows.iter().find(|r| r["variant"] == v).unwrap()["total"]["count"]
+            .as_u64()
+            .unwrap()
+    };
+    assert_eq!(rows[0]["variant"], "baseline");
+    assert!(total("baseline") > 0, "{d}");
+    assert_eq!(total("per-dc"), 0, "{d}");
+    assert_eq!(total("retry-shim"), 0, "{d}");
     std::fs::write(
         dir.path().join("nginx.conf"),
         "http { resolver 10.0.0.53; upstream be { least_conn; zone be 64k; server a.example resolve; }\n server { location / { proxy_pass http://be; } } }",

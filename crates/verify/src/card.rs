@@ -28,6 +28,8 @@ pub struct Card {
     pub ttl_s: u64,
     /// The events asked for.
     pub events: Vec<Event>,
+    /// Runs per event (`--repeat`), seeds 1 to N.
+    pub repeat: u32,
     /// One entry per DNS-fed target.
     pub targets: Vec<TargetCard>,
 }
@@ -53,6 +55,25 @@ pub struct TargetCard {
     pub findings: Vec<OnTarget>,
     /// Each replayable fix, before → after.
     pub fixes: Vec<FixAb>,
+    /// With `--per-day RPS`: the model's day at that traffic, and each mitigation's.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub per_day: Option<PerDay>,
+}
+
+/// A target's day at one traffic, predicted by the model (`verify --per-day`).
+#[derive(Debug, Clone, Serialize)]
+pub struct PerDay {
+    /// Requests per second.
+    pub rps: f64,
+    /// Probability that a try on a reused connection fails.
+    pub first_try_failure: f64,
+    /// Seconds of traffic simulated per variant.
+    pub sample_s: i64,
+    /// Baseline first, then one mitigation each; empty when the model cannot play it.
+    pub rows: Vec<resolvelab_sim::nginx::predict::Prediction>,
+    /// Why the model cannot play it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub refused: Option<String>,
 }
 
 impl TargetCard {
@@ -71,6 +92,7 @@ impl TargetCard {
             outcomes: Vec::new(),
             findings: p.findings.clone(),
             fixes: Vec::new(),
+            per_day: None,
         }
     }
 }
@@ -106,6 +128,29 @@ pub struct Outcome {
     pub run_dir: String,
     /// The scenario file that plays it again.
     pub scenario: String,
+    /// With `--repeat N`: every run, in seed order. The fields above are then the median run's
+    /// (by failed requests, among the runs that tested what they meant to), and `status` is
+    /// `completed` only when every run was.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub runs: Vec<Run>,
+}
+
+/// One run of a repeated event.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Run {
+    /// Its seed.
+    pub seed: u64,
+    /// The verdict's status.
+    pub status: String,
+    /// Client errors.
+    pub client_errors: u64,
+    /// `no live upstreams` failures.
+    pub nlu: u64,
+    /// The longest incident, ms.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub outage_ms: Option<i64>,
+    /// The run directory.
+    pub run_dir: String,
 }
 
 impl Outcome {
@@ -125,6 +170,76 @@ impl Outcome {
             reload_refused: false,
             run_dir: String::new(),
             scenario: String::new(),
+            runs: Vec::new(),
+        }
+    }
+
+    /// The runs of one event, one per seed: one run as it is; several as their median run
+    /// with every run listed.
+    pub fn of_runs(event: Event, runs: &[(u64, Judged)], scenario: &Path) -> Outcome {
+        let each: Vec<Outcome> = runs
+            .iter()
+            .map(|(_, j)| Outcome::of(event, j, scenario))
+            .collect();
+        Outcome::median_of(each, runs.iter().map(|(s, _)| *s).collect())
+    }
+
+    /// Several runs' outcomes (with their seeds) as one: the median run, every run listed.
+    fn median_of(each: Vec<Outcome>, seeds: Vec<u64>) -> Outcome {
+        if each.len() == 1 {
+            return each.into_iter().next().expect("one run");
+        }
+        let bad = |o: &Outcome| o.client_errors.max(o.nlu);
+        let mut order: Vec<usize> = (0..each.len())
+            .filter(|&i| each[i].interpretable())
+            .collect();
+        if order.is_empty() {
+            order = (0..each.len()).collect();
+        }
+        order.sort_by_key(|&i| bad(&each[i]));
+        let mut out = each[order[order.len() / 2]].clone();
+        if let Some(spoiled) = each.iter().find(|o| !o.interpretable()) {
+            out.status.clone_from(&spoiled.status);
+            out.summary = format!(
+                "{} of {} runs did not test what they meant to: {}",
+                each.iter().filter(|o| !o.interpretable()).count(),
+                each.len(),
+                spoiled.summary
+            );
+        }
+        out.reload_refused = each.iter().any(|o| o.reload_refused);
+        out.runs = seeds
+            .into_iter()
+            .zip(&each)
+            .map(|(seed, o)| Run {
+                seed,
+                status: o.status.clone(),
+                client_errors: o.client_errors,
+                nlu: o.nlu,
+                outage_ms: o.outage_ms,
+                run_dir: o.run_dir.clone(),
+            })
+            .collect();
+        out
+    }
+
+    /// Each run's (tested what it meant to, failed requests): one, or every repeat's.
+    fn per_run(&self) -> PerRun {
+        if self.runs.is_empty() {
+            return vec![(self.interpretable(), self.client_errors.max(self.nlu))];
+        }
+        self.runs
+            .iter()
+            .map(|r| (r.status == "completed", r.client_errors.max(r.nlu)))
+            .collect()
+    }
+
+    /// `1201`, or with repeats `1201 (1180–1230)`: the median and the runs' range.
+    fn spread(&self, f: fn(&Run) -> u64, value: u64) -> String {
+        let (lo, hi) = (self.runs.iter().map(f).min(), self.runs.iter().map(f).max());
+        match (lo, hi) {
+            (Some(lo), Some(hi)) => format!("{value} ({lo}–{hi})"),
+            _ => value.to_string(),
         }
     }
 
@@ -154,6 +269,7 @@ impl Outcome {
                 .any(|s| s.id == "host-not-found-in-upstream" && s.count > 0),
             run_dir: j.record.dir.display().to_string(),
             scenario: scenario.display().to_string(),
+            runs: Vec::new(),
         }
     }
 
@@ -177,7 +293,8 @@ pub struct FixAb {
     pub fix: String,
     /// What the lab applied.
     pub applied: String,
-    /// `helps`, `no-change`, `worse` (over the rows interpretable before and after),
+    /// `helps`, `no-change`, `worse` (over the rows interpretable before and after; with
+    /// repeats, run by run: `mixed` when the runs disagree),
     /// `not-needed` (nothing failed before), `refused`, or `not-interpretable` (no such row).
     pub verdict: String,
     /// Why, when it was not compared.
@@ -236,21 +353,47 @@ impl FixAb {
     }
 }
 
-/// The fix's effect over its rows, one run each: a clear drop (to half or less of the failed
-/// requests, counting NLU) helps; a clear rise is worse; anything between says no change.
+/// The fix's effect over its rows, run by run (the k-th run before against the k-th after,
+/// the same seed): a clear drop (to half or less of the failed requests, counting NLU) helps;
+/// a clear rise is worse; anything between says no change. Runs that disagree in direction
+/// are `mixed`.
 fn judge(rows: &[(Outcome, Outcome)]) -> &'static str {
-    // Only rows that tested what they meant to, on both sides, decide.
-    let rows: Vec<&(Outcome, Outcome)> = rows
+    let pairs: Vec<(PerRun, PerRun)> = rows
         .iter()
-        .filter(|(b, a)| b.interpretable() && a.interpretable())
+        .map(|(b, a)| (b.per_run(), a.per_run()))
         .collect();
-    if rows.is_empty() {
-        return "not-interpretable";
+    let k = pairs
+        .iter()
+        .map(|(b, a)| b.len().min(a.len()))
+        .min()
+        .unwrap_or(0);
+    let verdicts: Vec<&str> = (0..k)
+        .map(|i| judge_one(pairs.iter().map(|(b, a)| (b[i], a[i]))))
+        .filter(|v| *v != "not-interpretable")
+        .collect();
+    match verdicts.first() {
+        None => "not-interpretable",
+        Some(v) if verdicts.iter().all(|x| x == v) => v,
+        Some(_) => "mixed",
     }
-    let bad = |o: &Outcome| o.client_errors.max(o.nlu);
-    let before: u64 = rows.iter().map(|(b, _)| bad(b)).sum();
-    let after: u64 = rows.iter().map(|(_, a)| bad(a)).sum();
-    if after * 2 <= before {
+}
+
+/// Each run's (tested what it meant to, failed requests).
+type PerRun = Vec<(bool, u64)>;
+
+/// One run's rows: only rows that tested what they meant to, on both sides, decide.
+fn judge_one(rows: impl Iterator<Item = ((bool, u64), (bool, u64))>) -> &'static str {
+    let (mut before, mut after, mut any) = (0u64, 0u64, false);
+    for ((bi, b), (ai, a)) in rows {
+        if bi && ai {
+            before += b;
+            after += a;
+            any = true;
+        }
+    }
+    if !any {
+        "not-interpretable"
+    } else if after * 2 <= before {
         "helps"
     } else if after >= before * 2 + 10 {
         "worse"
@@ -311,8 +454,18 @@ pub fn doc(c: &Card) -> Doc {
         m("Configuration "),
         code(&c.source),
         m(format!(
-            ", played on {} at {} requests/s; names answered with TTL {} s. One run per cell: rerun a cell with `resolvelab run SCENARIO` for its spread.",
-            c.nginx, c.rate, c.ttl_s
+            ", played on {} at {} requests/s; names answered with TTL {} s. {}",
+            c.nginx,
+            c.rate,
+            c.ttl_s,
+            if c.repeat > 1 {
+                format!(
+                    "{} runs per cell (seeds 1–{}): the median run, the runs' range in brackets; a fix is judged run by run, `mixed` when the runs disagree.",
+                    c.repeat, c.repeat
+                )
+            } else {
+                "One run per cell: `--repeat 3` gives each cell its spread.".to_string()
+            }
         )),
     ])];
     if c.targets.is_empty() {
@@ -395,6 +548,9 @@ fn target_blocks(t: &TargetCard, events: &[Event], out: &mut Vec<Block>) {
         out.push(Block::Heading(3, vec![m("Fixes, before → after")]));
         out.push(Block::Table(fix_table(t)));
     }
+    if let Some(d) = &t.per_day {
+        per_day_blocks(d, out);
+    }
     out.push(Block::Heading(
         3,
         vec![m("What the lab changed to play it")],
@@ -435,9 +591,9 @@ fn outcome_table(rows: &[Outcome]) -> Table {
                 }
                 vec![
                     Cell::from(code(o.event.id())).link(o.run_dir.clone()),
-                    n(o.client_errors),
+                    n(o.spread(|r| r.client_errors, o.client_errors)),
                     n(o.requests),
-                    n(o.nlu),
+                    n(o.spread(|r| r.nlu, o.nlu)),
                     n(o.outage_ms
                         .map_or("—".into(), |ms| format!("{:.1} s", ms as f64 / 1000.0))),
                     p(if o.classes.is_empty() {
@@ -503,10 +659,10 @@ fn ab_cell(b: &Outcome, a: &Outcome) -> String {
     let mut s = format!(
         "{}: errors {} → {}, NLU {} → {}",
         b.event.id(),
-        b.client_errors,
-        a.client_errors,
-        b.nlu,
-        a.nlu
+        b.spread(|r| r.client_errors, b.client_errors),
+        a.spread(|r| r.client_errors, a.client_errors),
+        b.spread(|r| r.nlu, b.nlu),
+        a.spread(|r| r.nlu, a.nlu)
     );
     if !a.interpretable() {
         s.push_str(" (after: not interpretable)");
@@ -520,6 +676,51 @@ fn ab_cell(b: &Outcome, a: &Outcome) -> String {
         s.push_str(&format!(" (failed after: {})", by.join(", ")));
     }
     s
+}
+
+/// `--per-day`: the model's day, a row per variant.
+fn per_day_blocks(d: &PerDay, out: &mut Vec<Block>) {
+    out.push(Block::Heading(
+        3,
+        vec![m(format!("A day at {} requests/s (the model)", d.rps))],
+    ));
+    if let Some(why) = &d.refused {
+        out.push(Block::Para(vec![m("Not predicted: "), p(why)]));
+        return;
+    }
+    out.push(Block::Para(vec![m(format!(
+        "Your upstream on the model under production's churn: the answer changes at every re-query and a reused connection's first try fails with probability {}; {} s of traffic per variant scaled to a day (95 % interval). `resolvelab sim predict` explains the variants.",
+        d.first_try_failure, d.sample_s
+    ))]));
+    let per_day = |x: &resolvelab_sim::nginx::predict::PerDay| {
+        if x.count == 0 {
+            format!("0 (< {:.0})", x.hi)
+        } else {
+            format!("{:.0} ({:.0}–{:.0})", x.per_day, x.lo, x.hi)
+        }
+    };
+    out.push(Block::Table(Table {
+        id: Some("per-day"),
+        cols: vec![
+            ("variant", false),
+            ("NLU per day", true),
+            ("other 502 per day", true),
+            ("change", false),
+        ],
+        rows: d
+            .rows
+            .iter()
+            .map(|r| {
+                vec![
+                    code(&r.variant).into(),
+                    n(per_day(&r.total)),
+                    n(per_day(&r.upstream_failures)),
+                    m(&r.change).into(),
+                ]
+            })
+            .collect(),
+        keyed: false,
+    }));
 }
 
 fn changes_table(changes: &[Change]) -> Table {
@@ -566,6 +767,7 @@ mod tests {
             rate: 200,
             ttl_s: 10,
             events: vec![Event::Nxdomain],
+            repeat: 1,
             targets: vec![TargetCard {
                 target: Target {
                     name: "be".into(),
@@ -584,6 +786,7 @@ mod tests {
                 outcomes: vec![o],
                 findings: Vec::new(),
                 fixes: Vec::new(),
+                per_day: None,
             }],
         }
     }
@@ -600,6 +803,61 @@ mod tests {
         assert_eq!(regressions(&card(10, 0), &zero).unwrap().len(), 1);
         assert_eq!(regressions(&card(9, 0), &zero).unwrap().len(), 0);
         assert!(regressions(&card(1, 1), &serde_json::json!({"schema": "x"})).is_err());
+    }
+
+    fn outcome(status: &str, errors: u64) -> Outcome {
+        let mut o = Outcome::skipped(Event::Restart, String::new());
+        o.skipped = None;
+        o.status = status.into();
+        o.client_errors = errors;
+        o
+    }
+
+    fn repeated(runs: &[(&str, u64)]) -> Outcome {
+        let each = runs.iter().map(|(s, e)| outcome(s, *e)).collect();
+        Outcome::median_of(each, (1..=runs.len() as u64).collect())
+    }
+
+    #[test]
+    fn repeats_show_the_median_run_and_judge_run_by_run() {
+        // The median of the runs that tested what they meant to; a spoiled run spoils the cell.
+        let o = repeated(&[("completed", 400), ("completed", 10), ("completed", 390)]);
+        assert_eq!((o.client_errors, o.status.as_str()), (390, "completed"));
+        assert_eq!(
+            o.spread(|r| r.client_errors, o.client_errors),
+            "390 (10–400)"
+        );
+        assert_eq!(o.runs.iter().map(|r| r.seed).collect::<Vec<_>>(), [1, 2, 3]);
+        let spoiled = repeated(&[("completed", 400), ("not-interpretable", 0)]);
+        assert_eq!(spoiled.client_errors, 400);
+        assert_eq!(spoiled.status, "not-interpretable");
+        assert!(
+            spoiled.summary.starts_with("1 of 2 runs did not test"),
+            "{}",
+            spoiled.summary
+        );
+        // Run by run: all agree → that verdict; disagreeing directions → mixed.
+        let before = repeated(&[("completed", 400), ("completed", 400), ("completed", 400)]);
+        let helps = repeated(&[("completed", 0), ("completed", 10), ("completed", 150)]);
+        assert_eq!(judge(&[(before.clone(), helps)]), "helps");
+        let mixed = repeated(&[("completed", 0), ("completed", 900), ("completed", 0)]);
+        assert_eq!(judge(&[(before.clone(), mixed)]), "mixed");
+        // A run not interpretable on one side leaves the others to decide.
+        let one_spoiled = repeated(&[
+            ("completed", 0),
+            ("not-interpretable", 900),
+            ("completed", 0),
+        ]);
+        assert_eq!(judge(&[(before, one_spoiled)]), "helps");
+        // One run each: as before.
+        assert_eq!(
+            judge(&[(outcome("completed", 400), outcome("completed", 400))]),
+            "no-change"
+        );
+        assert_eq!(
+            judge(&[(outcome("completed", 0), outcome("completed", 10))]),
+            "worse"
+        );
     }
 
     #[test]

@@ -25,6 +25,7 @@ pub mod events;
 pub mod find;
 pub mod fixes;
 pub mod model;
+pub mod perday;
 pub mod rewrite;
 pub mod shim;
 
@@ -53,6 +54,10 @@ pub struct Request {
     pub fixes: bool,
     /// Play on the model (`--quick`) instead of real nginx.
     pub model: bool,
+    /// Runs per event (seeds 1 to N): a cell's spread, a fix judged run by run.
+    pub repeat: u32,
+    /// Also predict a day at this traffic on the model (`--per-day`).
+    pub per_day: Option<perday::Traffic>,
 }
 
 impl Default for Request {
@@ -64,6 +69,8 @@ impl Default for Request {
             rewrite: rewrite::Options::default(),
             fixes: true,
             model: false,
+            repeat: 1,
+            per_day: None,
         }
     }
 }
@@ -134,6 +141,20 @@ pub fn run(
         }
         if req.fixes {
             card.fixes = replay_fixes(&player, cfg, p, &card.outcomes)?;
+        }
+        if let Some(t) = &req.per_day {
+            progress::line(format!(
+                "verify: `{}`: a day at {} requests/s on the model",
+                p.target.name, t.rps
+            ));
+            let got = perday::predict(cfg, &p.target, lab, &req.settings, t);
+            card.per_day = Some(card::PerDay {
+                rps: t.rps,
+                first_try_failure: t.first_try_failure,
+                sample_s: t.sample.0 / 1_000_000,
+                refused: got.as_ref().err().cloned(),
+                rows: got.unwrap_or_default(),
+            });
         }
         cards.push(card);
     }
@@ -217,8 +238,23 @@ impl Player<'_> {
             ));
             std::fs::write(&file, &text)?;
             let sc = resolvelab_scenario::Scenario::from_toml(&text, &file.display().to_string())?;
-            let judged = resolvelab_lab::judge::run_and_judge(&sc, self.opts, self.engine)?;
-            out.push(Outcome::of(event, &judged, &file));
+            let mut runs = Vec::new();
+            for seed in 1..=u64::from(self.req.repeat.max(1)) {
+                // One run keeps the caller's seed; repeats take seeds 1 to N.
+                let opts = RunOptions {
+                    seed: if self.req.repeat > 1 {
+                        Some(seed)
+                    } else {
+                        self.opts.seed
+                    },
+                    ..self.opts.clone()
+                };
+                runs.push((
+                    seed,
+                    resolvelab_lab::judge::run_and_judge(&sc, &opts, self.engine)?,
+                ));
+            }
+            out.push(Outcome::of_runs(event, &runs, &file));
         }
         Ok(out)
     }
@@ -295,6 +331,7 @@ pub fn card(source: &str, nginx: &str, req: &Request, targets: Vec<TargetCard>) 
         rate: req.settings.rate,
         ttl_s: req.settings.ttl.as_secs(),
         events: req.events.clone(),
+        repeat: req.repeat.max(1),
         targets,
     }
 }

@@ -36,6 +36,8 @@ Examples:\n  resolvelab verify --nginx-conf /etc/nginx/nginx.conf\n  \
 nginx -T | resolvelab verify --nginx-conf - --upstream be\n  \
 resolvelab verify --nginx-conf nginx.conf --events nxdomain,reload-nxdomain --no-fixes\n  \
 resolvelab verify --nginx-conf nginx.conf --plan            # what would run, and every change\n  \
+resolvelab verify --nginx-conf nginx.conf --repeat 3        # each cell's spread over 3 runs\n  \
+resolvelab verify --nginx-conf nginx.conf --quick --per-day 8000   # a day at your traffic\n  \
 resolvelab --nginx /usr/sbin/nginx verify --nginx-conf nginx.conf --format html -o card.html\n  \
 # CI on a configuration repository: exit 1 when an event got worse\n  \
 resolvelab verify --nginx-conf nginx.conf --format json --baseline main.json\n\n\
@@ -76,6 +78,21 @@ pub struct Args {
     /// Play the events only, not the linter's fixes.
     #[arg(long)]
     no_fixes: bool,
+    /// Runs per event, seeds 1 to N (1–10): each cell shows the median run and the runs'
+    /// range, and a fix is judged run by run (`mixed` when the runs disagree).
+    #[arg(long, default_value_t = 1, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=10))]
+    repeat: u32,
+    /// Also predict a day at this many requests per second on the model: each upstream under
+    /// production's churn (the answer changing at every re-query, --first-try-failure), with
+    /// what each mitigation would change.
+    #[arg(long, value_name = "RPS", conflicts_with = "plan")]
+    per_day: Option<f64>,
+    /// With --per-day: the probability that a try on a reused keep-alive connection fails.
+    #[arg(long, default_value_t = 0.001, value_name = "P", requires = "per_day")]
+    first_try_failure: f64,
+    /// With --per-day: traffic simulated per variant (more = tighter intervals).
+    #[arg(long, default_value = "10m", value_parser = humantime_like, requires = "per_day")]
+    sample: std::time::Duration,
     /// Play on the model (nginx 1.28's upstream/resolve logic, `--engine sim`) instead of real
     /// nginx: seconds instead of minutes, for what the model plays (round-robin upstreams).
     #[arg(long, conflicts_with = "engine")]
@@ -99,6 +116,28 @@ pub struct Args {
     /// Write the card here instead of standard output.
     #[arg(long, short = 'o', value_name = "FILE")]
     output: Option<PathBuf>,
+}
+
+/// `--per-day`'s traffic, checked at the edge.
+fn traffic(
+    rps: f64,
+    p: f64,
+    sample: std::time::Duration,
+) -> anyhow::Result<resolvelab_verify::perday::Traffic> {
+    if !(rps.is_finite() && rps > 0.0 && rps <= 1e6) {
+        anyhow::bail!("--per-day {rps}: give requests per second above 0 (at most 1,000,000)");
+    }
+    if !(0.0..=1.0).contains(&p) {
+        anyhow::bail!("--first-try-failure {p}: give a probability within 0..=1");
+    }
+    if sample < std::time::Duration::from_secs(1) {
+        anyhow::bail!("--sample must be at least 1s");
+    }
+    Ok(resolvelab_verify::perday::Traffic {
+        rps,
+        first_try_failure: p,
+        sample: resolvelab_sim::nginx::Us(sample.as_micros() as i64),
+    })
 }
 
 fn humantime_like(s: &str) -> Result<std::time::Duration, String> {
@@ -161,6 +200,11 @@ pub fn run(args: Args, ctx: &Ctx) -> anyhow::Result<ExitCode> {
         },
         fixes: !args.no_fixes,
         model: args.quick,
+        repeat: args.repeat,
+        per_day: args
+            .per_day
+            .map(|rps| traffic(rps, args.first_try_failure, args.sample))
+            .transpose()?,
     };
     let plans = resolvelab_verify::prepare(&cfg, &req);
     if !args.upstream.is_empty() && plans.is_empty() {
