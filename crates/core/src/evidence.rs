@@ -125,6 +125,9 @@ pub mod event_kind {
     pub const FAULT_OFF: &str = "fault-off";
     /// nginx was reloaded (`nginx -s reload`).
     pub const NGINX_RELOAD: &str = "nginx-reload";
+    /// `nginx -t` on the running configuration (`spec` `ok` or `refused`, `note` nginx's
+    /// words): would a start or restart succeed now?
+    pub const NGINX_TEST: &str = "nginx-test";
     /// A state change the proxy logged itself (`target` the proxy, `note` its words: HAProxy's
     /// "changed its IP", "going DOWN for maintenance (DNS NX status)").
     pub const PROXY_STATE: &str = "proxy-state";

@@ -108,7 +108,8 @@ fn foreign_config(k: Kind, sc: &Scenario, net: &Net) -> Result<String> {
 
 /// The proxy under test, running.
 pub(crate) enum Running {
-    Nginx(Instance),
+    /// nginx, and what runs `nginx -t` on its configuration (a timeline's `nginx = "test"`).
+    Nginx(Instance, resolvelab_nginx::instance::Tester),
     Foreign(Kind, resolvelab_thirdparty::Instance),
 }
 
@@ -137,13 +138,10 @@ impl Running {
                     }
                     _ => None,
                 };
-                Running::Nginx(Instance::start_with(
-                    nginx,
-                    &dir.path,
-                    &conf_text,
-                    sup,
-                    system_dns.as_ref(),
-                )?)
+                let i =
+                    Instance::start_with(nginx, &dir.path, &conf_text, sup, system_dns.as_ref())?;
+                let tester = i.tester(nginx, system_dns);
+                Running::Nginx(i, tester)
             }
             ProxyBin::Foreign(k, b) => Running::Foreign(
                 *k,
@@ -159,7 +157,7 @@ impl Running {
         };
         let wait = Duration::from_secs(10);
         tokio::task::block_in_place(|| match &mut running {
-            Running::Nginx(i) => i.wait_listening(net.nginx, wait),
+            Running::Nginx(i, _) => i.wait_listening(net.nginx, wait),
             Running::Foreign(_, i) => i.wait_listening(net.nginx, wait),
         })?;
         Ok(running)
@@ -167,15 +165,23 @@ impl Running {
 
     pub(crate) fn pid(&self) -> Option<u32> {
         match self {
-            Running::Nginx(i) => i.pid(),
+            Running::Nginx(i, _) => i.pid(),
             Running::Foreign(_, i) => i.pid(),
         }
     }
 
     pub(crate) fn reloader(&self) -> resolvelab_core::supervise::Reloader {
         match self {
-            Running::Nginx(i) => i.reloader(),
+            Running::Nginx(i, _) => i.reloader(),
             Running::Foreign(_, i) => i.reloader(),
+        }
+    }
+
+    /// What runs `nginx -t` on its configuration; none for another proxy.
+    pub(crate) fn tester(&self) -> Option<resolvelab_nginx::instance::Tester> {
+        match self {
+            Running::Nginx(_, t) => Some(t.clone()),
+            Running::Foreign(..) => None,
         }
     }
 
@@ -183,7 +189,7 @@ impl Running {
     pub(crate) fn stop(self, dir: &RunDir) -> Result<()> {
         let grace = Duration::from_secs(5);
         match self {
-            Running::Nginx(i) => tokio::task::block_in_place(|| i.stop(grace)),
+            Running::Nginx(i, _) => tokio::task::block_in_place(|| i.stop(grace)),
             Running::Foreign(k, i) => {
                 tokio::task::block_in_place(|| i.stop(grace))?;
                 resolvelab_thirdparty::lab::evidence(k, dir)

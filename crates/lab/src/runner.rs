@@ -8,6 +8,7 @@ use crate::lifecycle::Lifecycle;
 use crate::options::{RunOptions, RunRecord, RunStatus};
 use crate::proxy::ProxyBin;
 use anyhow::{Context, Result, anyhow, bail};
+use resolvelab_core::evidence::event_kind;
 use resolvelab_core::jsonl::JsonlWriter;
 use resolvelab_core::rundir::RunDir;
 use resolvelab_core::spec::dns::{Align, DnsSetting, HostRef};
@@ -218,6 +219,7 @@ async fn play(
         cancel.clone(),
         next.clone(),
         nx.first().reloader(),
+        nx.first().tester(),
     ));
     let probers = spawn_probers(sc, net, dir, t0, &cancel)?;
     let gslbs: Vec<_> = (sc.dns.gslb.iter())
@@ -813,6 +815,7 @@ async fn run_timeline(
     cancel: CancellationToken,
     next: Arc<std::sync::Mutex<String>>,
     nginx: resolvelab_core::supervise::Reloader,
+    tester: Option<resolvelab_nginx::instance::Tester>,
 ) -> Result<()> {
     let set_next = |text: String| *next.lock().unwrap_or_else(|p| p.into_inner()) = text;
     let last_query = last_queries(&dns, &cancel);
@@ -823,6 +826,7 @@ async fn run_timeline(
         events,
         cancel: cancel.clone(),
         nginx,
+        tester,
         period,
     };
     for step in &steps {
@@ -897,6 +901,7 @@ struct Act {
     events: Arc<JsonlWriter>,
     cancel: CancellationToken,
     nginx: resolvelab_core::supervise::Reloader,
+    tester: Option<resolvelab_nginx::instance::Tester>,
     period: Duration,
 }
 
@@ -923,6 +928,22 @@ impl Act {
                     .reload()
                     .map_err(|err| anyhow!("{}: {err:#}", step.field("")))?;
                 ev(&self.events, "nginx-reload", "nginx", None, None, note);
+            }
+            Action::Test => {
+                let t = (self.tester.as_ref())
+                    .ok_or_else(|| anyhow!("{}: `nginx -t` tests nginx only", step.field("")))?;
+                let (spec, said) = match tokio::task::block_in_place(|| t.test()) {
+                    Ok(()) => ("ok", "a start now would succeed".to_string()),
+                    Err(why) => ("refused", why),
+                };
+                ev(
+                    &self.events,
+                    event_kind::NGINX_TEST,
+                    "nginx",
+                    Some(spec),
+                    None,
+                    Some(&said),
+                );
             }
             Action::Clear { target: t } => {
                 let target = target(t)?;

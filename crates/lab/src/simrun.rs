@@ -886,6 +886,10 @@ impl Timeline {
                 cfg.reloads.push(Us(at));
                 Ok(())
             }
+            Action::Test => {
+                cfg.tests.push(Us(at));
+                Ok(())
+            }
         }
     }
 

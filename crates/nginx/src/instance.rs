@@ -31,6 +31,22 @@ pub fn write_conf(run_dir: &Path, conf_text: &str) -> Result<PathBuf> {
 }
 
 fn base_command(nginx: &Nginx, run_dir: &Path, conf: &Path, dns: Option<&SystemDns>) -> Command {
+    base_command_logging(
+        nginx,
+        run_dir,
+        conf,
+        dns,
+        &run_dir.join(resolvelab_core::evidence::file::ERROR_LOG),
+    )
+}
+
+fn base_command_logging(
+    nginx: &Nginx,
+    run_dir: &Path,
+    conf: &Path,
+    dns: Option<&SystemDns>,
+    startup_log: &Path,
+) -> Command {
     let mut c = Command::new(&nginx.path);
     if let Some(d) = dns {
         d.apply(&mut c);
@@ -40,7 +56,7 @@ fn base_command(nginx: &Nginx, run_dir: &Path, conf: &Path, dns: Option<&SystemD
     c.arg("-p")
         .arg(run_dir)
         .arg("-e")
-        .arg(run_dir.join(resolvelab_core::evidence::file::ERROR_LOG))
+        .arg(startup_log)
         .arg("-c")
         .arg(conf);
     c
@@ -79,7 +95,56 @@ pub fn test_conf_with(
     )
 }
 
+/// `nginx -t` of a running instance's configuration, runnable from another task: would a start
+/// succeed now? Its startup log is its own file (`nginx-test.log`), so that a refused test is
+/// never read as the running nginx's error line.
+#[derive(Debug, Clone)]
+pub struct Tester {
+    nginx: Nginx,
+    run_dir: PathBuf,
+    conf: PathBuf,
+    dns: Option<SystemDns>,
+}
+
+impl Tester {
+    /// Run `nginx -t`; on refusal, nginx's own words (the `test failed` line left out).
+    pub fn test(&self) -> std::result::Result<(), String> {
+        let log = self.run_dir.join("nginx-test.log");
+        let out = base_command_logging(
+            &self.nginx,
+            &self.run_dir,
+            &self.conf,
+            self.dns.as_ref(),
+            &log,
+        )
+        .arg("-t")
+        .stdin(Stdio::null())
+        .output()
+        .map_err(|e| format!("cannot run {}: {e}", self.nginx.path.display()))?;
+        if out.status.success() {
+            return Ok(());
+        }
+        let msg = String::from_utf8_lossy(&out.stderr);
+        let lines: Vec<&str> = msg
+            .lines()
+            .filter(|l| !l.contains("test failed") && !l.trim().is_empty())
+            .collect();
+        Err(lines.join(" | "))
+    }
+}
+
 impl Instance {
+    /// What tests this instance's configuration as a fresh start would read it (`nginx` the
+    /// binary it runs, `dns` the system resolver it started with).
+    pub fn tester(&self, nginx: &Nginx, dns: Option<SystemDns>) -> Tester {
+        Tester {
+            nginx: nginx.clone(),
+            run_dir: self.run_dir.clone(),
+            conf: self.conf.clone(),
+            dns,
+        }
+    }
+
     /// Write the configuration, test it, and start nginx in the foreground as a supervised child.
     pub fn start(
         nginx: &Nginx,

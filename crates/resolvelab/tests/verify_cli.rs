@@ -431,6 +431,19 @@ fn on_real_nginx_a_reload_while_a_start_time_name_fails_is_refused_and_serving_g
     let (errors, nlu, _, refused) = outcome(t, "reload-nxdomain");
     assert!(refused, "{t}");
     assert_eq!((errors, nlu), (0, 0));
+    // And a start (a restart, a new container) would not come up at all: `nginx -t` while the
+    // name fails says so in nginx's words.
+    let rx = t["outcomes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|o| o["event"] == "reload-nxdomain")
+        .unwrap();
+    let start = rx["start"].as_str().unwrap();
+    assert!(
+        start.starts_with("refused: ") && start.contains("host not found in upstream"),
+        "{start}"
+    );
     // nginx never asks again for a name it resolved at start: the DNS event is not played.
     let nx = t["outcomes"]
         .as_array()
@@ -449,4 +462,28 @@ fn on_real_nginx_a_reload_while_a_start_time_name_fails_is_refused_and_serving_g
         c["was"].as_str().unwrap().starts_with("more_set_headers") && c["kind"] == "dropped"
     });
     assert!(dropped, "{t}");
+}
+
+/// The model too: while a name resolved at start fails, `nginx -t` (a start, a restart) is
+/// refused with nginx's line, the reload is refused, and the running configuration serves on.
+#[test]
+fn quick_says_a_start_would_fail_while_a_start_time_name_fails() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("nginx.conf"),
+        "http {\n    upstream app { server app.internal:8080; }\n    server {\n        listen 80;\n        location /app/ { proxy_pass http://app; }\n    }\n}\n",
+    )
+    .unwrap();
+    let args = ["--quick", "--events", "reload-nxdomain", "--no-fixes"];
+    let (code, card, err) = verify_file(dir.path(), "out", &args);
+    assert_eq!(code, Some(0), "{err}");
+    let o = &card["targets"][0]["outcomes"][0];
+    assert_eq!(
+        o["start"], "refused: nginx: [emerg] host not found in upstream \"app.internal:8080\"",
+        "{o}"
+    );
+    assert_eq!(
+        (o["reload_refused"].as_bool(), o["client_errors"].as_u64()),
+        (Some(true), Some(0))
+    );
 }

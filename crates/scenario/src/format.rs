@@ -282,6 +282,10 @@ pub enum NginxAction {
     /// `nginx -s reload` (SIGHUP to the master): the configuration is read again, and every
     /// name it resolves at start is resolved again.
     Reload,
+    /// `nginx -t` on the running configuration, with the run's resolver: would a start (or a
+    /// restart) succeed now? It resolves every name a start resolves (`host not found in
+    /// upstream` stops a start); nothing running changes.
+    Test,
 }
 
 /// One `server` line of the upstream.
@@ -1236,7 +1240,7 @@ impl Scenario {
             if ev.nginx.is_some() && (ev.for_.is_some() || ev.align.is_some()) {
                 return Err(bad(
                     "nginx",
-                    "`nginx = \"reload\"` happens once: it takes no `for` or `align`".into(),
+                    "`nginx = \"reload\"` and `\"test\"` happen once: they take no `for` or `align`".into(),
                 ));
             }
             if let Some(d) = &ev.dns {

@@ -54,6 +54,8 @@ pub enum Action {
     },
     /// Reload nginx.
     Reload,
+    /// `nginx -t` on the running configuration: would a start succeed now?
+    Test,
 }
 
 impl Action {
@@ -77,6 +79,7 @@ impl Action {
                     target: target.clone(),
                 },
                 (.., Some(NginxAction::Reload)) => Action::Reload,
+                (.., Some(NginxAction::Test)) => Action::Test,
                 _ => return Ok(None),
             },
         ))
@@ -89,6 +92,7 @@ impl Action {
             Action::Fault { target, spec, .. } => format!("fault {target} {spec}"),
             Action::Clear { target } => format!("clear {target}"),
             Action::Reload => "nginx reload".into(),
+            Action::Test => "nginx -t".into(),
         }
     }
 }

@@ -191,6 +191,40 @@ fn servfail_and_silence_keep_the_peers() {
     assert!(!err.contains("Host not found"));
 }
 
+/// A variable `proxy_pass` whose name gets no answer: each request waits `resolver_timeout`
+/// and fails (`110: Operation timed out`). Its timeout is an event of its own kind in the
+/// queue — the ninth, which once did not fit the key's kind bits and came back as a fault's
+/// start (a panic with no faults, a wrong fault with some).
+#[test]
+fn a_per_request_lookup_with_no_answer_fails_after_the_resolver_timeout() {
+    let mut cfg = SimConfig::new(vec![ServerLine {
+        per_request: true,
+        ..ServerLine::fixed(NAME, 8080)
+    }]);
+    cfg.valid = Some(Us::s(5));
+    cfg.resolver_timeout = Us::s(2);
+    cfg.duration = Us::s(10);
+    cfg.rps = 50.0;
+    cfg.dns = vec![phase(0, "static:127.0.0.20"), phase(4, "drop")];
+    let s = simulate_counts(&cfg).unwrap();
+    assert!(s.dns_request_failures > 0, "{s:?}");
+    assert!(s.ok > 0 && s.ok < s.requests, "{s:?}");
+    assert!(
+        s.status_502 + s.status_504 >= s.dns_request_failures,
+        "{s:?}"
+    );
+    // With a fault in the config, the timeouts leave it alone.
+    cfg.faults = vec![FaultWindow {
+        start: Us::s(100),
+        end: Us::s(200),
+        target: None,
+        fault: FaultKind::Refuse,
+    }];
+    let with_fault = simulate_counts(&cfg).unwrap();
+    assert_eq!(with_fault.requests, s.requests);
+    assert_eq!(with_fault.ok, s.ok, "a fault after the run changed nothing");
+}
+
 fn two_lines_refused(max_fails: u32) -> SimConfig {
     // P4 / §8: two resolve lines (single = 0), backend refuses for 2 s.
     let mut line = ServerLine::resolve(NAME, 8080);

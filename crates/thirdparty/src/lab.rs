@@ -35,6 +35,15 @@ pub fn refuse(kind: Kind, sc: &Scenario) -> Result<()> {
     if sc.fleet.is_some() {
         return no(&["fleet"], "fleet", "a fleet plays nginx instances");
     }
+    if let Some(i) = (sc.timeline.iter())
+        .position(|e| e.nginx == Some(resolvelab_scenario::format::NginxAction::Test))
+    {
+        return no(
+            &["timeline", &i.to_string(), "nginx"],
+            "nginx = \"test\"",
+            "`nginx -t` tests nginx's configuration",
+        );
+    }
     if n.inline.is_some() {
         return no(
             &["nginx", "inline"],
@@ -180,6 +189,23 @@ mod tests {
         refuse(Kind::Haproxy, &sc).unwrap();
         let e = refuse(Kind::Envoy, &sc).unwrap_err().to_string();
         assert!(e.contains("nginx reload"), "{e}");
+    }
+
+    #[test]
+    fn an_nginx_test_is_nginx_only() {
+        let mut sc = resolvelab_scenario::library::get("swap-only").unwrap();
+        sc.timeline.push(resolvelab_scenario::format::Event {
+            at: Some("5s".parse().unwrap()),
+            nginx: Some(resolvelab_scenario::format::NginxAction::Test),
+            ..Default::default()
+        });
+        for kind in [Kind::Haproxy, Kind::Envoy, Kind::Caddy] {
+            let e = refuse(kind, &sc).unwrap_err().to_string();
+            assert!(
+                e.contains("nginx = \"test\"") && e.contains("nginx -t"),
+                "{e}"
+            );
+        }
     }
 
     #[test]

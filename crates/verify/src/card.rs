@@ -124,6 +124,10 @@ pub struct Outcome {
     pub failed_methods: std::collections::BTreeMap<String, u64>,
     /// nginx refused a reload (`[emerg] host not found in upstream`).
     pub reload_refused: bool,
+    /// What `nginx -t` said while the event lasted (a start or restart then): `ok`, or
+    /// `refused: ` and nginx's words.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub start: Option<String>,
     /// The run directory.
     pub run_dir: String,
     /// The scenario file that plays it again.
@@ -168,6 +172,7 @@ impl Outcome {
             classes: Vec::new(),
             failed_methods: Default::default(),
             reload_refused: false,
+            start: None,
             run_dir: String::new(),
             scenario: String::new(),
             runs: Vec::new(),
@@ -267,6 +272,7 @@ impl Outcome {
                 .signatures
                 .iter()
                 .any(|s| s.id == "host-not-found-in-upstream" && s.count > 0),
+            start: start_test(&j.record.dir),
             run_dir: j.record.dir.display().to_string(),
             scenario: scenario.display().to_string(),
             runs: Vec::new(),
@@ -282,6 +288,19 @@ impl Outcome {
     pub fn interpretable(&self) -> bool {
         self.status == "completed"
     }
+}
+
+/// What the run's `nginx -t` said (its `nginx-test` event): `ok`, or `refused: ` and nginx's
+/// words; none when the run had no test.
+fn start_test(dir: &Path) -> Option<String> {
+    let text = std::fs::read_to_string(dir.join(resolvelab_core::evidence::file::EVENTS)).ok()?;
+    text.lines()
+        .filter_map(|l| serde_json::from_str::<resolvelab_core::evidence::Event>(l).ok())
+        .find(|e| e.kind == resolvelab_core::evidence::event_kind::NGINX_TEST)
+        .map(|e| match e.spec.as_deref() {
+            Some("ok") => "ok".to_string(),
+            _ => format!("refused: {}", e.note.unwrap_or_default()),
+        })
 }
 
 /// One fix, before → after on the events that failed before.
@@ -588,6 +607,14 @@ fn outcome_table(rows: &[Outcome]) -> Table {
                     status.push_str("; reload refused");
                 } else if o.event == Event::ReloadNxdomain {
                     status.push_str("; reload accepted");
+                }
+                match o.start.as_deref() {
+                    Some("ok") => status.push_str("; a start would succeed"),
+                    Some(no) => status.push_str(&format!(
+                        "; a start or restart would fail ({})",
+                        no.trim_start_matches("refused: ")
+                    )),
+                    None => {}
                 }
                 vec![
                     Cell::from(code(o.event.id())).link(o.run_dir.clone()),

@@ -67,7 +67,9 @@ impl Event {
             }
             Event::Restart => "the backend restarts: connections reset, new ones refused for 2 s",
             Event::Move => "the backend moves to a new address; the old one resets and refuses",
-            Event::ReloadNxdomain => "the name stops resolving; nginx is reloaded 5 s later",
+            Event::ReloadNxdomain => {
+                "the name stops resolving; 4 s later `nginx -t` asks whether a start or restart would succeed, and nginx is reloaded 5 s later"
+            }
         }
     }
 
@@ -349,6 +351,9 @@ fn plan(event: Event, name: &str, primary: &str, p: Duration, warm: Duration) ->
         }
         Event::ReloadNxdomain => {
             let nx = dns_step("nxdomain", None, false);
+            // Would a start — a restart, a new container — succeed now? `nginx -t` resolves
+            // what a start resolves.
+            let test = step(warm + Duration::from_secs(4), &[("nginx", string("test"))]);
             let reload = step(
                 warm + Duration::from_secs(5),
                 &[("nginx", string("reload"))],
@@ -357,7 +362,7 @@ fn plan(event: Event, name: &str, primary: &str, p: Duration, warm: Duration) ->
                 warm + Duration::from_secs(15),
                 vec![],
                 vec![],
-                vec![nx, reload],
+                vec![nx, test, reload],
             )
         }
     }

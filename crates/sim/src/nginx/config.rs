@@ -615,6 +615,10 @@ pub struct SimConfig {
     /// again, keep-alive connections and `max_fails` state start afresh.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub reloads: Vec<Us>,
+    /// Times of `nginx -t` (a timeline's `nginx = "test"`): every name resolved at start is
+    /// asked, and an event says whether a start would succeed; nothing running changes.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tests: Vec<Us>,
     /// A `resolver` is in scope of the variable `proxy_pass` (`per_request` line); without one
     /// every request fails with 502 and `no resolver defined to resolve NAME`.
     #[serde(default = "yes", skip_serializing_if = "Clone::clone")]
@@ -769,6 +773,7 @@ impl SimConfig {
             retry_shim: None,
             dns: Vec::new(),
             reloads: Vec::new(),
+            tests: Vec::new(),
             resolver: true,
             faults: Vec::new(),
             rps: 300.0,

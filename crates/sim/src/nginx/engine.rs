@@ -218,7 +218,12 @@ enum Ev {
     Reload(u16),
     /// A request's own resolution got no answer within `resolver_timeout`.
     ResolveTimeout(u32),
+    /// `nginx -t` (index into `SimConfig::tests`).
+    Test(u16),
 }
+
+/// Bits of a packed [`Ev`] in the event queue's key: a 32-bit index and a 4-bit kind.
+const EV_BITS: u32 = 36;
 
 impl Ev {
     fn pack(self) -> u64 {
@@ -232,6 +237,7 @@ impl Ev {
             Ev::Probe(i) => (6, i as u64),
             Ev::Reload(i) => (7, i as u64),
             Ev::ResolveTimeout(i) => (8, i as u64),
+            Ev::Test(i) => (9, i as u64),
         };
         (kind << 32) | idx
     }
@@ -246,7 +252,8 @@ impl Ev {
             5 => Ev::Fail(idx),
             6 => Ev::Probe(idx as u16),
             7 => Ev::Reload(idx as u16),
-            _ => Ev::ResolveTimeout(idx),
+            8 => Ev::ResolveTimeout(idx),
+            _ => Ev::Test(idx as u16),
         }
     }
 }
@@ -597,6 +604,9 @@ impl<'a> Engine<'a> {
         for (i, at) in cfg.reloads.iter().enumerate() {
             e.push(cfg.epoch_us + at.0, Ev::Reload(i as u16));
         }
+        for (i, at) in cfg.tests.iter().enumerate() {
+            e.push(cfg.epoch_us + at.0, Ev::Test(i as u16));
+        }
         for (i, p) in cfg.dns.iter().enumerate() {
             e.push(
                 cfg.epoch_us + p.at.0.max(-cfg.warmup.0),
@@ -655,16 +665,18 @@ impl<'a> Engine<'a> {
 
     fn push(&mut self, t: i64, ev: Ev) {
         self.ev_seq += 1;
-        // 42 bits of µs (≈ 50 days, checked by SimConfig::validate), 46 bits of sequence
-        // (ties in scheduling order), 35 bits of event.
+        // 42 bits of µs (≈ 50 days, checked by SimConfig::validate), 45 bits of sequence
+        // (ties in scheduling order), EV_BITS of event: its index (32) and kind (4, so up to
+        // 16 kinds; a kind that did not fit was silently read back as another).
         let rel = (t - self.time_base).clamp(0, (1i64 << 42) - 1) as u128;
-        let key = (rel << 81) | ((self.ev_seq as u128 & ((1 << 46) - 1)) << 35) | ev.pack() as u128;
+        let seq = self.ev_seq as u128 & ((1 << 45) - 1);
+        let key = (rel << (45 + EV_BITS)) | (seq << EV_BITS) | ev.pack() as u128;
         self.heap.push(Reverse(key));
     }
 
     fn unpack(&self, key: u128) -> (i64, Ev) {
-        let t = (key >> 81) as i64 + self.time_base;
-        (t, Ev::unpack((key & ((1u128 << 35) - 1)) as u64))
+        let t = (key >> (45 + EV_BITS)) as i64 + self.time_base;
+        (t, Ev::unpack((key & ((1u128 << EV_BITS) - 1)) as u64))
     }
 
     /// Run the whole load; returns the summary.
@@ -750,6 +762,7 @@ impl<'a> Engine<'a> {
             }
             Ev::Probe(i) => self.probe(i as usize, t),
             Ev::Reload(_) => self.reload(t),
+            Ev::Test(_) => self.test(t),
             Ev::ResolveTimeout(r) => self.resolution_failed(r, t, 110),
             Ev::DnsPhase(i) => {
                 let p = &self.cfg.dns[i as usize];
@@ -1140,6 +1153,32 @@ impl<'a> Engine<'a> {
             if host.kind == HostKind::PerRequest {
                 host.valid_until_s = i64::MIN;
             }
+        }
+        Ok(())
+    }
+
+    /// `nginx -t`: every name resolved at start is asked, as a start would (the same
+    /// `ngx_parse_url` path as [`Self::reload`]); nothing running changes. The event says
+    /// `ok`, or `refused` with nginx's words.
+    fn test(&mut self, t: i64) -> std::io::Result<()> {
+        let mut refused = None;
+        for h in 0..self.hosts.len() {
+            if self.hosts[h].kind == HostKind::AtStart && self.ask_at_start(h, t)?.is_none() {
+                refused.get_or_insert(h);
+            }
+        }
+        if let Some(l) = &mut self.logs {
+            let (spec, note) = match refused {
+                Some(h) => (
+                    "refused",
+                    format!(
+                        "nginx: [emerg] host not found in upstream \"{}:{}\"",
+                        self.hosts[h].name, self.hosts[h].port
+                    ),
+                ),
+                None => ("ok", "a start now would succeed".to_string()),
+            };
+            l.event_noted(t, "nginx-test", "nginx", spec, &note)?;
         }
         Ok(())
     }

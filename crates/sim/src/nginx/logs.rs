@@ -258,6 +258,23 @@ impl Logs {
         writeln!(self.events)
     }
 
+    /// An event with a remark (`note`).
+    pub(crate) fn event_noted(
+        &mut self,
+        t_us: i64,
+        kind: &str,
+        target: &str,
+        spec: &str,
+        note: &str,
+    ) -> io::Result<()> {
+        let e = resolvelab_core::evidence::Event {
+            note: Some(note.to_string()),
+            ..resolvelab_core::evidence::Event::new(t_us, kind, target).spec(spec)
+        };
+        serde_json::to_writer(&mut self.events, &e)?;
+        writeln!(self.events)
+    }
+
     pub(crate) fn access(&mut self, a: AccessLine<'_>) -> io::Result<()> {
         let q = a.req;
         let mut addr = String::new();
