@@ -47,6 +47,9 @@ pub enum Export {
     /// A syslog file of several hosts (a central rsyslog/syslog-ng, `journalctl -o short`):
     /// RFC 3164 `[<PRI>]MMM DD HH:MM:SS HOST TAG: …` or RFC 5424 `<PRI>1 TIME HOST APP …`.
     Syslog,
+    /// An access log several hosts wrote (a shared volume, a central collector), its format
+    /// holding `$hostname`: each line's instance is that field.
+    Hostname,
 }
 
 impl Export {
@@ -60,6 +63,7 @@ impl Export {
             Export::Cri => "CRI/containerd log",
             Export::KubectlPrefix => "kubectl logs --prefix",
             Export::Syslog => "syslog",
+            Export::Hostname => "access log with $hostname",
         }
     }
 }
@@ -316,6 +320,7 @@ pub fn split(inputs: &[PathBuf], fields: &Fields, dir: &Path) -> anyhow::Result<
             Export::Cri => read_cri(p, &mut push)?,
             Export::KubectlPrefix => read_kubectl(p, &mut push)?,
             Export::Syslog => read_syslog(p, &mut push)?,
+            Export::Hostname => unreachable!("detect never names it: split_hosts reads it"),
         }
         // Newest first (logcli's default direction): lines of one timestamp are reversed too,
         // so read the file backwards before the stable sort by time.
@@ -354,6 +359,75 @@ pub fn split(inputs: &[PathBuf], fields: &Fields, dir: &Path) -> anyhow::Result<
     }
     Ok(Some(Slices {
         format,
+        inputs: inputs.to_vec(),
+        instances,
+    }))
+}
+
+/// Access logs whose format has `$hostname`, split by it: `None` when the format has no
+/// `$hostname` or the lines name fewer than two hosts (one instance: read as it is). A line
+/// the format does not match stays with the host of the line before it (the first host's at
+/// the start), where the diagnosis counts it as malformed.
+pub fn split_hosts(
+    inputs: &[PathBuf],
+    fmt: &crate::logformat::LogFormat,
+    dir: &Path,
+) -> anyhow::Result<Option<Slices>> {
+    use crate::logformat::{Field, Spans};
+    if inputs.is_empty() || !fmt.has(Field::Hostname) {
+        return Ok(None);
+    }
+    let mut by: BTreeMap<String, (Vec<String>, Vec<(u32, Where)>)> = BTreeMap::new();
+    let mut spans = Spans::default();
+    let mut pending: Vec<(String, (u32, Where))> = Vec::new();
+    let mut last: Option<String> = None;
+    for (fi, p) in inputs.iter().enumerate() {
+        let r = crate::open_maybe_gz(p)?;
+        for (n, line) in r.lines().enumerate() {
+            let line = line.map_err(|e| anyhow::anyhow!("{}:{}: {e}", p.display(), n + 1))?;
+            let at = (fi as u32, Where::Line(n as u64 + 1));
+            let host = fmt
+                .match_line(line.as_bytes(), &mut spans)
+                .ok()
+                .and_then(|()| spans.slice(line.as_bytes(), Field::Hostname))
+                .map(|h| String::from_utf8_lossy(h).into_owned())
+                .filter(|h| !h.is_empty() && h != "-")
+                .or_else(|| last.clone());
+            let Some(host) = host else {
+                pending.push((line, at));
+                continue;
+            };
+            let slot = by.entry(host.clone()).or_default();
+            for (l, a) in pending.drain(..) {
+                slot.0.push(l);
+                slot.1.push(a);
+            }
+            slot.0.push(line);
+            slot.1.push(at);
+            last = Some(host);
+        }
+    }
+    if by.len() < 2 {
+        return Ok(None);
+    }
+    let mut instances = Vec::new();
+    for (k, (instance, (lines, origins))) in by.into_iter().enumerate() {
+        let path = dir.join(format!("host-{k}.log"));
+        let mut w = std::io::BufWriter::new(std::fs::File::create(&path)?);
+        for l in &lines {
+            w.write_all(l.trim_end_matches('\r').as_bytes())?;
+            w.write_all(b"\n")?;
+        }
+        w.flush()?;
+        instances.push(Slice {
+            instance,
+            path,
+            lines: lines.len() as u64,
+            origins,
+        });
+    }
+    Ok(Some(Slices {
+        format: Export::Hostname,
         inputs: inputs.to_vec(),
         instances,
     }))

@@ -35,10 +35,12 @@ pub enum Field {
     BodyBytesSent,
     /// ingress-nginx's `$proxy_upstream_name` (`namespace-service-port`).
     ProxyUpstreamName,
+    /// `$hostname`: the host that wrote the line — the instance, in a log several hosts share.
+    Hostname,
 }
 
 /// Number of [`Field`] variants.
-pub const N_FIELDS: usize = 19;
+pub const N_FIELDS: usize = 20;
 
 impl Field {
     /// Every field, in index order (`Field::ALL[f as usize] == f`).
@@ -62,6 +64,7 @@ impl Field {
         Field::Host,
         Field::BodyBytesSent,
         Field::ProxyUpstreamName,
+        Field::Hostname,
     ];
 
     /// Map an nginx variable name (without `$`) to a field.
@@ -86,6 +89,7 @@ impl Field {
             "host" | "http_host" | "server_name" => Field::Host,
             "body_bytes_sent" | "bytes_sent" => Field::BodyBytesSent,
             "proxy_upstream_name" => Field::ProxyUpstreamName,
+            "hostname" => Field::Hostname,
             _ => return None,
         })
     }
@@ -120,7 +124,7 @@ impl Field {
     fn one_word(self) -> bool {
         matches!(
             self,
-            Field::RemoteAddr | Field::Host | Field::ProxyUpstreamName
+            Field::RemoteAddr | Field::Host | Field::ProxyUpstreamName | Field::Hostname
         )
     }
 

@@ -327,3 +327,112 @@ fn what_cannot_be_split_is_refused_in_one_line() {
         assert_eq!(err.trim_end().lines().count(), 1, "{err}");
     }
 }
+
+/// An access log two hosts wrote (a shared volume, a central collector), its format holding
+/// `$hostname`: split by that field. Truth, from how it is made: the fixtures' two plain
+/// instances, each line prefixed by its host — so each host's diagnosis is its plain one (the
+/// access log alone in the fleet; with its own error log under `--instance`), and each
+/// reference names the shared file's line holding that host's line.
+#[test]
+fn an_access_log_with_hostname_splits_into_its_hosts() {
+    let tmp = tempfile::tempdir().unwrap();
+    let shared = tmp.path().join("access.log");
+    let mut text = String::new();
+    for n in [1, 2] {
+        let access = exports().join(format!("plain/web-{n}/access.log.gz"));
+        for l in gunzip(&access).lines() {
+            text.push_str(&format!("web-{n} {l}\n"));
+        }
+    }
+    std::fs::write(&shared, text).unwrap();
+    let format = format!("$hostname {}", resolvelab_core::evidence::LAB_LOG_FORMAT);
+    let run = |extra: &[&std::ffi::OsStr]| {
+        bin()
+            .args(["diagnose", "--tz-offset", "+00:00", "--format", "json"])
+            .arg("--log-format")
+            .arg(&format)
+            .arg("--access")
+            .arg(&shared)
+            .args(extra)
+            .output()
+            .unwrap()
+    };
+    // The fleet: both hosts, each with its plain access log's requests and failures.
+    let o = run(&[]);
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let f: Value = serde_json::from_slice(&o.stdout).unwrap();
+    let rows = f["instances"].as_array().unwrap();
+    let names: Vec<&str> = rows.iter().map(|r| r["name"].as_str().unwrap()).collect();
+    assert_eq!(names, ["web-1", "web-2"], "{f}");
+    for (n, r) in [1, 2].iter().zip(rows) {
+        let alone = lab_json(&[
+            "--access".into(),
+            exports()
+                .join(format!("plain/web-{n}/access.log.gz"))
+                .into(),
+        ]);
+        assert_eq!(r["requests"], alone["requests"], "web-{n}");
+        assert_eq!(r["failures"], alone["failures"], "web-{n}");
+    }
+    // One host with its own error log: its plain diagnosis, references into the shared file.
+    let err = exports().join("plain/web-2/error.log.gz");
+    let o = run(&[
+        "--instance".as_ref(),
+        "web-2".as_ref(),
+        "--error".as_ref(),
+        err.as_os_str(),
+    ]);
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let d: Value = serde_json::from_slice(&o.stdout).unwrap();
+    // Quoted access lines carry their host, as the shared file has them.
+    fn unprefixed(v: &mut Value) {
+        match v {
+            Value::String(t) if t.starts_with("web-2 ") => *t = t["web-2 ".len()..].to_string(),
+            Value::Object(o) => o.values_mut().for_each(unprefixed),
+            Value::Array(a) => a.iter_mut().for_each(unprefixed),
+            _ => {}
+        }
+    }
+    let mut got = content(&d);
+    unprefixed(&mut got);
+    assert!(
+        got == content(&plain(2)),
+        "web-2 alone differs from its plain diagnosis"
+    );
+    let shared_text = std::fs::read_to_string(&shared).unwrap();
+    let mut checked = 0;
+    for e in d["incidents"][0]["evidence"].as_array().unwrap() {
+        let at = e["at"].as_str().unwrap();
+        if let Some(n) = at.strip_prefix(&format!("{}:", shared.display())) {
+            let line = shared_text
+                .lines()
+                .nth(n.parse::<usize>().unwrap() - 1)
+                .unwrap();
+            assert!(line.starts_with("web-2 "), "{at}: {line}");
+            checked += 1;
+        }
+    }
+    assert!(
+        checked > 0,
+        "an access line is cited: {}",
+        d["incidents"][0]
+    );
+    // Every host's error lines in one run cannot be paired: refused in one line.
+    let o = run(&["--error".as_ref(), err.as_os_str()]);
+    assert_eq!(o.status.code(), Some(2));
+    let e = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        e.contains("--instance HOST") && e.contains("2 hosts ($hostname)"),
+        "{e}"
+    );
+}

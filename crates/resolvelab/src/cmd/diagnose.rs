@@ -149,10 +149,15 @@ pub fn run(args: Args, ctx: &Ctx) -> anyhow::Result<ExitCode> {
         instance: args.instance_field.clone(),
         message: args.message_field.clone(),
     };
-    let Some(mut slices) = export::split(&opts.mixed, &fields, spool.dir.path())? else {
+    let split = match export::split(&opts.mixed, &fields, spool.dir.path())? {
+        Some(s) => Some(s),
+        None => export::split_hosts(&opts.access, &opts.log_format, spool.dir.path())?,
+    };
+    let Some(mut slices) = split else {
         let name = args.instance.clone();
         return one(&args, opts, name, None);
     };
+    let by_host = slices.format == export::Export::Hostname;
     let mut chosen = std::mem::take(&mut slices.instances);
     if let Some(name) = &args.instance {
         let all: Vec<String> = chosen.iter().map(|s| s.instance.clone()).collect();
@@ -166,11 +171,21 @@ pub fn run(args: Args, ctx: &Ctx) -> anyhow::Result<ExitCode> {
         }
     }
     if let [s] = &chosen[..] {
-        opts.mixed = vec![s.path.clone()];
+        // One host of a shared access log: its own error log (--error) pairs with it.
+        match by_host {
+            true => opts.access = vec![s.path.clone()],
+            false => opts.mixed = vec![s.path.clone()],
+        }
         let name = Some(s.instance.clone());
         return one(&args, opts, name, Some((&slices, s)));
     }
-    if !opts.access.is_empty() || !opts.error.is_empty() {
+    if by_host && !opts.error.is_empty() {
+        anyhow::bail!(
+            "--error beside an access log of {} hosts ($hostname): an error line names no host, so it cannot be paired; diagnose one host at a time with --instance HOST and that host's --error",
+            chosen.len()
+        );
+    }
+    if !by_host && (!opts.access.is_empty() || !opts.error.is_empty()) {
         anyhow::bail!(
             "--access/--error beside an export of {} instances: their lines belong to no one instance; give them to a run of their own with --instance",
             chosen.len()
@@ -290,9 +305,15 @@ fn fleet(
             s.instance,
             s.lines
         ));
-        let o = Options {
-            mixed: vec![s.path.clone()],
-            ..opts.clone()
+        let o = match from.format {
+            export::Export::Hostname => Options {
+                access: vec![s.path.clone()],
+                ..opts.clone()
+            },
+            _ => Options {
+                mixed: vec![s.path.clone()],
+                ..opts.clone()
+            },
         };
         let (mut d, _, stream) = resolvelab_diagnose::diagnose_with_stats(&o)?;
         relabel(&mut d, from, s);
