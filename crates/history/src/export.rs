@@ -377,7 +377,9 @@ pub fn split_hosts(
     if inputs.is_empty() || !fmt.has(Field::Hostname) {
         return Ok(None);
     }
-    let mut by: BTreeMap<String, (Vec<String>, Vec<(u32, Where)>)> = BTreeMap::new();
+    // Each host's lines and where each one was.
+    type Host = (Vec<String>, Vec<(u32, Where)>);
+    let mut by: BTreeMap<String, Host> = BTreeMap::new();
     let mut spans = Spans::default();
     let mut pending: Vec<(String, (u32, Where))> = Vec::new();
     let mut last: Option<String> = None;
