@@ -81,6 +81,9 @@ pub struct Config {
     pub files: Vec<SourceFile>,
     /// The top-level directives of the main file, includes expanded.
     pub root: Vec<Directive>,
+    /// Includes that could not be read and were left out (only when loading with
+    /// [`load_text_lenient`]): `(FILE:LINE of the include, the file, why)`.
+    pub unread: Vec<(String, String, String)>,
     /// Remarks about the input (e.g. an include glob that matched nothing).
     pub notes: Vec<String>,
     /// The input is a fragment wrapped in the context it is included into (a `conf.d` file
@@ -206,6 +209,9 @@ struct Loader<'r> {
     files: Vec<SourceFile>,
     notes: Vec<String>,
     stack: Vec<String>,
+    /// Leave an include that cannot be read out, and say so, instead of stopping.
+    lenient: bool,
+    unread: Vec<(String, String, String)>,
 }
 
 impl Loader<'_> {
@@ -275,10 +281,14 @@ impl Loader<'_> {
                     self.stack.len() + 1
                 )));
             }
-            let text = self
-                .resolver
-                .read(&name)
-                .map_err(|e| LoadError::Other(format!("{here}: include: {e}")))?;
+            let text = match self.resolver.read(&name) {
+                Ok(t) => t,
+                Err(e) if self.lenient => {
+                    self.unread.push((here.clone(), name.clone(), e));
+                    continue;
+                }
+                Err(e) => return Err(LoadError::Other(format!("{here}: include: {e}"))),
+            };
             out.extend(self.load(&name, text)?);
         }
         Ok(out)
@@ -339,6 +349,25 @@ pub fn load_text_in(
     load_with(&Disk, name, text, prefix, sysroot.map(Path::to_path_buf))
 }
 
+/// [`load_text_in`], leaving out an include that cannot be read (a `mime.types` or a
+/// `/etc/nginx/…` file of another machine) instead of stopping: each one is in
+/// [`Config::unread`], for the caller to list. For tools that play a configuration and say
+/// what they left out (`resolvelab verify`); the linter itself stops, as nginx would.
+pub fn load_text_lenient(
+    name: &str,
+    text: String,
+    prefix: Option<&Path>,
+    sysroot: Option<&Path>,
+) -> Result<Config, LoadError> {
+    if is_dump(&text) {
+        return load_dump(&text, prefix);
+    }
+    let prefix = prefix.map(Path::to_path_buf).unwrap_or_default();
+    let mut loader = Loader::new(&Disk, prefix, sysroot.map(Path::to_path_buf));
+    loader.lenient = true;
+    loader.run(name, text)
+}
+
 fn load_dump(text: &str, prefix: Option<&Path>) -> Result<Config, LoadError> {
     let sections = split_dump(text);
     let Some((main, main_text)) = sections.first().cloned() else {
@@ -365,21 +394,34 @@ fn load_with(
     prefix: PathBuf,
     sysroot: Option<PathBuf>,
 ) -> Result<Config, LoadError> {
-    let mut loader = Loader {
-        resolver,
-        prefix,
-        sysroot,
-        files: Vec::new(),
-        notes: Vec::new(),
-        stack: Vec::new(),
-    };
-    let root = loader.load(name, text)?;
-    Ok(Config {
-        files: loader.files,
-        root,
-        notes: loader.notes,
-        fragment: false,
-    })
+    Loader::new(resolver, prefix, sysroot).run(name, text)
+}
+
+impl<'r> Loader<'r> {
+    fn new(resolver: &'r dyn Resolver, prefix: PathBuf, sysroot: Option<PathBuf>) -> Loader<'r> {
+        Loader {
+            resolver,
+            prefix,
+            sysroot,
+            files: Vec::new(),
+            notes: Vec::new(),
+            stack: Vec::new(),
+            lenient: false,
+            unread: Vec::new(),
+        }
+    }
+
+    /// Load the main file `name` and everything it includes.
+    fn run(mut self, name: &str, text: String) -> Result<Config, LoadError> {
+        let root = self.load(name, text)?;
+        Ok(Config {
+            files: self.files,
+            root,
+            unread: self.unread,
+            notes: self.notes,
+            fragment: false,
+        })
+    }
 }
 
 #[cfg(test)]

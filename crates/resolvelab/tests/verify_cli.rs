@@ -487,3 +487,41 @@ fn quick_says_a_start_would_fail_while_a_start_time_name_fails() {
         (Some(true), Some(0))
     );
 }
+
+/// Another machine's includes (`/etc/nginx/mime.types`) are left out and listed on the card,
+/// not a stop; the upstream in the main file is verified as usual.
+#[test]
+fn an_include_this_machine_cannot_read_is_listed_not_a_stop() {
+    let dir = tempfile::tempdir().unwrap();
+    let missing = dir.path().join("elsewhere/mime.types");
+    std::fs::write(
+        dir.path().join("nginx.conf"),
+        format!(
+            "http {{\n    include {};\n    resolver 10.0.0.53 valid=5s;\n    upstream be {{ zone be 64k; server api.example.com:443 resolve; }}\n    server {{ listen 80; location / {{ proxy_pass http://be; }} }}\n}}\n",
+            missing.display()
+        ),
+    )
+    .unwrap();
+    let (code, card, err) = verify_file(dir.path(), "out", &["--plan"]);
+    assert_eq!(code, Some(0), "{err}");
+    let changes = card["targets"][0]["changes"].as_array().unwrap();
+    let c = changes
+        .iter()
+        .find(|c| c["was"].as_str().unwrap().starts_with("include "))
+        .unwrap_or_else(|| panic!("{changes:?}"));
+    assert_eq!(c["kind"], "dropped");
+    assert!(c["at"].as_str().unwrap().ends_with("nginx.conf:2"), "{c}");
+    assert!(
+        c["why"].as_str().unwrap().contains("not readable here"),
+        "{c}"
+    );
+    // The linter, which reads as nginx would, still stops there.
+    let o = bin()
+        .args(["lint"])
+        .arg(dir.path().join("nginx.conf"))
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(err.contains("nginx.conf:2: include: cannot read"), "{err}");
+}

@@ -92,11 +92,21 @@ pub fn lab_config(cfg: &Config, target: &Target, opts: &Options) -> anyhow::Resu
     let Some(http) = find::http(cfg) else {
         anyhow::bail!("the configuration has no http {{}} block: nothing to verify");
     };
+    // Includes this machine could not read were left out when loading: listed first.
+    let unread = cfg.unread.iter().map(|(at, file, why)| Change {
+        at: at.clone(),
+        kind: ChangeKind::Dropped,
+        was: format!("include {file};"),
+        now: None,
+        why: format!(
+            "not readable here ({why}): what it holds is not played — pass `nginx -T` output, or --sysroot with a copy of the machine's files"
+        ),
+    });
     let mut rw = Rw {
         cfg,
         target,
         opts,
-        changes: Vec::new(),
+        changes: unread.collect(),
         served: Vec::new(),
         statics: Vec::new(),
         kept_upstreams: Vec::new(),

@@ -163,7 +163,9 @@ fn load(path: &Path, sysroot: Option<&Path>) -> anyhow::Result<(String, resolvel
             path.parent().map(Path::to_path_buf),
         )
     };
-    let cfg = resolvelab_lint::load::load_text_in(&name, text, prefix.as_deref(), sysroot)
+    // An include this machine cannot read (another machine's /etc/nginx/…) is left out and
+    // listed on the card, not a stop: what matters is the upstreams, usually in the main file.
+    let cfg = resolvelab_lint::load::load_text_lenient(&name, text, prefix.as_deref(), sysroot)
         .map_err(|e| anyhow::anyhow!("{e}"))?;
     let cfg = resolvelab_lint::in_context(cfg, resolvelab_lint::Context::Auto);
     Ok((name, cfg))
@@ -207,6 +209,14 @@ pub fn run(args: Args, ctx: &Ctx) -> anyhow::Result<ExitCode> {
             .transpose()?,
     };
     let plans = resolvelab_verify::prepare(&cfg, &req);
+    if plans.is_empty() {
+        // What an unread include defines is not seen: say so where "nothing found" is said.
+        for (at, file, why) in &cfg.unread {
+            eprintln!(
+                "verify: {at}: include {file} not read ({why}): an upstream it defines is not seen"
+            );
+        }
+    }
     if !args.upstream.is_empty() && plans.is_empty() {
         anyhow::bail!(
             "{source}: no DNS-fed upstream named {}: `resolvelab verify --plan --nginx-conf {source}` lists them",
