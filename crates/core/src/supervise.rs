@@ -24,6 +24,10 @@ use std::os::unix::process::CommandExt;
 use std::process::{Child, Command};
 use std::time::{Duration, Instant};
 
+/// Set by the binary's Ctrl-C / SIGTERM / SIGHUP handlers (an atomic store: async-signal-safe):
+/// long work — a lab run, `watch` — polls it and stops cleanly, leaving complete evidence.
+pub static INTERRUPTED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
 /// Owner of a process group whose members die with the tool.
 pub struct Supervisor {
     watchdog: libc::pid_t,

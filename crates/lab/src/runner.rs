@@ -25,12 +25,13 @@ use resolvelab_scenario::timeline::{Action, Step};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 /// Set by Ctrl-C / SIGTERM handlers (installed by the binary) to stop a run early; the run then
-/// still leaves a valid directory marked `aborted`.
-pub static INTERRUPTED: AtomicBool = AtomicBool::new(false);
+/// still leaves a valid directory marked `aborted`. The one flag of the process
+/// (`core::supervise`), which `watch` reads too.
+pub use resolvelab_core::supervise::INTERRUPTED;
 
 /// Play `plan` on `bin` (the binary of engine `engine`) and return where its evidence is.
 /// Errors before the run directory exists are returned; errors after it are recorded in

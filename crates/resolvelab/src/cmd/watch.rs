@@ -205,7 +205,7 @@ pub fn run(args: Args, ctx: &Ctx) -> anyhow::Result<ExitCode> {
         eprintln!("watch: serving http://{addr}/metrics");
     }
     crate::cmd::run::install_signal_handlers();
-    w.run(&resolvelab_lab::runner::INTERRUPTED)?;
+    w.run(&resolvelab_core::supervise::INTERRUPTED)?;
     // The flag is the run's; nothing else reads it after this.
     resolvelab_lab::runner::INTERRUPTED.store(false, Ordering::SeqCst);
     Ok(ExitCode::SUCCESS)
