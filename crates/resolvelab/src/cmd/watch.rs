@@ -206,7 +206,7 @@ pub fn run(args: Args, ctx: &Ctx) -> anyhow::Result<ExitCode> {
     }
     crate::cmd::run::install_signal_handlers();
     w.run(&resolvelab_core::supervise::INTERRUPTED)?;
-    // The flag is the run's; nothing else reads it after this.
-    resolvelab_lab::runner::INTERRUPTED.store(false, Ordering::SeqCst);
+    // The flag is the process's; nothing else reads it after this.
+    resolvelab_core::supervise::INTERRUPTED.store(false, Ordering::SeqCst);
     Ok(ExitCode::SUCCESS)
 }
