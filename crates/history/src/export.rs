@@ -377,8 +377,13 @@ pub fn split_hosts(
     if inputs.is_empty() || !fmt.has(Field::Hostname) {
         return Ok(None);
     }
-    // Each host's lines and where each one was.
-    type Host = (Vec<String>, Vec<(u32, Where)>);
+    // Each host's file, written as its lines come (a shared log can be large), and where each
+    // of its lines was.
+    type Host = (
+        std::io::BufWriter<std::fs::File>,
+        PathBuf,
+        Vec<(u32, Where)>,
+    );
     let mut by: BTreeMap<String, Host> = BTreeMap::new();
     let mut spans = Spans::default();
     let mut pending: Vec<(String, (u32, Where))> = Vec::new();
@@ -399,13 +404,17 @@ pub fn split_hosts(
                 pending.push((line, at));
                 continue;
             };
-            let slot = by.entry(host.clone()).or_default();
-            for (l, a) in pending.drain(..) {
-                slot.0.push(l);
-                slot.1.push(a);
+            if !by.contains_key(&host) {
+                let path = dir.join(format!("host-{}.log", by.len()));
+                let w = std::io::BufWriter::new(std::fs::File::create(&path)?);
+                by.insert(host.clone(), (w, path, Vec::new()));
             }
-            slot.0.push(line);
-            slot.1.push(at);
+            let (w, _, origins) = by.get_mut(&host).expect("inserted above");
+            for (l, a) in pending.drain(..).chain(std::iter::once((line, at))) {
+                w.write_all(l.trim_end_matches('\r').as_bytes())?;
+                w.write_all(b"\n")?;
+                origins.push(a);
+            }
             last = Some(host);
         }
     }
@@ -413,18 +422,12 @@ pub fn split_hosts(
         return Ok(None);
     }
     let mut instances = Vec::new();
-    for (k, (instance, (lines, origins))) in by.into_iter().enumerate() {
-        let path = dir.join(format!("host-{k}.log"));
-        let mut w = std::io::BufWriter::new(std::fs::File::create(&path)?);
-        for l in &lines {
-            w.write_all(l.trim_end_matches('\r').as_bytes())?;
-            w.write_all(b"\n")?;
-        }
+    for (instance, (mut w, path, origins)) in by {
         w.flush()?;
         instances.push(Slice {
             instance,
             path,
-            lines: lines.len() as u64,
+            lines: origins.len() as u64,
             origins,
         });
     }

@@ -492,6 +492,8 @@ fn quick_says_a_start_would_fail_while_a_start_time_name_fails() {
 /// not a stop; the upstream in the main file is verified as usual.
 #[test]
 fn an_include_this_machine_cannot_read_is_listed_not_a_stop() {
+    // network-safe: `--plan` runs nothing, and lint only reads; 10.0.0.53 is the user's
+    // resolver, which a played run would rewrite to the run's authority.
     let dir = tempfile::tempdir().unwrap();
     let missing = dir.path().join("elsewhere/mime.types");
     std::fs::write(
