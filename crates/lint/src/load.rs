@@ -342,11 +342,7 @@ pub fn load_text_in(
     prefix: Option<&Path>,
     sysroot: Option<&Path>,
 ) -> Result<Config, LoadError> {
-    if is_dump(&text) {
-        return load_dump(&text, prefix);
-    }
-    let prefix = prefix.map(Path::to_path_buf).unwrap_or_default();
-    load_with(&Disk, name, text, prefix, sysroot.map(Path::to_path_buf))
+    load_text_from_disk(name, text, prefix, sysroot, false)
 }
 
 /// [`load_text_in`], leaving out an include that cannot be read (a `mime.types` or a
@@ -359,12 +355,23 @@ pub fn load_text_lenient(
     prefix: Option<&Path>,
     sysroot: Option<&Path>,
 ) -> Result<Config, LoadError> {
+    load_text_from_disk(name, text, prefix, sysroot, true)
+}
+
+/// Text whose includes are read from disk (or `nginx -T` output, which holds them).
+fn load_text_from_disk(
+    name: &str,
+    text: String,
+    prefix: Option<&Path>,
+    sysroot: Option<&Path>,
+    lenient: bool,
+) -> Result<Config, LoadError> {
     if is_dump(&text) {
         return load_dump(&text, prefix);
     }
     let prefix = prefix.map(Path::to_path_buf).unwrap_or_default();
     let mut loader = Loader::new(&Disk, prefix, sysroot.map(Path::to_path_buf));
-    loader.lenient = true;
+    loader.lenient = lenient;
     loader.run(name, text)
 }
 

@@ -3,7 +3,7 @@
 
 use crate::Nginx;
 use crate::sysdns::SystemDns;
-use anyhow::{Context, Result, bail};
+use anyhow::{Context, Result};
 use resolvelab_core::supervise::{Master, Supervisor};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -75,11 +75,17 @@ pub fn test_conf_with(
     conf: &Path,
     dns: Option<&SystemDns>,
 ) -> Result<()> {
-    let out = base_command(nginx, run_dir, conf, dns)
+    run_test(nginx, base_command(nginx, run_dir, conf, dns))
+        .map_err(|why| anyhow::anyhow!("nginx -t rejected {}: {why}", conf.display()))
+}
+
+/// Run `cmd` with `-t`: on refusal, nginx's own words (the `test failed` line left out).
+fn run_test(nginx: &Nginx, mut cmd: Command) -> std::result::Result<(), String> {
+    let out = cmd
         .arg("-t")
         .stdin(Stdio::null())
         .output()
-        .with_context(|| format!("cannot run {}", nginx.path.display()))?;
+        .map_err(|e| format!("cannot run {}: {e}", nginx.path.display()))?;
     if out.status.success() {
         return Ok(());
     }
@@ -88,11 +94,7 @@ pub fn test_conf_with(
         .lines()
         .filter(|l| !l.contains("test failed") && !l.trim().is_empty())
         .collect();
-    bail!(
-        "nginx -t rejected {}: {}",
-        conf.display(),
-        lines.join(" | ")
-    )
+    Err(lines.join(" | "))
 }
 
 /// `nginx -t` of a running instance's configuration, runnable from another task: would a start
@@ -110,26 +112,14 @@ impl Tester {
     /// Run `nginx -t`; on refusal, nginx's own words (the `test failed` line left out).
     pub fn test(&self) -> std::result::Result<(), String> {
         let log = self.run_dir.join("nginx-test.log");
-        let out = base_command_logging(
+        let cmd = base_command_logging(
             &self.nginx,
             &self.run_dir,
             &self.conf,
             self.dns.as_ref(),
             &log,
-        )
-        .arg("-t")
-        .stdin(Stdio::null())
-        .output()
-        .map_err(|e| format!("cannot run {}: {e}", self.nginx.path.display()))?;
-        if out.status.success() {
-            return Ok(());
-        }
-        let msg = String::from_utf8_lossy(&out.stderr);
-        let lines: Vec<&str> = msg
-            .lines()
-            .filter(|l| !l.contains("test failed") && !l.trim().is_empty())
-            .collect();
-        Err(lines.join(" | "))
+        );
+        run_test(&self.nginx, cmd)
     }
 }
 

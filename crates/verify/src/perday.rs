@@ -13,8 +13,8 @@ use crate::events::{self, Event, Settings};
 use crate::find::Target;
 use crate::rewrite::LabConfig;
 use resolvelab_lint::load::Config;
-use resolvelab_sim::nginx::predict::{PredictInput, Prediction, predict_from};
-use resolvelab_sim::nginx::{FaultKind, FaultWindow, Us};
+use resolvelab_sim::nginx::Us;
+use resolvelab_sim::nginx::predict::{PredictInput, Prediction, first_try_failures, predict_from};
 
 /// The traffic a day is predicted at.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -59,23 +59,14 @@ pub fn predict(
     base.rps = t.rps;
     base.poisson = true;
     base.duration = t.sample;
-    // Production's first-try failures instead of the lab event's 30 % reclaim.
-    base.faults = vec![FaultWindow {
-        start: Us(-base.warmup.0),
-        end: Us(t.sample.0 + 3_600_000_000),
-        target: None,
-        fault: FaultKind::Stale {
-            p: t.first_try_failure,
-            delay_min: Us(0),
-            delay_max: Us::ms(50),
-        },
-    }];
     let input = PredictInput {
         rps: t.rps,
         first_try_failure: t.first_try_failure,
         sample: t.sample,
         ..PredictInput::default()
     };
+    // Production's first-try failures instead of the lab event's 30 % reclaim.
+    base.faults = vec![first_try_failures(&base, &input)];
     predict_from(&base, &input).map_err(|e| format!("{e:#}"))
 }
 

@@ -190,7 +190,15 @@ pub fn baseline_config(p: &PredictInput) -> SimConfig {
         mode: DnsMode::Alternate(vec![[127, 0, 0, 20].into(), [127, 0, 0, 30].into()]),
         aaaa: Vec::new(),
     }];
-    cfg.faults = vec![FaultWindow {
+    cfg.faults = vec![first_try_failures(&cfg, p)];
+    cfg
+}
+
+/// Production's everyday first-try failures on reused connections (`p.first_try_failure`,
+/// seen after `p.failure_delay`), over all of `cfg`'s warm-up and `p.sample`: the churn a
+/// prediction plays, on the baseline model or a user's own upstream (`verify --per-day`).
+pub fn first_try_failures(cfg: &SimConfig, p: &PredictInput) -> FaultWindow {
+    FaultWindow {
         start: Us(-cfg.warmup.0),
         end: Us(p.sample.0 + 3_600_000_000),
         target: None,
@@ -199,8 +207,7 @@ pub fn baseline_config(p: &PredictInput) -> SimConfig {
             delay_min: p.failure_delay.0,
             delay_max: p.failure_delay.1,
         },
-    }];
-    cfg
+    }
 }
 
 /// Every variant's config: baseline first, then one mitigation each.
