@@ -225,6 +225,46 @@ pub fn detect(path: &Path, fields: &Fields) -> anyhow::Result<Option<Export>> {
     }
 }
 
+/// A stream whose lines name their instance in a head — `kubectl logs --prefix`, a syslog of
+/// several hosts — read line by line as it grows (`watch`; [`split`] reads a whole export).
+///
+/// ```
+/// use resolvelab_history::export::Headed;
+/// let l = "[pod/web-7f9c/nginx] 10.0.0.1 - - [30/Nov/2026:06:00:01 +0000] \"GET / HTTP/1.1\" 502 0";
+/// let h = Headed::detect(l).unwrap();
+/// assert_eq!(h.split(l).unwrap().0, "web-7f9c");
+/// assert!(h.split(l).unwrap().1.starts_with("10.0.0.1"));
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Headed {
+    /// `[pod/NAME/CONTAINER] <line>`: the pod, the line behind the prefix.
+    Kubectl,
+    /// A syslog line: its host, the whole line (the checker reads behind the syslog header).
+    Syslog,
+}
+
+impl Headed {
+    /// The kind of head a stream's first line has, if any.
+    pub fn detect(line: &str) -> Option<Headed> {
+        if kubectl_pod(line).is_some() {
+            Some(Headed::Kubectl)
+        } else if syslog_host(line).is_some() {
+            Some(Headed::Syslog)
+        } else {
+            None
+        }
+    }
+
+    /// A line's instance and the text the checker reads; None for a line without a head (a
+    /// continuation: it belongs to the instance of the line before it).
+    pub fn split(self, line: &str) -> Option<(&str, &str)> {
+        match self {
+            Headed::Kubectl => kubectl_pod(line),
+            Headed::Syslog => syslog_host(line).map(|h| (h, line)),
+        }
+    }
+}
+
 /// The pod of a `kubectl logs --prefix` line, and the line behind the prefix.
 fn kubectl_pod(line: &str) -> Option<(&str, &str)> {
     let rest = line.strip_prefix("[pod/")?;
@@ -728,9 +768,7 @@ impl CriLines {
 /// Each line goes to its pod; a line without a prefix (a continuation) to the pod before it.
 /// kubectl writes each pod's lines in order, so the export's order is kept.
 fn read_kubectl(p: &Path, push: &mut impl FnMut(Record)) -> anyhow::Result<()> {
-    read_headed(p, push, "`[pod/NAME/CONTAINER] ` prefix", &|l| {
-        kubectl_pod(l).map(|(pod, text)| (pod.to_string(), text.to_string()))
-    })
+    read_headed(p, push, "`[pod/NAME/CONTAINER] ` prefix", Headed::Kubectl)
 }
 
 /// Each line to its host, whole (the checker reads an nginx line behind its syslog header); a
@@ -741,23 +779,23 @@ fn read_syslog(p: &Path, push: &mut impl FnMut(Record)) -> anyhow::Result<()> {
         p,
         push,
         "syslog header (`MMM DD HH:MM:SS HOST TAG:`)",
-        &|l| syslog_host(l).map(|h| (h.to_string(), l.to_string())),
+        Headed::Syslog,
     )
 }
 
-/// A stream whose lines name their instance in a header (`head`: the instance and the line
-/// kept); a line without one continues the instance before it, and none may come first.
+/// A stream whose lines name their instance in a header; a line without one continues the
+/// instance before it, and none may come first.
 fn read_headed(
     p: &Path,
     push: &mut impl FnMut(Record),
     what: &str,
-    head: &dyn Fn(&str) -> Option<(String, String)>,
+    head: Headed,
 ) -> anyhow::Result<()> {
     let mut last: Option<String> = None;
     for (n, line) in crate::open_maybe_gz(p)?.lines().enumerate() {
         let line = line?;
-        let (instance, text) = match (head(&line), &last) {
-            (Some(x), _) => x,
+        let (instance, text) = match (head.split(&line), &last) {
+            (Some((i, t)), _) => (i.to_string(), t.to_string()),
             (None, Some(i)) => (i.clone(), line),
             (None, None) => anyhow::bail!(
                 "{}:{}: no {what} before the first instance's line",

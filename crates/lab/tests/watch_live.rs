@@ -67,6 +67,8 @@ fn watch_classes_a_real_nginx_nxdomain_while_it_plays_and_agrees_with_diagnose()
             },
             interval: Duration::from_millis(250),
             max_upstreams: 20,
+            instance: None,
+            max_instances: 100,
             from_start: true,
             state: None,
             events: None,
@@ -79,12 +81,12 @@ fn watch_classes_a_real_nginx_nxdomain_while_it_plays_and_agrees_with_diagnose()
         let mut classed_while_playing = 0;
         while playing.load(Ordering::SeqCst) && Instant::now() < deadline {
             w.step(Instant::now(), false).unwrap();
-            classed_while_playing = Totals::sum(&w.shared.lock().unwrap().totals.failed);
+            classed_while_playing = Totals::sum(&w.shared.lock().unwrap().totals().failed);
             std::thread::sleep(Duration::from_millis(250));
         }
         let judged = player.join().unwrap();
         w.step(Instant::now(), true).unwrap();
-        let totals = w.shared.lock().unwrap().totals.clone();
+        let totals = w.shared.lock().unwrap().totals();
         (judged, (dir, template, totals, classed_while_playing))
     });
     let (dir, template, totals, live) = watched;

@@ -139,3 +139,77 @@ fn metrics_agree_with_the_batch_diagnosis_and_sigterm_stops_cleanly() {
     assert_eq!(lines.len() as u64 - 1, incidents);
     assert_eq!(lines[1]["event"], "incident");
 }
+
+/// Two hosts' logs under one directory, named by `{instance}`: each instance's incidents are
+/// written with its name, as many as `diagnose` finds in its own files; `--instance` beside
+/// only `{instance}` paths is refused.
+#[test]
+fn instances_named_by_a_path_pattern_are_watched_apart() {
+    let fx =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/diagnose/real/nxdomain");
+    let dir = tempfile::tempdir().unwrap();
+    for host in ["web-1", "web-2"] {
+        let d = dir.path().join("remote").join(host);
+        std::fs::create_dir_all(&d).unwrap();
+        gunzip(&fx.join("access.log.gz"), &d.join("access.log"));
+        gunzip(&fx.join("error.log.gz"), &d.join("error.log"));
+    }
+    let mut diag = common::bin();
+    diag.args(["diagnose", "--format", "json", "--log-format", "lab"]);
+    diag.args(["--tz-offset", "+00:00", "--access"]);
+    diag.arg(dir.path().join("remote/web-1/access.log"));
+    diag.arg("--error")
+        .arg(dir.path().join("remote/web-1/error.log"));
+    let d = common::run_json(&mut diag);
+    let incidents: usize = d["classes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["incidents"].as_u64().unwrap() as usize)
+        .sum();
+    assert!(incidents > 0);
+
+    let events = dir.path().join("events.jsonl");
+    let pattern = |f: &str| dir.path().join("remote/{instance}").join(f);
+    let mut w = common::bin();
+    w.arg("watch").arg("--access").arg(pattern("access.log"));
+    w.arg("--error").arg(pattern("error.log"));
+    w.args([
+        "--log-format",
+        "lab",
+        "--tz-offset",
+        "+00:00",
+        "--from-start",
+    ]);
+    w.args(["--interval", "100ms", "--duration", "1s", "--events"]);
+    w.arg(&events);
+    let out = w.output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let lines: Vec<serde_json::Value> = std::fs::read_to_string(&events)
+        .unwrap()
+        .lines()
+        .skip(1)
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    for host in ["web-1", "web-2"] {
+        let mine = lines.iter().filter(|l| l["instance"] == host).count();
+        assert_eq!(mine, incidents, "{host}'s incidents");
+    }
+    assert_eq!(
+        lines.len(),
+        2 * incidents,
+        "every incident names its instance"
+    );
+
+    let mut w = common::bin();
+    w.arg("watch").arg("--access").arg(pattern("access.log"));
+    w.args(["--instance", "web-1", "--duration", "1s"]);
+    let out = w.output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("{instance} names its own"), "{err}");
+}

@@ -5,7 +5,9 @@
 //! (through rotation and truncation, from a saved position), [`live`] is the diagnosis state
 //! (the checker over each tick's lines for what it counts line by line, and over windows of
 //! failures for their classes), [`totals`] the counters, [`metrics`] their exposition,
-//! [`serve`] the HTTP endpoints and [`alerts`] the Prometheus alerting rules per class.
+//! [`serve`] the HTTP endpoints and [`alerts`] the Prometheus alerting rules per class. One
+//! watch follows several nginx instances ([`instances`]: `{instance}` in a path, or a stream
+//! whose lines name their pod or host), each diagnosed apart with a [`live`] state of its own.
 //!
 //! ```
 //! use resolvelab_watch::follow::{Follower, Start};
@@ -22,16 +24,18 @@
 
 pub mod alerts;
 pub mod follow;
+pub mod instances;
 pub mod live;
 pub mod metrics;
 pub mod serve;
 pub mod totals;
 
 use follow::{Follower, Line, Position, Start};
+use instances::Pattern;
 use live::{Kind, Live, Timing};
 use resolvelab_core::evidence::schema;
 use resolvelab_diagnose::{Incident, Options};
-use resolvelab_history::export::CriLines;
+use resolvelab_history::export::{CriLines, Headed};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -47,6 +51,9 @@ pub enum Input {
     File(PathBuf),
     /// Standard input (`kubectl logs -f … | resolvelab watch --logs -`): watching ends at its end.
     Stdin,
+    /// Files of several instances, one per name that fills the pattern's `{instance}`, found
+    /// again at every tick.
+    Instances(Pattern),
 }
 
 /// What to watch and how.
@@ -54,6 +61,11 @@ pub enum Input {
 pub struct Config {
     /// The inputs with the kind each is read as.
     pub inputs: Vec<(Kind, Input)>,
+    /// The name of the instance whose logs the plain inputs are (`--instance`): its series
+    /// carry it as their `nginx_instance` label.
+    pub instance: Option<String>,
+    /// Instance label values kept; later instances are counted as `other`.
+    pub max_instances: usize,
     /// The format, configuration facts and version every diagnosis uses (its paths are set per
     /// diagnosis).
     pub template: Options,
@@ -82,13 +94,20 @@ struct State {
     schema: String,
     /// Where each followed path was, by path.
     positions: BTreeMap<String, Position>,
+    /// The unnamed instance's counters, and the answer changes.
     totals: Totals,
+    /// The named instances' counters, by name.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    instances: BTreeMap<String, Totals>,
 }
 
 /// One line of `--events`: an incident, once, when it closed.
 #[derive(Debug, Serialize)]
 struct Event<'a> {
     event: &'static str,
+    /// The instance it happened on, when the watch names its instances.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    instance: Option<&'a str>,
     incident: &'a Incident,
 }
 
@@ -190,11 +209,26 @@ fn kind_name(k: Kind) -> &'static str {
     }
 }
 
-/// The running watcher: its sources, state and outputs.
+/// The running watcher: its sources, instances, state and outputs.
 pub struct Watcher {
     config: Config,
-    sources: Vec<Source>,
-    live: Live,
+    sources: Vec<Followed>,
+    /// The nginx instances, in the order they were found; each diagnosed apart.
+    members: Vec<Member>,
+    /// Named instances by name.
+    by_name: BTreeMap<String, usize>,
+    /// The `{instance}` paths, by kind.
+    patterns: Vec<(Kind, Pattern)>,
+    /// The instances found at start: their files are read as `--from-start` says; those found
+    /// later, from their beginning.
+    started: bool,
+    /// What the state file was started from (positions by path, counters by instance).
+    saved: Option<State>,
+    /// What the state file holds now: each path's position and each instance's counters as of
+    /// the last tick that instance had no open window.
+    kept: State,
+    /// Changes of a name's answer, by name (the watch's answer watcher, not an instance's).
+    dns_changes: BTreeMap<String, u64>,
     /// What `/metrics` shows.
     pub shared: metrics::Shared,
     /// What `/report` shows.
@@ -204,10 +238,35 @@ pub struct Watcher {
     lines_read: u64,
     /// A source had more than one read takes at the last step.
     backlog: bool,
-    /// Per source: whether its lines are CRI/containerd lines (decided at its first line), and
-    /// their partial (`P`) parts joined so far.
-    cri: Vec<Option<Option<CriLines>>>,
 }
+
+/// A followed input and where its lines go.
+struct Followed {
+    source: Source,
+    kind: Kind,
+    /// Its path as references name it (`-` for standard input).
+    name: String,
+    /// The instance whose stream it is (for the answer watcher: every instance).
+    member: Option<usize>,
+    /// Whether its lines are CRI/containerd lines (decided at its first line), and their
+    /// partial (`P`) parts joined so far.
+    cri: Option<Option<CriLines>>,
+    /// Whether its lines name their instance (`kubectl logs --prefix`, a syslog of several
+    /// hosts; decided at its first line), and the instance of the last line that did.
+    headed: Option<Option<Headed>>,
+    last_instance: Option<String>,
+}
+
+/// One nginx instance: its diagnosis state and its streams.
+struct Member {
+    name: Option<String>,
+    live: Live,
+    /// The sources of its streams, in the order of its state's streams.
+    slots: Vec<usize>,
+}
+
+/// Each instance's lines of one tick, one list per stream.
+type Routed = Vec<Vec<Vec<Line>>>;
 
 impl Watcher {
     /// Open the inputs (resuming from `--state` when it names them) and the outputs.
@@ -216,38 +275,6 @@ impl Watcher {
             Some(p) if p.exists() => Some(read_state(p)?),
             _ => None,
         };
-        let mut sources = Vec::new();
-        let mut names = Vec::new();
-        for (kind, input) in &config.inputs {
-            match input {
-                Input::File(p) => {
-                    let key = p.display().to_string();
-                    let start = match saved.as_ref().and_then(|s| s.positions.get(&key)) {
-                        Some(pos) => Start::At(*pos),
-                        None if config.from_start => Start::Beginning,
-                        None => Start::End,
-                    };
-                    sources.push(Source::File(Follower::new(p, start)));
-                    names.push((*kind, key));
-                }
-                Input::Stdin => {
-                    sources.push(Source::Stdin(stdin_lines(), 0, false));
-                    names.push((*kind, "-".to_string()));
-                }
-            }
-        }
-        if let Some(w) = &config.dns {
-            sources.push(Source::Dns(dns_answers(w.clone())?, 0));
-            names.push((Kind::Dns, format!("dns-watch@{}", w.server)));
-        }
-        let totals = saved.map(|s| s.totals).unwrap_or_default();
-        let live = Live::new(
-            config.template.clone(),
-            names,
-            config.timing,
-            config.max_upstreams,
-            totals,
-        )?;
         let events = match &config.events {
             None => None,
             Some(p) if p.as_os_str() == "-" => Some(resolvelab_core::jsonl::JsonlWriter::stdout(
@@ -258,18 +285,177 @@ impl Watcher {
                 schema::WATCH_EVENT,
             )?),
         };
-        Ok(Watcher {
-            config,
-            sources,
-            live,
+        let mut w = Watcher {
+            dns_changes: saved
+                .as_ref()
+                .map(|s| s.totals.dns_answer_changes.clone())
+                .unwrap_or_default(),
+            kept: State {
+                schema: schema::WATCH_STATE.to_string(),
+                positions: saved
+                    .as_ref()
+                    .map(|s| s.positions.clone())
+                    .unwrap_or_default(),
+                totals: Totals::default(),
+                instances: BTreeMap::new(),
+            },
+            saved,
+            patterns: Vec::new(),
+            members: Vec::new(),
+            by_name: BTreeMap::new(),
+            sources: Vec::new(),
+            started: false,
             shared: Default::default(),
             report: Default::default(),
             events,
             rotations: Default::default(),
             lines_read: 0,
             backlog: false,
-            cri: Vec::new(),
-        })
+            config,
+        };
+        w.open_inputs()?;
+        Ok(w)
+    }
+
+    /// The plain inputs (one instance), the answer watcher, and the instances the patterns
+    /// find now.
+    fn open_inputs(&mut self) -> anyhow::Result<()> {
+        if let Some(d) = &self.config.dns {
+            let rx = dns_answers(d.clone())?;
+            let name = format!("dns-watch@{}", d.server);
+            self.add_source(Source::Dns(rx, 0), Kind::Dns, name, None);
+        }
+        let mut plain = Vec::new();
+        for (kind, input) in self.config.inputs.clone() {
+            match input {
+                Input::File(p) => {
+                    let key = p.display().to_string();
+                    let start = self.start_of(&key);
+                    plain.push(self.add_source(
+                        Source::File(Follower::new(&p, start)),
+                        kind,
+                        key,
+                        None,
+                    ));
+                }
+                Input::Stdin => {
+                    let src = Source::Stdin(stdin_lines(), 0, false);
+                    plain.push(self.add_source(src, kind, "-".into(), None));
+                }
+                Input::Instances(pat) => self.patterns.push((kind, pat)),
+            }
+        }
+        if !plain.is_empty() {
+            let m = self.add_member(self.config.instance.clone())?;
+            for k in plain {
+                self.attach(m, k)?;
+            }
+        }
+        self.discover()?;
+        self.started = true;
+        Ok(())
+    }
+
+    fn start_of(&self, key: &str) -> Start {
+        match self.kept.positions.get(key) {
+            Some(pos) => Start::At(*pos),
+            None if self.config.from_start || self.started => Start::Beginning,
+            None => Start::End,
+        }
+    }
+
+    fn add_source(&mut self, source: Source, kind: Kind, name: String, m: Option<usize>) -> usize {
+        self.sources.push(Followed {
+            source,
+            kind,
+            name,
+            member: m,
+            cri: None,
+            headed: None,
+            last_instance: None,
+        });
+        self.sources.len() - 1
+    }
+
+    /// A new instance (with the answer watcher's stream, when there is one), its counters
+    /// resumed from the state file.
+    fn add_member(&mut self, name: Option<String>) -> anyhow::Result<usize> {
+        let totals = match (&self.saved, &name) {
+            (None, _) => Totals::default(),
+            (Some(s), None) => Totals {
+                dns_answer_changes: BTreeMap::new(),
+                ..s.totals.clone()
+            },
+            (Some(s), Some(n)) => s.instances.get(n).cloned().unwrap_or_default(),
+        };
+        let live = Live::new(
+            self.config.template.clone(),
+            Vec::new(),
+            self.config.timing,
+            self.config.max_upstreams,
+            totals,
+        )?;
+        let m = self.members.len();
+        self.members.push(Member {
+            name: name.clone(),
+            live,
+            slots: Vec::new(),
+        });
+        if let Some(n) = name {
+            self.by_name.insert(n, m);
+        }
+        let dns: Vec<usize> = (0..self.sources.len())
+            .filter(|&k| self.sources[k].kind == Kind::Dns)
+            .collect();
+        for k in dns {
+            self.attach(m, k)?;
+        }
+        // The context's memory is shared: more instances, a shorter context each.
+        let cap = (live::MAX_CONTEXT_BYTES / self.members.len()).max(1 << 20);
+        for mem in &mut self.members {
+            mem.live.set_context_cap(cap);
+        }
+        Ok(m)
+    }
+
+    /// Source `k` becomes one of instance `m`'s streams (once); its slot.
+    fn attach(&mut self, m: usize, k: usize) -> anyhow::Result<usize> {
+        let mem = &mut self.members[m];
+        if let Some(j) = mem.slots.iter().position(|&s| s == k) {
+            return Ok(j);
+        }
+        let src = &self.sources[k];
+        mem.live.add_stream(src.kind, src.name.clone())?;
+        mem.slots.push(k);
+        if src.kind != Kind::Dns && src.member.is_none() {
+            self.sources[k].member = Some(m);
+        }
+        Ok(mem.slots.len() - 1)
+    }
+
+    /// The named instance, found or added.
+    fn named(&mut self, name: &str) -> anyhow::Result<usize> {
+        match self.by_name.get(name) {
+            Some(&m) => Ok(m),
+            None => self.add_member(Some(name.to_string())),
+        }
+    }
+
+    /// Files the patterns find that are not followed yet: each joins its instance.
+    fn discover(&mut self) -> anyhow::Result<()> {
+        for (kind, pat) in self.patterns.clone() {
+            for (name, path) in pat.find() {
+                let key = path.display().to_string();
+                if self.sources.iter().any(|s| s.name == key) {
+                    continue;
+                }
+                let m = self.named(&name)?;
+                let start = self.start_of(&key);
+                let k = self.add_source(Source::File(Follower::new(&path, start)), kind, key, None);
+                self.attach(m, k)?;
+            }
+        }
+        Ok(())
     }
 
     /// Follow until `stop` is set, `--duration` passed or standard input ended; then class
@@ -297,18 +483,18 @@ impl Watcher {
         Ok(())
     }
 
-    /// One tick: read, diagnose, publish; `last` closes the open window. True when every
+    /// One tick: read, diagnose, publish; `last` closes the open windows. True when every
     /// input is standard input and it ended.
     pub fn step(&mut self, now: Instant, last: bool) -> anyhow::Result<bool> {
-        let mut lines = Vec::with_capacity(self.sources.len());
+        self.discover()?;
         let mut unreadable: BTreeMap<String, u64> = BTreeMap::new();
+        let mut routed: Routed = Vec::new();
         self.backlog = false;
         for k in 0..self.sources.len() {
-            let kind = self.config.inputs.get(k).map_or(Kind::Dns, |i| i.0);
+            let kind = self.sources[k].kind;
             let mut v = Vec::new();
-            let ev = self.sources[k].poll(&mut v);
+            let ev = self.sources[k].source.poll(&mut v);
             self.backlog |= ev.more;
-            let unreadable_now = matches!(&self.sources[k], Source::File(f) if f.problem.is_some());
             let stream = kind_name(kind);
             for (change, happened) in [("rotated", ev.rotated), ("truncated", ev.truncated)] {
                 if happened {
@@ -320,7 +506,7 @@ impl Watcher {
                         .or_default() += 1;
                 }
             }
-            if unreadable_now {
+            if matches!(&self.sources[k].source, Source::File(f) if f.problem.is_some()) {
                 *unreadable.entry(stream.into()).or_default() += 1;
             }
             if kind == Kind::Dns {
@@ -330,43 +516,122 @@ impl Watcher {
                 v = self.unwrap_cri(k, v);
             }
             self.lines_read += v.len() as u64;
-            lines.push(v);
+            self.route(k, v, &mut routed)?;
         }
-        let out = if last {
-            self.live.finish(lines, now)?
-        } else {
-            self.live.tick(lines, now)?
-        };
-        for i in &out.closed {
+        let mut open = Vec::new();
+        for (m, lines) in routed.into_iter().enumerate() {
+            let mem = &mut self.members[m];
+            let out = if last {
+                mem.live.finish(lines, now)?
+            } else {
+                mem.live.tick(lines, now)?
+            };
             if let Some(w) = &self.events {
-                w.write(&Event {
-                    event: "incident",
-                    incident: i,
-                })?;
+                for i in &out.closed {
+                    w.write(&Event {
+                        event: "incident",
+                        instance: mem.name.as_deref(),
+                        incident: i,
+                    })?;
+                }
             }
+            open.push(out.open);
         }
-        self.publish(&out.open, unreadable)?;
-        if !self.live.is_open() {
-            self.save_state()?;
-        }
+        self.publish(&open, unreadable)?;
+        self.save_state()?;
         // The answer watcher runs beside the logs; it never ends a watch on its own.
         let mut logs = self
             .sources
             .iter()
-            .filter(|s| !matches!(s, Source::Dns(..)))
+            .filter(|s| !matches!(s.source, Source::Dns(..)))
             .peekable();
         let stdin_ended =
-            logs.peek().is_some() && logs.all(|s| matches!(s, Source::Stdin(_, _, true)));
+            logs.peek().is_some() && logs.all(|s| matches!(s.source, Source::Stdin(_, _, true)));
         Ok(stdin_ended)
+    }
+
+    /// Source `k`'s lines to their instances' streams: to its instance, or each line to the
+    /// instance it names (a headed stream), or to every instance (the answers).
+    fn route(&mut self, k: usize, lines: Vec<Line>, routed: &mut Routed) -> anyhow::Result<()> {
+        let grow = |routed: &mut Routed, members: &[Member]| {
+            routed.resize_with(members.len(), Vec::new);
+            for (r, m) in routed.iter_mut().zip(members) {
+                r.resize_with(m.slots.len(), Vec::new);
+            }
+        };
+        grow(routed, &self.members);
+        if self.sources[k].kind == Kind::Dns {
+            for (m, mem) in self.members.iter().enumerate() {
+                if let Some(j) = mem.slots.iter().position(|&s| s == k) {
+                    routed[m][j].extend(lines.iter().cloned());
+                }
+            }
+            return Ok(());
+        }
+        let Some(h) = self.headed(k, &lines) else {
+            if let Some(m) = self.sources[k].member {
+                let j = self.attach(m, k)?;
+                routed[m][j].extend(lines);
+            }
+            return Ok(());
+        };
+        for l in lines {
+            let (m, line) = self.named_line(k, h, l)?;
+            let Some(m) = m else { continue };
+            let j = self.attach(m, k)?;
+            if routed.len() <= m || routed[m].len() <= j {
+                grow(routed, &self.members);
+            }
+            routed[m][j].push(line);
+        }
+        Ok(())
+    }
+
+    /// Whether source `k`'s lines name their instance (decided at its first line; only mixed
+    /// streams can).
+    fn headed(&mut self, k: usize, lines: &[Line]) -> Option<Headed> {
+        let src = &mut self.sources[k];
+        if src.kind != Kind::Mixed {
+            return None;
+        }
+        if src.headed.is_none() {
+            let first = lines.first()?;
+            src.headed = Some(Headed::detect(&String::from_utf8_lossy(&first.text)));
+        }
+        src.headed.flatten()
+    }
+
+    /// A headed line's instance and the line the checker reads; a line without a head goes to
+    /// the instance of the line before it (none before: to the stream's own instance).
+    fn named_line(
+        &mut self,
+        k: usize,
+        h: Headed,
+        l: Line,
+    ) -> anyhow::Result<(Option<usize>, Line)> {
+        let text = String::from_utf8_lossy(&l.text).into_owned();
+        let (name, body) = match h.split(&text) {
+            Some((n, body)) => (n.to_string(), body.as_bytes().to_vec()),
+            None => match &self.sources[k].last_instance {
+                Some(n) => (n.clone(), l.text),
+                None => return Ok((self.sources[k].member, l)),
+            },
+        };
+        self.sources[k].last_instance = Some(name.clone());
+        let m = self.named(&name)?;
+        Ok((
+            Some(m),
+            Line {
+                text: body,
+                line: l.line,
+            },
+        ))
     }
 
     /// A mixed stream's lines behind their CRI/containerd prefix, partial lines joined (a
     /// container's log file as the kubelet writes it); other streams' lines as they are.
     fn unwrap_cri(&mut self, k: usize, lines: Vec<Line>) -> Vec<Line> {
-        if self.cri.len() <= k {
-            self.cri.resize_with(k + 1, || None);
-        }
-        let state = &mut self.cri[k];
+        let state = &mut self.sources[k].cri;
         if state.is_none() {
             let Some(first) = lines.first() else {
                 return lines;
@@ -395,12 +660,7 @@ impl Watcher {
             if let Ok(q) = serde_json::from_slice::<resolvelab_dns::QueryEvent>(&l.text)
                 && q.changed
             {
-                *self
-                    .live
-                    .totals
-                    .dns_answer_changes
-                    .entry(q.qname)
-                    .or_default() += 1;
+                *self.dns_changes.entry(q.qname).or_default() += 1;
             }
         }
     }
@@ -410,82 +670,159 @@ impl Watcher {
         self.lines_read
     }
 
-    /// True while an incident window is open.
+    /// True while an incident window is open on some instance.
     pub fn is_open(&self) -> bool {
-        self.live.is_open()
+        self.members.iter().any(|m| m.live.is_open())
+    }
+
+    /// The instances' names, in the order they were found (the unnamed one left out).
+    pub fn instances(&self) -> Vec<String> {
+        self.members.iter().filter_map(|m| m.name.clone()).collect()
+    }
+
+    /// Each instance's counters and open failures; past `--max-instances` named ones, the rest
+    /// added up as `other`.
+    fn parts(&mut self, open: &[Vec<Incident>]) -> Vec<metrics::Part> {
+        let mut parts: Vec<metrics::Part> = Vec::new();
+        let mut named = 0;
+        for (mem, open) in self.members.iter_mut().zip(open) {
+            let mut open_by: totals::Two = BTreeMap::new();
+            for i in open {
+                // Seen now, so that its counters exist (at zero) before the incident closes.
+                let u = mem
+                    .live
+                    .totals
+                    .upstream_label(&i.upstream, self.config.max_upstreams);
+                *open_by
+                    .entry(u)
+                    .or_default()
+                    .entry(i.class.id().to_string())
+                    .or_default() += i.count;
+            }
+            if mem.name.is_none() && open.is_empty() && mem.live.totals == Totals::default() {
+                // A plain stream that turned out to name its instances: nothing of its own.
+                continue;
+            }
+            let instance = match &mem.name {
+                Some(n) if named < self.config.max_instances => {
+                    named += 1;
+                    Some(n.clone())
+                }
+                Some(_) => Some(totals::OTHER.to_string()),
+                None => None,
+            };
+            let part = match parts.iter_mut().find(|p| p.instance == instance) {
+                Some(p) => p,
+                None => {
+                    parts.push(metrics::Part {
+                        instance,
+                        ..Default::default()
+                    });
+                    parts.last_mut().expect("pushed")
+                }
+            };
+            part.totals.add(&mem.live.totals, self.config.max_upstreams);
+            for (u, inner) in open_by {
+                for (c, n) in inner {
+                    *part
+                        .open
+                        .entry(u.clone())
+                        .or_default()
+                        .entry(c)
+                        .or_default() += n;
+                }
+            }
+        }
+        parts
     }
 
     fn publish(
         &mut self,
-        open: &[Incident],
+        open: &[Vec<Incident>],
         unreadable: BTreeMap<String, u64>,
     ) -> anyhow::Result<()> {
-        let mut open_by: totals::Two = BTreeMap::new();
-        for i in open {
-            // Seen now, so that its counters exist (at zero) before the incident closes.
-            let u = self
-                .live
-                .totals
-                .upstream_label(&i.upstream, self.config.max_upstreams);
-            *open_by
-                .entry(u)
-                .or_default()
-                .entry(i.class.id().to_string())
-                .or_default() += i.count;
-        }
+        let parts = self.parts(open);
         let now_ms = resolvelab_core::time::now_us() / 1000;
-        {
+        let newest = self.members.iter().filter_map(|m| m.live.newest_ms).max();
+        let latest = self
+            .members
+            .iter_mut()
+            .rev()
+            .find_map(|m| m.live.latest.take());
+        let t = {
             let mut s = self.shared.lock().expect("not poisoned");
-            s.totals = self.live.totals.clone();
-            s.open = open_by;
-            s.lag_s = self
-                .live
-                .newest_ms
-                .map(|t| (now_ms - t).max(0) as f64 / 1000.0);
+            s.parts = parts;
+            s.dns_answer_changes = self.dns_changes.clone();
+            s.lag_s = newest.map(|t| (now_ms - t).max(0) as f64 / 1000.0);
             s.unreadable = unreadable;
             s.rotations = self.rotations.clone();
-        }
-        if let Some(d) = self.live.latest.take() {
+            s.totals()
+        };
+        if let Some(d) = latest {
             let html = resolvelab_report::render_diagnosis(&d, resolvelab_report::Format::Html)?;
             *self.report.lock().expect("not poisoned") = Some(html);
         }
-        let t = &self.live.totals;
+        let n = self.members.len();
         resolvelab_core::progress::status(format!(
-            "watch: {} lines, {} requests, {} failures classed in {} incidents{}",
+            "watch: {} lines{}, {} requests, {} failures classed in {} incidents{}",
             self.lines_read,
+            if n > 1 {
+                format!(" of {n} instances")
+            } else {
+                String::new()
+            },
             Totals::sum(&t.requests),
             Totals::sum(&t.failed),
             Totals::sum(&t.incidents),
-            if self.live.is_open() {
-                ", an incident open"
-            } else {
-                ""
+            match self.members.iter().filter(|m| m.live.is_open()).count() {
+                0 => String::new(),
+                1 => ", an incident open".into(),
+                k => format!(", incidents open on {k} instances"),
             }
         ));
         Ok(())
     }
 
-    fn save_state(&self) -> anyhow::Result<()> {
-        let Some(path) = &self.config.state else {
+    /// Keep each instance's positions and counters as of now when it has no open window (a
+    /// restart reads an open window's lines again from the state saved before it opened), and
+    /// write the state file.
+    fn save_state(&mut self) -> anyhow::Result<()> {
+        let Some(path) = self.config.state.clone() else {
             return Ok(());
         };
-        let mut positions = BTreeMap::new();
-        for s in &self.sources {
-            if let Source::File(f) = s
-                && let Some(p) = f.position()
-            {
-                positions.insert(f.path().display().to_string(), p);
+        let any_open = self.is_open();
+        for src in &self.sources {
+            let Source::File(f) = &src.source else {
+                continue;
+            };
+            // A headed stream feeds several instances: kept when none is open.
+            let closed = match (src.headed, src.member) {
+                (Some(Some(_)), _) => !any_open,
+                (_, Some(m)) => !self.members[m].live.is_open(),
+                (_, None) => !any_open,
+            };
+            if closed && let Some(p) = f.position() {
+                self.kept.positions.insert(src.name.clone(), p);
             }
         }
-        let state = State {
-            schema: schema::WATCH_STATE.to_string(),
-            positions,
-            totals: self.live.totals.clone(),
-        };
+        for mem in &self.members {
+            if mem.live.is_open() {
+                continue;
+            }
+            match &mem.name {
+                None => self.kept.totals = mem.live.totals.clone(),
+                Some(n) => {
+                    self.kept
+                        .instances
+                        .insert(n.clone(), mem.live.totals.clone());
+                }
+            }
+        }
+        self.kept.totals.dns_answer_changes = self.dns_changes.clone();
         let tmp = path.with_extension("tmp");
-        std::fs::write(&tmp, serde_json::to_vec_pretty(&state)?)
+        std::fs::write(&tmp, serde_json::to_vec_pretty(&self.kept)?)
             .map_err(|e| anyhow::anyhow!("--state {}: {e}", path.display()))?;
-        std::fs::rename(&tmp, path)?;
+        std::fs::rename(&tmp, &path)?;
         Ok(())
     }
 }

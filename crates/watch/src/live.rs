@@ -37,7 +37,7 @@ pub enum Kind {
 }
 
 /// The most the context holds in memory, whatever its `context` time: at a high log rate the
-/// context is shorter than asked, not the memory larger.
+/// context is shorter than asked, not the memory larger. Several instances share it.
 pub const MAX_CONTEXT_BYTES: usize = 64 << 20;
 
 /// The bytes of a tick's lines.
@@ -154,6 +154,8 @@ pub struct Live {
     max_upstreams: usize,
     ring: VecDeque<(Instant, Vec<Vec<Line>>)>,
     ring_bytes: usize,
+    /// The most the ring holds ([`MAX_CONTEXT_BYTES`] shared by the instances watched).
+    ring_cap: usize,
     window: Option<Window>,
     windows_opened: u64,
     /// The open window's incidents as last classed.
@@ -186,6 +188,7 @@ impl Live {
             max_upstreams,
             ring: VecDeque::new(),
             ring_bytes: 0,
+            ring_cap: MAX_CONTEXT_BYTES,
             window: None,
             windows_opened: 0,
             open_incidents: Vec::new(),
@@ -193,6 +196,27 @@ impl Live {
             latest: None,
             newest_ms: None,
         })
+    }
+
+    /// One more followed stream (an instance's file found later): empty in the context and
+    /// in the open window so far.
+    pub fn add_stream(&mut self, kind: Kind, name: String) -> anyhow::Result<()> {
+        self.names.push((kind, name));
+        if let Some(w) = &mut self.window {
+            let k = self.names.len() - 1;
+            let p = self
+                .dir
+                .path()
+                .join(format!("w{}-{k}.log", self.windows_opened));
+            w.files.push(Spooled::create(p, kind)?);
+        }
+        Ok(())
+    }
+
+    /// Hold at most `bytes` of context (its share of [`MAX_CONTEXT_BYTES`] when several
+    /// instances are watched); the excess goes at the next tick with lines.
+    pub fn set_context_cap(&mut self, bytes: usize) {
+        self.ring_cap = bytes;
     }
 
     /// True when a window is open (its failures are not counted yet).
@@ -229,7 +253,7 @@ impl Live {
             self.ring_bytes += bytes(&lines);
             self.ring.push_back((now, lines));
             while self.ring.front().is_some_and(|(t, _)| {
-                now.duration_since(*t) > self.timing.context || self.ring_bytes > MAX_CONTEXT_BYTES
+                now.duration_since(*t) > self.timing.context || self.ring_bytes > self.ring_cap
             }) {
                 let (_, gone) = self.ring.pop_front().expect("not empty");
                 self.ring_bytes -= bytes(&gone);
@@ -248,8 +272,11 @@ impl Live {
                 .path()
                 .join(format!("w{}-{k}.log", self.windows_opened));
             let mut f = Spooled::create(p, self.names[k].0)?;
+            // A stream added after a tick has no lines in it.
             for (_, t) in &self.ring {
-                f.push(&t[k])?;
+                if let Some(l) = t.get(k) {
+                    f.push(l)?;
+                }
             }
             files.push(f);
         }

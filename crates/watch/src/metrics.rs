@@ -12,19 +12,65 @@ use prometheus_client::registry::Registry;
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
+/// The label that names an nginx instance when one watch follows several (`{instance}` paths,
+/// `kubectl logs --prefix`, a syslog of several hosts, `--instance NAME`). Not `instance`:
+/// Prometheus gives that label to the scraped target, which is the watcher.
+pub const INSTANCE_LABEL: &str = "nginx_instance";
+
+/// One nginx instance's counters and open failures.
+#[derive(Debug, Clone, Default)]
+pub struct Part {
+    /// Its name (None: the one unnamed instance; its series carry no instance label).
+    pub instance: Option<String>,
+    /// Its counters.
+    pub totals: Totals,
+    /// Failures of its open window by upstream, then class (as last classed).
+    pub open: Two,
+}
+
 /// What one scrape shows.
 #[derive(Debug, Clone, Default)]
 pub struct Snapshot {
-    /// The counters.
-    pub totals: Totals,
-    /// Failures of the open window by upstream, then class (as last classed).
-    pub open: Two,
+    /// The instances' counters, one part each (those past `--max-instances` added up as
+    /// `other`).
+    pub parts: Vec<Part>,
+    /// Changes of a name's answer, by name (the answer watcher is the watch's, not an
+    /// instance's).
+    pub dns_answer_changes: BTreeMap<String, u64>,
     /// Seconds from the newest request read to now.
     pub lag_s: Option<f64>,
     /// Followed paths that cannot be read now, by stream.
     pub unreadable: BTreeMap<String, u64>,
     /// Times a followed file was rotated (renamed or recreated) or truncated, by stream.
     pub rotations: Two,
+}
+
+impl Snapshot {
+    /// Every instance's counters added up.
+    pub fn totals(&self) -> Totals {
+        let mut t = Totals::default();
+        for p in &self.parts {
+            t.add(&p.totals, usize::MAX);
+        }
+        t.dns_answer_changes = self.dns_answer_changes.clone();
+        t
+    }
+
+    /// Every instance's open failures added up, by upstream and class.
+    pub fn open(&self) -> Two {
+        let mut m = Two::new();
+        for p in &self.parts {
+            for (u, inner) in &p.open {
+                for (c, n) in inner {
+                    *m.entry(u.clone())
+                        .or_default()
+                        .entry(c.clone())
+                        .or_default() += n;
+                }
+            }
+        }
+        m
+    }
 }
 
 /// The shared snapshot the watcher updates and the server encodes.
@@ -47,26 +93,21 @@ pub fn encode(r: &Registry) -> String {
     s
 }
 
-fn counter1(
-    e: &mut DescriptorEncoder,
-    name: &str,
-    help: &str,
-    label: &str,
-    m: &BTreeMap<String, u64>,
-) -> std::fmt::Result {
-    let c = ConstCounter::new(0u64);
-    let mut d = e.encode_descriptor(name, help, None, c.metric_type())?;
-    for (v, n) in m {
-        ConstCounter::new(*n).encode(d.encode_family(&[(label, v.as_str())])?)?;
-    }
-    Ok(())
+/// Each part's counter picked by `of`, with the part's instance.
+fn by_part<T>(parts: &[Part], of: impl Fn(&Part) -> T) -> Vec<(Option<&str>, T)> {
+    parts
+        .iter()
+        .map(|p| (p.instance.as_deref(), of(p)))
+        .collect()
 }
 
+/// A family by two labels, each series with its instance label (none for the unnamed
+/// instance).
 fn family2(
     e: &mut DescriptorEncoder,
     (name, help): (&str, &str),
     labels: [&str; 2],
-    m: &Two,
+    series: &[(Option<&str>, Two)],
     gauge: bool,
 ) -> std::fmt::Result {
     let ty = if gauge {
@@ -75,15 +116,43 @@ fn family2(
         ConstCounter::new(0u64).metric_type()
     };
     let mut d = e.encode_descriptor(name, help, None, ty)?;
-    for (a, inner) in m {
-        for (b, n) in inner {
-            let ls = [(labels[0], a.as_str()), (labels[1], b.as_str())];
-            let me = d.encode_family(&ls)?;
-            if gauge {
-                ConstGauge::new(*n as i64).encode(me)?;
-            } else {
-                ConstCounter::new(*n).encode(me)?;
+    for (instance, m) in series {
+        for (a, inner) in m {
+            for (b, n) in inner {
+                let mut ls = Vec::with_capacity(3);
+                if let Some(i) = instance {
+                    ls.push((INSTANCE_LABEL, *i));
+                }
+                ls.extend([(labels[0], a.as_str()), (labels[1], b.as_str())]);
+                let me = d.encode_family(&ls)?;
+                if gauge {
+                    ConstGauge::new(*n as i64).encode(me)?;
+                } else {
+                    ConstCounter::new(*n).encode(me)?;
+                }
             }
+        }
+    }
+    Ok(())
+}
+
+/// A counter family by one label (as [`family2`]).
+fn family1(
+    e: &mut DescriptorEncoder,
+    (name, help): (&str, &str),
+    label: &str,
+    series: &[(Option<&str>, BTreeMap<String, u64>)],
+) -> std::fmt::Result {
+    let c = ConstCounter::new(0u64);
+    let mut d = e.encode_descriptor(name, help, None, c.metric_type())?;
+    for (instance, m) in series {
+        for (v, n) in m {
+            let mut ls = Vec::with_capacity(2);
+            if let Some(i) = instance {
+                ls.push((INSTANCE_LABEL, *i));
+            }
+            ls.push((label, v.as_str()));
+            ConstCounter::new(*n).encode(d.encode_family(&ls)?)?;
         }
     }
     Ok(())
@@ -105,9 +174,7 @@ fn every_class(m: &Two, upstreams: &[String]) -> Two {
 impl Collector for Export {
     fn encode(&self, mut e: DescriptorEncoder) -> std::fmt::Result {
         let s = self.0.lock().expect("not poisoned").clone();
-        let t = &s.totals;
-        let failed = every_class(&t.failed, &t.upstreams);
-        let incidents = every_class(&t.incidents, &t.upstreams);
+        let parts = &s.parts;
         family2(
             &mut e,
             (
@@ -115,7 +182,7 @@ impl Collector for Export {
                 "Requests read from the access logs, by upstream (none: answered without one) and status class",
             ),
             ["upstream", "status_class"],
-            &t.requests,
+            &by_part(parts, |p| p.totals.requests.clone()),
             false,
         )?;
         family2(
@@ -125,7 +192,9 @@ impl Collector for Export {
                 "Failed requests (502/504 or no live upstreams) by upstream and failure class, counted when their incident closes",
             ),
             ["upstream", "class"],
-            &failed,
+            &by_part(parts, |p| {
+                every_class(&p.totals.failed, &p.totals.upstreams)
+            }),
             false,
         )?;
         family2(
@@ -135,7 +204,7 @@ impl Collector for Export {
                 "Requests that ended in no live upstreams, by upstream and hops tried",
             ),
             ["upstream", "hops"],
-            &t.nlu,
+            &by_part(parts, |p| p.totals.nlu.clone()),
             false,
         )?;
         family2(
@@ -145,7 +214,9 @@ impl Collector for Export {
                 "Incidents (clusters of failures) by upstream and class, counted when they close",
             ),
             ["upstream", "class"],
-            &incidents,
+            &by_part(parts, |p| {
+                every_class(&p.totals.incidents, &p.totals.upstreams)
+            }),
             false,
         )?;
         family2(
@@ -155,28 +226,29 @@ impl Collector for Export {
                 "Failures of the incidents still open, by upstream and class as classed so far",
             ),
             ["upstream", "class"],
-            &s.open,
+            &by_part(parts, |p| p.open.clone()),
             true,
         )?;
-        counter1(
+        family1(
             &mut e,
-            "resolvelab_error_lines",
-            "Error-log lines by signature",
+            ("resolvelab_error_lines", "Error-log lines by signature"),
             "signature",
-            &t.error_lines,
+            &by_part(parts, |p| p.totals.error_lines.clone()),
         )?;
-        counter1(
+        family1(
             &mut e,
-            "resolvelab_dns_answer_changes",
-            "Changes of a name's DNS answer",
+            (
+                "resolvelab_dns_answer_changes",
+                "Changes of a name's DNS answer",
+            ),
             "name",
-            &t.dns_answer_changes,
+            &[(None, s.dns_answer_changes.clone())],
         )?;
         family2(
             &mut e,
             ("resolvelab_lines", "Log lines read, by stream and result"),
             ["stream", "result"],
-            &t.lines,
+            &by_part(parts, |p| p.totals.lines.clone()),
             false,
         )?;
         family2(
@@ -186,7 +258,7 @@ impl Collector for Export {
                 "Followed files rotated or truncated, by stream and change",
             ),
             ["stream", "change"],
-            &s.rotations,
+            &[(None, s.rotations.clone())],
             false,
         )?;
         let g = ConstGauge::new(0i64);
@@ -229,23 +301,33 @@ mod tests {
         let shared: Shared = Default::default();
         {
             let mut s = shared.lock().unwrap();
-            s.totals
-                .requests
+            let mut t = Totals::default();
+            t.requests
                 .entry("be".into())
                 .or_default()
                 .insert("5xx".into(), 3);
-            s.totals
-                .failed
+            t.failed
                 .entry("be".into())
                 .or_default()
                 .insert("nxdomain-window".into(), 2);
+            t.upstreams.push("be".into());
             s.lag_s = Some(0.5);
-            s.totals.upstreams.push("be".into());
+            s.parts.push(Part {
+                instance: None,
+                totals: t.clone(),
+                open: Two::new(),
+            });
+            s.parts.push(Part {
+                instance: Some("web-2".into()),
+                totals: t,
+                open: Two::new(),
+            });
         }
         let text = encode(&registry(shared));
         for want in [
             "# TYPE resolvelab_requests counter",
             "resolvelab_requests_total{upstream=\"be\",status_class=\"5xx\"} 3",
+            "resolvelab_requests_total{nginx_instance=\"web-2\",upstream=\"be\",status_class=\"5xx\"} 3",
             "resolvelab_failed_requests_total{upstream=\"be\",class=\"nxdomain-window\"} 2",
             "resolvelab_lag_seconds 0.5",
             "resolvelab_incidents_total{upstream=\"be\",class=\"maxfails-wipeout\"} 0",

@@ -118,6 +118,49 @@ impl Totals {
         }
     }
 
+    /// Another instance's counters added to these (the upstreams it names appended, up to
+    /// `max`; the rest are `other`).
+    pub fn add(&mut self, o: &Totals, max_upstreams: usize) {
+        let mut relabel = |m: &Two| -> Two {
+            let mut out = Two::new();
+            for (u, inner) in m {
+                let label = if u == NO_UPSTREAM || u == OTHER {
+                    u.clone()
+                } else {
+                    self.upstream_label(u, max_upstreams)
+                };
+                for (b, n) in inner {
+                    add2(&mut out, &label, b, *n);
+                }
+            }
+            out
+        };
+        let (requests, failed, nlu, incidents) = (
+            relabel(&o.requests),
+            relabel(&o.failed),
+            relabel(&o.nlu),
+            relabel(&o.incidents),
+        );
+        let plain = |into: &mut Two, m: &Two| {
+            for (a, inner) in m {
+                for (b, n) in inner {
+                    add2(into, a, b, *n);
+                }
+            }
+        };
+        plain(&mut self.requests, &requests);
+        plain(&mut self.failed, &failed);
+        plain(&mut self.nlu, &nlu);
+        plain(&mut self.incidents, &incidents);
+        plain(&mut self.lines, &o.lines);
+        for (k, n) in &o.error_lines {
+            *self.error_lines.entry(k.clone()).or_default() += n;
+        }
+        for (k, n) in &o.dns_answer_changes {
+            *self.dns_answer_changes.entry(k.clone()).or_default() += n;
+        }
+    }
+
     /// Requests by status class, every upstream summed.
     pub fn requests_by_class(&self) -> BTreeMap<String, u64> {
         let mut m = BTreeMap::new();

@@ -50,7 +50,7 @@ fn cri_lines_are_unwrapped_and_partial_lines_joined_across_ticks() {
     }
     w.step(t0 + Duration::from_secs(1), false).unwrap();
     w.step(t0 + Duration::from_secs(2), true).unwrap();
-    let t = w.shared.lock().unwrap().totals.clone();
+    let t = w.shared.lock().unwrap().totals();
     assert_eq!(
         resolvelab_watch::totals::Totals::sum(&t.requests),
         400,

@@ -37,7 +37,6 @@ fn answer_changes_are_counted_and_read_as_the_dns_log() {
         w.shared
             .lock()
             .unwrap()
-            .totals
             .dns_answer_changes
             .get("app.test")
             .copied()
@@ -74,7 +73,7 @@ fn answer_changes_are_counted_and_read_as_the_dns_log() {
         text.contains("resolvelab_dns_answer_changes_total{name=\"app.test\"} 2"),
         "{text}"
     );
-    let lines = &w.shared.lock().unwrap().totals.lines;
+    let lines = &w.shared.lock().unwrap().totals().lines.clone();
     assert!(lines["dns"]["parsed"] >= 3, "{lines:?}");
     rt.block_on(dns.shutdown()).unwrap();
 }

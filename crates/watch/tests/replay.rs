@@ -18,49 +18,10 @@ fn replay(run: &str, dir: &Path, restart_at: Option<usize>) -> (Totals, Diagnosi
         // A crash: nothing is closed or saved beyond what the state file holds.
         (restart_at == Some(k)).then(|| Watcher::new(common::config(dir, template)).unwrap())
     });
-    let totals = r.watcher.shared.lock().unwrap().totals.clone();
+    let totals = r.watcher.shared.lock().unwrap().totals();
     let d = r.batch(dir);
     let live = r.live_before_end;
     (totals, d, live)
-}
-
-fn by_class(t: &resolvelab_watch::totals::Two) -> BTreeMap<String, u64> {
-    let mut m = BTreeMap::new();
-    for inner in t.values() {
-        for (c, n) in inner {
-            *m.entry(c.clone()).or_default() += n;
-        }
-    }
-    m
-}
-
-fn check(totals: &Totals, d: &Diagnosis) {
-    let mut req: BTreeMap<String, u64> = BTreeMap::new();
-    for (s, n) in &d.http_status {
-        *req.entry(status_class(s).to_string()).or_default() += n;
-    }
-    assert_eq!(totals.requests_by_class(), req, "requests by status class");
-    let classes: BTreeMap<String, u64> = d
-        .classes
-        .iter()
-        .map(|c| (c.class.id().to_string(), c.requests))
-        .collect();
-    assert!(!classes.is_empty(), "the run has failures to class");
-    assert_eq!(by_class(&totals.failed), classes, "failures by class");
-    let incidents: BTreeMap<String, u64> = d
-        .classes
-        .iter()
-        .map(|c| (c.class.id().to_string(), c.incidents))
-        .collect();
-    assert_eq!(by_class(&totals.incidents), incidents, "incidents by class");
-    assert_eq!(
-        Totals::sum(&totals.failed),
-        d.failures,
-        "every failure counted once"
-    );
-    let errors: u64 = totals.error_lines.values().sum();
-    let batch_errors: u64 = d.signatures.iter().map(|s| s.count).sum();
-    assert_eq!(errors, batch_errors, "error lines by signature");
 }
 
 #[test]
@@ -68,7 +29,7 @@ fn live_counts_equal_the_batch_diagnosis_of_the_same_lines() {
     for run in ["nxdomain", "dual-resolve"] {
         let dir = tempfile::tempdir().unwrap();
         let (totals, d, live) = replay(run, dir.path(), None);
-        check(&totals, &d);
+        common::check(&totals, &d);
         assert_eq!(
             live, d.failures,
             "{run}: classed while the logs grew, not at the end"
@@ -91,7 +52,7 @@ fn the_open_gauge_holds_for_the_whole_window() {
     let (mut shown, mut gaps) = (0, 0);
     let mut seen = false;
     Replay::run("nxdomain", dir.path(), |w, _, _| {
-        let open = !w.shared.lock().unwrap().open.is_empty();
+        let open = !w.shared.lock().unwrap().open().is_empty();
         seen |= open;
         shown += open as usize;
         gaps += (seen && w.is_open() && !open) as usize;

@@ -67,7 +67,7 @@ fn garbage_a_vanished_file_and_clock_jumps_are_counted_never_fatal() {
     w.step(t0 + Duration::from_secs(k + 60), true).unwrap();
     let s = w.shared.lock().unwrap().clone();
     assert!(s.unreadable.is_empty(), "{:?}", s.unreadable);
-    let t = &s.totals;
+    let t = &s.totals();
     assert_eq!(Totals::sum(&t.requests), 6, "{:?}", t.requests);
     let malformed: u64 = t.lines.values().filter_map(|m| m.get("malformed")).sum();
     assert_eq!(malformed, 2, "{:?}", t.lines);

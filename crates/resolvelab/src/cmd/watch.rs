@@ -3,6 +3,7 @@
 
 use crate::Ctx;
 use crate::cmd::diagnose::{Reading, template};
+use resolvelab_watch::instances::Pattern;
 use resolvelab_watch::live::{Kind, Timing};
 use resolvelab_watch::{Config, Input, Watcher};
 use std::path::PathBuf;
@@ -24,6 +25,11 @@ use std::time::Duration;
       --dns-server 127.0.0.53:53 --listen 127.0.0.1:9469
   resolvelab watch --print-rules --runbook-base https://wiki.example/resolvelab/diagnose.md \\
       > /etc/prometheus/rules/resolvelab-alerts.yml
+  # several instances: a central log host's files, or pods' lines named by their prefix
+  resolvelab watch --access '/var/log/remote/{instance}/nginx/access.log' \\
+      --error '/var/log/remote/{instance}/nginx/error.log' --listen 127.0.0.1:9469
+  kubectl logs -f -n web -l app=nginx --prefix --max-log-requests 50 \\
+      | resolvelab watch --logs - --listen 127.0.0.1:9469
 
 The files are followed as `tail -F` follows them: whole lines only, through rotation (rename +
 create, delete + recreate, copytruncate); files that exist at start are read from their end
@@ -38,6 +44,13 @@ then its incidents are counted in resolvelab_failed_requests_total{upstream,clas
 resolvelab_incidents_total{upstream,class}, and written to --events. A file watched live and
 diagnosed afterwards give the same classes and counts when its incidents are more than --settle
 apart.
+
+Several nginx instances are watched at once, each diagnosed apart (an instance's error lines
+pair with its own access lines): a path with {instance} in one of its names follows every
+instance that fills it, found again at every tick (a host added later is read from its first
+line); a --logs stream whose lines carry `kubectl logs --prefix`'s `[pod/NAME/CONTAINER]` or a
+syslog header splits by pod or host. Their series carry an nginx_instance label (the first
+--max-instances, the rest `other`); --instance NAME names the plain inputs' instance.
 
 Endpoints with --listen: /metrics (OpenMetrics), /healthz, /report (the newest window's HTML
 report). Ctrl-C or SIGTERM stops it: the open window is classed and counted, the state saved.
@@ -55,6 +68,13 @@ pub struct Args {
     logs: Vec<PathBuf>,
     #[command(flatten)]
     reading: Reading,
+    /// The nginx instance the plain --access/--error/--logs inputs come from (a pod or host
+    /// name): their series carry it as nginx_instance.
+    #[arg(long, value_name = "NAME", value_parser = crate::cmd::diagnose::instance_name)]
+    instance: Option<String>,
+    /// Instance label values kept; later instances are counted as `other`.
+    #[arg(long, default_value_t = 200, value_name = "N")]
+    max_instances: usize,
     /// Serve /metrics, /healthz and /report on this address.
     #[arg(long, value_name = "ADDR:PORT")]
     listen: Option<std::net::SocketAddr>,
@@ -161,6 +181,8 @@ pub fn run(args: Args, ctx: &Ctx) -> anyhow::Result<ExitCode> {
             if p.as_os_str() == "-" {
                 stdin += 1;
                 inputs.push((kind, Input::Stdin));
+            } else if let Some(pat) = Pattern::parse(p)? {
+                inputs.push((kind, Input::Instances(pat)));
             } else {
                 inputs.push((kind, Input::File(p.clone())));
             }
@@ -168,6 +190,14 @@ pub fn run(args: Args, ctx: &Ctx) -> anyhow::Result<ExitCode> {
     }
     if stdin > 1 {
         anyhow::bail!("`-` (standard input) can be given once only");
+    }
+    let plain = inputs
+        .iter()
+        .any(|(_, i)| !matches!(i, Input::Instances(_)));
+    if args.instance.is_some() && !plain {
+        anyhow::bail!(
+            "--instance names the instance of plain inputs; a path with {{instance}} names its own"
+        );
     }
     let template = template(
         &args.reading,
@@ -193,6 +223,8 @@ pub fn run(args: Args, ctx: &Ctx) -> anyhow::Result<ExitCode> {
         },
         interval: args.interval,
         max_upstreams: args.max_upstreams,
+        instance: args.instance,
+        max_instances: args.max_instances,
         from_start: args.from_start,
         state: args.state,
         events: args.events,

@@ -6,7 +6,9 @@
 
 use resolvelab_diagnose::{Diagnosis, Options};
 use resolvelab_watch::live::{Kind, Timing};
+use resolvelab_watch::totals::{Totals, Two, status_class};
 use resolvelab_watch::{Config, Input, Watcher};
+use std::collections::BTreeMap;
 use std::io::{BufRead, Write};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -63,6 +65,8 @@ pub fn config(dir: &Path, template: &Options) -> Config {
         },
         interval: Duration::from_secs(1),
         max_upstreams: 20,
+        instance: None,
+        max_instances: 100,
         from_start: true,
         state: Some(dir.join("state.json")),
         events: Some(dir.join("events.jsonl")),
@@ -83,14 +87,18 @@ pub struct Replay {
     pub live_before_end: u64,
 }
 
-impl Replay {
-    /// Replay `run` into `dir`, calling `each(watcher, k)` after tick `k`; a watcher it returns
-    /// replaces the old one (a restart). The last step, 60 s after the last second, closes.
-    pub fn run(
-        run: &str,
-        dir: &Path,
-        mut each: impl FnMut(&mut Watcher, usize, &Options) -> Option<Watcher>,
-    ) -> Replay {
+/// A recorded run cut into seconds of log time: each second's access and error lines (the
+/// error lines after the last request in the last second).
+pub struct Seconds {
+    /// The options every diagnosis of the run uses (its format, clock, version, configuration).
+    pub template: Options,
+    /// Each second's (access, error) lines, from the run's first request to its last.
+    pub batches: Vec<(Vec<String>, Vec<String>)>,
+}
+
+impl Seconds {
+    /// Cut `run` of tests/fixtures/diagnose/real.
+    pub fn of(run: &str) -> Seconds {
         let src = fixture(run);
         let mut template = resolvelab_diagnose::run::production_options(&src).unwrap();
         let read = |paths: &mut Vec<PathBuf>, access: bool| {
@@ -103,45 +111,51 @@ impl Replay {
         };
         let access = read(&mut template.access, true);
         let error = read(&mut template.error, false);
-        std::fs::write(dir.join("access.log"), "").unwrap();
-        std::fs::write(dir.join("error.log"), "").unwrap();
         let (first, last) = (access[0].0, access.last().unwrap().0);
-        let mut w = Watcher::new(config(dir, &template)).unwrap();
-        let t0 = Instant::now();
-        let at = |k: i64| t0 + Duration::from_secs(k as u64);
         let pick = |v: &[(i64, String)], s: i64| -> Vec<String> {
             v.iter()
-                .filter(|(t, _)| *t == s || (s == first && *t < first))
+                .filter(|(t, _)| *t == s || (s == first && *t < first) || (s == last && *t > last))
                 .map(|(_, l)| l.clone())
                 .collect()
         };
-        let mut ticks = 0;
-        for (k, s) in (first..=last).enumerate() {
-            let e = pick(&error, s);
-            append(
-                &dir.join("error.log"),
-                &e.iter().map(String::as_str).collect::<Vec<_>>(),
-            );
-            let a = pick(&access, s);
-            append(
-                &dir.join("access.log"),
-                &a.iter().map(String::as_str).collect::<Vec<_>>(),
-            );
-            w.step(at(k as i64), false).unwrap();
+        let batches = (first..=last)
+            .map(|s| (pick(&access, s), pick(&error, s)))
+            .collect();
+        Seconds { template, batches }
+    }
+}
+
+/// Append lines to a file (created when missing).
+pub fn append_lines(p: &Path, lines: &[String]) {
+    append(p, &lines.iter().map(String::as_str).collect::<Vec<_>>());
+}
+
+impl Replay {
+    /// Replay `run` into `dir`, calling `each(watcher, k)` after tick `k`; a watcher it returns
+    /// replaces the old one (a restart). The last step, 60 s after the last second, closes.
+    pub fn run(
+        run: &str,
+        dir: &Path,
+        mut each: impl FnMut(&mut Watcher, usize, &Options) -> Option<Watcher>,
+    ) -> Replay {
+        let Seconds { template, batches } = Seconds::of(run);
+        std::fs::write(dir.join("access.log"), "").unwrap();
+        std::fs::write(dir.join("error.log"), "").unwrap();
+        let mut w = Watcher::new(config(dir, &template)).unwrap();
+        let t0 = Instant::now();
+        let at = |k: usize| t0 + Duration::from_secs(k as u64);
+        for (k, (a, e)) in batches.iter().enumerate() {
+            append_lines(&dir.join("error.log"), e);
+            append_lines(&dir.join("access.log"), a);
+            w.step(at(k), false).unwrap();
             if let Some(next) = each(&mut w, k, &template) {
                 w = next;
             }
-            ticks = k + 1;
         }
-        let rest: Vec<&str> = error
-            .iter()
-            .filter(|(t, _)| *t > last)
-            .map(|(_, l)| l.as_str())
-            .collect();
-        append(&dir.join("error.log"), &rest);
+        let ticks = batches.len();
         let live_before_end =
-            resolvelab_watch::totals::Totals::sum(&w.shared.lock().unwrap().totals.failed);
-        w.step(at(last - first + 60), true).unwrap();
+            resolvelab_watch::totals::Totals::sum(&w.shared.lock().unwrap().totals().failed);
+        w.step(at(ticks - 1 + 60), true).unwrap();
         Replay {
             template,
             watcher: w,
@@ -159,4 +173,45 @@ impl Replay {
         })
         .unwrap()
     }
+}
+
+pub fn by_class(t: &Two) -> BTreeMap<String, u64> {
+    let mut m = BTreeMap::new();
+    for inner in t.values() {
+        for (c, n) in inner {
+            *m.entry(c.clone()).or_default() += n;
+        }
+    }
+    m
+}
+
+/// The watcher's counters equal a batch diagnosis of the same lines: requests by status class,
+/// failures and incidents by class, error lines.
+pub fn check(totals: &Totals, d: &Diagnosis) {
+    let mut req: BTreeMap<String, u64> = BTreeMap::new();
+    for (s, n) in &d.http_status {
+        *req.entry(status_class(s).to_string()).or_default() += n;
+    }
+    assert_eq!(totals.requests_by_class(), req, "requests by status class");
+    let classes: BTreeMap<String, u64> = d
+        .classes
+        .iter()
+        .map(|c| (c.class.id().to_string(), c.requests))
+        .collect();
+    assert!(!classes.is_empty(), "the run has failures to class");
+    assert_eq!(by_class(&totals.failed), classes, "failures by class");
+    let incidents: BTreeMap<String, u64> = d
+        .classes
+        .iter()
+        .map(|c| (c.class.id().to_string(), c.incidents))
+        .collect();
+    assert_eq!(by_class(&totals.incidents), incidents, "incidents by class");
+    assert_eq!(
+        Totals::sum(&totals.failed),
+        d.failures,
+        "every failure counted once"
+    );
+    let errors: u64 = totals.error_lines.values().sum();
+    let batch_errors: u64 = d.signatures.iter().map(|s| s.count).sum();
+    assert_eq!(errors, batch_errors, "error lines by signature");
 }
