@@ -114,7 +114,7 @@ struct Event<'a> {
 /// A followed input.
 enum Source {
     File(Follower),
-    Stdin(Receiver<Vec<u8>>, u64, bool),
+    Stdin(Receiver<Vec<Vec<u8>>>, u64, bool),
     /// The built-in answer watcher's answers, and how many were read.
     Dns(Receiver<resolvelab_dns::QueryEvent>, u64),
 }
@@ -125,17 +125,27 @@ impl Source {
             Source::File(f) => f.poll(out),
             Source::Stdin(rx, n, ended) => {
                 let mut ev = follow::Events::default();
+                let mut batches = 0;
                 loop {
                     if out.len() >= STDIN_LINES_PER_POLL {
                         ev.more = true;
                         break;
                     }
                     match rx.try_recv() {
-                        Ok(text) => {
-                            *n += 1;
-                            out.push(Line { text, line: *n });
+                        Ok(batch) => {
+                            batches += 1;
+                            for text in batch {
+                                *n += 1;
+                                out.push(Line { text, line: *n });
+                            }
                         }
-                        Err(TryRecvError::Empty) => break,
+                        Err(TryRecvError::Empty) => {
+                            // Half a channel or more taken: the reader was held up by a full
+                            // channel, so more is waiting (a backlog piped in is read at once,
+                            // not a channel's worth a tick).
+                            ev.more = batches >= STDIN_CHANNEL / 2;
+                            break;
+                        }
                         Err(TryRecvError::Disconnected) => {
                             *ended = true;
                             break;
@@ -181,20 +191,37 @@ fn dns_answers(
 /// The most lines one poll takes from standard input (a backlog is read at once, in steps).
 const STDIN_LINES_PER_POLL: usize = 1 << 18;
 
-fn stdin_lines() -> Receiver<Vec<u8>> {
-    let (tx, rx) = std::sync::mpsc::sync_channel(1 << 16);
+/// Batches of lines read from standard input and not yet taken by a poll, at most.
+const STDIN_CHANNEL: usize = 64;
+
+/// The most lines in one batch: lines go through the channel in batches, not one by one.
+const STDIN_BATCH: usize = 4096;
+
+/// Standard input's lines in batches: a batch is sent when full or when no more input is
+/// buffered (a live stream's line is not held back waiting for the next).
+fn stdin_lines() -> Receiver<Vec<Vec<u8>>> {
+    let (tx, rx) = std::sync::mpsc::sync_channel(STDIN_CHANNEL);
     std::thread::spawn(move || {
         use std::io::BufRead;
-        let mut input = std::io::stdin().lock();
-        let mut buf = Vec::new();
-        while input.read_until(b'\n', &mut buf).is_ok_and(|n| n > 0) {
+        let mut input = std::io::BufReader::with_capacity(1 << 20, std::io::stdin().lock());
+        let mut batch = Vec::new();
+        loop {
+            let mut buf = Vec::new();
+            if !input.read_until(b'\n', &mut buf).is_ok_and(|n| n > 0) {
+                break;
+            }
             // A last line without its newline is still a line once the stream ended.
             if buf.last() == Some(&b'\n') {
                 buf.pop();
             }
-            if tx.send(std::mem::take(&mut buf)).is_err() {
-                break;
+            batch.push(buf);
+            let full = batch.len() >= STDIN_BATCH || input.buffer().is_empty();
+            if full && tx.send(std::mem::take(&mut batch)).is_err() {
+                return;
             }
+        }
+        if !batch.is_empty() {
+            let _ = tx.send(batch);
         }
     });
     rx
@@ -673,6 +700,11 @@ impl Watcher {
     /// True while an incident window is open on some instance.
     pub fn is_open(&self) -> bool {
         self.members.iter().any(|m| m.live.is_open())
+    }
+
+    /// Bytes of spooled lines on disk now, every instance's (the open windows').
+    pub fn spooled_bytes(&self) -> u64 {
+        self.members.iter().map(|m| m.live.spooled_bytes()).sum()
     }
 
     /// The instances' names, in the order they were found (the unnamed one left out).

@@ -78,6 +78,14 @@ struct Spooled {
     origins: Vec<(u64, u64)>,
 }
 
+/// A window's spool is removed when the window closes (and a tick's after its diagnosis): a
+/// watch that runs for months keeps no incident's lines on disk.
+impl Drop for Spooled {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.path);
+    }
+}
+
 impl Spooled {
     fn create(path: PathBuf, kind: Kind) -> anyhow::Result<Spooled> {
         let mut file = std::fs::File::create(&path)?;
@@ -217,6 +225,18 @@ impl Live {
     /// instances are watched); the excess goes at the next tick with lines.
     pub fn set_context_cap(&mut self, bytes: usize) {
         self.ring_cap = bytes;
+    }
+
+    /// Bytes of spooled lines on disk now (the open window's; none between windows).
+    pub fn spooled_bytes(&self) -> u64 {
+        std::fs::read_dir(self.dir.path())
+            .map(|d| {
+                d.flatten()
+                    .filter_map(|e| e.metadata().ok())
+                    .map(|m| m.len())
+                    .sum()
+            })
+            .unwrap_or(0)
     }
 
     /// True when a window is open (its failures are not counted yet).

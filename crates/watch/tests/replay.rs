@@ -12,8 +12,9 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 /// Replay `run`, restarted from its state file after `restart_at` seconds when given; the
-/// totals, the batch diagnosis and the failures classed before the last step.
-fn replay(run: &str, dir: &Path, restart_at: Option<usize>) -> (Totals, Diagnosis, u64) {
+/// totals, the batch diagnosis, the failures classed before the last step and the bytes still
+/// spooled on disk after it.
+fn replay(run: &str, dir: &Path, restart_at: Option<usize>) -> (Totals, Diagnosis, u64, u64) {
     let r = Replay::run(run, dir, |_, k, template| {
         // A crash: nothing is closed or saved beyond what the state file holds.
         (restart_at == Some(k)).then(|| Watcher::new(common::config(dir, template)).unwrap())
@@ -21,19 +22,21 @@ fn replay(run: &str, dir: &Path, restart_at: Option<usize>) -> (Totals, Diagnosi
     let totals = r.watcher.shared.lock().unwrap().totals();
     let d = r.batch(dir);
     let live = r.live_before_end;
-    (totals, d, live)
+    (totals, d, live, r.watcher.spooled_bytes())
 }
 
 #[test]
 fn live_counts_equal_the_batch_diagnosis_of_the_same_lines() {
     for run in ["nxdomain", "dual-resolve"] {
         let dir = tempfile::tempdir().unwrap();
-        let (totals, d, live) = replay(run, dir.path(), None);
+        let (totals, d, live, spooled) = replay(run, dir.path(), None);
         common::check(&totals, &d);
         assert_eq!(
             live, d.failures,
             "{run}: classed while the logs grew, not at the end"
         );
+        // Every window closed: none of its lines is left on disk.
+        assert_eq!(spooled, 0, "{run}: spool left after the windows closed");
         let events = std::fs::read_to_string(dir.path().join("events.jsonl")).unwrap();
         let incidents: u64 = d.classes.iter().map(|c| c.incidents).sum();
         assert_eq!(
@@ -70,7 +73,7 @@ fn a_restart_from_the_state_file_loses_and_doubles_no_line() {
     let dir = tempfile::tempdir().unwrap();
     // 20 s in, an incident window is open: the restarted watcher reads it again from the
     // state saved before it opened.
-    let (totals, d, _) = replay("nxdomain", dir.path(), Some(20));
+    let (totals, d, _, _) = replay("nxdomain", dir.path(), Some(20));
     let mut req: BTreeMap<String, u64> = BTreeMap::new();
     for (s, n) in &d.http_status {
         *req.entry(status_class(s).to_string()).or_default() += n;
