@@ -691,14 +691,7 @@ fn fleet_field(f: &crate::fleet::Fleet, field: &str) -> Result<V, String> {
         "count" => of(&|i| V::N(i.count as f64)),
         "spread_ms" => of(&|i| V::N(i.start_spread_ms as f64)),
         "end_spread_ms" => of(&|i| V::N(i.end_spread_ms as f64)),
-        "reading" => of(&|i| {
-            V::S(
-                serde_json::to_value(i.reading.kind)
-                    .ok()
-                    .and_then(|v| v.as_str().map(str::to_string))
-                    .unwrap_or_default(),
-            )
-        }),
+        "reading" => of(&|i| V::S(i.reading.kind.id().to_string())),
         _ => return Err(format!("unknown fleet field `{field}`")),
     })
 }

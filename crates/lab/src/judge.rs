@@ -16,6 +16,7 @@ use crate::options::{RunOptions, RunRecord};
 use anyhow::{Context, Result};
 use resolvelab_diagnose::Verdict;
 use resolvelab_scenario::{Scenario, library};
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 /// Load a scenario by built-in id or file path.
@@ -280,6 +281,48 @@ pub fn distribution_line(sc: &Scenario, durations: &[i64]) -> String {
     )
 }
 
+/// The classes a run's incidents were given, for the table. A fleet's incidents are its
+/// instances' (the totals hold none): each class with how many instances had it, then what the
+/// fleet showed (its readings).
+fn classes_text(v: &resolvelab_diagnose::Verdict) -> String {
+    let classes = |d: &resolvelab_diagnose::Diagnosis| {
+        let mut c: Vec<String> = d.incidents.iter().map(|i| i.class.to_string()).collect();
+        c.sort();
+        c.dedup();
+        c
+    };
+    let Some(f) = &v.fleet else {
+        let c = classes(&v.diagnosis);
+        return if c.is_empty() {
+            "none".into()
+        } else {
+            c.join(", ")
+        };
+    };
+    let mut by: BTreeMap<String, usize> = BTreeMap::new();
+    for d in f.instances.values() {
+        for c in classes(d) {
+            *by.entry(c).or_default() += 1;
+        }
+    }
+    let n = f.instances.len();
+    let mut parts: Vec<String> = by
+        .iter()
+        .map(|(c, k)| format!("{c} on {k} of {n} instances"))
+        .collect();
+    if parts.is_empty() {
+        parts.push("none".into());
+    }
+    let mut readings: Vec<&str> = (f.report.incidents.iter())
+        .map(|i| i.reading.kind.id())
+        .collect();
+    readings.dedup();
+    if !readings.is_empty() {
+        parts.push(format!("fleet: {}", readings.join(", ")));
+    }
+    parts.join("; ")
+}
+
 /// The reproduction table: the seed's figure, ours, the verdict and the command.
 pub fn reproduction_table(
     judged: &[(Scenario, Judged)],
@@ -314,16 +357,7 @@ pub fn reproduction_table(
             d.swaps,
             d.requery_period_ms
                 .map_or("-".to_string(), |p| format!("{p:.0}")),
-            {
-                let mut c: Vec<String> = d.incidents.iter().map(|i| i.class.to_string()).collect();
-                c.sort();
-                c.dedup();
-                if c.is_empty() {
-                    "none".into()
-                } else {
-                    c.join(", ")
-                }
-            }
+            classes_text(v)
         );
         let mut ours = ours;
         if let Some(c) = &v.client {

@@ -266,6 +266,15 @@ fn a_gslb_failover_is_met_together_and_left_at_each_requery() {
     let i = &v["fleet"]["report"]["incidents"][0];
     assert!(i["start_spread_ms"].as_i64().unwrap() < 1_000, "{i}");
     assert!(i["end_spread_ms"].as_i64().unwrap() > 1_000, "{i}");
+    // The reproduction table names the instances' classes and the fleet's reading (the totals
+    // hold no incident of their own).
+    let mut runs = runs;
+    let sc = resolvelab_scenario::library::get("gslb-failover").unwrap();
+    let table = resolvelab_lab::judge::reproduction_table(&[(sc, runs.remove(0))], &[], "test");
+    assert!(
+        table.contains("classes: upstream-failure on 4 of 4 instances; fleet: failover"),
+        "{table}"
+    );
     let _ = std::fs::remove_dir_all(&out);
 }
 

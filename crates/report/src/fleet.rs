@@ -167,13 +167,7 @@ fn incidents(b: &mut Vec<Block>, f: &Fleet) {
                 n(i.count),
                 m(format!("{} ms", i.start_spread_ms)).into(),
                 m(format!("{} ms", i.end_spread_ms)).into(),
-                code(
-                    serde_json::to_value(i.reading.kind)
-                        .ok()
-                        .and_then(|v| v.as_str().map(str::to_string))
-                        .unwrap_or_default(),
-                )
-                .into(),
+                code(i.reading.kind.id().to_string()).into(),
             ]
         })
         .collect();

@@ -37,6 +37,19 @@ pub enum ReadingKind {
     Undetermined,
 }
 
+impl ReadingKind {
+    /// Its name, as JSON and `fleet.reading` checks write it (`dns-answer-change`).
+    pub fn id(self) -> &'static str {
+        match self {
+            ReadingKind::DnsAnswerChange => "dns-answer-change",
+            ReadingKind::SameInstant => "same-instant",
+            ReadingKind::Failover => "failover",
+            ReadingKind::Local => "local",
+            ReadingKind::Undetermined => "undetermined",
+        }
+    }
+}
+
 /// The reading and the sentence with its numbers.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Reading {
@@ -136,6 +149,19 @@ pub fn read(upstream: &str, windows: &[Window], serving: usize) -> Reading {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn ids_are_the_json_names() {
+        for k in [
+            ReadingKind::DnsAnswerChange,
+            ReadingKind::SameInstant,
+            ReadingKind::Failover,
+            ReadingKind::Local,
+            ReadingKind::Undetermined,
+        ] {
+            assert_eq!(serde_json::to_value(k).unwrap(), k.id());
+        }
+    }
 
     fn w(start_ms: i64, len: i64, requery_ms: Option<f64>) -> Window {
         Window {
