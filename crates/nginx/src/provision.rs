@@ -79,6 +79,23 @@ pub fn wheel_1_31() -> resolvelab_provision::Pinned {
     .for_engine("nginx-1.31")
 }
 
+/// The pinned nginx 1.22.1 release as Debian 12 ships it (`apt-get download nginx`): the most
+/// installed distribution build, with no `resolve` parameter (1.27.3 added it). It links the
+/// system's libssl3, libpcre2-8, zlib and libcrypt, which Debian 12 has wherever Python 3 is.
+pub fn debian_1_22() -> resolvelab_provision::Pinned {
+    resolvelab_provision::Pinned::debian(
+        "nginx-1.22.1",
+        vec![resolvelab_provision::Deb {
+            package: "nginx".into(),
+            version: "1.22.1-9+deb12u12".into(),
+            sha256: "1a1014cd0dcc0b46b5c9369713d5781493d7effc9b4c25c78ac6369cb4bb71b2".into(),
+        }],
+        "usr/sbin/nginx",
+    )
+    .checked_by(&["-V"], "nginx/1.22.1")
+    .for_engine("nginx-1.22")
+}
+
 /// The build's stages and fractions, through the program's progress sink.
 struct Progress;
 

