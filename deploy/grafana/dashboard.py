@@ -17,6 +17,9 @@ from grafana_foundation_sdk.models.dashboard import DataSourceRef
 
 PROMETHEUS = DataSourceRef(type_val="prometheus", uid="${datasource}")
 SEL = 'instance=~"$instance"'
+# The families counted per nginx instance carry `nginx_instance` when one watch follows several
+# (its own series do not: answer changes, lag); `.*` also matches a series without the label.
+NGX = 'instance=~"$instance", nginx_instance=~"$nginx_instance"'
 
 
 def query(expr, legend):
@@ -54,13 +57,22 @@ def build():
             .include_all(True)
             .all_value(".*")
         )
+        .with_variable(
+            QueryVariable("nginx_instance")
+            .label("nginx")
+            .datasource(PROMETHEUS)
+            .query("label_values(resolvelab_requests_total, nginx_instance)")
+            .multi(True)
+            .include_all(True)
+            .all_value(".*")
+        )
         .with_row(Row("Failures by cause"))
         .with_panel(
             timeseries(
                 "Failed requests by class",
                 "502/504 and no live upstreams, by the failure class the checker gave them (counted when their incident closes).",
                 "reqps",
-                f"sum by (class) (rate(resolvelab_failed_requests_total{{{SEL}}}[$__rate_interval]))",
+                f"sum by (class) (rate(resolvelab_failed_requests_total{{{NGX}}}[$__rate_interval]))",
                 "{{class}}",
             )
         )
@@ -69,7 +81,7 @@ def build():
                 "Open incidents",
                 "Failures of incident windows still open, by upstream and class as classed so far.",
                 "short",
-                f"sum by (upstream, class) (resolvelab_open_incident_failures{{{SEL}}})",
+                f"sum by (upstream, class) (resolvelab_open_incident_failures{{{NGX}}})",
                 "{{upstream}} {{class}}",
             )
         )
@@ -78,7 +90,7 @@ def build():
                 "Failed requests by upstream",
                 "Failures by upstream and class over the selected range.",
                 "short",
-                f"sum by (upstream, class) (increase(resolvelab_failed_requests_total{{{SEL}}}[$__range])) > 0",
+                f"sum by (upstream, class) (increase(resolvelab_failed_requests_total{{{NGX}}}[$__range])) > 0",
                 "{{upstream}} {{class}}",
             )
         )
@@ -87,7 +99,7 @@ def build():
                 "No live upstreams by hops",
                 "1 hop: no peer at the first pick (NXDOMAIN, wipeout, zone); 2 hops: a retry refused (generation race, tries exhausted).",
                 "reqps",
-                f"sum by (hops) (rate(resolvelab_no_live_upstreams_total{{{SEL}}}[$__rate_interval]))",
+                f"sum by (hops) (rate(resolvelab_no_live_upstreams_total{{{NGX}}}[$__rate_interval]))",
                 "{{hops}} hop(s)",
             )
         )
@@ -97,7 +109,7 @@ def build():
                 "Requests by upstream and status class",
                 "Every request read from the access logs, by the upstream it went to (none: answered without one).",
                 "reqps",
-                f"sum by (upstream, status_class) (rate(resolvelab_requests_total{{{SEL}}}[$__rate_interval]))",
+                f"sum by (upstream, status_class) (rate(resolvelab_requests_total{{{NGX}}}[$__rate_interval]))",
                 "{{upstream}} {{status_class}}",
             )
         )
@@ -106,7 +118,7 @@ def build():
                 "Error-log lines by signature",
                 "The error log's lines by the checker's signatures (resolver errors, connect failures, no live upstreams, …).",
                 "short",
-                f"sum by (signature) (rate(resolvelab_error_lines_total{{{SEL}}}[$__rate_interval]))",
+                f"sum by (signature) (rate(resolvelab_error_lines_total{{{NGX}}}[$__rate_interval]))",
                 "{{signature}}",
             )
         )
@@ -135,7 +147,7 @@ def build():
                 "Lines read",
                 "Lines by stream and result: malformed lines mean the log format does not match.",
                 "short",
-                f"sum by (stream, result) (rate(resolvelab_lines_total{{{SEL}}}[$__rate_interval]))",
+                f"sum by (stream, result) (rate(resolvelab_lines_total{{{NGX}}}[$__rate_interval]))",
                 "{{stream}} {{result}}",
                 width=18,
             )

@@ -317,15 +317,14 @@ impl Watcher {
                 .as_ref()
                 .map(|s| s.totals.dns_answer_changes.clone())
                 .unwrap_or_default(),
-            kept: State {
+            // What was saved stays until replaced: an instance whose window is open (or that
+            // has not shown up yet) keeps its saved counters and positions.
+            kept: saved.clone().unwrap_or_else(|| State {
                 schema: schema::WATCH_STATE.to_string(),
-                positions: saved
-                    .as_ref()
-                    .map(|s| s.positions.clone())
-                    .unwrap_or_default(),
+                positions: BTreeMap::new(),
                 totals: Totals::default(),
                 instances: BTreeMap::new(),
-            },
+            }),
             saved,
             patterns: Vec::new(),
             members: Vec::new(),

@@ -4,36 +4,16 @@
 //! equal `diagnose` of that instance's lines, and the series carry its name.
 
 mod common;
-use common::{Seconds, append_lines, check};
+use common::{Seconds, append_lines, check, config_of};
 use resolvelab_diagnose::Options;
 use resolvelab_watch::instances::Pattern;
-use resolvelab_watch::live::{Kind, Timing};
+use resolvelab_watch::live::Kind;
 use resolvelab_watch::metrics::Snapshot;
-use resolvelab_watch::{Config, Input, Watcher};
+use resolvelab_watch::{Input, Watcher};
 use std::path::Path;
 use std::time::{Duration, Instant};
 
 const RUNS: [(&str, &str); 2] = [("web-1", "nxdomain"), ("web-2", "dual-resolve")];
-
-fn config(inputs: Vec<(Kind, Input)>, template: &Options, dir: &Path) -> Config {
-    Config {
-        inputs,
-        template: template.clone(),
-        timing: Timing {
-            settle: Duration::from_secs(5),
-            ..Timing::default()
-        },
-        interval: Duration::from_secs(1),
-        max_upstreams: 20,
-        instance: None,
-        max_instances: 100,
-        from_start: true,
-        state: Some(dir.join("state.json")),
-        events: Some(dir.join("events.jsonl")),
-        duration: None,
-        dns: None,
-    }
-}
 
 /// Both runs written tick by tick by `write(instance, k, access, error)`, the watcher stepped
 /// after each tick (and replaced by `restart` after it returns one: a crash, resumed from the
@@ -96,7 +76,7 @@ fn files_named_by_instance_are_each_diagnosed_apart_and_a_host_added_later_is_fo
                 .unwrap(),
         )
     };
-    let cfg = config(
+    let cfg = config_of(
         vec![
             (Kind::Access, pattern("access.log")),
             (Kind::Error, pattern("error.log")),
@@ -167,7 +147,7 @@ fn a_kubectl_prefix_stream_splits_by_pod() {
     let runs: Vec<(&str, Seconds)> = RUNS.iter().map(|(n, r)| (*n, Seconds::of(r))).collect();
     let stream = dir.path().join("kubectl.log");
     std::fs::write(&stream, "").unwrap();
-    let mut w = Watcher::new(config(
+    let mut w = Watcher::new(config_of(
         vec![(Kind::Mixed, Input::File(stream.clone()))],
         &runs[0].1.template,
         dir.path(),

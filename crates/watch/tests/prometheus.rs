@@ -77,6 +77,7 @@ fn dashboard_queries() -> Vec<(String, String)> {
                 .unwrap()
                 .replace("$__rate_interval", "1m")
                 .replace("$__range", "10m")
+                .replace("$nginx_instance", ".*")
                 .replace("$instance", ".*");
             out.push((p["title"].as_str().unwrap().to_string(), expr));
         }

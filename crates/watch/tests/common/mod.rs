@@ -53,11 +53,18 @@ fn append(p: &Path, lines: &[&str]) {
 
 /// The watcher's configuration for `dir`'s access.log and error.log.
 pub fn config(dir: &Path, template: &Options) -> Config {
+    let inputs = vec![
+        (Kind::Access, Input::File(dir.join("access.log"))),
+        (Kind::Error, Input::File(dir.join("error.log"))),
+    ];
+    config_of(inputs, template, dir)
+}
+
+/// The watcher's configuration for these inputs, its state and events in `dir`: every file
+/// from its start, 5 s to settle, one tick a second.
+pub fn config_of(inputs: Vec<(Kind, Input)>, template: &Options, dir: &Path) -> Config {
     Config {
-        inputs: vec![
-            (Kind::Access, Input::File(dir.join("access.log"))),
-            (Kind::Error, Input::File(dir.join("error.log"))),
-        ],
+        inputs,
         template: template.clone(),
         timing: Timing {
             settle: Duration::from_secs(5),
