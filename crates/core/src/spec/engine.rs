@@ -10,7 +10,7 @@
 //! assert!(e.is_model());
 //! assert_eq!(e.proxy(), Some(ProxyKind::Haproxy));
 //! assert_eq!("nginx-1.28".parse::<EngineId>().unwrap(), EngineId::Nginx);
-//! assert!("lighttpd".parse::<EngineId>().unwrap_err().contains("nginx, nginx-1.31, haproxy"));
+//! assert!("lighttpd".parse::<EngineId>().unwrap_err().contains("nginx, nginx-1.31, nginx-1.22, haproxy"));
 //! ```
 
 use serde::{Deserialize, Serialize};
