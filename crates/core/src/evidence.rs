@@ -128,6 +128,11 @@ pub mod event_kind {
     /// `nginx -t` on the running configuration (`spec` `ok` or `refused`, `note` nginx's
     /// words): would a start or restart succeed now?
     pub const NGINX_TEST: &str = "nginx-test";
+    /// The timeline stopped nginx to start it again (`nginx = "restart"`).
+    pub const NGINX_RESTART: &str = "nginx-restart";
+    /// nginx was started again (after a restart's stop, or a `nginx = "start"` step): `spec`
+    /// `ok` or `refused`, `note` its words (a refused start leaves nginx down).
+    pub const NGINX_START: &str = "nginx-start";
     /// A state change the proxy logged itself (`target` the proxy, `note` its words: HAProxy's
     /// "changed its IP", "going DOWN for maintenance (DNS NX status)").
     pub const PROXY_STATE: &str = "proxy-state";

@@ -114,6 +114,7 @@ pub const METRICS: &[&str] = &[
     "client_requests",
     "client_errors",
     "client_unsent",
+    "client_error_share",
     "malformed",
 ];
 
@@ -841,14 +842,16 @@ fn metric(m: &str, d: &Diagnosis, client: Option<&ClientStats>) -> Result<V, Str
         "rescued" => V::N(d.passes.rescued as f64),
         "max_passes" => V::N(d.passes.max_passes as f64),
         "multi_pass" => V::N(d.passes.multi_pass as f64),
-        "client_requests" | "client_errors" | "client_unsent" => match client {
-            Some(c) => V::N(match m {
-                "client_errors" => c.errors,
-                "client_unsent" => c.unsent,
-                _ => c.requests,
-            } as f64),
-            None => return Err("no load.jsonl in this run".into()),
-        },
+        "client_requests" | "client_errors" | "client_unsent" | "client_error_share" => {
+            let c = client.ok_or_else(|| "no load.jsonl in this run".to_string())?;
+            V::N(match m {
+                "client_errors" => c.errors as f64,
+                "client_unsent" => c.unsent as f64,
+                // A share holds at any `--scale` (times and rates shrink together).
+                "client_error_share" => c.errors as f64 / c.requests.max(1) as f64,
+                _ => c.requests as f64,
+            })
+        }
         _ => return Err(format!("unknown metric `{m}`")),
     })
 }

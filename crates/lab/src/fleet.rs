@@ -7,11 +7,11 @@
 //! connections round-robin to the instances, as an L4 balancer or a Kubernetes Service does
 //! with keep-alive connections; `balancer.jsonl` logs which connection went where.
 
-use crate::proxy::{ProxyBin, Running};
+use crate::proxy::{Control, ProxyBin, Running};
 use anyhow::{Result, bail};
 use resolvelab_core::jsonl::JsonlWriter;
 use resolvelab_core::rundir::RunDir;
-use resolvelab_core::supervise::{Reloader, Supervisor};
+use resolvelab_core::supervise::Supervisor;
 use resolvelab_proxy::{Proxy, ProxyConfig, ProxyHandle};
 use resolvelab_scenario::format::Scenario;
 use resolvelab_scenario::net::Net;
@@ -39,7 +39,7 @@ impl Proxies {
         sc: &Scenario,
         net: &Net,
         dir: &RunDir,
-        sup: &Supervisor,
+        sup: &Arc<Supervisor>,
         say: &dyn Fn(&str),
     ) -> Result<Proxies> {
         let (Some(f), Some(stagger)) = (&sc.fleet, sc.fleet_stagger()) else {
@@ -87,12 +87,9 @@ impl Proxies {
         &self.all[0]
     }
 
-    /// Every proxy's master pid and reload counter (0: unknown).
-    pub(crate) fn watched(&self) -> Vec<(u32, Reloader)> {
-        self.all
-            .iter()
-            .map(|r| (r.pid().unwrap_or(0), r.reloader()))
-            .collect()
+    /// What the run's watch follows of every proxy: its master now, its reloads and restarts.
+    pub(crate) fn watched(&self) -> Vec<Control> {
+        self.all.iter().map(Running::control).collect()
     }
 
     /// Stop the balancer, then every proxy.

@@ -6,7 +6,7 @@
 use crate::fleet::Proxies;
 use crate::lifecycle::Lifecycle;
 use crate::options::{RunOptions, RunRecord, RunStatus};
-use crate::proxy::ProxyBin;
+use crate::proxy::{Control, ProxyBin, Started};
 use anyhow::{Context, Result, anyhow, bail};
 use resolvelab_core::evidence::event_kind;
 use resolvelab_core::jsonl::JsonlWriter;
@@ -171,7 +171,7 @@ async fn play(
     let (targets, echo_dbs) = start_targets(sc, specs, net, seed, dir).await?;
 
     // The proxy.
-    let sup = Supervisor::new()?;
+    let sup = Arc::new(Supervisor::new()?);
     let nx = Proxies::start(bin, sc, net, dir, &sup, &say).await?;
     let listen = net.nginx;
     ev(&events, "phase", bin.kind(), None, None, Some("listening"));
@@ -219,7 +219,7 @@ async fn play(
         t0,
         cancel.clone(),
         next.clone(),
-        nx.first().reloader(),
+        nx.first().control(),
         nx.first().tester(),
     ));
     let probers = spawn_probers(sc, net, dir, t0, &cancel)?;
@@ -315,10 +315,9 @@ fn watch_all(
 ) -> Vec<tokio::task::JoinHandle<Option<String>>> {
     nx.watched()
         .into_iter()
-        .map(|(pid, reloader)| {
+        .map(|control| {
             tokio::spawn(watch_run(
-                pid,
-                reloader,
+                control,
                 dir.path.clone(),
                 events.clone(),
                 t0,
@@ -567,7 +566,7 @@ fn final_hits(
 /// Stop the proxy first (it owns connections to the backends), then the rest.
 async fn shut_down(
     nx: Proxies,
-    sup: Supervisor,
+    sup: Arc<Supervisor>,
     dir: &RunDir,
     targets: Arc<BTreeMap<String, FaultTarget>>,
     echo_dbs: Vec<resolvelab_backend::EchoDb>,
@@ -692,21 +691,24 @@ fn check_free_space(sc: &Scenario, dir: &Path) -> Result<()> {
 const MIN_FREE: u64 = 1 << 20;
 
 /// Watch the run while the load plays. The nginx master exiting, its worker set changing (a
-/// worker died and was respawned; the workers a timeline reload replaces excepted), or the run directory's disk filling up is recorded in
-/// events.jsonl with its time, stops the load, and makes the run `failed` — its evidence no
-/// longer shows the run the scenario describes.
+/// worker died and was respawned; the workers a timeline reload replaces excepted), or the run
+/// directory's disk filling up is recorded in events.jsonl with its time, stops the load, and
+/// makes the run `failed` — its evidence no longer shows the run the scenario describes. A
+/// master the timeline restarted is followed to its successor; while a start failed, there is
+/// no master to watch.
 async fn watch_run(
-    master: u32,
-    reloads: resolvelab_core::supervise::Reloader,
+    control: Control,
     dir: PathBuf,
     events: Arc<JsonlWriter>,
     t0: Instant,
     cancel: CancellationToken,
 ) -> Option<String> {
+    let mut restarts = control.restarts();
+    let mut master = control.master();
     let mut workers = children(master);
     // Workers a reload replaces: their going is the reload, not a crash.
     let mut retiring: Vec<u32> = Vec::new();
-    let mut seen_reloads = 0;
+    let mut seen_reloads = control.reloads();
     let mut fault = None;
     let stop = |what: String, kind: &str| {
         ev(&events, kind, "run", None, None, Some(&what));
@@ -730,10 +732,18 @@ async fn watch_run(
                 "disk-full",
             );
         }
-        if master == 0 {
+        if control.restarts() != restarts || master == 0 {
+            // Restarted on purpose (or down after a start that failed): a new master to follow.
+            restarts = control.restarts();
+            master = control.master();
+            workers = children(master);
+            retiring.clear();
             continue;
         }
         if !matches!(proc_state(master), Some(c) if c != 'Z' && c != 'X') {
+            if control.restarts() != restarts {
+                continue;
+            }
             return stop(
                 format!("nginx master (pid {master}) exited mid-run at +{at:.1} s"),
                 "engine-died",
@@ -745,8 +755,8 @@ async fn watch_run(
             // Unreadable (no CONFIG_PROC_CHILDREN): only the master is watched.
             continue;
         }
-        if reloads.count() != seen_reloads {
-            seen_reloads = reloads.count();
+        if control.reloads() != seen_reloads {
+            seen_reloads = control.reloads();
             retiring.extend(&workers);
         }
         if fault.is_none()
@@ -815,7 +825,7 @@ async fn run_timeline(
     t0: Instant,
     cancel: CancellationToken,
     next: Arc<std::sync::Mutex<String>>,
-    nginx: resolvelab_core::supervise::Reloader,
+    nginx: Control,
     tester: Option<resolvelab_nginx::instance::Tester>,
 ) -> Result<()> {
     let set_next = |text: String| *next.lock().unwrap_or_else(|p| p.into_inner()) = text;
@@ -901,7 +911,7 @@ struct Act {
     net: Net,
     events: Arc<JsonlWriter>,
     cancel: CancellationToken,
-    nginx: resolvelab_core::supervise::Reloader,
+    nginx: Control,
     tester: Option<resolvelab_nginx::instance::Tester>,
     period: Duration,
 }
@@ -946,6 +956,7 @@ impl Act {
                     Some(&said),
                 );
             }
+            Action::Restart | Action::Start => self.start(step)?,
             Action::Clear { target: t } => {
                 let target = target(t)?;
                 for (fname, hits) in target.hits() {
@@ -955,6 +966,48 @@ impl Act {
                 target.clear();
             }
         }
+        Ok(())
+    }
+
+    /// `nginx = "restart"` (stop, then start) or `"start"`: the start's outcome is an
+    /// `nginx-start` event, `ok` or `refused` with nginx's words (it stays down then).
+    fn start(&self, step: &Step) -> Result<()> {
+        let p = (self.nginx.nginx())
+            .ok_or_else(|| anyhow!("{}: the lab restarts nginx only", step.field("")))?;
+        let restart = step.action == Action::Restart;
+        let started = tokio::task::block_in_place(|| {
+            if restart {
+                ev(
+                    &self.events,
+                    event_kind::NGINX_RESTART,
+                    "nginx",
+                    None,
+                    None,
+                    step.note.as_deref(),
+                );
+                p.restart()
+            } else {
+                p.start()
+            }
+        })
+        .map_err(|err| anyhow!("{}: {err:#}", step.field("")))?;
+        let (spec, said) = match started {
+            Started::Listening => ("ok", "listening".to_string()),
+            Started::Refused(words) => ("refused", words),
+            Started::Running => ("ok", "was running".to_string()),
+        };
+        let note = match (&step.note, restart) {
+            (Some(n), false) => format!("{n}: {said}"),
+            _ => said,
+        };
+        ev(
+            &self.events,
+            event_kind::NGINX_START,
+            "nginx",
+            Some(spec),
+            None,
+            Some(&note),
+        );
         Ok(())
     }
 

@@ -890,6 +890,14 @@ impl Timeline {
                 cfg.tests.push(Us(at));
                 Ok(())
             }
+            Action::Restart => {
+                cfg.restarts.push(Us(at));
+                Ok(())
+            }
+            Action::Start => {
+                cfg.starts.push(Us(at));
+                Ok(())
+            }
         }
     }
 

@@ -139,6 +139,59 @@ fn a_reload_while_a_name_does_not_resolve_is_refused_and_the_old_config_serves()
     );
 }
 
+/// A restart while that name answers NXDOMAIN: the reload before it is refused and harmless,
+/// the restart's start is refused with nginx's own `[emerg]` and nginx stays down — every
+/// connection refused — until a start after the name resolves again (issue #49). The run's
+/// watch follows the new master instead of calling the restart a crash, and the new master
+/// serves the 12 s left (it was killed 10 s after its start when forked from a thread that
+/// ended).
+#[test]
+fn a_restart_while_a_name_does_not_resolve_takes_nginx_down_until_it_resolves() {
+    if !resolvelab_core::testing::can_unshare_mount() {
+        resolvelab_core::testing::missing_prerequisite(
+            "cannot create a mount namespace here (needs root)",
+        );
+        return;
+    }
+    let _g = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let out = tempfile::tempdir().unwrap();
+    let runs = nginx("restart-nxdomain").into(out.path());
+    let dir = &runs[0].record.dir;
+    assert_completed_and_held(dir, &serde_json::to_value(&runs[0].verdict).unwrap());
+    let events = std::fs::read_to_string(dir.join("events.jsonl")).unwrap();
+    let starts: Vec<serde_json::Value> = events
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter(|e| e["kind"] == "nginx-start")
+        .collect();
+    assert_eq!(starts.len(), 2, "{events}");
+    assert_eq!(starts[0]["spec"], "refused");
+    assert!(
+        (starts[0]["note"].as_str().unwrap()).contains("host not found in upstream"),
+        "{}",
+        starts[0]
+    );
+    assert_eq!(starts[1]["spec"], "ok");
+    // Refused connections only while nginx was down, between the two starts.
+    let (down, up) = (
+        starts[0]["t_us"].as_i64().unwrap(),
+        starts[1]["t_us"].as_i64().unwrap(),
+    );
+    let load = std::fs::read_to_string(dir.join("load.jsonl")).unwrap();
+    let refused: Vec<i64> = load
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter(|r| r["error"] == "connect-refused")
+        .map(|r| r["t_us"].as_i64().unwrap())
+        .collect();
+    assert!(refused.len() > 100, "{}", refused.len());
+    let slack = 200_000;
+    assert!(
+        refused.iter().all(|&t| t > down - slack && t < up + slack),
+        "a refused connection outside [{down}, {up}]"
+    );
+}
+
 /// Debian 12's nginx 1.22.1 (`apt-get download nginx`, cached on first use): it refuses
 /// `server … resolve` itself — the ground of the engine's refusal — and plays a name resolved
 /// at start as 1.28 does: it keeps sending to the old address until reloaded.

@@ -105,6 +105,24 @@ fn nxdomain_outage_is_one_requery_period() {
     assert!(e["hits"].as_u64().unwrap() >= 1, "{end}");
 }
 
+/// The model's restart: down from the refused start to the one after the name resolves again,
+/// every request of that span refused at connect and none logged by nginx.
+#[test]
+fn a_restart_while_a_name_does_not_resolve_is_down_until_it_resolves() {
+    let tmp = tempfile::tempdir().unwrap();
+    let runs = sim(tmp.path(), "restart-nxdomain", None);
+    let v = assert_green(&runs[0]);
+    assert_eq!(v["client"]["errors"], 1200, "6 s at 200 rps");
+    let events = std::fs::read_to_string(dir(&runs[0]).join("events.jsonl")).unwrap();
+    let starts: Vec<&str> = events
+        .lines()
+        .filter(|l| l.contains(r#""kind":"nginx-start""#))
+        .collect();
+    assert_eq!(starts.len(), 2, "{events}");
+    assert!(starts[0].contains(r#""spec":"refused""#) && starts[0].contains("host not found"));
+    assert!(starts[1].contains(r#""spec":"ok""#), "{}", starts[1]);
+}
+
 #[test]
 fn dual_resolve_wipeout_and_its_fix() {
     let tmp = tempfile::tempdir().unwrap();

@@ -88,14 +88,24 @@ pub fn lab_conf_with(run_dir: &Path, http_body: &str, opts: &LabConf) -> String 
 /// assert_eq!(resolve_line("resolver 127.0.0.53 valid=5s;\nupstream be {\n  server app:8080 resolve;\n}"), Some(3));
 /// assert_eq!(resolve_line("http { upstream be { server app:8080 resolve; } }"), Some(1));
 /// assert_eq!(resolve_line("resolver 127.0.0.53; # server x resolve;\nserver { listen 80; }"), None);
+/// // A lab placeholder's braces are inside quotes, not a block.
+/// assert_eq!(resolve_line("upstream be {\n  server \"app:{port}\" resolve;\n}"), Some(2));
 /// ```
 pub fn resolve_line(text: &str) -> Option<usize> {
     let (mut line, mut start, mut stmt, mut comment) = (1, 1, String::new(), false);
+    // A quoted word may hold braces (`"app:{port}"`, the lab's placeholders): not blocks.
+    let mut quote: Option<char> = None;
     for c in text.chars() {
         if comment {
             comment = c != '\n';
+        } else if let Some(q) = quote {
+            quote = (c != q).then_some(q);
+            stmt.push(c);
         } else if c == '#' {
             comment = true;
+        } else if matches!(c, '"' | '\'') {
+            quote = Some(c);
+            stmt.push(c);
         } else if matches!(c, ';' | '{' | '}') {
             let mut words = stmt.split_whitespace();
             if words.next() == Some("server") && words.any(|w| w == "resolve") {

@@ -161,10 +161,28 @@ impl Instance {
             .with_context(|| format!("cannot make {} absolute", run_dir.display()))?;
         let conf = write_conf(run_dir, conf_text)?;
         test_conf_with(nginx, run_dir, &conf, dns)?;
+        Instance::launch(nginx, run_dir, &conf, sup, dns)
+    }
+
+    /// Start nginx on a configuration already written, without testing it first: a restart,
+    /// where nginx's own start is the test and its `[emerg]` line lands in the run's error log,
+    /// as it does in production. Readiness is [`Instance::wait_listening`]'s (a start that
+    /// fails exits there, with its last lines).
+    pub fn launch(
+        nginx: &Nginx,
+        run_dir: &Path,
+        conf: &Path,
+        sup: &Supervisor,
+        dns: Option<&SystemDns>,
+    ) -> Result<Instance> {
         let stderr_path = run_dir.join("nginx.stderr");
-        let stderr = std::fs::File::create(&stderr_path)
+        // Appended: a restart keeps what an earlier start said.
+        let stderr = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&stderr_path)
             .with_context(|| format!("cannot create {}", stderr_path.display()))?;
-        let mut cmd = base_command(nginx, run_dir, &conf, dns);
+        let mut cmd = base_command(nginx, run_dir, conf, dns);
         cmd.stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(stderr);
@@ -174,7 +192,7 @@ impl Instance {
         Ok(Instance {
             master: Master::new(child, "nginx", libc::SIGHUP, libc::SIGQUIT),
             run_dir: run_dir.to_path_buf(),
-            conf,
+            conf: conf.to_path_buf(),
         })
     }
 
@@ -205,6 +223,15 @@ impl Instance {
     pub fn stop(mut self, grace: Duration) -> Result<()> {
         self.master.stop(grace)
     }
+}
+
+/// The last `[emerg]` line of the run's error log, from its level on (`[emerg] 12#0: host not
+/// found in upstream …`): what a start that failed said.
+pub fn last_emerg(run_dir: &Path) -> Option<String> {
+    let text =
+        std::fs::read_to_string(run_dir.join(resolvelab_core::evidence::file::ERROR_LOG)).ok()?;
+    let line = text.lines().rev().find(|l| l.contains("[emerg]"))?;
+    Some(line[line.find("[emerg]")?..].trim_end().to_string())
 }
 
 /// The last `n` lines nginx wrote to its stderr and error log, for a start that failed.

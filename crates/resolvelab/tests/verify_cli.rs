@@ -393,7 +393,7 @@ fn quick_plays_the_events_on_the_model() {
 /// Real nginx. A name resolved at start stops resolving; the reload 5 s later is refused
 /// (`[emerg] host not found in upstream`) and the running configuration keeps serving.
 #[test]
-fn on_real_nginx_a_reload_while_a_start_time_name_fails_is_refused_and_serving_goes_on() {
+fn on_real_nginx_a_reload_is_refused_and_a_restart_stays_down_while_a_start_time_name_fails() {
     // network-safe: `nginx.conf:6:` is an error message's location, not an address; the names
     // are served by the run's authority through nginx's system resolver in a private namespace.
     let dir = tempfile::tempdir().unwrap();
@@ -428,11 +428,12 @@ fn on_real_nginx_a_reload_while_a_start_time_name_fails_is_refused_and_serving_g
     let card: Value = serde_json::from_slice(&o.stdout).unwrap();
     let t = &card["targets"][0];
     assert_eq!(t["target"]["names"][0]["at_run_time"], false);
+    // The reload is refused and harmless; the restart (a new container, a node reboot) does not
+    // come up at all — nginx's own words — and every request is refused until the start after
+    // the name resolves again, 6 s later.
     let (errors, nlu, _, refused) = outcome(t, "reload-nxdomain");
     assert!(refused, "{t}");
-    assert_eq!((errors, nlu), (0, 0));
-    // And a start (a restart, a new container) would not come up at all: `nginx -t` while the
-    // name fails says so in nginx's words.
+    assert!(errors > 0 && nlu == 0, "{errors} errors, {nlu} NLU");
     let rx = t["outcomes"]
         .as_array()
         .unwrap()
@@ -441,9 +442,11 @@ fn on_real_nginx_a_reload_while_a_start_time_name_fails_is_refused_and_serving_g
         .unwrap();
     let start = rx["start"].as_str().unwrap();
     assert!(
-        start.starts_with("refused: ") && start.contains("host not found in upstream"),
+        start.starts_with("refused: [emerg]") && start.contains("host not found in upstream"),
         "{start}"
     );
+    let down = rx["down_ms"].as_i64().unwrap();
+    assert!((5_000..=7_500).contains(&down), "{down} ms");
     // nginx never asks again for a name it resolved at start: the DNS event is not played.
     let nx = t["outcomes"]
         .as_array()
@@ -464,10 +467,10 @@ fn on_real_nginx_a_reload_while_a_start_time_name_fails_is_refused_and_serving_g
     assert!(dropped, "{t}");
 }
 
-/// The model too: while a name resolved at start fails, `nginx -t` (a start, a restart) is
-/// refused with nginx's line, the reload is refused, and the running configuration serves on.
+/// The model too: while a name resolved at start fails, the reload is refused and harmless, and
+/// a restart's start is refused with nginx's line and leaves it down until the name is back.
 #[test]
-fn quick_says_a_start_would_fail_while_a_start_time_name_fails() {
+fn quick_says_a_restart_fails_while_a_start_time_name_fails() {
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(
         dir.path().join("nginx.conf"),
@@ -479,12 +482,16 @@ fn quick_says_a_start_would_fail_while_a_start_time_name_fails() {
     assert_eq!(code, Some(0), "{err}");
     let o = &card["targets"][0]["outcomes"][0];
     assert_eq!(
-        o["start"], "refused: nginx: [emerg] host not found in upstream \"app.internal:8080\"",
+        o["start"], "refused: [emerg] host not found in upstream \"app.internal:8080\"",
         "{o}"
     );
+    assert_eq!(o["reload_refused"].as_bool(), Some(true));
+    // Down from the restart to the start 6 s later, every request of it refused.
+    assert_eq!(o["down_ms"], 6000, "{o}");
     assert_eq!(
-        (o["reload_refused"].as_bool(), o["client_errors"].as_u64()),
-        (Some(true), Some(0))
+        o["client_errors"],
+        6 * 200,
+        "6 s at the default 200 rps: {o}"
     );
 }
 
@@ -526,4 +533,50 @@ fn an_include_this_machine_cannot_read_is_listed_not_a_stop() {
     let err = String::from_utf8_lossy(&o.stderr);
     assert_eq!(o.status.code(), Some(2), "{err}");
     assert!(err.contains("nginx.conf:2: include: cannot read"), "{err}");
+}
+
+/// Debian 12's nginx 1.22.1 (`--engine nginx-1.22`, fetched and cached on first use): a name
+/// resolved at start is played — the restart stays down while it does not resolve — and the
+/// `resolve` fix, which 1.22 cannot parse, is refused on the card instead of stopping the
+/// verification; a target that needs `resolve` is refused at the user's own line.
+#[test]
+fn on_debian_nginx_1_22_resolve_and_its_fix_are_refused_not_played() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("nginx.conf"),
+        "http {\n    upstream app { server app.internal:8080; }\n    server {\n        listen 80;\n        location /app/ { proxy_pass http://app; }\n    }\n}\n",
+    )
+    .unwrap();
+    let args = ["--engine", "nginx-1.22", "--events", "reload-nxdomain"];
+    let (code, card, err) = verify_file(dir.path(), "at-start", &args);
+    assert_eq!(code, Some(0), "{err}");
+    assert!(card["nginx"].as_str().unwrap().contains("1.22.1"), "{card}");
+    let t = &card["targets"][0];
+    let (errors, _, _, refused) = outcome(t, "reload-nxdomain");
+    assert!(refused && errors > 0, "{t}");
+    let fix = t["fixes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["fix"] == "resolve")
+        .unwrap_or_else(|| panic!("no resolve fix: {t}"));
+    assert_eq!(fix["verdict"], "refused", "{fix}");
+    assert!(
+        fix["note"].as_str().unwrap().contains("no `resolve`"),
+        "{fix}"
+    );
+
+    std::fs::write(
+        dir.path().join("nginx.conf"),
+        "http {\n    resolver 10.0.0.53 valid=5s;\n    upstream be {\n        zone be 64k;\n        server api.example.com:8080 resolve;\n    }\n    server {\n        listen 80;\n        location / { proxy_pass http://be; }\n    }\n}\n",
+    )
+    .unwrap();
+    let (code, _, err) = verify_file(dir.path(), "resolve", &args);
+    assert_eq!(code, Some(2), "every target refused: {err}");
+    assert!(
+        err.contains("nginx.conf:3: nginx 1.22.1 has no `resolve`")
+            && err.contains("--engine nginx")
+            && err.contains("nothing was run"),
+        "{err}"
+    );
 }

@@ -286,6 +286,14 @@ pub enum NginxAction {
     /// restart) succeed now? It resolves every name a start resolves (`host not found in
     /// upstream` stops a start); nothing running changes.
     Test,
+    /// Stop nginx (SIGQUIT, as `docker stop` of the official image sends: requests in flight
+    /// finish, the listener and idle connections close) and start it again with the same
+    /// configuration — a container restart, a node reboot. The start resolves every name a
+    /// start resolves: one that does not resolve stops it (`[emerg] host not found in
+    /// upstream`), and nginx stays down until a later `start` succeeds.
+    Restart,
+    /// Start nginx if it is down (a restart policy's next try); nothing when it runs.
+    Start,
 }
 
 /// One `server` line of the upstream.
@@ -630,7 +638,7 @@ pub struct Event {
     /// Remove all faults of this backend or proxy.
     #[serde(default)]
     pub clear: Option<String>,
-    /// Act on nginx itself (`"reload"`).
+    /// Act on nginx itself (`"reload"`, `"test"`, `"restart"`, `"start"`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub nginx: Option<NginxAction>,
     /// How long the change lasts (then it reverts).

@@ -76,6 +76,10 @@ pub const FILES: &[(&str, &str)] = &[
         "reload-nxdomain",
         include_str!("../../../scenarios/reload-nxdomain.toml"),
     ),
+    (
+        "restart-nxdomain",
+        include_str!("../../../scenarios/restart-nxdomain.toml"),
+    ),
     ("demo", include_str!("../../../scenarios/demo.toml")),
 ];
 

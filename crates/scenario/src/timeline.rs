@@ -56,6 +56,10 @@ pub enum Action {
     Reload,
     /// `nginx -t` on the running configuration: would a start succeed now?
     Test,
+    /// Stop nginx and start it again with the same configuration.
+    Restart,
+    /// Start nginx if a restart left it down.
+    Start,
 }
 
 impl Action {
@@ -80,6 +84,8 @@ impl Action {
                 },
                 (.., Some(NginxAction::Reload)) => Action::Reload,
                 (.., Some(NginxAction::Test)) => Action::Test,
+                (.., Some(NginxAction::Restart)) => Action::Restart,
+                (.., Some(NginxAction::Start)) => Action::Start,
                 _ => return Ok(None),
             },
         ))
@@ -93,6 +99,8 @@ impl Action {
             Action::Clear { target } => format!("clear {target}"),
             Action::Reload => "nginx reload".into(),
             Action::Test => "nginx -t".into(),
+            Action::Restart => "nginx restart".into(),
+            Action::Start => "nginx start".into(),
         }
     }
 }

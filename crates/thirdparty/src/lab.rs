@@ -35,14 +35,23 @@ pub fn refuse(kind: Kind, sc: &Scenario) -> Result<()> {
     if sc.fleet.is_some() {
         return no(&["fleet"], "fleet", "a fleet plays nginx instances");
     }
-    if let Some(i) = (sc.timeline.iter())
-        .position(|e| e.nginx == Some(resolvelab_scenario::format::NginxAction::Test))
-    {
-        return no(
-            &["timeline", &i.to_string(), "nginx"],
-            "nginx = \"test\"",
-            "`nginx -t` tests nginx's configuration",
-        );
+    use resolvelab_scenario::format::NginxAction;
+    for (i, e) in sc.timeline.iter().enumerate() {
+        let (shown, why) = match e.nginx {
+            Some(NginxAction::Test) => {
+                ("nginx = \"test\"", "`nginx -t` tests nginx's configuration")
+            }
+            Some(NginxAction::Restart) => (
+                "nginx = \"restart\"",
+                "the lab restarts nginx only (its start resolves the names its configuration holds)",
+            ),
+            Some(NginxAction::Start) => (
+                "nginx = \"start\"",
+                "the lab starts nginx again only after its own restart",
+            ),
+            _ => continue,
+        };
+        return no(&["timeline", &i.to_string(), "nginx"], shown, why);
     }
     if n.inline.is_some() {
         return no(

@@ -124,10 +124,14 @@ pub struct Outcome {
     pub failed_methods: std::collections::BTreeMap<String, u64>,
     /// nginx refused a reload (`[emerg] host not found in upstream`).
     pub reload_refused: bool,
-    /// What `nginx -t` said while the event lasted (a start or restart then): `ok`, or
-    /// `refused: ` and nginx's words.
+    /// How the restart's start went while the name did not resolve (its `nginx-start`
+    /// event): `ok`, or `refused: ` and nginx's words.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub start: Option<String>,
+    /// How long the restart left nginx down — every server of it refusing connections, not
+    /// only this upstream's — from its stop to the next start that listened, ms.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub down_ms: Option<i64>,
     /// The run directory.
     pub run_dir: String,
     /// The scenario file that plays it again.
@@ -173,6 +177,7 @@ impl Outcome {
             failed_methods: Default::default(),
             reload_refused: false,
             start: None,
+            down_ms: None,
             run_dir: String::new(),
             scenario: String::new(),
             runs: Vec::new(),
@@ -250,6 +255,7 @@ impl Outcome {
 
     /// A judged run.
     pub fn of(event: Event, j: &Judged, scenario: &Path) -> Outcome {
+        let restart = restart(&j.record.dir);
         let v = &j.verdict;
         let d = &v.diagnosis;
         Outcome {
@@ -272,7 +278,8 @@ impl Outcome {
                 .signatures
                 .iter()
                 .any(|s| s.id == "host-not-found-in-upstream" && s.count > 0),
-            start: start_test(&j.record.dir),
+            start: restart.0,
+            down_ms: restart.1,
             run_dir: j.record.dir.display().to_string(),
             scenario: scenario.display().to_string(),
             runs: Vec::new(),
@@ -290,17 +297,30 @@ impl Outcome {
     }
 }
 
-/// What the run's `nginx -t` said (its `nginx-test` event): `ok`, or `refused: ` and nginx's
-/// words; none when the run had no test.
-fn start_test(dir: &Path) -> Option<String> {
-    let text = std::fs::read_to_string(dir.join(resolvelab_core::evidence::file::EVENTS)).ok()?;
-    text.lines()
-        .filter_map(|l| serde_json::from_str::<resolvelab_core::evidence::Event>(l).ok())
-        .find(|e| e.kind == resolvelab_core::evidence::event_kind::NGINX_TEST)
-        .map(|e| match e.spec.as_deref() {
-            Some("ok") => "ok".to_string(),
-            _ => format!("refused: {}", e.note.unwrap_or_default()),
-        })
+/// How the run's restart went (its `nginx-restart` and `nginx-start` events): the start's
+/// outcome — `ok`, or `refused: ` and nginx's words — and how long nginx was down, from the
+/// stop to the first start that listened; none when the run had no restart.
+fn restart(dir: &Path) -> (Option<String>, Option<i64>) {
+    use resolvelab_core::evidence::{Event, event_kind};
+    let Ok(text) = std::fs::read_to_string(dir.join(resolvelab_core::evidence::file::EVENTS))
+    else {
+        return (None, None);
+    };
+    let events: Vec<Event> = text
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Event>(l).ok())
+        .skip_while(|e| e.kind != event_kind::NGINX_RESTART)
+        .collect();
+    let Some(stop) = events.first() else {
+        return (None, None);
+    };
+    let mut starts = events.iter().filter(|e| e.kind == event_kind::NGINX_START);
+    let said = starts.clone().next().map(|e| match e.spec.as_deref() {
+        Some("ok") => "ok".to_string(),
+        _ => format!("refused: {}", e.note.clone().unwrap_or_default()),
+    });
+    let up = starts.find(|e| e.spec.as_deref() == Some("ok"));
+    (said, up.map(|e| (e.t_us - stop.t_us) / 1000))
 }
 
 /// One fix, before → after on the events that failed before.
@@ -608,13 +628,17 @@ fn outcome_table(rows: &[Outcome]) -> Table {
                 } else if o.event == Event::ReloadNxdomain {
                     status.push_str("; reload accepted");
                 }
-                match o.start.as_deref() {
-                    Some("ok") => status.push_str("; a start would succeed"),
-                    Some(no) => status.push_str(&format!(
-                        "; a start or restart would fail ({})",
-                        no.trim_start_matches("refused: ")
+                match (o.start.as_deref(), o.down_ms) {
+                    (Some("ok"), _) => status.push_str("; the restart started"),
+                    (Some(no), down) => status.push_str(&format!(
+                        "; the restart's start failed ({}): nginx down {}, every server refusing",
+                        no.trim_start_matches("refused: "),
+                        down.map_or("to the end".into(), |ms| format!(
+                            "{:.1} s",
+                            ms as f64 / 1000.0
+                        ))
                     )),
-                    None => {}
+                    (None, _) => {}
                 }
                 vec![
                     Cell::from(code(o.event.id())).link(o.run_dir.clone()),

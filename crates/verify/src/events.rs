@@ -27,7 +27,7 @@ pub enum Event {
     Restart,
     /// The backend moves: the name answers a new address, the old one is gone.
     Move,
-    /// The name stops resolving, and nginx is reloaded 5 s later.
+    /// The name stops resolving; nginx is reloaded, then restarted while it does not resolve.
     ReloadNxdomain,
 }
 
@@ -68,7 +68,7 @@ impl Event {
             Event::Restart => "the backend restarts: connections reset, new ones refused for 2 s",
             Event::Move => "the backend moves to a new address; the old one resets and refuses",
             Event::ReloadNxdomain => {
-                "the name stops resolving; 4 s later `nginx -t` asks whether a start or restart would succeed, and nginx is reloaded 5 s later"
+                "the name stops resolving for 10 s; 4 s in nginx is reloaded, 6 s in restarted (stopped and started again), and started again 12 s in if that start failed"
             }
         }
     }
@@ -151,7 +151,7 @@ pub fn scenario(target: &Target, lab: &LabConfig, event: Event, s: &Settings) ->
     if lab.resolves_at_start {
         nginx.insert("resolves_at_start".into(), Value::Boolean(true));
     }
-    let engines = ["nginx", "nginx-1.31"];
+    let engines = ["nginx", "nginx-1.31", "nginx-1.22"];
     assemble(target, lab, event, s, nginx, &lab.statics, &engines)
 }
 
@@ -350,19 +350,18 @@ fn plan(event: Event, name: &str, primary: &str, p: Duration, warm: Duration) ->
             (warm + p * 2 + tail, vec![], vec![], vec![moved, gone])
         }
         Event::ReloadNxdomain => {
-            let nx = dns_step("nxdomain", None, false);
-            // Would a start — a restart, a new container — succeed now? `nginx -t` resolves
-            // what a start resolves.
-            let test = step(warm + Duration::from_secs(4), &[("nginx", string("test"))]);
-            let reload = step(
-                warm + Duration::from_secs(5),
-                &[("nginx", string("reload"))],
-            );
+            let s = Duration::from_secs;
+            let nx = dns_step("nxdomain", Some(s(10)), false);
+            let reload = step(warm + s(4), &[("nginx", string("reload"))]);
+            // A restart (a new container, a node reboot) resolves what a start resolves; a
+            // restart policy tries again once the name is back.
+            let restart = step(warm + s(6), &[("nginx", string("restart"))]);
+            let again = step(warm + s(12), &[("nginx", string("start"))]);
             (
-                warm + Duration::from_secs(15),
+                warm + s(22),
                 vec![],
                 vec![],
-                vec![nx, test, reload],
+                vec![nx, reload, restart, again],
             )
         }
     }

@@ -134,7 +134,15 @@ pub fn run(
         match player.play_all(cfg, (&p.target, lab), &req.events, &req.settings, "") {
             Ok(o) => card.outcomes = o,
             Err(e) => {
-                card.refused = Some(explain(cfg, &e));
+                card.refused = Some(match e.downcast_ref::<EngineRefused>() {
+                    // The engine names the lab configuration's line: the user's is the target's.
+                    Some(EngineRefused(why)) => format!(
+                        "{}: {}: verify it with `--engine nginx` (1.28.3) or `nginx-1.31` — nothing was run",
+                        p.target.at,
+                        engine_reason(why)
+                    ),
+                    None => explain(cfg, &e),
+                });
                 cards.push(card);
                 continue;
             }
@@ -181,6 +189,26 @@ fn explain(cfg: &Config, e: &anyhow::Error) -> String {
         );
     }
     text
+}
+
+/// The engine cannot play the configuration at all (nginx 1.22 and `resolve`): a target's card
+/// says so, and a fix that needs it is refused rather than the verification stopped.
+#[derive(Debug)]
+struct EngineRefused(String);
+
+impl std::fmt::Display for EngineRefused {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for EngineRefused {}
+
+/// The engine's reason without the scenario's field before it or the scenario-format advice
+/// after it (`nginx.inline line 4: nginx 1.22.1 has no … ; on 1.22 …`): the user's words.
+fn engine_reason(why: &str) -> &str {
+    let reason = why.split_once(": ").map_or(why, |(_, r)| r);
+    reason.split(';').next().unwrap_or(reason).trim()
 }
 
 /// What every run of one verification shares.
@@ -238,6 +266,9 @@ impl Player<'_> {
             ));
             std::fs::write(&file, &text)?;
             let sc = resolvelab_scenario::Scenario::from_toml(&text, &file.display().to_string())?;
+            if let Some(why) = self.engine.refuses(&sc) {
+                return Err(EngineRefused(why).into());
+            }
             let mut runs = Vec::new();
             for seed in 1..=u64::from(self.req.repeat.max(1)) {
                 // One run keeps the caller's seed; repeats take seeds 1 to N.
@@ -318,8 +349,20 @@ fn replay_one(
     let mut settings = player.req.settings.clone();
     settings.fixed_names |= r.id == "per-dc";
     let tag = format!(" fix {}", r.id);
-    let after = player.play_all(&fixed, (&target, &lab), failed, &settings, &tag)?;
-    Ok(FixAb::compared(f, r, before, after))
+    match player.play_all(&fixed, (&target, &lab), failed, &settings, &tag) {
+        Ok(after) => Ok(FixAb::compared(f, r, before, after)),
+        Err(e) => match e.downcast_ref::<EngineRefused>() {
+            Some(why) => Ok(FixAb::refused(
+                f,
+                r,
+                format!(
+                    "the nginx verified cannot play the fix: {}",
+                    engine_reason(&why.0)
+                ),
+            )),
+            None => Err(e),
+        },
+    }
 }
 
 /// The card of a whole verification.

@@ -100,8 +100,10 @@ pub struct Args {
     /// Print what would be played — targets, events, every change — and run nothing.
     #[arg(long)]
     plan: bool,
-    /// nginx engine: `nginx` (1.28.3, or the global --nginx binary) or `nginx-1.31`.
-    #[arg(long, default_value = "nginx", value_parser = ["nginx", "nginx-1.28", "nginx-1.31"])]
+    /// nginx engine: `nginx` (1.28.3, or the global --nginx binary), `nginx-1.31` or
+    /// `nginx-1.22` (Debian 12's: no `resolve`, so a target that needs it is refused, and so is
+    /// the `resolve` fix).
+    #[arg(long, default_value = "nginx", value_parser = ["nginx", "nginx-1.28", "nginx-1.31", "nginx-1.22"])]
     engine: String,
     /// Where the scenarios and runs go (default: runs/verify-<UTC stamp>).
     #[arg(long, value_name = "DIR")]

@@ -619,6 +619,13 @@ pub struct SimConfig {
     /// asked, and an event says whether a start would succeed; nothing running changes.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub tests: Vec<Us>,
+    /// Times of a restart (a timeline's `nginx = "restart"`): nginx stops and starts again; a
+    /// name resolved at start that does not resolve keeps it down until a later start.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub restarts: Vec<Us>,
+    /// Times of `nginx = "start"`: start nginx if a restart left it down.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub starts: Vec<Us>,
     /// A `resolver` is in scope of the variable `proxy_pass` (`per_request` line); without one
     /// every request fails with 502 and `no resolver defined to resolve NAME`.
     #[serde(default = "yes", skip_serializing_if = "Clone::clone")]
@@ -774,6 +781,8 @@ impl SimConfig {
             dns: Vec::new(),
             reloads: Vec::new(),
             tests: Vec::new(),
+            restarts: Vec::new(),
+            starts: Vec::new(),
             resolver: true,
             faults: Vec::new(),
             rps: 300.0,

@@ -10,6 +10,7 @@ use super::logs::{AccessLine, Logs};
 use super::{NluClass, SimSummary};
 use rand::{Rng, RngExt, SeedableRng};
 use rand_chacha::ChaCha8Rng;
+use resolvelab_core::evidence::event_kind;
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
@@ -220,6 +221,10 @@ enum Ev {
     ResolveTimeout(u32),
     /// `nginx -t` (index into `SimConfig::tests`).
     Test(u16),
+    /// A restart (index into `SimConfig::restarts`).
+    Restart(u16),
+    /// A start (index into `SimConfig::starts`).
+    Start(u16),
 }
 
 /// Bits of a packed [`Ev`] in the event queue's key: a 32-bit index and a 4-bit kind.
@@ -238,6 +243,8 @@ impl Ev {
             Ev::Reload(i) => (7, i as u64),
             Ev::ResolveTimeout(i) => (8, i as u64),
             Ev::Test(i) => (9, i as u64),
+            Ev::Restart(i) => (10, i as u64),
+            Ev::Start(i) => (11, i as u64),
         };
         (kind << 32) | idx
     }
@@ -253,7 +260,9 @@ impl Ev {
             6 => Ev::Probe(idx as u16),
             7 => Ev::Reload(idx as u16),
             8 => Ev::ResolveTimeout(idx),
-            _ => Ev::Test(idx as u16),
+            9 => Ev::Test(idx as u16),
+            10 => Ev::Restart(idx as u16),
+            _ => Ev::Start(idx as u16),
         }
     }
 }
@@ -428,6 +437,8 @@ pub(crate) struct Engine<'a> {
     caches: Vec<VecDeque<Idle>>,
     /// Per worker: how many cached connections carry a reclaim close (none: nothing to purge).
     doomed: Vec<u32>,
+    /// A restart's start failed: nothing listens, every connection is refused.
+    down: bool,
     /// Events packed into one `u128` (time, sequence, event) so the heap compares one integer.
     heap: BinaryHeap<Reverse<u128>>,
     time_base: i64,
@@ -477,6 +488,7 @@ impl<'a> Engine<'a> {
             tw_phase: 0,
             caches: vec![VecDeque::new(); cfg.workers.max(1) as usize],
             doomed: vec![0; cfg.workers.max(1) as usize],
+            down: false,
             heap: BinaryHeap::new(),
             time_base: cfg.epoch_us - cfg.warmup.0 - 1_000_000,
             ev_seq: 0,
@@ -606,6 +618,12 @@ impl<'a> Engine<'a> {
         }
         for (i, at) in cfg.tests.iter().enumerate() {
             e.push(cfg.epoch_us + at.0, Ev::Test(i as u16));
+        }
+        for (i, at) in cfg.restarts.iter().enumerate() {
+            e.push(cfg.epoch_us + at.0, Ev::Restart(i as u16));
+        }
+        for (i, at) in cfg.starts.iter().enumerate() {
+            e.push(cfg.epoch_us + at.0, Ev::Start(i as u16));
         }
         for (i, p) in cfg.dns.iter().enumerate() {
             e.push(
@@ -763,6 +781,8 @@ impl<'a> Engine<'a> {
             Ev::Probe(i) => self.probe(i as usize, t),
             Ev::Reload(_) => self.reload(t),
             Ev::Test(_) => self.test(t),
+            Ev::Restart(_) => self.restart(t),
+            Ev::Start(_) => self.start(t),
             Ev::ResolveTimeout(r) => self.resolution_failed(r, t, 110),
             Ev::DnsPhase(i) => {
                 let p = &self.cfg.dns[i as usize];
@@ -1139,6 +1159,13 @@ impl<'a> Engine<'a> {
             }
             return Ok(());
         }
+        self.afresh(t, answers)
+    }
+
+    /// New workers on a configuration read again (a reload, a start): no cached connection,
+    /// fresh `max_fails` state, names resolved at start set to `answers`, per-request caches
+    /// empty.
+    fn afresh(&mut self, t: i64, answers: Vec<(usize, Vec<IpAddr>)>) -> std::io::Result<()> {
         for c in &mut self.caches {
             c.clear();
         }
@@ -1153,6 +1180,62 @@ impl<'a> Engine<'a> {
             if host.kind == HostKind::PerRequest {
                 host.valid_until_s = i64::MIN;
             }
+        }
+        Ok(())
+    }
+
+    /// A restart: nginx stops (SIGQUIT: requests in flight finish, its client and upstream
+    /// connections close) and starts again, as [`Self::start`] once down.
+    fn restart(&mut self, t: i64) -> std::io::Result<()> {
+        if let Some(l) = &mut self.logs {
+            l.event(t, event_kind::NGINX_RESTART, "nginx", "", None)?;
+        }
+        self.down = true;
+        self.start(t)
+    }
+
+    /// A start, when nginx is down: every name resolved at start is asked (the path of
+    /// [`Self::reload`]); one that does not resolve stops the start (`[emerg] host not found in
+    /// upstream` in the error log) and nginx stays down — its port refuses connections. Else it
+    /// starts afresh: no cached connection, no `max_fails` state, per-request caches empty.
+    /// (`resolve` names keep the model's last answer: a fresh start asks them again within
+    /// milliseconds, which the model does not play.)
+    fn start(&mut self, t: i64) -> std::io::Result<()> {
+        if !self.down {
+            if let Some(l) = &mut self.logs {
+                l.event_noted(t, event_kind::NGINX_START, "nginx", "ok", "was running")?;
+            }
+            return Ok(());
+        }
+        let mut answers = Vec::new();
+        for h in 0..self.hosts.len() {
+            if self.hosts[h].kind != HostKind::AtStart {
+                continue;
+            }
+            let Some(ips) = self.ask_at_start(h, t)? else {
+                let msg = format!(
+                    "host not found in upstream \"{}:{}\"",
+                    self.hosts[h].name, self.hosts[h].port
+                );
+                if let Some(l) = &mut self.logs {
+                    l.error_plain(t, "emerg", &msg)?;
+                    l.event_noted(
+                        t,
+                        event_kind::NGINX_START,
+                        "nginx",
+                        "refused",
+                        &format!("[emerg] {msg}"),
+                    )?;
+                }
+                return Ok(());
+            };
+            answers.push((h, ips));
+        }
+        self.down = false;
+        self.client_idle.clear();
+        self.afresh(t, answers)?;
+        if let Some(l) = &mut self.logs {
+            l.event_noted(t, event_kind::NGINX_START, "nginx", "ok", "listening")?;
         }
         Ok(())
     }
@@ -1413,6 +1496,14 @@ impl<'a> Engine<'a> {
     // ---------------------------------------------------------------- requests
 
     fn arrive(&mut self, k: u64, t: i64) -> std::io::Result<()> {
+        if self.down {
+            // Nothing listens: the client's connect is refused, nginx logs nothing.
+            self.sum.requests += 1;
+            return match &mut self.logs {
+                Some(l) => l.load_refused(t, k),
+                None => Ok(()),
+            };
+        }
         let method = if self.method_cdf.len() == 1 {
             0
         } else {

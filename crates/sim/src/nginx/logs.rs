@@ -376,6 +376,14 @@ impl Logs {
         })
     }
 
+    /// A request whose connect was refused (nginx down): only the load generator's line.
+    pub(crate) fn load_refused(&mut self, t_us: i64, seq: u64) -> io::Result<()> {
+        self.load_line(load::Request {
+            error: Some(load::ErrorKind::ConnectRefused),
+            ..answered(t_us, t_us, seq)
+        })
+    }
+
     /// A proxy's own state line as a `proxy-state` event.
     pub(crate) fn proxy_state(&mut self, t_us: i64, proxy: &str, note: &str) -> io::Result<()> {
         let e = resolvelab_core::evidence::Event::new(
