@@ -157,7 +157,20 @@ fn a_restart_while_a_name_does_not_resolve_takes_nginx_down_until_it_resolves() 
     let out = tempfile::tempdir().unwrap();
     let runs = nginx("restart-nxdomain").into(out.path());
     let dir = &runs[0].record.dir;
-    assert_completed_and_held(dir, &serde_json::to_value(&runs[0].verdict).unwrap());
+    let v = serde_json::to_value(&runs[0].verdict).unwrap();
+    assert_completed_and_held(dir, &v);
+    // The checker reads the two refusals apart from the access log alone: the reload's with
+    // traffic going on, the restart's with a silence where traffic was.
+    let sig = v["signatures"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["id"] == "host-not-found-in-upstream")
+        .unwrap();
+    let note = sig["note"].as_str().unwrap();
+    let reload = note.find("a refused reload").expect(note);
+    let down = note.find("nginx was down").expect(note);
+    assert!(reload < down, "{note}");
     let events = std::fs::read_to_string(dir.join("events.jsonl")).unwrap();
     let starts: Vec<serde_json::Value> = events
         .lines()

@@ -10,7 +10,7 @@
 //! | groups | [`groups`] | each key's upstream group, per-group counts |
 //! | peer-list changes | [`swaps`] | swaps, NXDOMAIN changes, the re-query period |
 //! | classes, incidents | [`incidents`] (+ `crate::classify`) | each failure's class, the incidents |
-//! | totals | [`totals`] | NLU counts, class and signature summaries |
+//! | totals | [`totals`] (+ [`refusal`]) | NLU counts, class and signature summaries (after a refused configuration: serving on, or down) |
 
 mod access;
 mod errors;
@@ -19,6 +19,7 @@ mod follow;
 mod groups;
 mod incidents;
 mod pairing;
+mod refusal;
 mod stale;
 mod swaps;
 mod totals;
@@ -200,8 +201,15 @@ pub fn diagnose_with_stats(opts: &Options) -> anyhow::Result<(Diagnosis, History
         (acc.first_ms, acc.last_ms),
     );
     let nlu = totals::nlu_totals(&store, &peers, &hist, &mut acc.passes);
-    let mut signatures =
-        totals::summarize_signatures(&hist, &errs.ix, &mut cites, &nlu.times, &nlu.caused);
+    let timeline = acc.timeline.series();
+    let mut signatures = totals::summarize_signatures(
+        &hist,
+        &errs.ix,
+        &mut cites,
+        &nlu.times,
+        &nlu.caused,
+        &timeline,
+    );
     // Evidence text of the cited lines: read again, only those lines.
     let stream_stats = StreamStats {
         fetched: cites.fill(
@@ -249,7 +257,7 @@ pub fn diagnose_with_stats(opts: &Options) -> anyhow::Result<(Diagnosis, History
         signatures,
         nlu_events_truncated: !nlu.complete,
         nlu_events: nlu.events,
-        timeline: acc.timeline.series(),
+        timeline,
         parse: ParseInfo {
             malformed: files.iter().map(|f| f.malformed).sum(),
             files,

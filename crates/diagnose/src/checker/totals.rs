@@ -7,7 +7,7 @@ use super::swaps::PeerChanges;
 use super::traj_label;
 use crate::classes::{self, Class, Sig};
 use crate::evidence::Race;
-use crate::verdict::{ClassSummary, Incident, NluCounts, NluEvent, PassCounts, Signature};
+use crate::verdict::{ClassSummary, Incident, NluCounts, NluEvent, PassCounts, Series, Signature};
 use resolvelab_history::History;
 use std::collections::{BTreeMap, HashMap};
 
@@ -133,6 +133,7 @@ pub(super) fn summarize_signatures(
     cites: &mut Cites,
     nlu_times: &[i64],
     caused: &HashMap<Sig, u64>,
+    timeline: &Series,
 ) -> Vec<Signature> {
     let near = |t: i64| {
         let i = nlu_times.partition_point(|&x| x < t - 10_000);
@@ -178,7 +179,13 @@ pub(super) fn summarize_signatures(
             ConnectEaddrnotavail => (false, "ephemeral ports exhausted".to_string()),
             HostNotFoundInUpstream => (
                 false,
-                "nginx refused to start or reload: a name it resolves at start did not resolve. A reload keeps the running configuration (and its old addresses); a fresh start or a restart fails and serves nothing. `server NAME resolve` in an upstream with a zone, or a variable proxy_pass with a resolver, starts without the name".to_string(),
+                format!(
+                    "nginx refused to start or reload: a name it resolves at start did not resolve. A reload keeps the running configuration (and its old addresses); a fresh start or a restart fails and serves nothing. `server NAME resolve` in an upstream with a zone, or a variable proxy_pass with a resolver, starts without the name. Here: {}",
+                    super::refusal::note(
+                        timeline,
+                        &ix.per_sec[si].keys().copied().collect::<Vec<_>>()
+                    )
+                ),
             ),
             _ => (false, "a first-try failure (retried when allowed)".to_string()),
         };
