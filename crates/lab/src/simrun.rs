@@ -882,20 +882,14 @@ impl Timeline {
                 }
                 Ok(())
             }
-            Action::Reload => {
-                cfg.reloads.push(Us(at));
-                Ok(())
-            }
-            Action::Test => {
-                cfg.tests.push(Us(at));
-                Ok(())
-            }
-            Action::Restart => {
-                cfg.restarts.push(Us(at));
-                Ok(())
-            }
-            Action::Start => {
-                cfg.starts.push(Us(at));
+            Action::Reload | Action::Test | Action::Restart | Action::Start => {
+                let times = match step.action {
+                    Action::Reload => &mut cfg.reloads,
+                    Action::Test => &mut cfg.tests,
+                    Action::Restart => &mut cfg.restarts,
+                    _ => &mut cfg.starts,
+                };
+                times.push(Us(at));
                 Ok(())
             }
         }

@@ -9,27 +9,21 @@ use resolvelab_lab::judge;
 use resolvelab_lab::options::RunOptions;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
+use std::sync::OnceLock;
 
-/// One real proxy at a time: the runs are timing-sensitive on two cores, and each one runs
-/// from its own working directory (the process's, so no other test of this file may run then).
-static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
-
-/// The working directory set for the life of the guard, then restored.
-struct InDir(PathBuf);
-
-impl InDir {
-    fn enter(dir: &Path) -> InDir {
-        let back = std::env::current_dir().unwrap();
-        std::env::set_current_dir(dir).unwrap();
-        InDir(back)
-    }
-}
-
-impl Drop for InDir {
-    fn drop(&mut self) {
-        let _ = std::env::set_current_dir(&self.0);
-    }
+/// The working directory of every run here: one empty directory, entered once for the whole
+/// test process, so that the runs (two at a time: each keeps a fraction of a core busy) share
+/// it, and any file an engine writes there instead of its run directory shows.
+/// (Under cargo's target/tmp, emptied at first use, so nothing is left in /tmp.)
+fn empty_cwd() -> &'static Path {
+    static CWD: OnceLock<PathBuf> = OnceLock::new();
+    CWD.get_or_init(|| {
+        let d = Path::new(env!("CARGO_TARGET_TMPDIR")).join("third-party-cwd");
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir_all(&d).unwrap();
+        std::env::set_current_dir(&d).unwrap();
+        d
+    })
 }
 
 fn library_text(name: &str) -> String {
@@ -80,9 +74,7 @@ fn nxdomain_on(
     let out = tmp.path().join("runs");
     // From an empty working directory that must stay empty: every file an engine writes
     // (Envoy's access log included) belongs in the run directory.
-    let cwd = tmp.path().join("cwd");
-    std::fs::create_dir(&cwd).unwrap();
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let cwd = empty_cwd();
     let engine = engine::by_name(engine).unwrap();
     let scenarios = judge::selected(false, Some(file.to_str().unwrap())).unwrap();
     let planned = judge::planned(&scenarios, None).unwrap();
@@ -93,11 +85,8 @@ fn nxdomain_on(
         progress: false,
         ..RunOptions::default()
     };
-    let judged = {
-        let _in = InDir::enter(&cwd);
-        judge::run_and_judge(&planned[0], &opts, engine)
-    };
-    let left: Vec<_> = std::fs::read_dir(&cwd)
+    let judged = judge::run_and_judge(&planned[0], &opts, engine);
+    let left: Vec<_> = std::fs::read_dir(cwd)
         .unwrap()
         .flatten()
         .map(|e| e.file_name())
