@@ -220,7 +220,22 @@ fn on_real_nginx_max_fails_zero_removes_the_wipeout_of_two_resolve_lines() {
         "http {\n    resolver 10.0.0.53 valid=5s ipv6=off;\n    upstream be {\n        zone be 128k;\n        server api.example.com:443 resolve;\n        server api.example.com:443 resolve;\n    }\n    server {\n        listen 80;\n        location / { proxy_pass http://be; }\n    }\n}\n",
     )
     .unwrap();
-    let (code, card, err) = verify_file(dir.path(), "out", &["--events", "restart"]);
+    // One fix's A/B (`--fix`): the others are on the card, left out, and not played.
+    let (code, _, err) = verify_file(dir.path(), "typo", &["--fix", "max-fail-0"]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(
+        err.contains("--fix max-fail-0: no replayable fix") && err.contains("max-fails-0"),
+        "{err}"
+    );
+    assert!(
+        !dir.path().join("typo").exists(),
+        "refused before anything ran"
+    );
+    let (code, card, err) = verify_file(
+        dir.path(),
+        "out",
+        &["--events", "restart", "--fix", "max-fails-0"],
+    );
     assert_eq!(code, Some(0), "{err}");
     let t = &card["targets"][0];
     let (errors, nlu, classes, _) = outcome(t, "restart");
@@ -232,6 +247,11 @@ fn on_real_nginx_max_fails_zero_removes_the_wipeout_of_two_resolve_lines() {
     );
     let fix = fix_of(t, "rule", "resolve-max-fails");
     assert_eq!(fix["verdict"], "helps", "{fix}");
+    for other in ["per-dc", "retry-shim"] {
+        let f = fix_of(t, "fix", other);
+        assert_eq!(f["verdict"], "left-out", "{f}");
+        assert!(f["rows"].as_array().unwrap().is_empty(), "{f}");
+    }
     let after = &fix["rows"][0][1];
     assert_eq!(after["nlu"], 0, "{after}");
     // The scenario of every run is kept, and plays again with `resolvelab run`.

@@ -334,7 +334,8 @@ pub struct FixAb {
     pub applied: String,
     /// `helps`, `no-change`, `worse` (over the rows interpretable before and after; with
     /// repeats, run by run: `mixed` when the runs disagree),
-    /// `not-needed` (nothing failed before), `refused`, or `not-interpretable` (no such row).
+    /// `not-needed` (nothing failed before), `refused`, `left-out` (not named by `--fix`), or
+    /// `not-interpretable` (no such row).
     pub verdict: String,
     /// Why, when it was not compared.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -354,6 +355,18 @@ impl FixAb {
             note: Some(
                 "no event it acts on failed (or missed its injection) before the fix".into(),
             ),
+            rows: Vec::new(),
+        }
+    }
+
+    /// Not named by `--fix`: not played.
+    pub fn left_out(f: &OnTarget, r: &Replay) -> FixAb {
+        FixAb {
+            rule: f.rule.clone(),
+            fix: r.id.to_string(),
+            applied: r.what.to_string(),
+            verdict: "left-out".into(),
+            note: Some("not played: `--fix` names the fixes to replay".into()),
             rows: Vec::new(),
         }
     }

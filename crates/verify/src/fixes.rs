@@ -94,6 +94,51 @@ const EDITS: [(&str, &str, &str); 10] = [
     ),
 ];
 
+/// Which of the linter's fixes a verification replays (`--fix`, `--no-fixes`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub enum Selection {
+    /// Every replayable fix.
+    #[default]
+    All,
+    /// None: the events only.
+    None,
+    /// These fixes, each named by its id (`max-fails-0`) or by its rule (`resolve-max-fails`,
+    /// every fix of the rule); checked by [`Selection::only`].
+    Only(Vec<String>),
+}
+
+impl Selection {
+    /// The fixes named by `ids` (fix or rule ids), or the first name that is neither, with the
+    /// names there are.
+    pub fn only(ids: &[String]) -> Result<Selection, String> {
+        for id in ids {
+            if !EDITS.iter().any(|(rule, fix, _)| id == rule || id == fix) {
+                let mut fixes: Vec<&str> = EDITS.iter().map(|(_, fix, _)| *fix).collect();
+                let mut rules: Vec<&str> = EDITS.iter().map(|(rule, _, _)| *rule).collect();
+                fixes.sort_unstable();
+                fixes.dedup();
+                rules.sort_unstable();
+                rules.dedup();
+                return Err(format!(
+                    "--fix {id}: no replayable fix or rule of that name; fixes: {}; or a rule that has one ({})",
+                    fixes.join(", "),
+                    rules.join(", ")
+                ));
+            }
+        }
+        Ok(Selection::Only(ids.to_vec()))
+    }
+
+    /// Whether the fix `fix` of the finding of `rule` is replayed.
+    pub fn wants(&self, rule: &str, fix: &str) -> bool {
+        match self {
+            Selection::All => true,
+            Selection::None => false,
+            Selection::Only(ids) => ids.iter().any(|id| id == rule || id == fix),
+        }
+    }
+}
+
 /// The findings of `lint` on the target (inside its upstream block, on a location or pass
 /// that sends to it, or on a resolver line), with their replays.
 pub fn on_target(cfg: &Config, target: &Target) -> Vec<OnTarget> {
@@ -393,6 +438,26 @@ fn set_zone(kids: &mut [Directive], name: &str) {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_selection_names_fixes_by_their_id_or_their_rule() {
+        let only =
+            |ids: &[&str]| Selection::only(&ids.iter().map(|s| s.to_string()).collect::<Vec<_>>());
+        let s = only(&["resolve-single-name", "valid-5s"]).unwrap();
+        assert!(
+            s.wants("resolve-single-name", "per-dc")
+                && s.wants("resolve-single-name", "retry-shim")
+        );
+        assert!(s.wants("resolver-valid-long", "valid-5s"));
+        assert!(!s.wants("resolve-max-fails", "max-fails-0"));
+        let err = only(&["max-fail-0"]).unwrap_err();
+        assert!(
+            err.starts_with("--fix max-fail-0: no replayable fix"),
+            "{err}"
+        );
+        assert_eq!(err.matches("max-fails-0").count(), 1, "{err}");
+        assert!(Selection::All.wants("x", "y") && !Selection::None.wants("x", "y"));
+    }
+
     use super::*;
 
     #[test]

@@ -50,8 +50,8 @@ pub struct Request {
     pub settings: Settings,
     /// The rewrite's choices (`--path`, `--drop`).
     pub rewrite: rewrite::Options,
-    /// Replay the linter's fixes on the events that failed.
-    pub fixes: bool,
+    /// Which of the linter's fixes to replay on the events that failed.
+    pub fixes: fixes::Selection,
     /// Play on the model (`--quick`) instead of real nginx.
     pub model: bool,
     /// Runs per event (seeds 1 to N): a cell's spread, a fix judged run by run.
@@ -67,7 +67,7 @@ impl Default for Request {
             only: Vec::new(),
             settings: Settings::default(),
             rewrite: rewrite::Options::default(),
-            fixes: true,
+            fixes: fixes::Selection::All,
             model: false,
             repeat: 1,
             per_day: None,
@@ -147,7 +147,7 @@ pub fn run(
                 continue;
             }
         }
-        if req.fixes {
+        if req.fixes != fixes::Selection::None {
             card.fixes = replay_fixes(&player, cfg, p, &card.outcomes)?;
         }
         if let Some(t) = &req.per_day {
@@ -310,6 +310,10 @@ fn replay_fixes(
     for f in &p.findings {
         for r in &f.replays {
             if out.iter().any(|x| x.fix == r.id) {
+                continue;
+            }
+            if !player.req.fixes.wants(&f.rule, r.id) {
+                out.push(FixAb::left_out(f, r));
                 continue;
             }
             let on: Vec<Event> = failed

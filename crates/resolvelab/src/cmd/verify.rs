@@ -6,6 +6,7 @@ use anyhow::Context as _;
 use resolvelab_lab::engine;
 use resolvelab_lab::options::RunOptions;
 use resolvelab_verify::events::Event;
+use resolvelab_verify::fixes::Selection;
 use resolvelab_verify::{Request, card};
 use std::io::{Read as _, Write as _};
 use std::path::{Path, PathBuf};
@@ -35,6 +36,7 @@ Each event's scenario is written to DIR/scenarios/ (`resolvelab run FILE` plays 
 Examples:\n  resolvelab verify --nginx-conf /etc/nginx/nginx.conf\n  \
 nginx -T | resolvelab verify --nginx-conf - --upstream be\n  \
 resolvelab verify --nginx-conf nginx.conf --events nxdomain,reload-nxdomain --no-fixes\n  \
+resolvelab verify --nginx-conf nginx.conf --events restart --fix max-fails-0   # one fix's A/B\n  \
 resolvelab verify --nginx-conf nginx.conf --plan            # what would run, and every change\n  \
 resolvelab verify --nginx-conf nginx.conf --repeat 3        # each cell's spread over 3 runs\n  \
 resolvelab verify --nginx-conf nginx.conf --quick --per-day 8000   # a day at your traffic\n  \
@@ -78,6 +80,16 @@ pub struct Args {
     /// Play the events only, not the linter's fixes.
     #[arg(long)]
     no_fixes: bool,
+    /// Replay only these of the linter's fixes, comma-separated: a fix (`max-fails-0`,
+    /// `per-dc`, `retry-shim`, …) or a rule (`resolve-max-fails`: each of its fixes); the
+    /// others are listed as left out.
+    #[arg(
+        long,
+        value_delimiter = ',',
+        value_name = "FIX|RULE,…",
+        conflicts_with = "no_fixes"
+    )]
+    fix: Vec<String>,
     /// Runs per event, seeds 1 to N (1–10): each cell shows the median run and the runs'
     /// range, and a fix is judged run by run (`mixed` when the runs disagree).
     #[arg(long, default_value_t = 1, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=10))]
@@ -202,7 +214,11 @@ pub fn run(args: Args, ctx: &Ctx) -> anyhow::Result<ExitCode> {
             path: args.path.clone(),
             drop: args.drop.clone(),
         },
-        fixes: !args.no_fixes,
+        fixes: match (args.no_fixes, args.fix.is_empty()) {
+            (true, _) => Selection::None,
+            (false, true) => Selection::All,
+            (false, false) => Selection::only(&args.fix).map_err(anyhow::Error::msg)?,
+        },
         model: args.quick,
         repeat: args.repeat,
         per_day: args
