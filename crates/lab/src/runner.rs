@@ -39,7 +39,11 @@ pub use resolvelab_core::supervise::INTERRUPTED;
 pub fn run(plan: &Plan, opts: &RunOptions, engine: EngineId, bin: &ProxyBin) -> Result<RunRecord> {
     let (sc, seed) = (&plan.scenario, plan.seed);
     bin.refuse(sc)?;
-    let (a, b) = opts.net.unwrap_or_else(pick_net);
+    let lease = match opts.net {
+        Some(ab) => NetLease::given(ab),
+        None => NetLease::pick(),
+    };
+    let (a, b) = lease.prefix;
     let net = Net::assign(sc, a, b)?;
     let mut run = Lifecycle::begin(sc, opts, engine, (a, b), net.nginx.to_string(), seed)?;
     if let Err(e) = check_free_space(sc, &run.dir.path) {
@@ -86,11 +90,70 @@ pub fn run(plan: &Plan, opts: &RunOptions, engine: EngineId, bin: &ProxyBin) -> 
     result.map(|()| record)
 }
 
-/// A loopback /24 unlikely to be used by another run at the same time.
-fn pick_net() -> (u8, u8) {
-    let x = (now_us() as u64) ^ ((std::process::id() as u64) << 20);
+/// The loopback /24 a run plays on, held for the run's life: no two runs of this process share
+/// one (tests play two at a time), and one whose DNS or nginx address another process holds
+/// is passed over.
+struct NetLease {
+    prefix: (u8, u8),
+    held: bool,
+}
+
+/// Prefixes held by this process's runs.
+static HELD: std::sync::Mutex<std::collections::BTreeSet<(u8, u8)>> =
+    std::sync::Mutex::new(std::collections::BTreeSet::new());
+
+impl NetLease {
+    /// The prefix the caller chose (`RunOptions::net`), as it is.
+    fn given(prefix: (u8, u8)) -> NetLease {
+        NetLease {
+            prefix,
+            held: false,
+        }
+    }
+
+    /// A prefix no run of this process holds and whose addresses are free now (20 tries; a
+    /// machine where every one is taken gets the last, and its run says which bind failed).
+    fn pick() -> NetLease {
+        let mut prefix = candidate();
+        for _ in 0..20 {
+            if addresses_free(prefix) {
+                let mut held = HELD.lock().unwrap_or_else(|p| p.into_inner());
+                if held.insert(prefix) {
+                    return NetLease { prefix, held: true };
+                }
+            }
+            prefix = candidate();
+        }
+        NetLease::given(prefix)
+    }
+}
+
+impl Drop for NetLease {
+    fn drop(&mut self) {
+        if self.held {
+            HELD.lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .remove(&self.prefix);
+        }
+    }
+}
+
+/// A loopback /24 drawn from the time, the process and a counter (two draws in one
+/// microsecond differ).
+fn candidate() -> (u8, u8) {
+    static DRAWS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let n = DRAWS.fetch_add(1, Ordering::Relaxed);
+    let x = (now_us() as u64) ^ ((std::process::id() as u64) << 20) ^ (n << 44);
     let x = x.wrapping_mul(0x9E37_79B9_7F4A_7C15);
     (100 + ((x >> 32) % 100) as u8, ((x >> 8) % 250) as u8 + 1)
+}
+
+/// Whether the prefix's DNS authority (UDP .53, ports 53 and 5353) and nginx (TCP .1:8080)
+/// addresses can be bound now.
+fn addresses_free((a, b): (u8, u8)) -> bool {
+    let ip = |h| std::net::Ipv4Addr::new(127, a, b, h);
+    std::net::UdpSocket::bind((ip(53), 5353)).is_ok()
+        && std::net::TcpListener::bind((ip(1), 8080)).is_ok()
 }
 
 /// Anything faults can be injected into: a backend or a TCP proxy.
@@ -1070,5 +1133,26 @@ async fn sleep_until(when: Instant, cancel: &CancellationToken) -> bool {
     tokio::select! {
         _ = tokio::time::sleep_until(tokio::time::Instant::from_std(when)) => true,
         _ = cancel.cancelled() => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn runs_at_once_never_share_a_prefix_and_a_finished_run_frees_its_own() {
+        let leases: Vec<NetLease> = (0..50).map(|_| NetLease::pick()).collect();
+        let prefixes: std::collections::BTreeSet<(u8, u8)> =
+            leases.iter().map(|l| l.prefix).collect();
+        assert_eq!(prefixes.len(), 50);
+        assert!(leases.iter().all(|l| l.held));
+        let first = leases[0].prefix;
+        drop(leases);
+        assert!(!HELD.lock().unwrap().contains(&first));
+        // A prefix whose nginx address another socket holds is passed over.
+        let (a, b) = candidate();
+        let _busy = std::net::TcpListener::bind((std::net::Ipv4Addr::new(127, a, b, 1), 8080));
+        assert!(!addresses_free((a, b)));
     }
 }
