@@ -5,7 +5,8 @@
 //! status mix; `/health` always answers 200; `/ready` needs a DB pool connection when `--db` is
 //! used. Faults are precise, probabilistic (`toxicity`), windowed (`for`), seeded and
 //! **counted** (`hits`): `reclaim`, `idle-timeout`, `rst`, `refuse`, `hang`,
-//! `close-after-headers`, `status`, `slow-headers`. See [`fault::BackendFaultKind`].
+//! `close-after-headers`, `status`, `slow-headers`. See [`fault::BackendFaultKind`]. A backend
+//! may speak TLS ([`tls`]: a certificate authority made for the run).
 //!
 //! The reclaim race (DOMAIN.md §8): on loopback nginx sees an instant close before it reuses the
 //! connection, so `reclaim` closes *after a random delay* (default 0–50 ms) and swallows
@@ -43,6 +44,7 @@ pub mod fault;
 pub mod log;
 pub mod response;
 mod server;
+pub mod tls;
 
 pub use db::{DbConfig, EchoDb, PoolStats};
 pub use fault::{BackendFault, BackendFaultKind, FaultStatus};

@@ -59,6 +59,8 @@ pub struct BackendConfig {
     pub db: Option<DbConfig>,
     /// Permit a non-loopback listen or DB address.
     pub allow_remote: bool,
+    /// Speak TLS with this server side ([`crate::tls::RunCa::server_config`]); None: plain HTTP.
+    pub tls: Option<Arc<tokio_rustls::rustls::ServerConfig>>,
 }
 
 impl BackendConfig {
@@ -76,6 +78,7 @@ impl BackendConfig {
             seed: 0,
             db: None,
             allow_remote: false,
+            tls: None,
         }
     }
 }
@@ -121,6 +124,8 @@ pub(crate) struct Shared {
     /// The last fault installed that resets established connections (`restart`): every
     /// connection task watches it.
     restart: watch::Sender<Option<Arc<Fault>>>,
+    /// The TLS handshake every connection starts with (None: plain HTTP).
+    tls: Option<tokio_rustls::TlsAcceptor>,
 }
 
 impl Shared {
@@ -186,6 +191,7 @@ impl Backend {
             pool,
             shutdown,
             restart: watch::channel(None).0,
+            tls: cfg.tls.map(tokio_rustls::TlsAcceptor::from),
         });
         let mut handle = BackendHandle {
             sh: sh.clone(),
@@ -417,6 +423,9 @@ async fn handle_conn(sh: Arc<Shared>, stream: TcpStream, peer: SocketAddr) {
     let faults = sh.current();
     let mut open = Rec::new("conn_open", &sh.name, id);
     open.peer = Some(peer.to_string());
+    if sh.tls.is_some() {
+        open.detail = Some("tls".into());
+    }
     sh.log(open);
     for f in faults.iter() {
         match f.behaviour.at_accept(&f.gate) {
@@ -471,6 +480,47 @@ async fn handle_conn(sh: Arc<Shared>, stream: TcpStream, peer: SocketAddr) {
             sleep: Box::pin(tokio::time::sleep(Duration::ZERO)),
         }),
     };
+    match sh.tls.clone() {
+        None => serve_io(&sh, &conn, io, raw_fd, &mut restart).await,
+        Some(acceptor) => {
+            // Connection-level faults (`rst`, `hang`, `refuse`) acted before the handshake, as
+            // they do on a real server's socket; the others act on the bytes below TLS.
+            let mut shutdown = sh.shutdown.subscribe();
+            tokio::select! {
+                r = acceptor.accept(io) => match r {
+                    Ok(tls) => serve_io(&sh, &conn, tls, raw_fd, &mut restart).await,
+                    Err(e) => {
+                        let mut rec = Rec::new("conn_close", &sh.name, id);
+                        rec.detail = Some(format!("tls handshake failed: {e}"));
+                        sh.log(rec);
+                        sh.open.fetch_sub(1, Ordering::Relaxed);
+                        return;
+                    }
+                },
+                _ = shutdown.changed() => {
+                    *conn.close_reason.lock().unwrap_or_else(|p| p.into_inner()) = "shutdown";
+                }
+            }
+        }
+    }
+    let mut rec = Rec::new("conn_close", &sh.name, id);
+    rec.req = Some(conn.req_n.load(Ordering::Relaxed));
+    rec.detail = Some((*conn.close_reason.lock().unwrap_or_else(|p| p.into_inner())).to_string());
+    sh.log(rec);
+    sh.open.fetch_sub(1, Ordering::Relaxed);
+}
+
+/// Serve HTTP/1.1 on one accepted connection (plain, or TLS over it) until it closes, the
+/// backend stops or a `restart` fault resets it.
+async fn serve_io<I>(
+    sh: &Arc<Shared>,
+    conn: &Arc<ConnState>,
+    io: I,
+    raw_fd: std::os::fd::RawFd,
+    restart: &mut watch::Receiver<Option<Arc<Fault>>>,
+) where
+    I: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
     let sh2 = sh.clone();
     let conn2 = conn.clone();
     let svc = hyper::service::service_fn(move |req| serve(sh2.clone(), conn2.clone(), req));
@@ -497,7 +547,7 @@ async fn handle_conn(sh: Arc<Shared>, stream: TcpStream, peer: SocketAddr) {
         _ = shutdown.changed() => {
             *conn.close_reason.lock().unwrap_or_else(|p| p.into_inner()) = "shutdown";
         }
-        f = restarted(&mut restart) => {
+        f = restarted(restart) => {
             // SAFETY: `fut`, which owns the stream and so this descriptor, is alive until the
             // end of this function; the socket resets (RST) when it closes.
             let fd = unsafe { std::os::fd::BorrowedFd::borrow_raw(raw_fd) };
@@ -507,11 +557,6 @@ async fn handle_conn(sh: Arc<Shared>, stream: TcpStream, peer: SocketAddr) {
             *conn.close_reason.lock().unwrap_or_else(|p| p.into_inner()) = "restart";
         }
     }
-    let mut rec = Rec::new("conn_close", &sh.name, id);
-    rec.req = Some(conn.req_n.load(Ordering::Relaxed));
-    rec.detail = Some((*conn.close_reason.lock().unwrap_or_else(|p| p.into_inner())).to_string());
-    sh.log(rec);
-    sh.open.fetch_sub(1, Ordering::Relaxed);
 }
 
 /// Read and discard until the client gives up or the backend stops.

@@ -92,8 +92,7 @@ async fn reclaim_drops_a_request_in_the_gap() {
     let e = c
         .get("/")
         .await
-        .err()
-        .expect("the request in the gap must fail");
+        .expect_err("the request in the gap must fail");
     assert!(
         t.elapsed() >= Duration::from_millis(100),
         "{:?}",

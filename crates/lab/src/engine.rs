@@ -40,6 +40,11 @@ pub trait Engine: Sync {
     fn refuses(&self, _sc: &Scenario) -> Option<String> {
         None
     }
+    /// It speaks TLS to backends (`proxy_pass https://`, a backend's `tls`), known without
+    /// fetching or building anything.
+    fn upstream_tls(&self, _opts: &RunOptions) -> bool {
+        false
+    }
 }
 
 /// A real nginx release with the lab around it.
@@ -75,7 +80,23 @@ impl Engine for RealNginx {
     }
     fn run(&self, plan: &Plan, opts: &RunOptions) -> Result<RunRecord> {
         let nginx = self.binary(opts)?;
+        if let Some(i) = plan.scenario.backends.iter().position(|b| b.tls.is_some())
+            && !nginx.info.has_ssl()
+        {
+            anyhow::bail!(
+                "{}: nginx/{} at {} was built without the SSL module (`nginx -V` has no --with-http_ssl_module), so it cannot speak TLS to this backend: run it with --engine nginx-1.31 or nginx-1.22, or --nginx a binary built with it",
+                plan.scenario.at(&["backend", &i.to_string(), "tls"]),
+                nginx.info.version,
+                nginx.path.display()
+            );
+        }
         crate::runner::run(plan, opts, self.id, &ProxyBin::Nginx(nginx))
+    }
+    fn upstream_tls(&self, opts: &RunOptions) -> bool {
+        match self.explicit(opts) {
+            Some(p) => Nginx::at(&p).is_ok_and(|n| n.info.has_ssl()),
+            None => self.release.has_ssl(),
+        }
     }
     fn status(&self, opts: &RunOptions) -> String {
         let explicit = self.explicit(opts);

@@ -61,6 +61,11 @@ impl Proxies {
             }
             let path = dir.path.join(INSTANCES).join(instance_name(k));
             std::fs::create_dir_all(&path)?;
+            // Each instance's configuration is in its own directory: so is the run's CA.
+            let ca = dir.file(crate::render::TLS_CA_FILE);
+            if ca.exists() {
+                std::fs::copy(&ca, path.join(crate::render::TLS_CA_FILE))?;
+            }
             let at = RunDir::open(&path);
             all.push(Running::start(bin, sc, &net.for_instance(k), &at, sup)?);
             say(&format!(

@@ -37,6 +37,11 @@ pub fn http_body_for(sc: &Scenario, net: &Net, version: Option<Version>) -> Resu
     Ok(body)
 }
 
+/// The run's certificate authority (PEM), beside nginx.conf in the run directory when a backend
+/// speaks TLS: `{tls_ca}` in an inline body. nginx reads a relative certificate path from its
+/// configuration's directory, which is that directory.
+pub const TLS_CA_FILE: &str = "tls-ca.pem";
+
 /// The body, before it is checked.
 fn render_body(sc: &Scenario, net: &Net, version: Option<Version>) -> Result<String> {
     let n = &sc.nginx;
@@ -52,7 +57,8 @@ fn render_body(sc: &Scenario, net: &Net, version: Option<Version>) -> Result<Str
             .replace("{dns}", &net.dns.to_string())
             .replace("{listen}", &net.nginx.to_string())
             .replace("{port}", &n.port.to_string())
-            .replace("{zone}", &n.zone);
+            .replace("{zone}", &n.zone)
+            .replace("{tls_ca}", TLS_CA_FILE);
         for (name, addr) in &net.hosts {
             t = t.replace(&format!("{{backend:{name}}}"), &addr.to_string());
         }

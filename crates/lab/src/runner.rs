@@ -231,7 +231,8 @@ async fn play(
     let (dns, first_queries) = start_dns(sc, specs, net, seed, dir).await?;
     let dns = Arc::new(dns);
 
-    let (targets, echo_dbs) = start_targets(sc, specs, net, seed, dir).await?;
+    let tls = run_ca(sc, net, dir)?;
+    let (targets, echo_dbs) = start_targets(sc, specs, net, seed, dir, tls.as_ref()).await?;
 
     // The proxy.
     let sup = Arc::new(Supervisor::new()?);
@@ -474,6 +475,7 @@ async fn start_targets(
     net: &Net,
     seed: u64,
     dir: &RunDir,
+    tls: Option<&resolvelab_backend::tls::RunCa>,
 ) -> Result<(
     BTreeMap<String, FaultTarget>,
     Vec<resolvelab_backend::EchoDb>,
@@ -497,7 +499,7 @@ async fn start_targets(
         targets.insert(p.name.clone(), FaultTarget::Proxy(h));
     }
     for be in sc.backends.iter().filter(|b| !b.echo_db) {
-        let handle = start_backend(be, &specs.backends[&be.name], net, seed, dir).await?;
+        let handle = start_backend(be, &specs.backends[&be.name], net, seed, dir, tls).await?;
         targets.insert(be.name.clone(), FaultTarget::Backend(handle));
     }
     Ok((targets, echo_dbs))
@@ -681,9 +683,11 @@ async fn start_backend(
     net: &Net,
     seed: u64,
     dir: &RunDir,
+    tls: Option<&resolvelab_backend::tls::RunCa>,
 ) -> Result<resolvelab_backend::BackendHandle> {
     let mut cfg = resolvelab_backend::BackendConfig::new(&be.name, net.hosts[&be.name]);
     cfg.seed = seed ^ fxhash(&be.name);
+    cfg.tls = be.tls.as_ref().and(tls).map(|ca| ca.server_config());
     if let Some(l) = &specs.latency {
         cfg.latency = l.value.clone();
     }
@@ -702,6 +706,34 @@ async fn start_backend(
     resolvelab_backend::Backend::start(cfg)
         .await
         .with_context(|| format!("starting backend `{}` on {}", be.name, net.hosts[&be.name]))
+}
+
+/// The run's certificate authority when a backend speaks TLS, its certificate written into the
+/// run directory ([`crate::render::TLS_CA_FILE`]) for the proxy to trust. The leaf covers every
+/// name the authority serves, the backends' `tls.names` and every address of the run.
+fn run_ca(
+    sc: &Scenario,
+    net: &Net,
+    dir: &RunDir,
+) -> Result<Option<resolvelab_backend::tls::RunCa>> {
+    if sc.backends.iter().all(|b| b.tls.is_none()) {
+        return Ok(None);
+    }
+    let mut names: Vec<String> = sc.dns.names.keys().cloned().collect();
+    names.extend(
+        sc.backends
+            .iter()
+            .filter_map(|b| b.tls.as_ref())
+            .flat_map(|t| t.names.clone()),
+    );
+    names.sort();
+    names.dedup();
+    let mut ips: Vec<std::net::IpAddr> = net.hosts.values().map(|a| a.ip()).collect();
+    ips.sort();
+    ips.dedup();
+    let ca = resolvelab_backend::tls::RunCa::new(&names, &ips)?;
+    std::fs::write(dir.file(crate::render::TLS_CA_FILE), ca.ca_pem())?;
+    Ok(Some(ca))
 }
 
 fn fxhash(s: &str) -> u64 {

@@ -248,6 +248,28 @@ fn debian_nginx_1_22_has_no_resolve_and_pins_a_name_at_start() {
     assert_eq!(vs[0].0.record.engine, "nginx-1.22");
 }
 
+/// Which releases speak TLS to a backend is known without fetching them (`Release::has_ssl`,
+/// what `verify` plans with): each binary's `nginx -V` agrees.
+#[test]
+fn each_release_has_the_ssl_module_it_is_said_to_have() {
+    use resolvelab_lab::engine::{Engine, NGINX_1_22, NGINX_1_28, NGINX_1_31};
+    let opts = resolvelab_lab::options::RunOptions::default();
+    for (engine, release) in [
+        (&NGINX_1_28, resolvelab_nginx::Release::Stable1_28),
+        (&NGINX_1_31, resolvelab_nginx::Release::Mainline1_31),
+        (&NGINX_1_22, resolvelab_nginx::Release::Debian1_22),
+    ] {
+        let bin = engine.binary(&opts).unwrap();
+        assert_eq!(
+            bin.info.has_ssl(),
+            release.has_ssl(),
+            "{}",
+            bin.info.configure_args
+        );
+        assert_eq!(engine.upstream_tls(&opts), release.has_ssl());
+    }
+}
+
 #[test]
 fn per_dc_names_survive_a_backend_failure() {
     assert_all_held(nginx("per-dc").scale(0.5));

@@ -70,6 +70,12 @@ impl Release {
             Release::Debian1_22 => Some(provision::debian_1_22()),
         }
     }
+
+    /// Its binary has the SSL module: the fetched builds do, the lab's build of 1.28.3 does not
+    /// (`provision::CONFIGURE_FLAGS`; each agrees with its `nginx -V` in `crates/lab/tests/nginx_engine.rs`).
+    pub fn has_ssl(self) -> bool {
+        self != Release::Stable1_28
+    }
 }
 
 /// An nginx binary the lab can run.

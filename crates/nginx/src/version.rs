@@ -56,6 +56,13 @@ impl VersionInfo {
         })
     }
 
+    /// Was it built with the SSL module (`proxy_pass https://` needs it)?
+    pub fn has_ssl(&self) -> bool {
+        self.configure_args
+            .split_whitespace()
+            .any(|a| a == "--with-http_ssl_module")
+    }
+
     /// Does this nginx support `server … resolve` in an upstream?
     pub fn supports_resolve(&self) -> bool {
         self.version.has_resolve()

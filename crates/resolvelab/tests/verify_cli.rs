@@ -600,3 +600,84 @@ fn on_debian_nginx_1_22_resolve_and_its_fix_are_refused_not_played() {
         "{err}"
     );
 }
+
+/// `proxy_pass https://`: on an nginx with the SSL module (`--engine nginx-1.31`) TLS is played
+/// as written — `proxy_ssl_verify on` against the run's own authority, the user's
+/// `proxy_ssl_name` kept — and the backend restart still resets the TLS connections; on the
+/// lab's 1.28.3 build (no SSL module) the plan rewrites it to plain HTTP and says why.
+#[test]
+fn on_nginx_with_ssl_an_https_upstream_is_played_over_tls() {
+    let conf = "http {\n    resolver 10.0.0.53 valid=5s;\n    upstream be {\n        zone be 64k;\n        server api.example.com:443 resolve;\n        keepalive 8;\n    }\n    server {\n        listen 443 ssl;\n        ssl_certificate /etc/ssl/site.pem;\n        location / {\n            proxy_pass https://be;\n            proxy_ssl_verify on;\n            proxy_ssl_trusted_certificate /etc/ssl/certs/internal-ca.pem;\n            proxy_ssl_name api.example.com;\n            proxy_ssl_certificate /etc/ssl/client.pem;\n            proxy_http_version 1.1;\n            proxy_set_header Connection \"\";\n        }\n    }\n}\n";
+    let change = |t: &Value, line: &str| -> Value {
+        t["changes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["at"].as_str().unwrap().ends_with(line))
+            .cloned()
+            .unwrap_or(Value::Null)
+    };
+    // The lab's own build: planned as plain HTTP, the reason on the line.
+    let (code, card, err) = plan(conf, &[]);
+    assert_eq!(code, 0, "{err}");
+    let t = &card["targets"][0];
+    assert!(t["tls"].is_null(), "{t}");
+    let pass = change(t, ":12");
+    assert_eq!(pass["now"], "proxy_pass http://be;", "{pass}");
+    assert!(
+        pass["why"].as_str().unwrap().contains("no SSL module"),
+        "{pass}"
+    );
+
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("nginx.conf"), conf).unwrap();
+    let args = [
+        "--engine",
+        "nginx-1.31",
+        "--events",
+        "restart",
+        "--no-fixes",
+    ];
+    let (code, card, err) = verify_file(dir.path(), "out", &args);
+    assert_eq!(code, Some(0), "{err}");
+    let t = &card["targets"][0];
+    assert_eq!(
+        t["tls"],
+        serde_json::json!(["api.example.com", "be"]),
+        "{t}"
+    );
+    assert!(change(t, ":12").is_null(), "proxy_pass https kept: {t}");
+    assert_eq!(
+        change(t, ":14")["now"],
+        "proxy_ssl_trusted_certificate \"{tls_ca}\";",
+        "{t}"
+    );
+    assert_eq!(
+        change(t, ":16")["kind"],
+        "dropped",
+        "client certificate: {t}"
+    );
+    let o = &t["outcomes"][0];
+    assert_eq!(o["status"], "completed", "{o}");
+    let run = std::path::Path::new(o["run_dir"].as_str().unwrap());
+    let conf_run = std::fs::read_to_string(run.join("nginx.conf")).unwrap();
+    assert!(conf_run.contains("proxy_pass https://be;"), "{conf_run}");
+    assert!(run.join("tls-ca.pem").is_file());
+    // Every connection nginx opened to the backend spoke TLS, and each handshake verified.
+    let log = std::fs::read_to_string(run.join("backend-b1.jsonl")).unwrap();
+    let opened = log.matches("\"conn_open\"").count();
+    assert!(
+        opened >= 2,
+        "the restart reset the pool, nginx reconnected: {opened}"
+    );
+    assert_eq!(log.matches("\"detail\":\"tls\"").count(), opened, "{log}");
+    assert!(!log.contains("tls handshake failed"), "{log}");
+    let served = log.matches("\"request\"").count() as u64;
+    let requests = o["requests"].as_u64().unwrap();
+    let errors = o["client_errors"].as_u64().unwrap();
+    assert!(
+        requests > 1000 && served + errors >= requests,
+        "{served} {errors} {requests}"
+    );
+    assert!(errors < requests / 2, "{o}");
+}

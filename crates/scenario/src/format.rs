@@ -168,8 +168,8 @@ pub struct NginxSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub zone_filler: Option<String>,
     /// An inline `http {}` body instead of the template. `{resolver}`, `{dns}` (the run's DNS
-    /// authority, `IP:PORT`), `{listen}`, `{port}`, `{zone}` and `{backend:NAME}` are
-    /// substituted.
+    /// authority, `IP:PORT`), `{listen}`, `{port}`, `{zone}`, `{backend:NAME}` and `{tls_ca}`
+    /// (the run's certificate authority, when a backend speaks TLS) are substituted.
     #[serde(default)]
     pub inline: Option<String>,
     /// The inline body names hosts nginx resolves when it starts (and at each reload): a
@@ -469,6 +469,22 @@ pub struct BackendSpec {
     /// This backend is the DB stand-in (`--echo-db`).
     #[serde(default)]
     pub echo_db: bool,
+    /// Speak TLS (`tls = {}`, or `tls = { names = ["api.example.com"] }`): the run makes a
+    /// certificate authority, the backend presents a certificate it signed for every
+    /// `[dns.names]` name, `names` and every backend address, and an inline nginx body trusts
+    /// it with `proxy_ssl_trusted_certificate {tls_ca};`. nginx engines built with the SSL
+    /// module only; the model does not model the handshake.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tls: Option<TlsSpec>,
+}
+
+/// A backend's TLS (see [`BackendSpec::tls`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TlsSpec {
+    /// Names its certificate covers besides the `[dns.names]` (a `proxy_ssl_name`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub names: Vec<String>,
 }
 
 pub use resolvelab_core::spec::Spelled;
@@ -1114,6 +1130,15 @@ impl Scenario {
         }
         for (i, b) in self.backends.iter().enumerate() {
             let at = |k: &str| self.at(&["backend", &i.to_string(), k]);
+            for n in b.tls.iter().flat_map(|t| &t.names) {
+                if !is_dns_name(n) {
+                    anyhow::bail!(
+                        "{}: backend `{}`: tls name `{n}` is not a DNS name (letters, digits, `-` and dots; `*.` first for a wildcard)",
+                        at("tls"),
+                        b.name
+                    );
+                }
+            }
             if let Some(db) = &b.db {
                 if !names.contains(db.as_str()) || db == &b.name {
                     anyhow::bail!(
@@ -1529,6 +1554,21 @@ fn merge(base: &mut toml::Table, patch: toml::Table) {
     }
 }
 
+/// A name a certificate can hold: dot-separated labels of letters, digits and `-`, a `*.`
+/// wildcard first.
+fn is_dns_name(n: &str) -> bool {
+    let n = n.strip_prefix("*.").unwrap_or(n);
+    !n.is_empty()
+        && n.len() <= 253
+        && n.split('.').all(|l| {
+            !l.is_empty()
+                && l.len() <= 63
+                && l.bytes().all(|c| c.is_ascii_alphanumeric() || c == b'-')
+                && !l.starts_with('-')
+                && !l.ends_with('-')
+        })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1923,6 +1963,26 @@ expect = { checks = ["nlu = 0"] }
         assert!(err(&no_db).contains("need `db"));
         let zero = ok.replace("target = \"b2\"", "target = \"b2\"\ntimeout = \"0s\"");
         assert!(err(&zero).contains("timeout must be above 0"));
+    }
+
+    #[test]
+    fn a_tls_backend_names_dns_names_only() {
+        let tls = |names: &str| {
+            MIN.replace(
+                "[[backend]]\nname = \"b2\"",
+                &format!("[[backend]]\nname = \"b2\"\ntls = {{ names = [{names}] }}"),
+            )
+        };
+        let s = Scenario::from_toml(&tls(r#""edge.example.com", "*.svc.local""#), "t").unwrap();
+        assert_eq!(s.backends[1].tls.as_ref().unwrap().names.len(), 2);
+        assert!(s.backends[0].tls.is_none());
+        let e = Scenario::from_toml(&tls(r#""api example""#), "t")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.starts_with("t:") && e.contains("`api example` is not a DNS name"),
+            "{e}"
+        );
     }
 
     #[test]

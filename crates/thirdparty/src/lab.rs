@@ -53,6 +53,13 @@ pub fn refuse(kind: Kind, sc: &Scenario) -> Result<()> {
         };
         return no(&["timeline", &i.to_string(), "nginx"], shown, why);
     }
+    if let Some(i) = sc.backends.iter().position(|b| b.tls.is_some()) {
+        return no(
+            &["backend", &i.to_string(), "tls"],
+            "backend.tls",
+            "the lab renders TLS to the backends for nginx only",
+        );
+    }
     if n.inline.is_some() {
         return no(
             &["nginx", "inline"],
@@ -214,6 +221,16 @@ mod tests {
                 e.contains("nginx = \"test\"") && e.contains("nginx -t"),
                 "{e}"
             );
+        }
+    }
+
+    #[test]
+    fn a_tls_backend_is_nginx_only() {
+        let mut sc = resolvelab_scenario::library::get("swap-only").unwrap();
+        sc.backends[0].tls = Some(Default::default());
+        for kind in [Kind::Haproxy, Kind::Envoy, Kind::Caddy] {
+            let e = refuse(kind, &sc).unwrap_err().to_string();
+            assert!(e.contains("backend.tls") && e.contains("nginx only"), "{e}");
         }
     }
 

@@ -58,6 +58,10 @@ pub struct TargetCard {
     /// With `--per-day RPS`: the model's day at that traffic, and each mitigation's.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub per_day: Option<PerDay>,
+    /// `https://` played over TLS: the names the backends' certificate covers besides the
+    /// served ones (None: plain HTTP, the changes say why).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tls: Option<Vec<String>>,
 }
 
 /// A target's day at one traffic, predicted by the model (`verify --per-day`).
@@ -93,6 +97,7 @@ impl TargetCard {
             findings: p.findings.clone(),
             fixes: Vec::new(),
             per_day: None,
+            tls: p.lab.as_ref().ok().and_then(|l| l.tls.clone()),
         }
     }
 }
@@ -563,6 +568,17 @@ fn target_blocks(t: &TargetCard, events: &[Event], out: &mut Vec<Block>) {
         p(names.join(", ")),
         m(format!(". Re-query period: {} s.", t.period_s)),
     ]));
+    if let Some(names) = &t.tls {
+        out.push(Block::Para(vec![
+            m("TLS to the backends is played: they present a certificate for the served names"),
+            p(if names.is_empty() {
+                String::new()
+            } else {
+                format!(" and {}", names.join(", "))
+            }),
+            m(", signed by an authority the run makes; your `proxy_ssl_*` lines are kept, except those the changes below list."),
+        ]));
+    }
     if let Some(why) = &t.refused {
         out.push(Block::Status(false, vec![m("Not played: "), p(why)]));
         return;
@@ -851,6 +867,7 @@ mod tests {
                 findings: Vec::new(),
                 fixes: Vec::new(),
                 per_day: None,
+                tls: None,
             }],
         }
     }

@@ -251,6 +251,15 @@ fn assemble(
                 t.insert("faults".into(), Value::Array(vec![string(f)]));
             }
             t.insert("name".into(), string(&b));
+            if let Some(names) = &lab.tls {
+                // `https://` played: each backend presents the run authority's certificate.
+                let mut tls = Table::new();
+                tls.insert(
+                    "names".into(),
+                    Value::Array(names.iter().map(|n| string(n)).collect()),
+                );
+                t.insert("tls".into(), Value::Table(tls));
+            }
             Value::Table(t)
         })
         .collect();

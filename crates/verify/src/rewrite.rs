@@ -6,9 +6,13 @@
 //! uses, the first `server` that sends to the target with the locations on that path (and the
 //! named locations their `error_page`s go to). Rewritten: resolver addresses → the run's DNS
 //! authority (`{dns}`), upstream ports → the lab backends' (`{port}`), IP literals → lab
-//! backends, `listen` → the run's address, `https://` → `http://` (the lab's backends speak
-//! HTTP). Dropped: logs (the lab writes its own), TLS, caches and temp paths (they would write
-//! outside the run), auth subrequests, non-balancer Lua/njs, other servers and locations.
+//! backends, `listen` → the run's address. `https://` upstreams are played over TLS when the
+//! nginx has the SSL module ([`Tls::Play`]: the lab's backends present a certificate of the
+//! run's own authority, `proxy_ssl_trusted_certificate` → that authority, `proxy_ssl_*` kept
+//! as written, client certificates dropped), else rewritten to `http://`, saying why.
+//! Dropped: logs (the lab writes its own), TLS toward clients (the load speaks HTTP), caches and
+//! temp paths (they would write outside the run), auth subrequests, non-balancer Lua/njs,
+//! other servers and locations.
 //! Refused: a Lua balancer, SRV `service=` lines, unix sockets, a location the load cannot reach
 //! without `--path`.
 
@@ -75,6 +79,46 @@ pub struct LabConfig {
     pub resolves_at_start: bool,
     /// `worker_processes` (each worker resolves on its own): yours, `auto` as the lab's 2 cores.
     pub workers: u32,
+    /// TLS to the backends is played: the names their certificate must cover besides the
+    /// served ones (`proxy_pass` hosts, `proxy_ssl_name`s). None: plain HTTP.
+    pub tls: Option<Vec<String>>,
+    /// Why TLS would not be played on this configuration (when [`Tls::Play`] was asked).
+    #[serde(skip)]
+    plain_why: Tls,
+}
+
+/// Whether `https://` upstreams are played over TLS.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Tls {
+    /// Played: `https://` kept, the backends speak TLS with the run's authority.
+    Play,
+    /// Not played, and why: `https://` rewritten to `http://`.
+    Off(&'static str),
+}
+
+impl Tls {
+    /// The nginx that plays it has no SSL module.
+    pub const NO_SSL: Tls = Tls::Off(
+        "this nginx has no SSL module (the lab's 1.28.3 build has none): `--engine nginx-1.31`, or `--nginx` a binary built with it, plays TLS",
+    );
+    /// The model plays it.
+    pub const MODEL: Tls = Tls::Off("the model (--quick) has no TLS");
+    /// Some kept pass is `http://`: the lab's backends speak one protocol.
+    const MIXED: Tls = Tls::Off(
+        "the path under test also reaches backends over plain HTTP, and the lab's backends speak one protocol",
+    );
+    /// No kept pass is `https://`.
+    const PLAIN: Tls = Tls::Off("every backend on the path under test is reached over plain HTTP");
+
+    fn plays(self) -> bool {
+        self == Tls::Play
+    }
+}
+
+impl Default for Tls {
+    fn default() -> Tls {
+        Tls::NO_SSL
+    }
 }
 
 /// What the caller decides about the rewrite.
@@ -84,11 +128,28 @@ pub struct Options {
     pub path: Option<String>,
     /// Directives to leave out (`--drop NAME`), e.g. a third-party module's.
     pub drop: Vec<String>,
+    /// Play `https://` upstreams over TLS (the engine has the SSL module).
+    pub tls: Tls,
 }
 
 /// Rewrite `cfg` (in its `http` context) for `target`; an error names the user's line and
 /// what to do.
 pub fn lab_config(cfg: &Config, target: &Target, opts: &Options) -> anyhow::Result<LabConfig> {
+    let lab = lab_config_with(cfg, target, opts, opts.tls)?;
+    match (opts.tls, &lab.tls) {
+        // Played only when every kept pass is `https://`: else again, plain, saying why.
+        (Tls::Play, Some(_)) | (Tls::Off(_), _) => Ok(lab),
+        (Tls::Play, None) => lab_config_with(cfg, target, opts, lab.plain_why),
+    }
+}
+
+/// [`lab_config`] with TLS decided.
+fn lab_config_with(
+    cfg: &Config,
+    target: &Target,
+    opts: &Options,
+    tls: Tls,
+) -> anyhow::Result<LabConfig> {
     let Some(http) = find::http(cfg) else {
         anyhow::bail!("the configuration has no http {{}} block: nothing to verify");
     };
@@ -111,6 +172,10 @@ pub fn lab_config(cfg: &Config, target: &Target, opts: &Options) -> anyhow::Resu
         statics: Vec::new(),
         kept_upstreams: Vec::new(),
         resolvers: Vec::new(),
+        tls,
+        https: false,
+        plain: false,
+        tls_names: Vec::new(),
     };
     let server = chosen_server(http, target).ok_or_else(|| {
         anyhow::anyhow!("{}: no server block sends to `{}`", target.at, target.name)
@@ -159,7 +224,18 @@ pub fn lab_config(cfg: &Config, target: &Target, opts: &Options) -> anyhow::Resu
     rw.changes.sort_by_key(|c| line_key(&c.at));
     let mut text = String::new();
     print(&body, 0, &mut text);
+    let (tls, plain_why) = match (rw.https, rw.plain) {
+        (true, false) if tls.plays() => {
+            rw.tls_names.sort();
+            rw.tls_names.dedup();
+            (Some(rw.tls_names), tls)
+        }
+        (true, true) => (None, Tls::MIXED),
+        _ => (None, Tls::PLAIN),
+    };
     Ok(LabConfig {
+        tls,
+        plain_why,
         body: text,
         changes: rw.changes,
         served: rw.served,
@@ -250,6 +326,14 @@ struct Rw<'a> {
     statics: Vec<String>,
     kept_upstreams: Vec<String>,
     resolvers: Vec<Directive>,
+    tls: Tls,
+    /// Some kept pass is `https://` (played over TLS).
+    https: bool,
+    /// Some kept pass is `http://`.
+    plain: bool,
+    /// Names the backends' certificate must cover (hosts of `https://` passes,
+    /// `proxy_ssl_name`s).
+    tls_names: Vec<String>,
 }
 
 impl Rw<'_> {
@@ -333,8 +417,15 @@ impl Rw<'_> {
             "auth_request" | "auth_request_set" => {
                 Some("an auth subrequest: the lab plays the proxied path, not your auth service")
             }
+            _ if name.starts_with("proxy_ssl_") && self.tls.plays() => {
+                return Ok(self.proxy_ssl(d));
+            }
+            _ if name.starts_with("proxy_ssl_") => Some(match self.tls {
+                Tls::Off(why) => why,
+                Tls::Play => unreachable!("played above"),
+            }),
             _ if is_tls(name) => {
-                Some("TLS is not played: the lab's backends and load speak plain HTTP")
+                Some("TLS toward clients is not played: the lab's load speaks plain HTTP to nginx")
             }
             _ if writes_outside(name) => Some("it would write outside the run directory"),
             _ if name.contains("_by_lua")
@@ -354,14 +445,68 @@ impl Rw<'_> {
         }
         if name == "set"
             && let Some(v) = d.arg(1)
-            && let Some(now_value) = set_value(v)
+            && let Some((now_value, scheme)) = set_value(v, self.tls.plays())
         {
             let mut now = d.clone();
             now.args[1] = word(&now_value);
-            self.rewrite(d, &now, "the lab backends' port (and plain HTTP)");
+            let why = match scheme {
+                Some("https") if self.tls.plays() => {
+                    self.https = true;
+                    if let Some(h) = set_host(v) {
+                        self.tls_names.push(h);
+                    }
+                    "the lab backends' port (TLS kept)"
+                }
+                Some("https") => "the lab backends' port, and plain HTTP",
+                _ => {
+                    self.plain |= scheme.is_some();
+                    "the lab backends' port"
+                }
+            };
+            self.rewrite(d, &now, why);
             return Ok(Some(now));
         }
         Ok(Some(d.clone()))
+    }
+
+    /// A `proxy_ssl_*` line when TLS is played: kept as written, but what names your
+    /// authority's files or a client certificate.
+    fn proxy_ssl(&mut self, d: &Directive) -> Option<Directive> {
+        match d.name.value.as_str() {
+            "proxy_ssl_trusted_certificate" => {
+                let now = Directive {
+                    args: vec![word("{tls_ca}")],
+                    ..d.clone()
+                };
+                self.rewrite(
+                    d,
+                    &now,
+                    "the run's certificate authority, which signed the lab backends' certificate",
+                );
+                Some(now)
+            }
+            "proxy_ssl_certificate"
+            | "proxy_ssl_certificate_key"
+            | "proxy_ssl_password_file"
+            | "proxy_ssl_certificate_cache" => {
+                self.drop(d, "a client certificate: the lab's backends ask for none");
+                None
+            }
+            "proxy_ssl_crl" => {
+                self.drop(
+                    d,
+                    "your authority's revocation list: the run's authority revokes nothing",
+                );
+                None
+            }
+            "proxy_ssl_name" => {
+                if let Some(n) = d.arg(0).filter(|n| !n.contains('$')) {
+                    self.tls_names.push(n.to_ascii_lowercase());
+                }
+                Some(d.clone())
+            }
+            _ => Some(d.clone()),
+        }
     }
 
     /// `resolver A B valid=…` → `resolver {dns} valid=…`.
@@ -466,10 +611,19 @@ impl Rw<'_> {
         let url = d.arg(0).unwrap_or_default();
         let (scheme, rest) = url.split_once("://").unwrap_or(("http", url));
         let mut whys = Vec::new();
-        if scheme == "https" {
-            whys.push("plain HTTP to the lab's backends (TLS is not played)");
-        }
+        let keep_tls = scheme == "https" && self.tls.plays();
         let host = pass_host(url).unwrap_or_default().to_string();
+        match self.tls {
+            _ if url.starts_with('$') => {} // the scheme is in the `set` line
+            Tls::Off(why) if scheme == "https" => whys.push(why),
+            _ if keep_tls => {
+                self.https = true;
+                if !host.starts_with('$') {
+                    self.tls_names.push(host.to_ascii_lowercase());
+                }
+            }
+            _ => self.plain = true,
+        }
         let authority_end = rest.find(['/', '?']).unwrap_or(rest.len());
         let (authority, tail) = rest.split_at(authority_end);
         let new_authority = if let Some(var) = host.strip_prefix('$') {
@@ -521,7 +675,8 @@ impl Rw<'_> {
             // `proxy_pass $v`: the whole URL is in the `set` line (rewritten there).
             url.to_string()
         } else {
-            format!("http://{new_authority}{tail}")
+            let scheme = if keep_tls { "https" } else { "http" };
+            format!("{scheme}://{new_authority}{tail}")
         };
         let mut now = d.clone();
         now.args[0] = word(&now_url);
@@ -616,8 +771,9 @@ impl Rw<'_> {
 }
 
 /// A `set` value that names a backend with a port or a scheme (`app:8001`,
-/// `https://app:443/x`), with the lab's port and plain HTTP; None for anything else.
-fn set_value(v: &str) -> Option<String> {
+/// `https://app:443/x`), with the lab's port (and `https` kept only if `keep_tls`), and the
+/// scheme it had; None for anything else.
+fn set_value(v: &str, keep_tls: bool) -> Option<(String, Option<&str>)> {
     let (scheme, rest) = match v.split_once("://") {
         Some((s, r)) if s == "http" || s == "https" => (Some(s), r),
         Some(_) => return None,
@@ -633,8 +789,20 @@ fn set_value(v: &str) -> Option<String> {
     if scheme.is_none() && port.is_none() {
         return None;
     }
-    let prefix = if scheme.is_some() { "http://" } else { "" };
-    Some(format!("{prefix}{host}:{{port}}{tail}"))
+    let prefix = match scheme {
+        Some("https") if keep_tls => "https://",
+        Some(_) => "http://",
+        None => "",
+    };
+    Some((format!("{prefix}{host}:{{port}}{tail}"), scheme))
+}
+
+/// The host of a `set` value's URL (`https://api.example.com:443/x` → `api.example.com`).
+fn set_host(v: &str) -> Option<String> {
+    let rest = v.split_once("://")?.1;
+    let authority = &rest[..rest.find(['/', '?']).unwrap_or(rest.len())];
+    let h = authority.rsplit_once(':').map_or(authority, |(h, _)| h);
+    host_of(h).map(|h| h.to_ascii_lowercase())
 }
 
 /// The named locations the server's `error_page`s send to (`@retry`).
@@ -813,6 +981,59 @@ mod tests {
             assert!(e.starts_with(&format!("nginx.conf:{line}:")), "{e}");
             assert!(e.contains(says), "{e}");
         }
+    }
+
+    #[test]
+    fn https_is_played_only_when_asked_and_every_kept_pass_is_tls() {
+        let play = Options {
+            tls: Tls::Play,
+            ..Options::default()
+        };
+        // A variable pass whose `set` carries the scheme, and a `proxy_ssl_name`.
+        let text = "http {\n resolver 10.0.0.53;\n server { location / {\n set $u https://api.example.com:8443;\n proxy_pass $u;\n proxy_ssl_name edge.example.com;\n proxy_ssl_crl /etc/ssl/crl.pem;\n } } }";
+        let c = cfg(text);
+        let t = &find::targets(&c)[0];
+        let lab = lab_config(&c, t, &play).unwrap();
+        assert!(
+            lab.body.contains("https://api.example.com:{port}"),
+            "{}",
+            lab.body
+        );
+        assert_eq!(
+            lab.tls.as_deref(),
+            Some(
+                &[
+                    "api.example.com".to_string(),
+                    "edge.example.com".to_string()
+                ][..]
+            )
+        );
+        assert!(
+            lab.changes
+                .iter()
+                .any(|c| c.was.starts_with("proxy_ssl_crl") && c.kind == ChangeKind::Dropped)
+        );
+        // Without the SSL module: plain HTTP, each line saying why.
+        let off = lab_config(&c, t, &Options::default()).unwrap();
+        assert!(
+            off.tls.is_none() && off.body.contains("http://api.example.com:{port}"),
+            "{}",
+            off.body
+        );
+        assert!(!off.body.contains("proxy_ssl_name"), "{}", off.body);
+        // One kept location over plain HTTP: the backends speak one protocol, so none is TLS.
+        let mixed = "http {\n resolver 10.0.0.53;\n upstream be { zone z 64k; server api.example.com resolve; }\n server {\n location / { proxy_pass https://be; error_page 502 = @r; }\n location @r { proxy_pass http://be; }\n } }";
+        let c = cfg(mixed);
+        let t = &find::targets(&c)[0];
+        let lab = lab_config(&c, t, &play).unwrap();
+        assert!(lab.tls.is_none(), "{}", lab.body);
+        let why = &lab
+            .changes
+            .iter()
+            .find(|c| c.was == "proxy_pass https://be;")
+            .unwrap()
+            .why;
+        assert!(why.contains("one protocol"), "{why}");
     }
 
     #[test]

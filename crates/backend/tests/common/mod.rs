@@ -9,6 +9,7 @@ use std::net::SocketAddr;
 use std::time::Duration;
 use tokio::net::TcpStream;
 
+#[derive(Debug)]
 pub struct Resp {
     pub status: u16,
     pub backend: String,

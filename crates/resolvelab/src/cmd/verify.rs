@@ -7,6 +7,7 @@ use resolvelab_lab::engine;
 use resolvelab_lab::options::RunOptions;
 use resolvelab_verify::events::Event;
 use resolvelab_verify::fixes::Selection;
+use resolvelab_verify::rewrite::Tls;
 use resolvelab_verify::{Request, card};
 use std::io::{Read as _, Write as _};
 use std::path::{Path, PathBuf};
@@ -29,8 +30,10 @@ pub enum Format {
     after_help = "Each upstream whose peers come from DNS (`server NAME … resolve`, a name resolved at start, \
 a variable proxy_pass with a resolver) is played on real nginx through the event library: nxdomain, servfail, \
 silence, swap-race, restart, move, reload-nxdomain. The lab keeps your blocks as written and lists every line it \
-changed (resolver → its DNS authority, ports → its backends, listen → loopback, https → http) or dropped (logs, \
-TLS, caches, other servers). Nothing in your configuration can reach the network: the rendered configuration \
+changed (resolver → its DNS authority, ports → its backends, listen → loopback) or dropped (logs, TLS toward \
+clients, caches, other servers). https:// upstreams are played over TLS on an nginx with the SSL module \
+(--engine nginx-1.31 or nginx-1.22): the backends present a certificate of an authority the run makes; on the \
+lab's 1.28.3 build (no SSL module) they are rewritten to http://, and the card says so. Nothing in your configuration can reach the network: the rendered configuration \
 names only loopback before nginx starts.\n\n\
 Each event's scenario is written to DIR/scenarios/ (`resolvelab run FILE` plays it again) and its run to DIR/runs/.\n\n\
 Examples:\n  resolvelab verify --nginx-conf /etc/nginx/nginx.conf\n  \
@@ -39,6 +42,7 @@ resolvelab verify --nginx-conf nginx.conf --events nxdomain,reload-nxdomain --no
 resolvelab verify --nginx-conf nginx.conf --events restart --fix max-fails-0   # one fix's A/B\n  \
 resolvelab verify --nginx-conf nginx.conf --plan            # what would run, and every change\n  \
 resolvelab verify --nginx-conf nginx.conf --repeat 3        # each cell's spread over 3 runs\n  \
+resolvelab verify --nginx-conf nginx.conf --engine nginx-1.31   # https:// upstreams over TLS\n  \
 resolvelab verify --nginx-conf nginx.conf --quick --per-day 8000   # a day at your traffic\n  \
 resolvelab --nginx /usr/sbin/nginx verify --nginx-conf nginx.conf --format html -o card.html\n  \
 # CI on a configuration repository: exit 1 when an event got worse\n  \
@@ -112,9 +116,10 @@ pub struct Args {
     /// Print what would be played — targets, events, every change — and run nothing.
     #[arg(long)]
     plan: bool,
-    /// nginx engine: `nginx` (1.28.3, or the global --nginx binary), `nginx-1.31` or
-    /// `nginx-1.22` (Debian 12's: no `resolve`, so a target that needs it is refused, and so is
-    /// the `resolve` fix).
+    /// nginx engine: `nginx` (1.28.3, or the global --nginx binary; the lab's build has no SSL
+    /// module, so `https://` is played as `http://`), `nginx-1.31` or `nginx-1.22` (Debian 12's:
+    /// no `resolve`, so a target that needs it is refused, and so is the `resolve` fix); both
+    /// play `https://` over TLS.
     #[arg(long, default_value = "nginx", value_parser = ["nginx", "nginx-1.28", "nginx-1.31", "nginx-1.22"])]
     engine: String,
     /// Where the scenarios and runs go (default: runs/verify-<UTC stamp>).
@@ -213,6 +218,13 @@ pub fn run(args: Args, ctx: &Ctx) -> anyhow::Result<ExitCode> {
         rewrite: resolvelab_verify::rewrite::Options {
             path: args.path.clone(),
             drop: args.drop.clone(),
+            tls: if args.quick {
+                Tls::MODEL
+            } else if engine::by_name(&args.engine)?.upstream_tls(&ctx.run_options()) {
+                Tls::Play
+            } else {
+                Tls::NO_SSL
+            },
         },
         fixes: match (args.no_fixes, args.fix.is_empty()) {
             (true, _) => Selection::None,
