@@ -1130,10 +1130,17 @@ impl Scenario {
         }
         for (i, b) in self.backends.iter().enumerate() {
             let at = |k: &str| self.at(&["backend", &i.to_string(), k]);
+            if b.tls.is_some() && self.nginx.inline.is_none() {
+                anyhow::bail!(
+                    "{}: backend `{}`: a TLS backend needs an `[nginx] inline` body that proxies to it with `https://` (and `proxy_ssl_trusted_certificate {{tls_ca}};` to verify it): the template speaks plain HTTP",
+                    at("tls"),
+                    b.name
+                );
+            }
             for n in b.tls.iter().flat_map(|t| &t.names) {
                 if !is_dns_name(n) {
                     anyhow::bail!(
-                        "{}: backend `{}`: tls name `{n}` is not a DNS name (letters, digits, `-` and dots; `*.` first for a wildcard)",
+                        "{}: backend `{}`: tls name `{n}` is not a DNS name (letters, digits, `-`, `_` and dots; `*.` first for a wildcard)",
                         at("tls"),
                         b.name
                     );
@@ -1554,8 +1561,8 @@ fn merge(base: &mut toml::Table, patch: toml::Table) {
     }
 }
 
-/// A name a certificate can hold: dot-separated labels of letters, digits and `-`, a `*.`
-/// wildcard first.
+/// A name a certificate can hold: dot-separated labels of letters, digits, `-` and `_` (an
+/// nginx upstream's name may have one), a `*.` wildcard first.
 fn is_dns_name(n: &str) -> bool {
     let n = n.strip_prefix("*.").unwrap_or(n);
     !n.is_empty()
@@ -1563,7 +1570,8 @@ fn is_dns_name(n: &str) -> bool {
         && n.split('.').all(|l| {
             !l.is_empty()
                 && l.len() <= 63
-                && l.bytes().all(|c| c.is_ascii_alphanumeric() || c == b'-')
+                && l.bytes()
+                    .all(|c| c.is_ascii_alphanumeric() || c == b'-' || c == b'_')
                 && !l.starts_with('-')
                 && !l.ends_with('-')
         })
@@ -1973,10 +1981,25 @@ expect = { checks = ["nlu = 0"] }
                 &format!("[[backend]]\nname = \"b2\"\ntls = {{ names = [{names}] }}"),
             )
         };
-        let s = Scenario::from_toml(&tls(r#""edge.example.com", "*.svc.local""#), "t").unwrap();
-        assert_eq!(s.backends[1].tls.as_ref().unwrap().names.len(), 2);
+        // The template speaks plain HTTP: a TLS backend needs an inline body.
+        let e = Scenario::from_toml(&tls(r#""edge.example.com""#), "t")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("needs an `[nginx] inline` body"), "{e}");
+        let inline = |names: &str| {
+            tls(names).replace(
+                "[nginx]\n",
+                "[nginx]\ninline = \"server { listen {listen}; location / { proxy_pass https://{backend:b2}:{port}; proxy_ssl_trusted_certificate {tls_ca}; } }\"\n",
+            )
+        };
+        let s = Scenario::from_toml(
+            &inline(r#""edge.example.com", "*.svc.local", "be_pool""#),
+            "t",
+        )
+        .unwrap();
+        assert_eq!(s.backends[1].tls.as_ref().unwrap().names.len(), 3);
         assert!(s.backends[0].tls.is_none());
-        let e = Scenario::from_toml(&tls(r#""api example""#), "t")
+        let e = Scenario::from_toml(&inline(r#""api example""#), "t")
             .unwrap_err()
             .to_string();
         assert!(

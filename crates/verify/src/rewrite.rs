@@ -417,13 +417,10 @@ impl Rw<'_> {
             "auth_request" | "auth_request_set" => {
                 Some("an auth subrequest: the lab plays the proxied path, not your auth service")
             }
-            _ if name.starts_with("proxy_ssl_") && self.tls.plays() => {
-                return Ok(self.proxy_ssl(d));
-            }
-            _ if name.starts_with("proxy_ssl_") => Some(match self.tls {
-                Tls::Off(why) => why,
-                Tls::Play => unreachable!("played above"),
-            }),
+            _ if name.starts_with("proxy_ssl_") => match self.tls {
+                Tls::Play => return Ok(self.proxy_ssl(d)),
+                Tls::Off(why) => Some(why),
+            },
             _ if is_tls(name) => {
                 Some("TLS toward clients is not played: the lab's load speaks plain HTTP to nginx")
             }
