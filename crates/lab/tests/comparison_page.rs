@@ -200,3 +200,127 @@ fn the_check_finds_a_bullet_that_leans_on_one() {
         .unzip();
     assert_eq!(sections, [haproxy]);
 }
+
+/// A table's column by its header (the matrix gains columns over time): (section title,
+/// engine id) → that column of the engine's row.
+fn column(text: &str, header: &str) -> BTreeMap<(String, String), String> {
+    let mut cells = BTreeMap::new();
+    let (mut title, mut col) = (None, None);
+    for l in text.lines() {
+        if let Some(t) = l.strip_prefix("### ") {
+            title = Some(t.trim().to_string());
+            continue;
+        }
+        let (Some(t), Some(row)) = (&title, l.strip_prefix("| ")) else {
+            continue;
+        };
+        let c: Vec<&str> = row
+            .trim_end_matches('|')
+            .split(" | ")
+            .map(str::trim)
+            .collect();
+        if c[0] == "engine" {
+            col = c.iter().position(|h| *h == header);
+        } else if let Some(i) = col.filter(|i| *i < c.len() && !c[0].starts_with("---")) {
+            cells.insert((t.clone(), c[0].to_string()), c[i].to_string());
+        }
+    }
+    cells
+}
+
+/// A figure as the runs' table writes it: `1,501–1,502` and `1501–1502 (median 1502)` are
+/// both `1501–1502`.
+fn figure(s: &str) -> String {
+    s.split(" (").next().unwrap_or("").replace([',', ' '], "")
+}
+
+/// The decision view's figures, each with the scenario it quotes and the engine of its column:
+/// a cell quotes its row's scenario (the first `` `name` `` of the row's first cell), or the
+/// `` `[variant]` `` named last before the figure in the same cell. Figures are in bold.
+fn decision_figures(page: &str) -> Vec<(String, String, String)> {
+    let start = page
+        .find("## Decision view")
+        .expect("COMPARISON.md has a decision view");
+    let mut engines: Vec<&str> = Vec::new();
+    let mut out = Vec::new();
+    for l in page[start..].lines().skip(1) {
+        if l.starts_with("## ") {
+            break;
+        }
+        let Some(row) = l.strip_prefix("| ") else {
+            continue;
+        };
+        let c: Vec<&str> = row
+            .trim_end_matches('|')
+            .split(" | ")
+            .map(str::trim)
+            .collect();
+        if c[0].starts_with("---") {
+            continue;
+        }
+        if engines.is_empty() {
+            engines = c[1..]
+                .iter()
+                .map(|h| engines_named(h).into_iter().next().unwrap_or("?"))
+                .collect();
+            continue;
+        }
+        let scenario = c[0].split('`').nth(1).expect("a row names its scenario");
+        for (cell, engine) in c[1..].iter().zip(&engines) {
+            let mut quoted = scenario.to_string();
+            for (i, part) in cell.split("**").enumerate() {
+                if i % 2 == 1 {
+                    out.push((quoted.clone(), engine.to_string(), figure(part)));
+                    continue;
+                }
+                for (j, name) in part.split('`').enumerate() {
+                    if j % 2 == 1 && name.starts_with('[') && name.ends_with(']') {
+                        quoted = format!("{} {name}", scenario.split(" [").next().unwrap());
+                    }
+                }
+            }
+        }
+    }
+    out
+}
+
+/// Every figure of the decision view is the client-error figure of its engine's row in the
+/// three-run tables it quotes (docs/DECISION-RUNS.md), and every row it quotes there played
+/// three runs.
+#[test]
+fn the_decision_view_quotes_its_three_run_tables() {
+    let runs = doc("DECISION-RUNS.md");
+    let errors = column(&runs, "client errors");
+    let requests = column(&runs, "requests");
+    assert!(errors.len() >= 15, "{} rows read", errors.len());
+    let figures = decision_figures(&doc("COMPARISON.md"));
+    assert!(figures.len() >= 15, "{} figures read", figures.len());
+    for (scenario, engine, fig) in &figures {
+        let key = (scenario.clone(), engine.clone());
+        let Some(got) = errors.get(&key) else {
+            panic!("the decision view quotes `{scenario}` on {engine}: not in DECISION-RUNS.md");
+        };
+        assert_eq!(&figure(got), fig, "`{scenario}` on {engine}");
+        assert!(
+            requests[&key].contains("3 runs") || requests[&key].contains("median"),
+            "`{scenario}` on {engine}: {}",
+            requests[&key]
+        );
+    }
+}
+
+#[test]
+fn the_decision_check_reads_variants_and_figures() {
+    let page = "## Decision view\n\n| event | nginx 1.28.3 | HAProxy 2.6.12 |\n|---|---|---|\n\
+| NXDOMAIN (`nxdomain`) | **1,800** | **0**; with `[hold]`: **1,501–1,502** |\n## Next\n| x | y |\n";
+    let f = |a: &str, b: &str, c: &str| (a.to_string(), b.to_string(), c.to_string());
+    assert_eq!(
+        decision_figures(page),
+        [
+            f("nxdomain", "nginx", "1800"),
+            f("nxdomain", "haproxy", "0"),
+            f("nxdomain [hold]", "haproxy", "1501–1502"),
+        ]
+    );
+    assert_eq!(figure("1501–1502 (median 1502)"), "1501–1502");
+}
