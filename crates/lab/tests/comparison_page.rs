@@ -15,30 +15,7 @@ fn doc(name: &str) -> String {
 /// The matrix's cells: (`scenario [variant]`, engine id) → the expectations column
 /// (`held/checks status`).
 fn matrix(text: &str) -> BTreeMap<(String, String), String> {
-    let mut cells = BTreeMap::new();
-    let mut title = None;
-    // The column is found by its header: the matrix gains columns over time.
-    let mut col = None;
-    for l in text.lines() {
-        if let Some(t) = l.strip_prefix("### ") {
-            title = Some(t.trim().to_string());
-            continue;
-        }
-        let (Some(t), Some(row)) = (&title, l.strip_prefix("| ")) else {
-            continue;
-        };
-        let c: Vec<&str> = row
-            .trim_end_matches('|')
-            .split(" | ")
-            .map(str::trim)
-            .collect();
-        if c[0] == "engine" {
-            col = c.iter().position(|h| *h == "expectations");
-        } else if let Some(i) = col.filter(|i| *i < c.len() && !c[0].starts_with("---")) {
-            cells.insert((t.clone(), c[0].to_string()), c[i].to_string());
-        }
-    }
-    cells
+    column(text, "expectations")
 }
 
 /// How the prose names each engine.
@@ -214,11 +191,7 @@ fn column(text: &str, header: &str) -> BTreeMap<(String, String), String> {
         let (Some(t), Some(row)) = (&title, l.strip_prefix("| ")) else {
             continue;
         };
-        let c: Vec<&str> = row
-            .trim_end_matches('|')
-            .split(" | ")
-            .map(str::trim)
-            .collect();
+        let c = cells_of(row);
         if c[0] == "engine" {
             col = c.iter().position(|h| *h == header);
         } else if let Some(i) = col.filter(|i| *i < c.len() && !c[0].starts_with("---")) {
@@ -226,6 +199,14 @@ fn column(text: &str, header: &str) -> BTreeMap<(String, String), String> {
         }
     }
     cells
+}
+
+/// A Markdown table row's cells (after its leading `| `).
+fn cells_of(row: &str) -> Vec<&str> {
+    row.trim_end_matches('|')
+        .split(" | ")
+        .map(str::trim)
+        .collect()
 }
 
 /// A figure as the runs' table writes it: `1,501–1,502` and `1501–1502 (median 1502)` are
@@ -250,11 +231,7 @@ fn decision_figures(page: &str) -> Vec<(String, String, String)> {
         let Some(row) = l.strip_prefix("| ") else {
             continue;
         };
-        let c: Vec<&str> = row
-            .trim_end_matches('|')
-            .split(" | ")
-            .map(str::trim)
-            .collect();
+        let c = cells_of(row);
         if c[0].starts_with("---") {
             continue;
         }
