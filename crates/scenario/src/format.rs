@@ -245,6 +245,10 @@ pub struct CaddySpec {
     /// Merged into every dynamic `a` upstream source.
     #[serde(default, skip_serializing_if = "toml::Table::is_empty")]
     pub upstreams: toml::Table,
+    /// Static upstreams beside the dynamic ones (`fallback = ["@b1"]`: backends or proxies by
+    /// name): Caddy sends a request to them when its lookup of the name fails, and only then.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub fallback: Vec<String>,
 }
 
 impl CaddySpec {
@@ -894,10 +898,37 @@ impl Scenario {
             }
         }
         self.check_server_params()?;
+        self.check_caddy_fallback(&names)?;
         self.check_fleet()?;
         self.check_timeline(&names)?;
         self.check_events_within_load()
             .map_err(|e| self.err_at(&["timeline"], e))?;
+        Ok(())
+    }
+
+    /// `[caddy] fallback`: each a `@backend` of this scenario, beside at least one resolved
+    /// name (Caddy falls back to static upstreams only from dynamic ones).
+    fn check_caddy_fallback(&self, names: &std::collections::BTreeSet<&str>) -> anyhow::Result<()> {
+        let fallback = &self.caddy.fallback;
+        for (i, f) in fallback.iter().enumerate() {
+            let at = || self.at(&["caddy", "fallback", &i.to_string()]);
+            match f.strip_prefix('@') {
+                Some(b) if names.contains(b) => {}
+                Some(b) => {
+                    anyhow::bail!("{}: caddy fallback `@{b}` names no backend or proxy", at())
+                }
+                None => anyhow::bail!(
+                    "{}: caddy fallback `{f}` is not a backend reference: write `@NAME` of a [[backend]]",
+                    at()
+                ),
+            }
+        }
+        if !fallback.is_empty() && self.nginx.servers.iter().all(|s| s.host.starts_with('@')) {
+            return Err(self.err_at(
+                &["caddy", "fallback"],
+                "[caddy] fallback needs a resolved server name: Caddy uses static upstreams as a fallback only for dynamic ones",
+            ));
+        }
         Ok(())
     }
 
@@ -2005,6 +2036,36 @@ expect = { checks = ["nlu = 0"] }
         assert!(
             e.starts_with("t:") && e.contains("`api example` is not a DNS name"),
             "{e}"
+        );
+    }
+
+    #[test]
+    fn a_caddy_fallback_names_a_backend_beside_a_resolved_name() {
+        let with = |fallback: &str| {
+            MIN.replace(
+                "[[backend]]\nname = \"b1\"",
+                &format!("[caddy]\nfallback = [{fallback}]\n[[backend]]\nname = \"b1\""),
+            )
+        };
+        let s = Scenario::from_toml(&with(r#""@b2""#), "t").unwrap();
+        assert_eq!(s.caddy.fallback, ["@b2"]);
+        let err = |text: &str| Scenario::from_toml(text, "t").unwrap_err().to_string();
+        let e = err(&with(r#""@b9""#));
+        let line = with(r#""@b9""#)
+            .lines()
+            .position(|l| l.contains("@b9"))
+            .unwrap()
+            + 1;
+        assert!(
+            e.starts_with(&format!("t:{line}:")) && e.contains("`@b9` names no backend"),
+            "{e}"
+        );
+        assert!(err(&with(r#""b2""#)).contains("write `@NAME`"));
+        let fixed = with(r#""@b2""#).replace("host = \"app.test.local\"", "host = \"@b1\"");
+        assert!(
+            err(&fixed).contains("needs a resolved server name"),
+            "{}",
+            err(&fixed)
         );
     }
 

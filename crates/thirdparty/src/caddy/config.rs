@@ -104,6 +104,17 @@ fn handler(sc: &Scenario, net: &Net) -> Value {
         1 => h["dynamic_upstreams"] = names[0].clone(),
         _ => h["dynamic_upstreams"] = json!({"source": "multi", "sources": names}),
     }
+    if !names.is_empty() && !sc.caddy.fallback.is_empty() {
+        // Checked at load: each names a backend or proxy of the run.
+        let fixed: Vec<Value> = sc
+            .caddy
+            .fallback
+            .iter()
+            .filter_map(|f| net.hosts.get(f.trim_start_matches('@')))
+            .map(|a| json!({"dial": a.to_string()}))
+            .collect();
+        h["upstreams"] = Value::Array(fixed);
+    }
     merge(&mut h, &knobs(&sc.caddy.handler));
     h
 }
@@ -157,6 +168,22 @@ mod tests {
             "127.10.1.53:5353"
         );
         assert_eq!(h["load_balancing"]["retries"], 0);
+    }
+
+    #[test]
+    fn a_fallback_is_a_static_list_beside_the_dynamic_source() {
+        let mut sc = resolvelab_scenario::library::get("nxdomain").unwrap();
+        let net = Net::assign(&sc, 10, 1).unwrap();
+        let handler = |sc: &Scenario| {
+            let v: Value = serde_json::from_str(&config(sc, &net).unwrap()).unwrap();
+            v["apps"]["http"]["servers"]["fe"]["routes"][0]["handle"][2].clone()
+        };
+        assert!(handler(&sc).get("upstreams").is_none(), "none by default");
+        sc.caddy.fallback = vec!["@b1".into()];
+        let h = handler(&sc);
+        assert_eq!(h["dynamic_upstreams"]["name"], "app.test.local");
+        assert_eq!(h["upstreams"][0]["dial"], net.hosts["b1"].to_string());
+        assert_eq!(h["upstreams"].as_array().unwrap().len(), 1);
     }
 
     #[test]
