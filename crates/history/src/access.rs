@@ -872,6 +872,96 @@ struct Batch {
     wide: Vec<Spans>,
 }
 
+impl Batch {
+    /// Matched line `i` of the batch, of file `file`.
+    #[inline]
+    fn line(&self, i: usize, file: u32) -> AccessLine<'_> {
+        let (p, c) = (&self.lines[i], &self.cold[i]);
+        AccessLine {
+            file,
+            line: p.line,
+            t_us: p.t_us,
+            utc_offset_s: p.utc_offset_s,
+            raw: &self.buf[p.start as usize..p.end as usize],
+            status: p.status,
+            request_time_us: p.request_time_us,
+            upstream_key: p.upstream_key,
+            cold: c,
+            wide: &self.wide,
+            fields: p.fields,
+        }
+    }
+}
+
+/// Access lines matched from memory on the calling thread, chunk after chunk, with the same
+/// matcher as [`AccessStream`]: what a follower (`watch`) holds is read where it is, with no
+/// file written and no thread started. Its statistics add up over the chunks.
+pub struct MemoryMatcher {
+    m: Matcher,
+    b: Batch,
+    file: u32,
+}
+
+impl MemoryMatcher {
+    /// A matcher of the lines of `name` (a name for its statistics), as file `file`; `mixed`:
+    /// lines that do not match are passed over (a mixed stream), not malformed.
+    pub fn new(name: &Path, fmt: &LogFormat, mixed: bool, file: u32) -> MemoryMatcher {
+        MemoryMatcher {
+            m: Matcher::new(name, Arc::new(fmt.clone()), mixed),
+            b: Batch::default(),
+            file,
+        }
+    }
+
+    /// Match `lines` (each without its newline) numbered from `first_line` on; `f` is given
+    /// each line that matched, in order. They are matched in chunks of about the size a file
+    /// is read in.
+    pub fn feed<'l>(
+        &mut self,
+        lines: impl IntoIterator<Item = &'l [u8]>,
+        first_line: u64,
+        mut f: impl FnMut(&AccessLine<'_>),
+    ) {
+        let mut next = first_line;
+        self.b.buf.clear();
+        self.b.ends.clear();
+        for l in lines {
+            let b = &mut self.b;
+            b.buf.extend_from_slice(l);
+            b.ends.push(b.buf.len() as u32);
+            b.buf.push(b'\n');
+            if b.buf.len() >= LARGE_CHUNK {
+                next = self.chunk(next, &mut f);
+            }
+        }
+        if !self.b.ends.is_empty() {
+            self.chunk(next, &mut f);
+        }
+    }
+
+    /// Match the chunk in the batch, its first line numbered `first`; the next chunk's first.
+    fn chunk(&mut self, first: u64, f: &mut impl FnMut(&AccessLine<'_>)) -> u64 {
+        let b = &mut self.b;
+        b.lines.clear();
+        b.cold.clear();
+        b.wide.clear();
+        b.first_line = first;
+        self.m.batch(b);
+        for i in 0..b.lines.len() {
+            f(&b.line(i, self.file));
+        }
+        let next = first + b.ends.len() as u64;
+        b.buf.clear();
+        b.ends.clear();
+        next
+    }
+
+    /// The lines read so far: how many matched, were malformed or passed over.
+    pub fn stats(&self) -> &FileStats {
+        &self.m.stats
+    }
+}
+
 /// One matched line of a [`Batch`]: its bytes are `buf[start..end]`. What the checker reads of
 /// every line, apart from what it reads of some ([`Cold`]): it reads the lines a matcher thread
 /// wrote on another core, and 72 bytes a line rather than 168 are fewer cache lines to bring over
@@ -914,11 +1004,14 @@ struct Batching {
     workers: usize,
 }
 
+/// The chunk a single file is read in ([`Batching`]).
+const LARGE_CHUNK: usize = 2 << 20;
+
 impl Batching {
     fn for_files(n: usize) -> Batching {
         match n {
             0..=4 => Batching {
-                bytes: 2 << 20,
+                bytes: LARGE_CHUNK,
                 ahead: 2,
                 workers: std::thread::available_parallelism().map_or(2, |c| c.get().clamp(2, 4)),
             },
@@ -1264,20 +1357,7 @@ impl AccessStream {
         }?;
         self.last = Some(pick);
         let s = &self.sources[pick];
-        let (p, c) = (&s.cur.lines[s.idx], &s.cur.cold[s.idx]);
-        Some(AccessLine {
-            file: self.files[pick],
-            line: p.line,
-            t_us: p.t_us,
-            utc_offset_s: p.utc_offset_s,
-            raw: &s.cur.buf[p.start as usize..p.end as usize],
-            status: p.status,
-            request_time_us: p.request_time_us,
-            upstream_key: p.upstream_key,
-            cold: c,
-            wide: &s.cur.wide,
-            fields: p.fields,
-        })
+        Some(s.cur.line(s.idx, self.files[pick]))
     }
 
     /// The files of the stream.

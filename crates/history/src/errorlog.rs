@@ -354,9 +354,25 @@ impl ErrorReader {
     /// Open `path` (plain or gzip); `file` is the index reported in every record and
     /// `offset_s` the server's UTC offset (seconds east) that places lines on the epoch clock.
     pub fn open(path: &Path, file: u32, offset_s: i32) -> anyhow::Result<ErrorReader> {
-        Ok(ErrorReader {
+        Ok(ErrorReader::from_reader(
+            open_maybe_gz(path)?,
+            path,
             file,
-            reader: open_maybe_gz(path)?,
+            offset_s,
+        ))
+    }
+
+    /// [`ErrorReader::open`] over lines already read (`name` names them in the statistics):
+    /// what a follower holds, read where it is.
+    pub fn from_reader(
+        reader: Box<dyn BufRead>,
+        name: &Path,
+        file: u32,
+        offset_s: i32,
+    ) -> ErrorReader {
+        ErrorReader {
+            file,
+            reader,
             buf: Vec::with_capacity(512),
             next: Vec::with_capacity(512),
             has_next: false,
@@ -365,8 +381,8 @@ impl ErrorReader {
             offset_s,
             rec: blank(file),
             has: false,
-            stats: FileStats::new(path, "error"),
-        })
+            stats: FileStats::new(name, "error"),
+        }
     }
 
     /// Pass over lines that are not error lines (a mixed stream, `--logs`) instead of counting

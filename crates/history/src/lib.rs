@@ -48,7 +48,7 @@ pub mod logformat;
 pub mod ours;
 pub mod time;
 
-pub use access::{AccessLine, AccessRecord, AccessStream};
+pub use access::{AccessLine, AccessRecord, AccessStream, MemoryMatcher};
 pub use errorlog::{ErrorRecord, ErrorStream, Level};
 pub use ours::{DnsRecord, EventRecord, LoadRecord};
 

@@ -69,21 +69,26 @@ fn answers_of(v: &Value) -> Vec<Value> {
 /// Read a `dns.jsonl`.
 pub fn read_dns(path: &Path, file: u32) -> anyhow::Result<(Vec<DnsRecord>, FileStats)> {
     let mut out = Vec::new();
-    let (_, stats) = for_each_line(path, "dns", |n, mut v| {
-        let answers = answers_of(&v);
-        if let Some(o) = v.as_object_mut() {
-            o.insert("answers".into(), Value::Array(answers));
-            if o.get("ttl").is_some_and(|t| !t.is_u64()) {
-                o.remove("ttl");
-            }
-        }
-        let mut r: DnsRecord = serde_json::from_value(v).map_err(|e| e.to_string())?;
-        r.file = file;
-        r.line = n;
-        out.push(r);
+    let (_, stats) = for_each_line(path, "dns", |n, v| {
+        out.push(dns_record(v, file, n)?);
         Ok(())
     })?;
     Ok((out, stats))
+}
+
+/// One line of a `dns.jsonl` as a record (file `file`, line `n`), or why it is none.
+pub fn dns_record(mut v: Value, file: u32, n: u64) -> Result<DnsRecord, String> {
+    let answers = answers_of(&v);
+    if let Some(o) = v.as_object_mut() {
+        o.insert("answers".into(), Value::Array(answers));
+        if o.get("ttl").is_some_and(|t| !t.is_u64()) {
+            o.remove("ttl");
+        }
+    }
+    let mut r: DnsRecord = serde_json::from_value(v).map_err(|e| e.to_string())?;
+    r.file = file;
+    r.line = n;
+    Ok(r)
 }
 
 /// Read an `events.jsonl`.

@@ -3,8 +3,8 @@
 //!
 //! The parts, in the order a line goes through them: [`follow`] reads whole lines of each file
 //! (through rotation and truncation, from a saved position), [`live`] is the diagnosis state
-//! (the checker over each tick's lines for what it counts line by line, and over windows of
-//! failures for their classes), [`totals`] the counters, [`metrics`] their exposition,
+//! (the checker's tally of every line as it comes, and the checker over windows of failures
+//! for their classes), [`totals`] the counters, [`metrics`] their exposition,
 //! [`serve`] the HTTP endpoints and [`alerts`] the Prometheus alerting rules per class. One
 //! watch follows several nginx instances ([`instances`]: `{instance}` in a path, or a stream
 //! whose lines name their pod or host), each diagnosed apart with a [`live`] state of its own.

@@ -1,8 +1,10 @@
 //! The diagnosis state `watch` keeps: the checker run on what the followers read, in two ways.
 //!
-//! - **Every tick** the new lines are diagnosed alone, and what the checker counts line by line
-//!   (requests by status, error lines by signature, lines read) is added to the counters: those
-//!   counts add up over any split of the lines.
+//! - **Every line is counted once** as it comes, by the checker's [`Tally`]: what the checker
+//!   counts line by line (requests by upstream and status, error lines by signature, lines
+//!   read) adds up over any split of the lines, so it is added to the counters at every tick,
+//!   read where the follower holds the lines (no file written). An address's upstream is the
+//!   one the lines so far name (a diagnosis of the whole log may learn it later).
 //! - **Failures are classed in windows.** A tick with a failure opens a window that starts with
 //!   the `context` before it (the swaps and answers the classes read); while it is open the
 //!   window is diagnosed every `reclass` (first `reclass` after it opened, once the lines after
@@ -17,6 +19,7 @@
 
 use crate::follow::Line;
 use crate::totals::Totals;
+use resolvelab_diagnose::checker::tally::{Stream, Tally};
 use resolvelab_diagnose::{Diagnosis, Incident, Options};
 use std::collections::{BTreeMap, VecDeque};
 use std::io::Write;
@@ -34,6 +37,18 @@ pub enum Kind {
     Mixed,
     /// The names' answers (`resolvelab.dns/v1` lines, from `--dns-watch`).
     Dns,
+}
+
+impl Kind {
+    /// The tally's name for it.
+    fn stream(self) -> Stream {
+        match self {
+            Kind::Access => Stream::Access,
+            Kind::Error => Stream::Error,
+            Kind::Mixed => Stream::Mixed,
+            Kind::Dns => Stream::Dns,
+        }
+    }
 }
 
 /// The most the context holds in memory, whatever its `context` time: at a high log rate the
@@ -157,6 +172,8 @@ pub struct Outcome {
 pub struct Live {
     template: Options,
     names: Vec<(Kind, String)>,
+    /// What every line counts, counted once as it comes.
+    tally: Tally,
     dir: tempfile::TempDir,
     timing: Timing,
     max_upstreams: usize,
@@ -186,9 +203,14 @@ impl Live {
         max_upstreams: usize,
         totals: Totals,
     ) -> anyhow::Result<Live> {
+        let mut tally = Tally::new(&template);
+        for (kind, name) in &names {
+            tally.add_stream(kind.stream(), name);
+        }
         Ok(Live {
             template,
             names,
+            tally,
             dir: tempfile::Builder::new()
                 .prefix("resolvelab-watch")
                 .tempdir()?,
@@ -209,6 +231,7 @@ impl Live {
     /// One more followed stream (an instance's file found later): empty in the context and
     /// in the open window so far.
     pub fn add_stream(&mut self, kind: Kind, name: String) -> anyhow::Result<()> {
+        self.tally.add_stream(kind.stream(), &name);
         self.names.push((kind, name));
         if let Some(w) = &mut self.window {
             let k = self.names.len() - 1;
@@ -258,11 +281,14 @@ impl Live {
 
     fn ingest(&mut self, lines: Vec<Vec<Line>>, now: Instant) -> anyhow::Result<()> {
         if lines.iter().any(|l| !l.is_empty()) {
-            let d = self.diagnose_tick(&lines)?;
-            self.totals.add_lines(&d, self.max_upstreams);
-            self.newest_ms = d.end_ms.max(self.newest_ms);
-            if self.window.is_none() && d.failures > 0 {
-                self.open(&d, now)?;
+            for (k, l) in lines.iter().enumerate() {
+                self.count(k, l);
+            }
+            let c = self.tally.take();
+            self.totals.add_lines(&c, self.max_upstreams);
+            self.newest_ms = c.span_ms.map(|s| s.1).max(self.newest_ms);
+            if self.window.is_none() && c.failed > 0 {
+                self.open(c.span_ms.map_or(i64::MIN, |s| s.0), now)?;
             }
             if let Some(w) = &mut self.window {
                 for (f, l) in w.files.iter_mut().zip(&lines) {
@@ -282,8 +308,25 @@ impl Live {
         Ok(())
     }
 
-    /// Open a window with the context before the tick that showed a failure.
-    fn open(&mut self, d: &Diagnosis, now: Instant) -> anyhow::Result<()> {
+    /// Count stream `k`'s lines, each run of consecutive lines under its own numbers.
+    fn count(&mut self, k: usize, lines: &[Line]) {
+        let mut rest = lines;
+        while let Some(first) = rest.first() {
+            let run = rest
+                .iter()
+                .enumerate()
+                .take_while(|(i, l)| l.line == first.line + *i as u64)
+                .count();
+            let (now, later) = rest.split_at(run);
+            self.tally
+                .feed(k, now.iter().map(|l| l.text.as_slice()), first.line);
+            rest = later;
+        }
+    }
+
+    /// Open a window with the context before the tick that showed a failure; `start_ms`: the
+    /// tick's first request.
+    fn open(&mut self, start_ms: i64, now: Instant) -> anyhow::Result<()> {
         self.windows_opened += 1;
         let mut files = Vec::new();
         for k in 0..self.names.len() {
@@ -303,7 +346,7 @@ impl Live {
         self.window = Some(Window {
             files,
             opened: now,
-            start_ms: d.start_ms.unwrap_or(i64::MIN),
+            start_ms,
             last_classed: None,
             last_lines: now,
         });
@@ -365,18 +408,6 @@ impl Live {
             closed: Vec::new(),
             open: mine,
         })
-    }
-
-    /// The checker over one tick's lines.
-    fn diagnose_tick(&self, lines: &[Vec<Line>]) -> anyhow::Result<Diagnosis> {
-        let mut files = Vec::new();
-        for (k, l) in lines.iter().enumerate() {
-            let kind = self.names[k].0;
-            let mut f = Spooled::create(self.dir.path().join(format!("tick-{k}.log")), kind)?;
-            f.push(l)?;
-            files.push(f);
-        }
-        self.diagnose(&files)
     }
 
     /// The checker over the open window, its references named by the followed files.

@@ -1,7 +1,8 @@
-//! The counters `watch` exports, added up from the checker's diagnoses: what a diagnosis counts
-//! line by line is added at every tick, what it classes is added when the incident closes.
+//! The counters `watch` exports, added up from the checker: what it counts line by line is
+//! added at every tick (from its tally), what it classes is added when the incident closes.
 
-use resolvelab_diagnose::{Diagnosis, Incident};
+use resolvelab_diagnose::Incident;
+use resolvelab_diagnose::checker::tally::Counts;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
@@ -72,32 +73,25 @@ impl Totals {
         OTHER.to_string()
     }
 
-    /// What a diagnosis counts line by line: requests, error lines, lines read. These add up
-    /// over any split of the lines, so every tick's own diagnosis adds them.
-    pub fn add_lines(&mut self, d: &Diagnosis, max_upstreams: usize) {
-        let mut rest: BTreeMap<&str, u64> = BTreeMap::new();
-        for (status, n) in &d.http_status {
-            *rest.entry(status_class(status)).or_default() += n;
-        }
-        for (upstream, by_class) in &d.upstream_requests {
+    /// What the checker counts line by line ([`Counts`]): requests, error lines, lines read.
+    /// These add up over any split of the lines, so every tick's lines add theirs.
+    pub fn add_lines(&mut self, c: &Counts, max_upstreams: usize) {
+        for (upstream, by_class) in &c.requests {
             let u = self.upstream_label(upstream, max_upstreams);
             for (class, n) in by_class {
                 add2(&mut self.requests, &u, class, *n);
-                if let Some(r) = rest.get_mut(class.as_str()) {
-                    *r = r.saturating_sub(*n);
-                }
             }
         }
-        for (class, n) in rest {
-            add2(&mut self.requests, NO_UPSTREAM, class, n);
+        for (class, n) in &c.unrouted {
+            add2(&mut self.requests, NO_UPSTREAM, class, *n);
         }
-        for s in &d.signatures {
-            *self.error_lines.entry(s.id.clone()).or_default() += s.count;
+        for (id, n) in &c.signatures {
+            *self.error_lines.entry(id.to_string()).or_default() += n;
         }
-        for f in &d.parse.files {
-            add2(&mut self.lines, &f.kind, "parsed", f.parsed);
-            add2(&mut self.lines, &f.kind, "malformed", f.malformed);
-            add2(&mut self.lines, &f.kind, "skipped", f.skipped);
+        for (kind, [parsed, malformed, skipped]) in &c.lines {
+            add2(&mut self.lines, kind, "parsed", *parsed);
+            add2(&mut self.lines, kind, "malformed", *malformed);
+            add2(&mut self.lines, kind, "skipped", *skipped);
         }
     }
 

@@ -109,12 +109,7 @@ struct Reader<'h> {
     tz_flag: Option<i32>,
     out: AccessPass,
     pairer: Pairer,
-    /// Trajectory ids by [`AccessLine::upstream_key`].
-    traj_ids: rustc_hash::FxHashMap<u64, u32>,
-    /// The trajectory ids of recent keys by the keys' low bits, `(key, id + 1)` (`id + 1` 0:
-    /// empty): a log's lines alternate between a few `$upstream_addr` values, and a slot
-    /// compare costs less than the map's probe.
-    recent: Vec<(u64, u32)>,
+    traj_ids: TrajIds,
     served: Segments,
     tried: Segments,
     cur_bucket: i64,
@@ -272,47 +267,10 @@ impl Reader<'_> {
             .advance(t_ms, hist, clock.offset_s, &self.out.trajs)
     }
 
-    /// The trajectory id of an `$upstream_addr` value, parsed once per distinct value (known by
-    /// its [`AccessLine::upstream_key`]). With `$proxy_upstream_name` (ingress-nginx) the
-    /// addresses of a new trajectory belong to the group it names.
     fn traj_id(&mut self, a: &AccessLine<'_>) -> Option<u32> {
-        let key = a.upstream_key()?;
-        let slot = (key ^ key >> 32) as usize % RECENT;
-        if let Some(&(k, id1)) = self.recent.get(slot)
-            && k == key
-            && id1 != 0
-        {
-            return Some(id1 - 1);
-        }
         let o = &mut self.out;
-        let id = match self.traj_ids.get(&key) {
-            Some(&id) => id,
-            None => {
-                let b = a.get(Field::UpstreamAddr).unwrap_or_default();
-                let mut t = parse_traj(&String::from_utf8_lossy(b), &mut o.keys);
-                // ingress-nginx names the group in `$proxy_upstream_name`, and its Lua
-                // balancer never writes one into `$upstream_addr`: a name there is no group.
-                if upstream_name(a).is_some() {
-                    t.group_is_unknown();
-                }
-                if let Some(g) = t.group.as_deref().or_else(|| upstream_name(a)) {
-                    for ad in &t.addrs {
-                        o.addr_group
-                            .entry(ad.clone())
-                            .or_insert_with(|| g.to_string());
-                    }
-                }
-                o.trajs.push(t);
-                let id = (o.trajs.len() - 1) as u32;
-                self.traj_ids.insert(key, id);
-                id
-            }
-        };
-        if self.recent.is_empty() {
-            self.recent = vec![(0, 0); RECENT];
-        }
-        self.recent[slot] = (key, id + 1);
-        Some(id)
+        self.traj_ids
+            .id(a, &mut o.keys, &mut o.trajs, &mut o.addr_group)
     }
 
     /// Count one request of `key` and extend its success segment.
@@ -361,6 +319,69 @@ impl Reader<'_> {
         self.out.segs = std::mem::take(&mut self.served).finish();
         self.out.tried = std::mem::take(&mut self.tried).finish();
         (self.out, self.pairer)
+    }
+}
+
+/// Trajectory ids by `$upstream_addr` value: each distinct value parsed once. Shared by the
+/// access pass and the [`super::tally::Tally`], so that both read a value alike.
+#[derive(Default)]
+pub(super) struct TrajIds {
+    /// Trajectory ids by [`AccessLine::upstream_key`].
+    ids: rustc_hash::FxHashMap<u64, u32>,
+    /// The trajectory ids of recent keys by the keys' low bits, `(key, id + 1)` (`id + 1` 0:
+    /// empty): a log's lines alternate between a few `$upstream_addr` values, and a slot
+    /// compare costs less than the map's probe.
+    recent: Vec<(u64, u32)>,
+}
+
+impl TrajIds {
+    /// The trajectory id of a line's `$upstream_addr` (known by its
+    /// [`AccessLine::upstream_key`]), its trajectory parsed into `trajs` the first time. With
+    /// `$proxy_upstream_name` (ingress-nginx) the addresses of a new trajectory belong to the
+    /// group it names.
+    pub fn id(
+        &mut self,
+        a: &AccessLine<'_>,
+        keys: &mut Keys,
+        trajs: &mut Vec<Traj>,
+        addr_group: &mut HashMap<String, String>,
+    ) -> Option<u32> {
+        let key = a.upstream_key()?;
+        let slot = (key ^ key >> 32) as usize % RECENT;
+        if let Some(&(k, id1)) = self.recent.get(slot)
+            && k == key
+            && id1 != 0
+        {
+            return Some(id1 - 1);
+        }
+        let id = match self.ids.get(&key) {
+            Some(&id) => id,
+            None => {
+                let b = a.get(Field::UpstreamAddr).unwrap_or_default();
+                let mut t = parse_traj(&String::from_utf8_lossy(b), keys);
+                // ingress-nginx names the group in `$proxy_upstream_name`, and its Lua
+                // balancer never writes one into `$upstream_addr`: a name there is no group.
+                if upstream_name(a).is_some() {
+                    t.group_is_unknown();
+                }
+                if let Some(g) = t.group.as_deref().or_else(|| upstream_name(a)) {
+                    for ad in &t.addrs {
+                        addr_group
+                            .entry(ad.clone())
+                            .or_insert_with(|| g.to_string());
+                    }
+                }
+                trajs.push(t);
+                let id = (trajs.len() - 1) as u32;
+                self.ids.insert(key, id);
+                id
+            }
+        };
+        if self.recent.is_empty() {
+            self.recent = vec![(0, 0); RECENT];
+        }
+        self.recent[slot] = (key, id + 1);
+        Some(id)
     }
 }
 

@@ -290,14 +290,37 @@ pub(super) struct SigIndex {
     /// `NAME could not be resolved` lines: the distinct seconds per name (re-query period
     /// without a DNS log), with the last second added.
     pub unresolved: HashMap<String, (i64, BTreeSet<i64>)>,
-    /// The last distinct messages and what they are: (message, signature, length of the name
-    /// before ` could not be resolved`). Messages repeat (the context is not part of them), so
-    /// most lines skip the substring searches.
+    memo: SigMemo,
+}
+
+/// The last distinct messages and what they are: (message, signature, length of the name
+/// before ` could not be resolved`). Messages repeat (the context is not part of them), so
+/// most lines skip the substring searches.
+#[derive(Default)]
+pub(super) struct SigMemo {
     memo: Vec<(String, Sig, Option<usize>)>,
-    memo_next: usize,
+    next: usize,
 }
 
 const MEMO: usize = 16;
+
+impl SigMemo {
+    /// A message's signature, and where ` could not be resolved` starts in it.
+    pub fn classify(&mut self, message: &str) -> (Sig, Option<usize>) {
+        if let Some(m) = self.memo.iter().find(|m| m.0 == message) {
+            return (m.1, m.2);
+        }
+        let v = (Sig::of(message), message.find(" could not be resolved"));
+        let entry = (message.to_string(), v.0, v.1);
+        if self.memo.len() < MEMO {
+            self.memo.push(entry);
+        } else {
+            self.memo[self.next] = entry;
+            self.next = (self.next + 1) % MEMO;
+        }
+        v
+    }
+}
 
 impl Default for SigIndex {
     fn default() -> SigIndex {
@@ -308,28 +331,12 @@ impl Default for SigIndex {
             per_sec: vec![BTreeMap::new(); n],
             cur: vec![None; n],
             unresolved: HashMap::new(),
-            memo: Vec::with_capacity(MEMO),
-            memo_next: 0,
+            memo: SigMemo::default(),
         }
     }
 }
 
 impl SigIndex {
-    fn classify(&mut self, message: &str) -> (Sig, Option<usize>) {
-        if let Some(m) = self.memo.iter().find(|m| m.0 == message) {
-            return (m.1, m.2);
-        }
-        let v = (Sig::of(message), message.find(" could not be resolved"));
-        let entry = (message.to_string(), v.0, v.1);
-        if self.memo.len() < MEMO {
-            self.memo.push(entry);
-        } else {
-            self.memo[self.memo_next] = entry;
-            self.memo_next = (self.memo_next + 1) % MEMO;
-        }
-        v
-    }
-
     /// Index one line; returns its signature.
     fn add(&mut self, e: &ErrorRecord) -> Sig {
         let k = ERef {
@@ -337,7 +344,7 @@ impl SigIndex {
             file: e.file,
             line: e.line,
         };
-        let (sig, unresolved) = self.classify(&e.message);
+        let (sig, unresolved) = self.memo.classify(&e.message);
         if let Some(i) = unresolved {
             let name = &e.message[..i];
             match self.unresolved.get_mut(name) {

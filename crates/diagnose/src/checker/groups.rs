@@ -2,7 +2,7 @@
 //! per-group request counts in 100 ms buckets that shares, trickles and zooms are read from.
 
 use super::access::{AccessPass, BUCKET_MS};
-use super::failure::is_addr;
+use super::failure::{Keys, Traj, is_addr};
 use std::collections::HashMap;
 
 /// Per group: 100 ms buckets in order, each with [requests, failed, nlu]. A sorted list, not a
@@ -142,36 +142,50 @@ fn partition_near(ks: &[i64], hint: usize, pred: impl Fn(i64) -> bool) -> usize 
     i + ks[i..].partition_point(|&k| pred(k))
 }
 
+/// The group of a request nothing names, and the group of each key (indexed like
+/// `Keys::names`): a key that is no address is a group; an address belongs to the group its
+/// trajectories named, else to the default — `--upstream`, the only group seen, or
+/// `(unknown)`.
+pub(super) fn key_groups(
+    trajs: &[Traj],
+    keys: &Keys,
+    addr_group: &HashMap<String, String>,
+    upstream: Option<&str>,
+) -> (String, Vec<String>) {
+    let group_names: Vec<&String> = {
+        let mut g: Vec<&String> = trajs.iter().filter_map(|t| t.group.as_ref()).collect();
+        g.sort();
+        g.dedup();
+        g
+    };
+    let default_group = upstream
+        .map(str::to_string)
+        .or_else(|| (group_names.len() == 1).then(|| group_names[0].clone()))
+        // No group is known (no group name in the logs, one or none in the config):
+        // said so, never a made-up name.
+        .unwrap_or_else(|| "(unknown)".to_string());
+    let key_group: Vec<String> = keys
+        .names
+        .iter()
+        .map(|k| {
+            if !is_addr(k) {
+                k.clone()
+            } else {
+                addr_group
+                    .get(k)
+                    .cloned()
+                    .unwrap_or_else(|| default_group.clone())
+            }
+        })
+        .collect();
+    (default_group, key_group)
+}
+
 impl Groups {
     /// Group the access pass's counts (which it consumes).
     pub fn build(acc: &mut AccessPass, upstream: Option<&str>) -> Groups {
-        let group_names: Vec<&String> = {
-            let mut g: Vec<&String> = acc.trajs.iter().filter_map(|t| t.group.as_ref()).collect();
-            g.sort();
-            g.dedup();
-            g
-        };
-        let default_group = upstream
-            .map(str::to_string)
-            .or_else(|| (group_names.len() == 1).then(|| group_names[0].clone()))
-            // No group is known (no group name in the logs, one or none in the config):
-            // said so, never a made-up name.
-            .unwrap_or_else(|| "(unknown)".to_string());
-        let key_group: Vec<String> = acc
-            .keys
-            .names
-            .iter()
-            .map(|k| {
-                if !is_addr(k) {
-                    k.clone()
-                } else {
-                    acc.addr_group
-                        .get(k)
-                        .cloned()
-                        .unwrap_or_else(|| default_group.clone())
-                }
-            })
-            .collect();
+        let (default_group, key_group) =
+            key_groups(&acc.trajs, &acc.keys, &acc.addr_group, upstream);
         let mut gnames: Vec<String> = Vec::new();
         let key_gid: Vec<usize> = key_group
             .iter()

@@ -22,6 +22,7 @@ mod pairing;
 mod refusal;
 mod stale;
 mod swaps;
+pub mod tally;
 mod totals;
 
 pub use errors::MAX_BUFFERED;
