@@ -213,3 +213,79 @@ fn instances_named_by_a_path_pattern_are_watched_apart() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("{instance} names its own"), "{err}");
 }
+
+/// `kubectl logs -f … | resolvelab watch --logs -`: a recorded run's access and error lines as
+/// one mixed stream on standard input, its last line without a newline. Watching ends at the
+/// stream's end, and what it counted line by line — requests by status class, error lines by
+/// signature, lines read — equals a diagnosis of the same stream as a file.
+#[test]
+fn standard_input_is_counted_as_the_same_stream_in_a_file() {
+    let fx =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/diagnose/real/nxdomain");
+    let dir = tempfile::tempdir().unwrap();
+    let (a, e) = (dir.path().join("access.log"), dir.path().join("error.log"));
+    gunzip(&fx.join("access.log.gz"), &a);
+    gunzip(&fx.join("error.log.gz"), &e);
+    let mut stream = std::fs::read(&a).unwrap();
+    stream.extend(std::fs::read(&e).unwrap());
+    assert_eq!(stream.pop(), Some(b'\n'));
+    let logs = dir.path().join("pod.log");
+    std::fs::write(&logs, &stream).unwrap();
+    let fmt = ["--log-format", "lab", "--tz-offset", "+00:00"];
+
+    let mut diag = common::bin();
+    diag.args(["diagnose", "--format", "json", "--logs"])
+        .arg(&logs);
+    let d = common::run_json(diag.args(fmt));
+
+    let state = dir.path().join("state.json");
+    let mut w = common::bin();
+    w.args(["watch", "--logs", "-", "--interval", "50ms", "--state"])
+        .arg(&state)
+        .args(fmt)
+        .stdin(std::fs::File::open(&logs).unwrap())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    let status = w.status().unwrap();
+    assert!(status.success(), "{status}");
+    let s: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&state).unwrap()).unwrap();
+    let t = &s["totals"];
+    let mut requests: BTreeMap<String, u64> = BTreeMap::new();
+    for by_class in t["requests"].as_object().unwrap().values() {
+        for (class, n) in by_class.as_object().unwrap() {
+            *requests.entry(class.clone()).or_default() += n.as_u64().unwrap();
+        }
+    }
+    let mut want: BTreeMap<String, u64> = BTreeMap::new();
+    for (status, n) in d["http_status"].as_object().unwrap() {
+        let class = format!("{}xx", &status[..1]);
+        *want.entry(class).or_default() += n.as_u64().unwrap();
+    }
+    assert_eq!(requests, want);
+    assert!(want.values().sum::<u64>() > 1000, "{want:?}");
+    let sigs: BTreeMap<String, u64> = d["signatures"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| {
+            (
+                s["id"].as_str().unwrap().to_string(),
+                s["count"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    let got: BTreeMap<String, u64> = serde_json::from_value(t["error_lines"].clone()).unwrap();
+    assert_eq!(got, sigs);
+    for f in d["parse"]["files"].as_array().unwrap() {
+        let kind = f["kind"].as_str().unwrap();
+        for what in ["parsed", "skipped"] {
+            let n = f[what].as_u64().unwrap_or(0);
+            assert_eq!(
+                t["lines"][kind][what].as_u64().unwrap_or(0),
+                n,
+                "{kind} {what}"
+            );
+        }
+    }
+}

@@ -41,13 +41,93 @@ pub struct Events {
     pub more: bool,
 }
 
-/// One whole line read: its bytes (without the newline) and its line number in its file.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Line {
-    /// The line, without its newline.
-    pub text: Vec<u8>,
-    /// Its line number in the file it was read from (1-based; restarts with a new file).
-    pub line: u64,
+/// Whole lines read, in one buffer: each line's bytes (without its newline) and its line number
+/// in its file. A tick's lines are handed on as one value, not as an allocation per line.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Lines {
+    buf: Vec<u8>,
+    /// Where each line ends in `buf` (it starts where the one before ends).
+    ends: Vec<usize>,
+    numbers: Vec<u64>,
+}
+
+impl Lines {
+    /// One more line, numbered `line` (1-based; restarts with a new file).
+    pub fn push(&mut self, text: &[u8], line: u64) {
+        self.buf.extend_from_slice(text);
+        self.ends.push(self.buf.len());
+        self.numbers.push(line);
+    }
+
+    /// The whole lines of `chunk` (each ended by a newline; bytes after the last one are left
+    /// out), numbered from `first` on; the number of the next line.
+    pub fn push_chunk(&mut self, chunk: &[u8], first: u64) -> u64 {
+        // Its bytes at once: a buffer grown by doubling holds up to twice what it keeps.
+        self.buf.reserve(chunk.len());
+        let mut start = 0;
+        let mut n = first;
+        for end in memchr::memchr_iter(b'\n', chunk) {
+            self.push(&chunk[start..end], n);
+            n += 1;
+            start = end + 1;
+        }
+        n
+    }
+
+    /// The lines of `other` after these.
+    pub fn append(&mut self, other: &Lines) {
+        for (n, t) in other.iter() {
+            self.push(t, n);
+        }
+    }
+
+    /// How many lines.
+    pub fn len(&self) -> usize {
+        self.ends.len()
+    }
+
+    /// No line.
+    pub fn is_empty(&self) -> bool {
+        self.ends.is_empty()
+    }
+
+    /// Line `i`: its number and bytes.
+    pub fn get(&self, i: usize) -> Option<(u64, &[u8])> {
+        let end = *self.ends.get(i)?;
+        let start = if i == 0 { 0 } else { self.ends[i - 1] };
+        Some((self.numbers[i], &self.buf[start..end]))
+    }
+
+    /// The first line.
+    pub fn first(&self) -> Option<(u64, &[u8])> {
+        self.get(0)
+    }
+
+    /// Each line: its number and bytes.
+    pub fn iter(&self) -> impl Iterator<Item = (u64, &[u8])> + Clone {
+        (0..self.len()).map(|i| self.get(i).expect("in range"))
+    }
+
+    /// The lines' bytes with a newline each (what they take in a file).
+    pub fn bytes(&self) -> usize {
+        self.buf.len() + self.ends.len()
+    }
+
+    /// Runs of lines numbered one after the other: (first number, the run's bytes).
+    pub fn runs(&self) -> impl Iterator<Item = (u64, impl Iterator<Item = &[u8]> + Clone)> {
+        let mut i = 0;
+        std::iter::from_fn(move || {
+            let (first, _) = self.get(i)?;
+            let len = self.numbers[i..]
+                .iter()
+                .enumerate()
+                .take_while(|(k, n)| **n == first + *k as u64)
+                .count();
+            let run = (i..i + len).map(|j| self.get(j).expect("in range").1);
+            i += len;
+            Some((first, run))
+        })
+    }
 }
 
 /// An open file and what was delivered of it.
@@ -61,7 +141,7 @@ struct Open {
 impl Open {
     /// Whole lines appended since the last read: whether the file got shorter, and whether more
     /// was there than one read takes.
-    fn read(&mut self, out: &mut Vec<Line>) -> std::io::Result<(bool, bool)> {
+    fn read(&mut self, out: &mut Lines) -> std::io::Result<(bool, bool)> {
         let len = self.file.metadata()?.len();
         let read_to = self.pos.offset + self.partial.len() as u64;
         let truncated = len < read_to;
@@ -72,25 +152,17 @@ impl Open {
         }
         self.file
             .seek(SeekFrom::Start(self.pos.offset + self.partial.len() as u64))?;
-        let mut buf = Vec::new();
+        let had = self.partial.len();
         (&mut self.file)
             .take(MAX_READ as u64)
-            .read_to_end(&mut buf)?;
-        let more = buf.len() == MAX_READ;
-        self.partial.extend_from_slice(&buf);
-        let Some(last) = self.partial.iter().rposition(|&b| b == b'\n') else {
+            .read_to_end(&mut self.partial)?;
+        let more = self.partial.len() - had == MAX_READ;
+        let Some(last) = memchr::memrchr(b'\n', &self.partial) else {
             return Ok((truncated, more));
         };
-        let rest = self.partial.split_off(last + 1);
-        let whole = std::mem::replace(&mut self.partial, rest);
-        self.pos.offset += whole.len() as u64;
-        for l in whole[..whole.len() - 1].split(|&b| b == b'\n') {
-            self.pos.line += 1;
-            out.push(Line {
-                text: l.to_vec(),
-                line: self.pos.line,
-            });
-        }
+        self.pos.line = out.push_chunk(&self.partial[..=last], self.pos.line + 1) - 1;
+        self.pos.offset += last as u64 + 1;
+        self.partial.drain(..=last);
         Ok((truncated, more))
     }
 }
@@ -144,7 +216,7 @@ impl Follower {
     /// Read what was appended since the last poll: whole lines only, the old file's last lines
     /// before the new file's after a rotation. Never fails: a path that cannot be read is
     /// reported in [`Follower::problem`] and tried again at the next poll.
-    pub fn poll(&mut self, out: &mut Vec<Line>) -> Events {
+    pub fn poll(&mut self, out: &mut Lines) -> Events {
         let mut ev = Events::default();
         if let Some((o, left)) = &mut self.old {
             let _ = o.read(out);
@@ -234,11 +306,33 @@ mod tests {
     }
 
     fn texts(f: &mut Follower) -> Vec<String> {
-        let mut v = Vec::new();
+        let mut v = Lines::default();
         f.poll(&mut v);
         v.iter()
-            .map(|l| String::from_utf8(l.text.clone()).unwrap())
+            .map(|(_, t)| String::from_utf8(t.to_vec()).unwrap())
             .collect()
+    }
+
+    #[test]
+    fn lines_keep_their_numbers_and_runs_break_where_numbers_jump() {
+        let mut l = Lines::default();
+        assert_eq!(l.push_chunk(b"a\n\nb\nnot yet", 7), 10, "three whole lines");
+        l.push(b"c", 20);
+        l.push(b"d", 21);
+        let all: Vec<(u64, &[u8])> = l.iter().collect();
+        assert_eq!(
+            all,
+            [(7, &b"a"[..]), (8, b""), (9, b"b"), (20, b"c"), (21, b"d")]
+        );
+        assert_eq!(l.bytes(), 9);
+        let runs: Vec<(u64, Vec<&[u8]>)> = l.runs().map(|(n, r)| (n, r.collect())).collect();
+        assert_eq!(
+            runs,
+            [(7, vec![&b"a"[..], b"", b"b"]), (20, vec![&b"c"[..], b"d"])]
+        );
+        let mut m = Lines::default();
+        m.append(&l);
+        assert_eq!(m, l);
     }
 
     #[test]
@@ -278,11 +372,10 @@ mod tests {
         // does to `tail -F`).
         std::fs::write(&p, "").unwrap();
         append(&p, "after\n");
-        let mut v = Vec::new();
+        let mut v = Lines::default();
         let ev = f.poll(&mut v);
         assert!(ev.truncated);
-        assert_eq!(v[0].text, b"after");
-        assert_eq!(v[0].line, 1);
+        assert_eq!(v.first(), Some((1, &b"after"[..])));
     }
 
     #[test]
@@ -295,9 +388,9 @@ mod tests {
         let at = f.position().unwrap();
         append(&p, "3\n");
         let mut g = Follower::new(&p, Start::At(at));
-        let mut v = Vec::new();
+        let mut v = Lines::default();
         g.poll(&mut v);
-        assert_eq!((v.len(), v[0].line), (1, 3));
+        assert_eq!((v.len(), v.first().unwrap().0), (1, 3));
         std::fs::remove_file(&p).unwrap();
         std::fs::create_dir(&p).unwrap();
         assert!(texts(&mut g).is_empty());

@@ -10,12 +10,12 @@
 //! whose lines name their pod or host), each diagnosed apart with a [`live`] state of its own.
 //!
 //! ```
-//! use resolvelab_watch::follow::{Follower, Start};
+//! use resolvelab_watch::follow::{Follower, Lines, Start};
 //! let dir = tempfile::tempdir().unwrap();
 //! let p = dir.path().join("access.log");
 //! let mut f = Follower::new(&p, Start::Beginning);
 //! std::fs::write(&p, "a complete line\na line still being writ").unwrap();
-//! let mut lines = Vec::new();
+//! let mut lines = Lines::default();
 //! f.poll(&mut lines);
 //! assert_eq!(lines.len(), 1, "only whole lines are read");
 //! ```
@@ -30,7 +30,7 @@ pub mod metrics;
 pub mod serve;
 pub mod totals;
 
-use follow::{Follower, Line, Position, Start};
+use follow::{Follower, Lines, Position, Start};
 use instances::Pattern;
 use live::{Kind, Live, Timing};
 use resolvelab_core::evidence::schema;
@@ -114,13 +114,13 @@ struct Event<'a> {
 /// A followed input.
 enum Source {
     File(Follower),
-    Stdin(Receiver<Vec<Vec<u8>>>, u64, bool),
+    Stdin(Receiver<Vec<u8>>, u64, bool),
     /// The built-in answer watcher's answers, and how many were read.
     Dns(Receiver<resolvelab_dns::QueryEvent>, u64),
 }
 
 impl Source {
-    fn poll(&mut self, out: &mut Vec<Line>) -> follow::Events {
+    fn poll(&mut self, out: &mut Lines) -> follow::Events {
         match self {
             Source::File(f) => f.poll(out),
             Source::Stdin(rx, n, ended) => {
@@ -134,10 +134,7 @@ impl Source {
                     match rx.try_recv() {
                         Ok(batch) => {
                             batches += 1;
-                            for text in batch {
-                                *n += 1;
-                                out.push(Line { text, line: *n });
-                            }
+                            *n = out.push_chunk(&batch, *n + 1) - 1;
                         }
                         Err(TryRecvError::Empty) => {
                             // Half a channel or more taken: the reader was held up by a full
@@ -158,7 +155,7 @@ impl Source {
                 while let Ok(q) = rx.try_recv() {
                     *n += 1;
                     let text = serde_json::to_vec(&q).expect("an answer serializes");
-                    out.push(Line { text, line: *n });
+                    out.push(&text, *n);
                 }
                 follow::Events::default()
             }
@@ -197,27 +194,31 @@ const STDIN_CHANNEL: usize = 64;
 /// The most lines in one batch: lines go through the channel in batches, not one by one.
 const STDIN_BATCH: usize = 4096;
 
-/// Standard input's lines in batches: a batch is sent when full or when no more input is
-/// buffered (a live stream's line is not held back waiting for the next).
-fn stdin_lines() -> Receiver<Vec<Vec<u8>>> {
+/// Standard input's lines in batches, each a buffer of whole lines (each ended by a newline):
+/// a batch is sent when full or when no more input is buffered (a live stream's line is not
+/// held back waiting for the next).
+fn stdin_lines() -> Receiver<Vec<u8>> {
     let (tx, rx) = std::sync::mpsc::sync_channel(STDIN_CHANNEL);
     std::thread::spawn(move || {
         use std::io::BufRead;
         let mut input = std::io::BufReader::with_capacity(1 << 20, std::io::stdin().lock());
         let mut batch = Vec::new();
+        let mut lines = 0;
         loop {
-            let mut buf = Vec::new();
-            if !input.read_until(b'\n', &mut buf).is_ok_and(|n| n > 0) {
+            if !input.read_until(b'\n', &mut batch).is_ok_and(|n| n > 0) {
                 break;
             }
             // A last line without its newline is still a line once the stream ended.
-            if buf.last() == Some(&b'\n') {
-                buf.pop();
+            if batch.last() != Some(&b'\n') {
+                batch.push(b'\n');
             }
-            batch.push(buf);
-            let full = batch.len() >= STDIN_BATCH || input.buffer().is_empty();
-            if full && tx.send(std::mem::take(&mut batch)).is_err() {
-                return;
+            lines += 1;
+            let full = lines >= STDIN_BATCH || input.buffer().is_empty();
+            if full {
+                lines = 0;
+                if tx.send(std::mem::take(&mut batch)).is_err() {
+                    return;
+                }
             }
         }
         if !batch.is_empty() {
@@ -293,7 +294,7 @@ struct Member {
 }
 
 /// Each instance's lines of one tick, one list per stream.
-type Routed = Vec<Vec<Vec<Line>>>;
+type Routed = Vec<Vec<Lines>>;
 
 impl Watcher {
     /// Open the inputs (resuming from `--state` when it names them) and the outputs.
@@ -518,7 +519,7 @@ impl Watcher {
         self.backlog = false;
         for k in 0..self.sources.len() {
             let kind = self.sources[k].kind;
-            let mut v = Vec::new();
+            let mut v = Lines::default();
             let ev = self.sources[k].source.poll(&mut v);
             self.backlog |= ev.more;
             let stream = kind_name(kind);
@@ -578,18 +579,18 @@ impl Watcher {
 
     /// Source `k`'s lines to their instances' streams: to its instance, or each line to the
     /// instance it names (a headed stream), or to every instance (the answers).
-    fn route(&mut self, k: usize, lines: Vec<Line>, routed: &mut Routed) -> anyhow::Result<()> {
+    fn route(&mut self, k: usize, lines: Lines, routed: &mut Routed) -> anyhow::Result<()> {
         let grow = |routed: &mut Routed, members: &[Member]| {
             routed.resize_with(members.len(), Vec::new);
             for (r, m) in routed.iter_mut().zip(members) {
-                r.resize_with(m.slots.len(), Vec::new);
+                r.resize_with(m.slots.len(), Lines::default);
             }
         };
         grow(routed, &self.members);
         if self.sources[k].kind == Kind::Dns {
             for (m, mem) in self.members.iter().enumerate() {
                 if let Some(j) = mem.slots.iter().position(|&s| s == k) {
-                    routed[m][j].extend(lines.iter().cloned());
+                    routed[m][j].append(&lines);
                 }
             }
             return Ok(());
@@ -597,32 +598,35 @@ impl Watcher {
         let Some(h) = self.headed(k, &lines) else {
             if let Some(m) = self.sources[k].member {
                 let j = self.attach(m, k)?;
-                routed[m][j].extend(lines);
+                match routed[m][j].is_empty() {
+                    true => routed[m][j] = lines,
+                    false => routed[m][j].append(&lines),
+                }
             }
             return Ok(());
         };
-        for l in lines {
-            let (m, line) = self.named_line(k, h, l)?;
+        for (n, text) in lines.iter() {
+            let (m, body) = self.named_line(k, h, text)?;
             let Some(m) = m else { continue };
             let j = self.attach(m, k)?;
             if routed.len() <= m || routed[m].len() <= j {
                 grow(routed, &self.members);
             }
-            routed[m][j].push(line);
+            routed[m][j].push(&body, n);
         }
         Ok(())
     }
 
     /// Whether source `k`'s lines name their instance (decided at its first line; only mixed
     /// streams can).
-    fn headed(&mut self, k: usize, lines: &[Line]) -> Option<Headed> {
+    fn headed(&mut self, k: usize, lines: &Lines) -> Option<Headed> {
         let src = &mut self.sources[k];
         if src.kind != Kind::Mixed {
             return None;
         }
         if src.headed.is_none() {
             let first = lines.first()?;
-            src.headed = Some(Headed::detect(&String::from_utf8_lossy(&first.text)));
+            src.headed = Some(Headed::detect(&String::from_utf8_lossy(first.1)));
         }
         src.headed.flatten()
     }
@@ -633,57 +637,48 @@ impl Watcher {
         &mut self,
         k: usize,
         h: Headed,
-        l: Line,
-    ) -> anyhow::Result<(Option<usize>, Line)> {
-        let text = String::from_utf8_lossy(&l.text).into_owned();
+        line: &[u8],
+    ) -> anyhow::Result<(Option<usize>, Vec<u8>)> {
+        let text = String::from_utf8_lossy(line);
         let (name, body) = match h.split(&text) {
             Some((n, body)) => (n.to_string(), body.as_bytes().to_vec()),
             None => match &self.sources[k].last_instance {
-                Some(n) => (n.clone(), l.text),
-                None => return Ok((self.sources[k].member, l)),
+                Some(n) => (n.clone(), line.to_vec()),
+                None => return Ok((self.sources[k].member, line.to_vec())),
             },
         };
         self.sources[k].last_instance = Some(name.clone());
         let m = self.named(&name)?;
-        Ok((
-            Some(m),
-            Line {
-                text: body,
-                line: l.line,
-            },
-        ))
+        Ok((Some(m), body))
     }
 
     /// A mixed stream's lines behind their CRI/containerd prefix, partial lines joined (a
     /// container's log file as the kubelet writes it); other streams' lines as they are.
-    fn unwrap_cri(&mut self, k: usize, lines: Vec<Line>) -> Vec<Line> {
+    fn unwrap_cri(&mut self, k: usize, lines: Lines) -> Lines {
         let state = &mut self.sources[k].cri;
         if state.is_none() {
             let Some(first) = lines.first() else {
                 return lines;
             };
-            let cri = CriLines::is_cri(&String::from_utf8_lossy(&first.text));
+            let cri = CriLines::is_cri(&String::from_utf8_lossy(first.1));
             *state = Some(cri.then(CriLines::default));
         }
         let Some(Some(cri)) = state else {
             return lines;
         };
-        lines
-            .into_iter()
-            .filter_map(|l| {
-                let (first, _, text) = cri.push(l.line, &String::from_utf8_lossy(&l.text))?;
-                Some(Line {
-                    text: text.into_bytes(),
-                    line: first,
-                })
-            })
-            .collect()
+        let mut out = Lines::default();
+        for (n, text) in lines.iter() {
+            if let Some((first, _, text)) = cri.push(n, &String::from_utf8_lossy(text)) {
+                out.push(text.as_bytes(), first);
+            }
+        }
+        out
     }
 
     /// `resolvelab_dns_answer_changes_total`: the answers the watcher saw change, by name.
-    fn count_answer_changes(&mut self, answers: &[Line]) {
-        for l in answers {
-            if let Ok(q) = serde_json::from_slice::<resolvelab_dns::QueryEvent>(&l.text)
+    fn count_answer_changes(&mut self, answers: &Lines) {
+        for (_, l) in answers.iter() {
+            if let Ok(q) = serde_json::from_slice::<resolvelab_dns::QueryEvent>(l)
                 && q.changed
             {
                 *self.dns_changes.entry(q.qname).or_default() += 1;

@@ -17,7 +17,7 @@
 //! them; an incident longer than `window` is classed in pieces (each failure still counted
 //! once: the next window starts without context).
 
-use crate::follow::Line;
+use crate::follow::Lines;
 use crate::totals::Totals;
 use resolvelab_diagnose::checker::tally::{Stream, Tally};
 use resolvelab_diagnose::{Diagnosis, Incident, Options};
@@ -56,8 +56,8 @@ impl Kind {
 pub const MAX_CONTEXT_BYTES: usize = 64 << 20;
 
 /// The bytes of a tick's lines.
-fn bytes(lines: &[Vec<Line>]) -> usize {
-    lines.iter().flatten().map(|l| l.text.len() + 1).sum()
+fn bytes(lines: &[Lines]) -> usize {
+    lines.iter().map(Lines::bytes).sum()
 }
 
 /// How windows are cut.
@@ -122,19 +122,19 @@ impl Spooled {
         })
     }
 
-    fn push(&mut self, lines: &[Line]) -> anyhow::Result<()> {
-        let mut buf = Vec::new();
-        for l in lines {
+    fn push(&mut self, lines: &Lines) -> anyhow::Result<()> {
+        let mut buf = Vec::with_capacity(lines.bytes());
+        for (line, text) in lines.iter() {
             let next = self.lines + 1;
             let continues = self
                 .origins
                 .last()
-                .is_some_and(|&(s, o)| o + (next - s) == l.line);
+                .is_some_and(|&(s, o)| o + (next - s) == line);
             if !continues {
-                self.origins.push((next, l.line));
+                self.origins.push((next, line));
             }
             self.lines = next;
-            buf.extend_from_slice(&l.text);
+            buf.extend_from_slice(text);
             buf.push(b'\n');
         }
         self.file.write_all(&buf)?;
@@ -177,7 +177,7 @@ pub struct Live {
     dir: tempfile::TempDir,
     timing: Timing,
     max_upstreams: usize,
-    ring: VecDeque<(Instant, Vec<Vec<Line>>)>,
+    ring: VecDeque<(Instant, Vec<Lines>)>,
     ring_bytes: usize,
     /// The most the ring holds ([`MAX_CONTEXT_BYTES`] shared by the instances watched).
     ring_cap: usize,
@@ -268,18 +268,18 @@ impl Live {
     }
 
     /// Take one tick's lines (one list per stream, in the order of `names`).
-    pub fn tick(&mut self, lines: Vec<Vec<Line>>, now: Instant) -> anyhow::Result<Outcome> {
+    pub fn tick(&mut self, lines: Vec<Lines>, now: Instant) -> anyhow::Result<Outcome> {
         self.ingest(lines, now)?;
         self.settle(now, false)
     }
 
     /// The last tick: its lines, then the open window classed and closed whatever its state.
-    pub fn finish(&mut self, lines: Vec<Vec<Line>>, now: Instant) -> anyhow::Result<Outcome> {
+    pub fn finish(&mut self, lines: Vec<Lines>, now: Instant) -> anyhow::Result<Outcome> {
         self.ingest(lines, now)?;
         self.settle(now, true)
     }
 
-    fn ingest(&mut self, lines: Vec<Vec<Line>>, now: Instant) -> anyhow::Result<()> {
+    fn ingest(&mut self, lines: Vec<Lines>, now: Instant) -> anyhow::Result<()> {
         if lines.iter().any(|l| !l.is_empty()) {
             for (k, l) in lines.iter().enumerate() {
                 self.count(k, l);
@@ -309,18 +309,9 @@ impl Live {
     }
 
     /// Count stream `k`'s lines, each run of consecutive lines under its own numbers.
-    fn count(&mut self, k: usize, lines: &[Line]) {
-        let mut rest = lines;
-        while let Some(first) = rest.first() {
-            let run = rest
-                .iter()
-                .enumerate()
-                .take_while(|(i, l)| l.line == first.line + *i as u64)
-                .count();
-            let (now, later) = rest.split_at(run);
-            self.tally
-                .feed(k, now.iter().map(|l| l.text.as_slice()), first.line);
-            rest = later;
+    fn count(&mut self, k: usize, lines: &Lines) {
+        for (first, run) in lines.runs() {
+            self.tally.feed(k, run, first);
         }
     }
 
