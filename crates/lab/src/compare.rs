@@ -21,12 +21,12 @@ use resolvelab_core::evidence::file;
 use resolvelab_core::evidence::run::VerdictStatus;
 use resolvelab_core::spec::engine::EngineId;
 use resolvelab_scenario::Scenario;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 /// One engine's run of the scenario.
-#[derive(Debug, Clone, Serialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct Cell {
     /// The engine id.
     pub engine: EngineId,
@@ -76,7 +76,7 @@ pub struct Cell {
 }
 
 /// One run of a repeated cell: its seed and the figures that vary from seed to seed.
-#[derive(Debug, Clone, Serialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct Repeat {
     /// The run's seed.
     pub seed: u64,
@@ -113,8 +113,8 @@ impl Repeat {
 
 /// What became of one engine's run: its verdict's status, or why there is none. Written as
 /// the verdict's own id, `error` or `n/a`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(into = "String")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(into = "String", try_from = "String")]
 pub enum CellStatus {
     /// The run was judged.
     Judged(VerdictStatus),
@@ -137,6 +137,20 @@ impl std::fmt::Display for CellStatus {
 impl From<CellStatus> for String {
     fn from(s: CellStatus) -> String {
         s.to_string()
+    }
+}
+
+impl TryFrom<String> for CellStatus {
+    type Error = String;
+
+    fn try_from(s: String) -> Result<CellStatus, String> {
+        match s.as_str() {
+            "error" => Ok(CellStatus::Error),
+            "n/a" => Ok(CellStatus::NotApplicable),
+            _ => serde_json::from_value(serde_json::Value::String(s.clone()))
+                .map(CellStatus::Judged)
+                .map_err(|_| format!("`{s}` is no cell status (a verdict's, `error` or `n/a`)")),
+        }
     }
 }
 
@@ -166,7 +180,7 @@ impl Cell {
 }
 
 /// A class as seen without a DNS history.
-#[derive(Debug, Clone, Serialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct Seen {
     /// Failed requests of the class.
     pub requests: u64,
@@ -175,7 +189,7 @@ pub struct Seen {
 }
 
 /// A scenario (variant) across engines.
-#[derive(Debug, Clone, Serialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct Comparison {
     /// The scenario id.
     pub scenario: String,
@@ -709,9 +723,149 @@ page beside this one that cites these runs (docs/COMPARISON.md).\n\n{g}",
     })
 }
 
+/// Where the comparisons behind a page written with [`add_to_page`] are kept: beside it, as
+/// JSON (`COMPARISON-REPEATS.md` → `COMPARISON-REPEATS.json`).
+pub fn kept_path(page: &Path) -> PathBuf {
+    page.with_extension("json")
+}
+
+/// `c`'s section merged into `kept`: its engines' cells replace theirs (the others stay), or
+/// it is added; sections in the order of `order` (titles: `scenario [variant]`), the others
+/// after them; cells in engine order.
+pub fn merge_section(kept: &mut Vec<Comparison>, c: &Comparison, order: &[String]) {
+    match kept.iter_mut().find(|k| k.title() == c.title()) {
+        Some(k) => {
+            k.question.clone_from(&c.question);
+            k.description.clone_from(&c.description);
+            k.cells
+                .retain(|old| c.cells.iter().all(|new| new.engine != old.engine));
+            k.cells.extend(c.cells.iter().cloned());
+            k.cells.sort_by_key(|x| x.engine);
+        }
+        None => {
+            let mut c = c.clone();
+            c.cells.sort_by_key(|x| x.engine);
+            kept.push(c);
+        }
+    }
+    let rank = |t: &str| order.iter().position(|o| o == t).unwrap_or(order.len());
+    kept.sort_by_key(|k| rank(&k.title()));
+}
+
+/// The comparisons kept behind `page` ([`kept_path`]; none yet: empty), read before any run
+/// so that an unreadable file stops the command at once.
+pub fn read_kept(page: &Path) -> anyhow::Result<Vec<Comparison>> {
+    let json = kept_path(page);
+    match std::fs::read_to_string(&json) {
+        Ok(t) => serde_json::from_str(&t).map_err(|e| {
+            anyhow::anyhow!(
+                "{}:{}: {e}: the runs kept behind {} do not read back; restore the file from git, or remove it to start the page again",
+                json.display(),
+                e.line(),
+                page.display()
+            )
+        }),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Vec::new()),
+        Err(e) => anyhow::bail!("cannot read {}: {e}", json.display()),
+    }
+}
+
+/// Add one section's runs to `page` (`compare … --table PAGE --add`): they are merged into
+/// `kept` ([`read_kept`], [`merge_section`]), which is written beside the page, and the page is
+/// written again from all of them — sessions add to one page section by section, engine by
+/// engine.
+pub fn add_to_page(
+    page: &Path,
+    kept: &mut Vec<Comparison>,
+    c: &Comparison,
+    order: &[String],
+    what: &str,
+) -> anyhow::Result<()> {
+    merge_section(kept, c, order);
+    let mut engines: Vec<EngineId> = kept
+        .iter()
+        .flat_map(|k| k.cells.iter().map(|c| c.engine))
+        .collect();
+    engines.sort();
+    engines.dedup();
+    let ids: Vec<&str> = engines.iter().map(|e| e.as_str()).collect();
+    let json = serde_json::to_string_pretty(&kept)?;
+    resolvelab_core::rundir::write_atomic(&kept_path(page), json.as_bytes())?;
+    update_page(page, kept, what, &ids)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// What `--add` keeps reads back as it was written, every cell status included.
+    #[test]
+    fn kept_comparisons_read_back_and_merge_by_section_and_engine() {
+        use resolvelab_core::spec::engine::ProxyKind;
+        let sc = resolvelab_scenario::library::get("swap-only").unwrap();
+        let cell = |engine, status| Cell {
+            requests: 10,
+            repeats: vec![Repeat::of(4, &Cell::empty(engine, &sc, status))],
+            ..Cell::empty(engine, &sc, status)
+        };
+        let c = |variant: Option<&str>, cells| Comparison {
+            scenario: "swap-only".into(),
+            variant: variant.map(str::to_string),
+            question: "q".into(),
+            description: "d".into(),
+            cells,
+        };
+        let a = c(
+            None,
+            vec![
+                cell(
+                    EngineId::Proxy(ProxyKind::Haproxy),
+                    CellStatus::Judged(VerdictStatus::NotInterpretable),
+                ),
+                cell(EngineId::Nginx, CellStatus::Error),
+            ],
+        );
+        let b = c(
+            Some("v"),
+            vec![cell(
+                EngineId::Proxy(ProxyKind::Envoy),
+                CellStatus::NotApplicable,
+            )],
+        );
+        let text = serde_json::to_string(&[&a, &b]).unwrap();
+        let back: Vec<Comparison> = serde_json::from_str(&text).unwrap();
+        assert_eq!(back, [a.clone(), b.clone()]);
+        assert!(serde_json::from_str::<CellStatus>("\"done\"").is_err());
+        // The variant first in the order: it goes first; nginx's row is replaced, HAProxy's kept.
+        let order = ["swap-only [v]".to_string(), "swap-only".to_string()];
+        let mut kept = Vec::new();
+        merge_section(&mut kept, &a, &order);
+        merge_section(&mut kept, &b, &order);
+        let again = c(
+            None,
+            vec![cell(
+                EngineId::Nginx,
+                CellStatus::Judged(VerdictStatus::Completed),
+            )],
+        );
+        merge_section(&mut kept, &again, &order);
+        assert_eq!(kept[0].title(), "swap-only [v]");
+        let rows: Vec<(EngineId, String)> = kept[1]
+            .cells
+            .iter()
+            .map(|c| (c.engine, c.status.to_string()))
+            .collect();
+        assert_eq!(
+            rows,
+            [
+                (EngineId::Nginx, "completed".to_string()),
+                (
+                    EngineId::Proxy(ProxyKind::Haproxy),
+                    "not-interpretable".to_string()
+                )
+            ]
+        );
+    }
 
     #[test]
     fn a_failed_engine_keeps_its_row_and_says_why() {

@@ -289,3 +289,89 @@ fn repeat_plays_each_cell_with_its_seeds_and_the_page_says_so() {
     );
     assert!(text.contains("2 runs)"), "{text}");
 }
+
+/// `--table PAGE --add`: sections added one command at a time land in the library's order, a
+/// section played again on one engine replaces only that engine's row, and the runs behind the
+/// page are kept beside it; a page kept unreadable is refused with its file and line.
+#[test]
+fn add_fills_one_page_section_by_section_engine_by_engine() {
+    let tmp = tempfile::tempdir().unwrap();
+    let page = tmp.path().join("REPEATS.md");
+    let add = |scenario: &str, variant: &str, seed: &str| {
+        let (code, json, stderr) = compare(
+            &[
+                scenario,
+                "--variant",
+                variant,
+                "--engines",
+                "sim",
+                "--scale",
+                "0.1",
+                "--seed",
+                seed,
+                "--repeat",
+                "2",
+                "--table",
+                page.to_str().unwrap(),
+                "--add",
+            ],
+            &tmp.path().join(format!("cmp-{scenario}-{seed}")),
+        );
+        assert_eq!(code, 0, "{json:#}\n{stderr}");
+    };
+    // nxdomain comes after swap-only in the library: added first, shown second.
+    add("nxdomain", "base", "3");
+    add("swap-only", "base", "5");
+    let text = std::fs::read_to_string(&page).unwrap();
+    let (swap, nx) = (
+        text.find("### swap-only\n").unwrap(),
+        text.find("### nxdomain\n").unwrap(),
+    );
+    assert!(swap < nx, "{text}");
+    let kept: Value =
+        serde_json::from_str(&std::fs::read_to_string(tmp.path().join("REPEATS.json")).unwrap())
+            .unwrap();
+    assert_eq!(kept.as_array().unwrap().len(), 2);
+    // Played again with other seeds: that row is replaced, the other section stays.
+    add("nxdomain", "base", "7");
+    let kept: Value =
+        serde_json::from_str(&std::fs::read_to_string(tmp.path().join("REPEATS.json")).unwrap())
+            .unwrap();
+    let sections: Vec<&str> = kept
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["scenario"].as_str().unwrap())
+        .collect();
+    assert_eq!(sections, ["swap-only", "nxdomain"]);
+    let nx_cells = kept[1]["cells"].as_array().unwrap();
+    assert_eq!(nx_cells.len(), 1, "one row per engine: {nx_cells:#?}");
+    let seeds: Vec<u64> = nx_cells[0]["repeats"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["seed"].as_u64().unwrap())
+        .collect();
+    assert_eq!(seeds, [7, 8]);
+    assert_eq!(kept[0]["cells"][0]["repeats"][0]["seed"], 5);
+    // What is kept must read back: a broken file is named, with its line, before any run.
+    std::fs::write(tmp.path().join("REPEATS.json"), "[\n{\"scenario\": 1}\n]").unwrap();
+    let o = bin()
+        .args([
+            "compare",
+            "swap-only",
+            "--variant",
+            "base",
+            "--engines",
+            "sim",
+        ])
+        .args(["--scale", "0.1", "-q", "--table"])
+        .arg(&page)
+        .args(["--add", "--out"])
+        .arg(tmp.path().join("broken"))
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(err.contains("REPEATS.json:2:"), "{err}");
+}

@@ -21,6 +21,7 @@ resolvelab compare nxdomain --variant nx40s         # longer than HAProxy's hold
 resolvelab compare nxdomain --variant valid30-aligned --format json\n  \
 resolvelab compare --all --table docs/COMPARISON-RUNS.md\n  \
 resolvelab compare nxdomain --engines nginx,haproxy --repeat 3   # each cell from 3 seeds\n  \
+resolvelab compare nxdomain --repeat 3 --table docs/COMPARISON-REPEATS.md --add  # adds a section\n  \
 resolvelab compare stale-address --engines nginx,sim --table docs/STALE-ADDRESS.md\n  \
 resolvelab --engine-bin nginx-1.31=/opt/nginx/sbin/nginx compare swap-only\n\n\
 Each engine plays the same scenario (DNS timeline, backends, faults, load, seed) into \
@@ -67,6 +68,12 @@ pub struct Args {
     /// keeping the hand-written findings (with --all: only when every run completed).
     #[arg(long)]
     table: Option<PathBuf>,
+    /// With --table: add these sections to the page instead of writing it anew — each
+    /// scenario (variant) as soon as all its engines ran, its engines' rows replacing theirs,
+    /// every other section and row kept (the runs behind the page are kept beside it as
+    /// PAGE.json). Sessions fill one page scenario by scenario; a stopped one keeps what ran.
+    #[arg(long, requires = "table")]
+    add: bool,
     /// Take ENGINE's runs from DIR (a `run --all --out` directory) where one there played
     /// exactly the same scenario to completion, judged again instead of played again
     /// (repeatable), e.g. `--reuse nginx=runs/all`.
@@ -105,6 +112,21 @@ pub fn run(args: Args, ctx: &Ctx) -> Result<ExitCode> {
         ..ctx.run_options()
     };
     crate::cmd::run::install_signal_handlers();
+    // The page's sections in the library's order, whatever order sessions add them in.
+    let order: Vec<String> = match args.add {
+        true => judge::planned(&judge::selected(true, None)?, None)?
+            .iter()
+            .map(|sc| match &sc.variant_of {
+                Some(v) => format!("{} [{v}]", sc.name),
+                None => sc.name.clone(),
+            })
+            .collect(),
+        false => Vec::new(),
+    };
+    let mut kept = match (&args.table, args.add) {
+        (Some(t), true) => compare::read_kept(t)?,
+        _ => Vec::new(),
+    };
     let mut done: Vec<Comparison> = Vec::new();
     for sc in &planned {
         if INTERRUPTED.load(Ordering::SeqCst) {
@@ -150,6 +172,19 @@ pub fn run(args: Args, ctx: &Ctx) -> Result<ExitCode> {
                 );
             },
         );
+        if let (true, Some(t)) = (args.add, &args.table) {
+            if c.all_ran() && !INTERRUPTED.load(Ordering::SeqCst) {
+                let what = format!("SCENARIO [--variant V] --repeat {} --add", args.repeat);
+                compare::add_to_page(t, &mut kept, &c, &order, &what)?;
+                eprintln!("compare {title}: added to {}", t.display());
+            } else {
+                eprintln!(
+                    "warning: compare {title}: not every engine ran: not added to {} (the runs are in {})",
+                    t.display(),
+                    args.out.display()
+                );
+            }
+        }
         done.push(c);
     }
     let md = compare::markdown(&done);
@@ -166,7 +201,7 @@ pub fn run(args: Args, ctx: &Ctx) -> Result<ExitCode> {
     }
     let whole = !INTERRUPTED.load(Ordering::SeqCst) && done.len() == planned.len();
     let all_ran = done.iter().all(Comparison::all_ran);
-    if let Some(t) = &args.table {
+    if let Some(t) = args.table.as_ref().filter(|_| !args.add) {
         if whole && (all_ran || !args.all) {
             let mut what = match (args.all, args.scenario.as_deref()) {
                 (false, Some(sc)) => sc.to_string(),
