@@ -202,6 +202,10 @@ pub struct HaproxySpec {
     /// Lines of `backend be`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub backend: Vec<String>,
+    /// Each resolved name as `server-template` with this many servers (one per address of
+    /// the answer, up to it) instead of one `server` line (one address).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server_template: Option<u32>,
 }
 
 impl HaproxySpec {
@@ -899,10 +903,32 @@ impl Scenario {
         }
         self.check_server_params()?;
         self.check_caddy_fallback(&names)?;
+        self.check_server_template()?;
         self.check_fleet()?;
         self.check_timeline(&names)?;
         self.check_events_within_load()
             .map_err(|e| self.err_at(&["timeline"], e))?;
+        Ok(())
+    }
+
+    /// `[haproxy] server_template`: 1 to 1024 servers, for at least one resolved name.
+    fn check_server_template(&self) -> anyhow::Result<()> {
+        let Some(n) = self.haproxy.server_template else {
+            return Ok(());
+        };
+        let at = ["haproxy", "server_template"];
+        if !(1..=1024).contains(&n) {
+            return Err(self.err_at(
+                &at,
+                format!("[haproxy] server_template = {n}: give 1 to 1024 servers per name"),
+            ));
+        }
+        if self.nginx.servers.iter().all(|s| s.host.starts_with('@')) {
+            return Err(self.err_at(
+                &at,
+                "[haproxy] server_template needs a resolved server name: a fixed address is one server",
+            ));
+        }
         Ok(())
     }
 
@@ -2062,6 +2088,35 @@ expect = { checks = ["nlu = 0"] }
         );
         assert!(err(&with(r#""b2""#)).contains("write `@NAME`"));
         let fixed = with(r#""@b2""#).replace("host = \"app.test.local\"", "host = \"@b1\"");
+        assert!(
+            err(&fixed).contains("needs a resolved server name"),
+            "{}",
+            err(&fixed)
+        );
+    }
+
+    #[test]
+    fn a_server_template_counts_servers_for_a_resolved_name() {
+        let with = |n: &str| {
+            MIN.replace(
+                "[[backend]]\nname = \"b1\"",
+                &format!("[haproxy]\nserver_template = {n}\n[[backend]]\nname = \"b1\""),
+            )
+        };
+        let s = Scenario::from_toml(&with("4"), "t").unwrap();
+        assert_eq!(s.haproxy.server_template, Some(4));
+        let err = |text: &str| Scenario::from_toml(text, "t").unwrap_err().to_string();
+        let line = with("0")
+            .lines()
+            .position(|l| l.starts_with("server_template"))
+            .unwrap()
+            + 1;
+        let e = err(&with("0"));
+        assert!(
+            e.starts_with(&format!("t:{line}:")) && e.contains("1 to 1024"),
+            "{e}"
+        );
+        let fixed = with("4").replace("host = \"app.test.local\"", "host = \"@b1\"");
         assert!(
             err(&fixed).contains("needs a resolved server name"),
             "{}",

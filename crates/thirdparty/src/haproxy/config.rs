@@ -71,9 +71,16 @@ pub fn config(sc: &Scenario, net: &Net) -> Result<String> {
     writeln!(w, "backend be\n    balance roundrobin")?;
     let prefer = if n.ipv6 { "" } else { " resolve-prefer ipv4" };
     for (i, s) in n.servers.iter().enumerate() {
-        let mut line = match s.host.strip_prefix('@') {
-            Some(name) => format!("    server s{} {}", i + 1, net.hosts[name]),
-            None => format!(
+        let mut line = match (s.host.strip_prefix('@'), h.server_template) {
+            (Some(name), _) => format!("    server s{} {}", i + 1, net.hosts[name]),
+            // One server per address of the answer, up to `count` (servers s1-1 … s1-count).
+            (None, Some(count)) => format!(
+                "    server-template s{}- {count} {}:{} resolvers lab init-addr none{prefer}",
+                i + 1,
+                s.host,
+                n.port
+            ),
+            (None, None) => format!(
                 "    server s{} {}:{} resolvers lab init-addr none{prefer}",
                 i + 1,
                 s.host,
@@ -94,6 +101,18 @@ pub fn config(sc: &Scenario, net: &Net) -> Result<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_server_template_takes_every_address_of_the_answer() {
+        let mut sc = resolvelab_scenario::library::get("zone-churn").unwrap();
+        sc.haproxy.server_template = Some(25);
+        let cfg = config(&sc, &Net::assign(&sc, 10, 1).unwrap()).unwrap();
+        assert!(
+            cfg.contains("    server-template s1- 25 app.test.local:8080 resolvers lab init-addr none resolve-prefer ipv4\n"),
+            "{cfg}"
+        );
+        assert!(!cfg.contains("    server s1 "), "{cfg}");
+    }
 
     #[test]
     fn retries_follow_the_scenario_and_knobs_are_appended() {
