@@ -6,7 +6,7 @@ mod common;
 
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Read};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Stdio;
 
 fn gunzip(from: &Path, to: &Path) {
@@ -37,14 +37,21 @@ fn by_class(metrics: &str, family: &str) -> BTreeMap<String, u64> {
     m
 }
 
-#[test]
-fn metrics_agree_with_the_batch_diagnosis_and_sigterm_stops_cleanly() {
+/// The recorded real-nginx `nxdomain` run's access and error logs, unpacked into `dir`, and
+/// the fixture's folder.
+fn nxdomain_run(dir: &Path) -> (PathBuf, PathBuf, PathBuf) {
     let fx =
         Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/diagnose/real/nxdomain");
-    let dir = tempfile::tempdir().unwrap();
-    let (a, e) = (dir.path().join("access.log"), dir.path().join("error.log"));
+    let (a, e) = (dir.join("access.log"), dir.join("error.log"));
     gunzip(&fx.join("access.log.gz"), &a);
     gunzip(&fx.join("error.log.gz"), &e);
+    (a, e, fx)
+}
+
+#[test]
+fn metrics_agree_with_the_batch_diagnosis_and_sigterm_stops_cleanly() {
+    let dir = tempfile::tempdir().unwrap();
+    let (a, e, fx) = nxdomain_run(dir.path());
     let conf = fx.join("nginx.conf");
     let reading = |c: &mut std::process::Command| {
         c.arg("--access").arg(&a).arg("--error").arg(&e);
@@ -220,12 +227,8 @@ fn instances_named_by_a_path_pattern_are_watched_apart() {
 /// signature, lines read — equals a diagnosis of the same stream as a file.
 #[test]
 fn standard_input_is_counted_as_the_same_stream_in_a_file() {
-    let fx =
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/diagnose/real/nxdomain");
     let dir = tempfile::tempdir().unwrap();
-    let (a, e) = (dir.path().join("access.log"), dir.path().join("error.log"));
-    gunzip(&fx.join("access.log.gz"), &a);
-    gunzip(&fx.join("error.log.gz"), &e);
+    let (a, e, _) = nxdomain_run(dir.path());
     let mut stream = std::fs::read(&a).unwrap();
     stream.extend(std::fs::read(&e).unwrap());
     assert_eq!(stream.pop(), Some(b'\n'));
