@@ -28,6 +28,20 @@ fn compare(args: &[&str], out: &Path) -> (i32, Value, String) {
     (o.status.code().unwrap_or(-1), json, stderr)
 }
 
+/// `resolvelab compare swap-only --variant base --engines sim`, to be given more arguments.
+fn swap_only_on_the_model() -> std::process::Command {
+    let mut c = bin();
+    c.args([
+        "compare",
+        "swap-only",
+        "--variant",
+        "base",
+        "--engines",
+        "sim",
+    ]);
+    c
+}
+
 fn fingerprint(run: &str) -> Value {
     let text = std::fs::read_to_string(PathBuf::from(run).join("fingerprint.json")).unwrap();
     serde_json::from_str(&text).unwrap()
@@ -265,15 +279,7 @@ fn repeat_plays_each_cell_with_its_seeds_and_the_page_says_so() {
     let seeds: Vec<u64> = reps.iter().map(|r| r["seed"].as_u64().unwrap()).collect();
     assert_eq!(seeds, [3, 4]);
     // Without -q, each run's progress line says which seed it played.
-    let o = bin()
-        .args([
-            "compare",
-            "swap-only",
-            "--variant",
-            "base",
-            "--engines",
-            "sim",
-        ])
+    let o = swap_only_on_the_model()
         .args(["--scale", "0.1", "--seed", "3", "--repeat", "2", "--out"])
         .arg(tmp.path().join("loud"))
         .output()
@@ -356,15 +362,7 @@ fn add_fills_one_page_section_by_section_engine_by_engine() {
     assert_eq!(kept[0]["cells"][0]["repeats"][0]["seed"], 5);
     // What is kept must read back: a broken file is named, with its line, before any run.
     std::fs::write(tmp.path().join("REPEATS.json"), "[\n{\"scenario\": 1}\n]").unwrap();
-    let o = bin()
-        .args([
-            "compare",
-            "swap-only",
-            "--variant",
-            "base",
-            "--engines",
-            "sim",
-        ])
+    let o = swap_only_on_the_model()
         .args(["--scale", "0.1", "-q", "--table"])
         .arg(&page)
         .args(["--add", "--out"])
