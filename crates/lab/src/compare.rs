@@ -752,6 +752,24 @@ pub fn merge_section(kept: &mut Vec<Comparison>, c: &Comparison, order: &[String
     kept.sort_by_key(|k| rank(&k.title()));
 }
 
+/// Whether `kept` already holds section `title` with every one of `engines` played `repeat`
+/// times, or not applicable, and no run that could not start: `compare --add --skip-done`
+/// passes such a section over, so a stopped sitting resumes where it stopped.
+pub fn is_done(kept: &[Comparison], title: &str, engines: &[EngineId], repeat: u32) -> bool {
+    let Some(k) = kept.iter().find(|k| k.title() == title) else {
+        return false;
+    };
+    engines.iter().all(|e| {
+        k.cells.iter().any(|c| {
+            c.engine == *e
+                && (c.not_applicable.is_some()
+                    || (c.error.is_none()
+                        && c.repeats.len().max(1) == repeat as usize
+                        && c.repeats.iter().all(|r| r.status != CellStatus::Error)))
+        })
+    })
+}
+
 /// The comparisons kept behind `page` ([`kept_path`]; none yet: empty), read before any run
 /// so that an unreadable file stops the command at once.
 pub fn read_kept(page: &Path) -> anyhow::Result<Vec<Comparison>> {

@@ -22,6 +22,7 @@ resolvelab compare nxdomain --variant valid30-aligned --format json\n  \
 resolvelab compare --all --table docs/COMPARISON-RUNS.md\n  \
 resolvelab compare nxdomain --engines nginx,haproxy --repeat 3   # each cell from 3 seeds\n  \
 resolvelab compare nxdomain --repeat 3 --table docs/COMPARISON-REPEATS.md --add  # adds a section\n  \
+resolvelab compare --all --repeat 3 --table docs/COMPARISON-REPEATS.md --add --skip-done  # resumes\n  \
 resolvelab compare stale-address --engines nginx,sim --table docs/STALE-ADDRESS.md\n  \
 resolvelab --engine-bin nginx-1.31=/opt/nginx/sbin/nginx compare swap-only\n\n\
 Each engine plays the same scenario (DNS timeline, backends, faults, load, seed) into \
@@ -74,6 +75,10 @@ pub struct Args {
     /// PAGE.json). Sessions fill one page scenario by scenario; a stopped one keeps what ran.
     #[arg(long, requires = "table")]
     add: bool,
+    /// With --add: pass over the sections the page already holds with every engine played
+    /// --repeat times (or not applicable), so a stopped sitting resumes where it stopped.
+    #[arg(long, requires = "add")]
+    skip_done: bool,
     /// Take ENGINE's runs from DIR (a `run --all --out` directory) where one there played
     /// exactly the same scenario to completion, judged again instead of played again
     /// (repeatable), e.g. `--reuse nginx=runs/all`.
@@ -99,6 +104,7 @@ pub fn run(args: Args, ctx: &Ctx) -> Result<ExitCode> {
         .iter()
         .map(|e| engine::by_name(e.trim()))
         .collect::<Result<Vec<_>>>()?;
+    let engine_ids: Vec<_> = engines.iter().map(|e| e.id()).collect();
     let ids: Vec<&str> = engines.iter().map(|e| e.id().as_str()).collect();
     let planned = judge::planned(
         &judge::selected(args.all, args.scenario.as_deref())?,
@@ -128,6 +134,7 @@ pub fn run(args: Args, ctx: &Ctx) -> Result<ExitCode> {
         _ => Vec::new(),
     };
     let mut done: Vec<Comparison> = Vec::new();
+    let mut passed_over = 0;
     for sc in &planned {
         if INTERRUPTED.load(Ordering::SeqCst) {
             break;
@@ -136,6 +143,14 @@ pub fn run(args: Args, ctx: &Ctx) -> Result<ExitCode> {
             Some(v) => format!("{} [{v}]", sc.name),
             None => sc.name.clone(),
         };
+        if args.skip_done && compare::is_done(&kept, &title, &engine_ids, args.repeat) {
+            eprintln!(
+                "compare {title}: already on the page with {} runs per engine: passed over (--skip-done)",
+                args.repeat
+            );
+            passed_over += 1;
+            continue;
+        }
         let reuse = args.reuse.iter().cloned().collect();
         let c = compare::compare_reusing(
             sc,
@@ -199,7 +214,7 @@ pub fn run(args: Args, ctx: &Ctx) -> Result<ExitCode> {
         "html" => print!("{html}"),
         _ => print!("{md}"),
     }
-    let whole = !INTERRUPTED.load(Ordering::SeqCst) && done.len() == planned.len();
+    let whole = !INTERRUPTED.load(Ordering::SeqCst) && done.len() + passed_over == planned.len();
     let all_ran = done.iter().all(Comparison::all_ran);
     if let Some(t) = args.table.as_ref().filter(|_| !args.add) {
         if whole && (all_ran || !args.all) {
