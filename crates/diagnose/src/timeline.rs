@@ -8,6 +8,7 @@ use hdrhistogram::Histogram;
 pub const MAX_BINS: usize = 1024;
 const MAX_LATENCY_MS: u64 = 3_600_000;
 
+#[derive(Clone)]
 struct Bin {
     ok: u64,
     failed: u64,
@@ -36,7 +37,7 @@ const PENDING_MS: usize = 1024;
 /// The latencies of the bin being filled, counted per millisecond and recorded in its
 /// histogram when another bin is filled: a count costs a few instructions, a record several
 /// dozen, and a histogram's state does not depend on the order of its records.
-#[derive(Default)]
+#[derive(Default, Clone)]
 struct Pending {
     bin: usize,
     counts: Vec<u32>,
@@ -75,6 +76,7 @@ impl Pending {
 }
 
 /// The adaptive timeline.
+#[derive(Clone)]
 pub struct Timeline {
     origin_ms: Option<i64>,
     bin_ms: i64,

@@ -632,6 +632,16 @@ impl Matcher {
     /// One file's statistics from its matchers' and its chunker's: counts summed, the first
     /// samples of all, and the nearest-format guess when more than half the lines failed.
     fn merge(path: &Path, parts: Vec<Matcher>, chunker: Option<Chunker>) -> FileStats {
+        let mut st = Self::summary(path, &parts);
+        if let Some(c) = chunker {
+            st.error = c.error;
+            st.line_index = c.index;
+        }
+        st
+    }
+
+    /// [`Matcher::merge`]'s statistics of `parts`, which stay as they are.
+    fn summary(path: &Path, parts: &[Matcher]) -> FileStats {
         let mut st = FileStats::new(path, "access");
         let mut bad = Vec::new();
         let mut fmt = None;
@@ -640,9 +650,9 @@ impl Matcher {
             st.parsed += m.stats.parsed;
             st.malformed += m.stats.malformed;
             st.skipped += m.stats.skipped;
-            st.samples.extend(m.stats.samples);
-            bad.extend(m.bad_lines);
-            fmt = Some(m.fmt);
+            st.samples.extend(m.stats.samples.iter().cloned());
+            bad.extend(m.bad_lines.iter().cloned());
+            fmt = Some(&m.fmt);
         }
         st.samples.sort_by_key(|s| s.line);
         st.samples.truncate(MAX_SAMPLES);
@@ -654,11 +664,7 @@ impl Matcher {
             && failing > 0
             && st.parsed < failing
         {
-            st.guess = nearest_guess(&bad, &fmt);
-        }
-        if let Some(c) = chunker {
-            st.error = c.error;
-            st.line_index = c.index;
+            st.guess = nearest_guess(&bad, fmt);
         }
         st
     }
@@ -959,6 +965,12 @@ impl MemoryMatcher {
     /// The lines read so far: how many matched, were malformed or passed over.
     pub fn stats(&self) -> &FileStats {
         &self.m.stats
+    }
+
+    /// The statistics a stream reports for the same lines when it finishes (with the
+    /// nearest-format guess when more than half of them failed).
+    pub fn file_stats(&self) -> FileStats {
+        Matcher::summary(Path::new(&self.m.stats.path), std::slice::from_ref(&self.m))
     }
 }
 

@@ -487,6 +487,90 @@ impl ErrorReader {
     pub fn finish(self) -> FileStats {
         self.stats
     }
+
+    /// Statistics so far.
+    pub fn stats(&self) -> &FileStats {
+        &self.stats
+    }
+}
+
+/// Lines handed over from memory (what a follower read), read by an [`ErrorReader`] as a file
+/// that grows: past the last line handed over is the end *for now*, and
+/// [`ErrorStream::resume`] reads on once more came.
+///
+/// ```
+/// use resolvelab_history::errorlog::{ErrorReader, Inbox};
+/// let inbox = Inbox::default();
+/// let mut r = ErrorReader::from_reader(inbox.reader(), "error.log".as_ref(), 0, 0);
+/// assert!(!r.advance());
+/// inbox.push(b"2026/12/01 00:00:02 [error] 7#7: *3 no live upstreams while connecting to upstream\n".to_vec());
+/// assert!(r.advance());
+/// assert_eq!(r.current().unwrap().cid, Some(3));
+/// ```
+#[derive(Clone, Default)]
+pub struct Inbox(std::sync::Arc<std::sync::Mutex<std::collections::VecDeque<Vec<u8>>>>);
+
+impl Inbox {
+    /// Hand over whole lines, each ending with its newline.
+    pub fn push(&self, bytes: Vec<u8>) {
+        if !bytes.is_empty() {
+            self.0
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .push_back(bytes);
+        }
+    }
+
+    /// A reader of what is handed over, from now on.
+    pub fn reader(&self) -> Box<dyn BufRead> {
+        Box::new(InboxReader {
+            inbox: self.clone(),
+            buf: Vec::new(),
+            pos: 0,
+        })
+    }
+}
+
+/// [`Inbox::reader`]: one chunk at a time, end of file when none is waiting.
+struct InboxReader {
+    inbox: Inbox,
+    buf: Vec<u8>,
+    pos: usize,
+}
+
+impl std::io::Read for InboxReader {
+    fn read(&mut self, out: &mut [u8]) -> std::io::Result<usize> {
+        let n = {
+            let b = self.fill_buf()?;
+            let n = b.len().min(out.len());
+            out[..n].copy_from_slice(&b[..n]);
+            n
+        };
+        self.consume(n);
+        Ok(n)
+    }
+}
+
+impl BufRead for InboxReader {
+    fn fill_buf(&mut self) -> std::io::Result<&[u8]> {
+        if self.pos >= self.buf.len() {
+            let next = self
+                .inbox
+                .0
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .pop_front();
+            if let Some(b) = next {
+                self.buf = b;
+                self.pos = 0;
+            }
+        }
+        Ok(self.buf.get(self.pos..).unwrap_or_default())
+    }
+
+    fn consume(&mut self, n: usize) {
+        self.pos += n;
+    }
 }
 
 /// Several error logs (rotations, several `error_log` destinations) merged into one stream in
@@ -528,8 +612,14 @@ impl ErrorStream {
             let r = ErrorReader::open(p, first_file + i as u32, 0)?;
             readers.push(if i >= plain { r.mixed() } else { r });
         }
+        Ok(ErrorStream::from_readers(readers, offsets))
+    }
+
+    /// A stream of readers already open (lines handed over from memory: [`Inbox`]), in the
+    /// order of their file indexes.
+    pub fn from_readers(mut readers: Vec<ErrorReader>, offsets: Offsets) -> ErrorStream {
         let live = readers.iter_mut().map(|r| r.advance()).collect();
-        Ok(ErrorStream {
+        ErrorStream {
             clocks: vec![FileClock::default(); readers.len()],
             readers,
             live,
@@ -538,7 +628,22 @@ impl ErrorStream {
             lines: 0,
             late: 0,
             offsets,
-        })
+        }
+    }
+
+    /// Read on where a reader had come to its end: files that grow ([`Inbox`]) got more lines.
+    pub fn resume(&mut self) {
+        self.settle();
+        for (r, live) in self.readers.iter_mut().zip(&mut self.live) {
+            if !*live {
+                *live = r.advance();
+            }
+        }
+    }
+
+    /// Per-file statistics so far.
+    pub fn file_stats(&self) -> Vec<FileStats> {
+        self.readers.iter().map(|r| r.stats().clone()).collect()
     }
 
     /// The offset schedule.

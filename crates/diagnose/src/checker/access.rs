@@ -19,7 +19,7 @@ const RECENT: usize = 64;
 pub(super) const BUCKET_MS: i64 = 100;
 
 /// What the access pass keeps.
-#[derive(Default)]
+#[derive(Default, Clone)]
 pub(super) struct AccessPass {
     pub keys: Keys,
     pub trajs: Vec<Traj>,
@@ -100,15 +100,17 @@ impl Clock {
     }
 }
 
-/// The pass's working state besides what it keeps.
+/// The pass's working state besides what it keeps: fed one line at a time, by [`read`] from a
+/// history's files or by [`super::incremental::Incremental`] from memory.
 #[derive(Default)]
-struct Reader<'h> {
+pub(super) struct Reader<'h> {
+    /// The history whose error logs the pairer reads (none: it reads from memory).
     hist: Option<&'h History>,
     /// The lines, not the format, say which fields there are.
     learn_fields: bool,
     tz_flag: Option<i32>,
     out: AccessPass,
-    pairer: Pairer,
+    pub pairer: Pairer,
     traj_ids: TrajIds,
     served: Segments,
     tried: Segments,
@@ -118,6 +120,15 @@ struct Reader<'h> {
     dirty: Vec<u32>,
 }
 
+/// How error lines are found for pairing: by `*cid` when the format logs `$connection`.
+pub(super) fn index_of(fmt: &LogFormat) -> Index {
+    if fmt.has(Field::Connection) {
+        Index::Cid
+    } else {
+        Index::Text
+    }
+}
+
 /// Read every access log once, pairing its failures on the way.
 pub(super) fn read(
     hist: &History,
@@ -125,25 +136,7 @@ pub(super) fn read(
     tz_flag: Option<i32>,
 ) -> anyhow::Result<(AccessPass, Pairer)> {
     let mut stream = hist.access_stream(fmt)?;
-    let index = if fmt.has(Field::Connection) {
-        Index::Cid
-    } else {
-        Index::Text
-    };
-    let mut r = Reader {
-        hist: Some(hist),
-        learn_fields: !fmt.fields_known(),
-        tz_flag,
-        pairer: Pairer::new(index),
-        cur_bucket: i64::MIN,
-        out: AccessPass {
-            status_counts: vec![0; 1000],
-            first_ms: i64::MAX,
-            last_ms: i64::MIN,
-            ..AccessPass::default()
-        },
-        ..Reader::default()
-    };
+    let mut r = Reader::new(Some(hist), fmt, tz_flag, Pairer::new(index_of(fmt)));
     while let Some(a) = stream.next() {
         r.line(&a)?;
     }
@@ -155,8 +148,46 @@ pub(super) fn read(
     Ok((out, pairer))
 }
 
-impl Reader<'_> {
-    fn line(&mut self, a: &AccessLine<'_>) -> anyhow::Result<()> {
+impl<'h> Reader<'h> {
+    /// A reader of lines in `fmt`, its failures paired by `pairer` (whose error lines come
+    /// from `hist`, or from memory).
+    pub fn new(
+        hist: Option<&'h History>,
+        fmt: &LogFormat,
+        tz_flag: Option<i32>,
+        pairer: Pairer,
+    ) -> Reader<'h> {
+        Reader {
+            hist,
+            learn_fields: !fmt.fields_known(),
+            tz_flag,
+            pairer,
+            cur_bucket: i64::MIN,
+            out: AccessPass {
+                status_counts: vec![0; 1000],
+                first_ms: i64::MAX,
+                last_ms: i64::MIN,
+                ..AccessPass::default()
+            },
+            ..Reader::default()
+        }
+    }
+
+    /// What [`Reader::finish`] would give were the lines to end here (`files`: the access
+    /// streams' statistics), this reader reading on.
+    pub fn detach(&mut self, files: Vec<FileStats>) -> (AccessPass, Pairer) {
+        // A bucket counted again later appears twice in `counts`, which sums them.
+        self.flush_bucket();
+        let mut out = self.out.clone();
+        out.segs = self.served.clone().finish();
+        out.tried = self.tried.clone().finish();
+        out.files = files;
+        out.clock
+            .get_or_insert_with(|| Clock::of(None, self.tz_flag, None));
+        (out, self.pairer.detach())
+    }
+
+    pub fn line(&mut self, a: &AccessLine<'_>) -> anyhow::Result<()> {
         let o = &mut self.out;
         o.requests += 1;
         let t_ms = a.t_us / 1000;
@@ -262,9 +293,8 @@ impl Reader<'_> {
 
     #[inline]
     fn advance(&mut self, t_ms: i64, clock: Clock) -> anyhow::Result<()> {
-        let hist = self.hist.expect("set by read");
         self.pairer
-            .advance(t_ms, hist, clock.offset_s, &self.out.trajs)
+            .advance(t_ms, self.hist, clock.offset_s, &self.out.trajs)
     }
 
     fn traj_id(&mut self, a: &AccessLine<'_>) -> Option<u32> {
@@ -324,7 +354,7 @@ impl Reader<'_> {
 
 /// Trajectory ids by `$upstream_addr` value: each distinct value parsed once. Shared by the
 /// access pass and the [`super::tally::Tally`], so that both read a value alike.
-#[derive(Default)]
+#[derive(Default, Clone)]
 pub(super) struct TrajIds {
     /// Trajectory ids by [`AccessLine::upstream_key`].
     ids: rustc_hash::FxHashMap<u64, u32>,

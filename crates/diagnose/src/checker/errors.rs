@@ -27,6 +27,7 @@ pub(super) struct ERef {
 }
 
 /// What pairing needs of a buffered error line.
+#[derive(Clone)]
 pub(super) struct Pairable {
     pub cid: u64,
     pub sig: Sig,
@@ -52,7 +53,7 @@ type Keyed = rustc_hash::FxHashMap<u64, VecDeque<ERef>>;
 /// The error lines that may still pair with a pending failure, in merged order, with one
 /// short list per key ([`Index`]) so that a long window is never scanned whole. Lines come
 /// (nearly) in order, so every list grows at its back and shrinks at its front.
-#[derive(Default)]
+#[derive(Default, Clone)]
 pub(super) struct PairWindow {
     /// Buffered lines in merged order; a paired (taken) line leaves a hole until evicted.
     lines: VecDeque<(ERef, Option<Pairable>)>,
@@ -280,6 +281,7 @@ impl PairWindow {
 
 /// Per signature: count, first line, and per second (error-log resolution) the first line and
 /// the count — bounded by the span of the logs in seconds, not by their size.
+#[derive(Clone)]
 pub(super) struct SigIndex {
     pub count: Vec<u64>,
     pub first: Vec<Option<ERef>>,
@@ -296,7 +298,7 @@ pub(super) struct SigIndex {
 /// The last distinct messages and what they are: (message, signature, length of the name
 /// before ` could not be resolved`). Messages repeat (the context is not part of them), so
 /// most lines skip the substring searches.
-#[derive(Default)]
+#[derive(Default, Clone)]
 pub(super) struct SigMemo {
     memo: Vec<(String, Sig, Option<usize>)>,
     next: usize,

@@ -11,6 +11,7 @@ use std::collections::HashMap;
 pub(super) const MAX_KEYS: u32 = 4095;
 
 /// One distinct `$upstream_addr` value, parsed once.
+#[derive(Clone)]
 pub(super) struct Traj {
     /// Hops of the last pass.
     pub hops: Vec<String>,
@@ -85,7 +86,7 @@ pub(super) fn hop(h: &str) -> Hop {
 }
 
 /// Small integer ids for addresses and group names (the per-bucket counts are keyed by them).
-#[derive(Default)]
+#[derive(Default, Clone)]
 pub(super) struct Keys {
     ids: HashMap<String, u32>,
     pub names: Vec<String>,
@@ -322,7 +323,7 @@ impl Rec {
 const RECENT_KINDS: usize = 4;
 
 /// Every failure kept, in pairing (time) order, with the tables their kinds point into.
-#[derive(Default)]
+#[derive(Default, Clone)]
 pub(super) struct Store {
     pub recs: Vec<Rec>,
     pub kinds: Vec<Kind>,

@@ -18,6 +18,7 @@ mod failure;
 mod follow;
 mod groups;
 mod incidents;
+pub mod incremental;
 mod pairing;
 mod refusal;
 mod stale;
@@ -135,7 +136,19 @@ pub fn diagnose_with_stats(opts: &Options) -> anyhow::Result<(Diagnosis, History
         dns: opts.dns.clone(),
         events: opts.events.clone(),
     })?;
-    let (mut acc, mut pairer) = access::read(&hist, &opts.log_format, opts.tz_offset_s)?;
+    let (acc, pairer) = access::read(&hist, &opts.log_format, opts.tz_offset_s)?;
+    conclude(opts, hist, acc, pairer)
+}
+
+/// Everything after the access pass: the stages that read what it kept (groups, swaps,
+/// incidents, totals, the cited lines), for a whole history read ([`diagnose_with_stats`]) or
+/// for the lines fed so far ([`incremental::Incremental::snapshot`]).
+fn conclude(
+    opts: &Options,
+    hist: History,
+    mut acc: access::AccessPass,
+    mut pairer: pairing::Pairer,
+) -> anyhow::Result<(Diagnosis, History, StreamStats)> {
     let clock = acc.clock.expect("decided by the access pass");
     // Access lines were read (a mixed stream may hold none): else the failures are those the
     // error log shows.
@@ -148,7 +161,7 @@ pub fn diagnose_with_stats(opts: &Options) -> anyhow::Result<(Diagnosis, History
         }
     }
     let groups = groups::Groups::build(&mut acc, opts.upstream.as_deref());
-    let (mut store, errs) = pairer.finish(&hist, clock.offset_s, &acc.trajs)?;
+    let (mut store, errs) = pairer.finish(Some(&hist), clock.offset_s, &acc.trajs)?;
     store.resolve_groups(&groups.default_group, &acc.addr_group);
     let peers = swaps::PeerChanges::find(
         &hist,

@@ -13,6 +13,7 @@ use super::StreamStats;
 use super::errors::{ERef, Index, PairWindow, REORDER_SLACK_MS, SigIndex, feed_errors};
 use super::failure::{Failure, Store, Traj, is_addr};
 use crate::classes::Sig;
+use resolvelab_history::errorlog::ErrorReader;
 use resolvelab_history::time::Offsets;
 use resolvelab_history::{ErrorStream, FileStats, History};
 use std::borrow::Cow;
@@ -56,6 +57,21 @@ pub(super) struct Pairer {
     pub store: Store,
     /// Each trajectory's group, once asked for ([`traj_group`]).
     traj_groups: Vec<Option<String>>,
+    /// The error logs as lines handed over from memory, opened as the stream when first
+    /// needed (instead of the history's files).
+    memory: Option<Vec<ErrorReader>>,
+    /// A copy taken by [`Pairer::detach`]: it reads no stream, and this is what the stream
+    /// had read.
+    detached: Option<Detached>,
+}
+
+/// What the error stream had read when a pairer was [detached](Pairer::detach).
+#[derive(Clone, Default)]
+struct Detached {
+    lines: u64,
+    late: u64,
+    offset_changes: Vec<(i64, i32)>,
+    files: Vec<FileStats>,
 }
 
 impl Pairer {
@@ -64,6 +80,71 @@ impl Pairer {
         Pairer {
             win: PairWindow::new(index),
             ..Pairer::default()
+        }
+    }
+
+    /// A pairer that reads its error lines from `readers` (lines handed over from memory, see
+    /// [`resolvelab_history::errorlog::Inbox`]) rather than from a history's files.
+    pub fn from_memory(index: Index, readers: Vec<ErrorReader>) -> Pairer {
+        Pairer {
+            memory: Some(readers),
+            ..Pairer::new(index)
+        }
+    }
+
+    /// More lines were handed over: read on where the stream had come to its end.
+    pub fn resume(&mut self) {
+        if let Some(e) = &mut self.errs {
+            e.resume();
+        }
+    }
+
+    /// A copy of this pairer as [`Pairer::finish`] would find it were the logs to end here,
+    /// this one reading on. Once its error stream is open, every error line handed over so
+    /// far is read first (into the index, and the pairable ones into the window: a failure
+    /// pairs only with lines up to its end, so reading ahead changes no pairing). Before,
+    /// the access lines may still change the clock that places the error lines: this one
+    /// opens nothing, and the copy reads the error logs' files when it finishes.
+    pub fn detach(&mut self) -> Pairer {
+        let keep_from = self
+            .pending
+            .front()
+            .map_or(i64::MAX, |f| f.start_ms - 1000)
+            .min(
+                self.max_t
+                    .saturating_sub(HORIZON_MS + RETAIN_MS)
+                    .saturating_sub(1000),
+            );
+        let Some(e) = &mut self.errs else {
+            return self.copy();
+        };
+        e.resume();
+        feed_errors(e, i64::MAX, keep_from, &mut self.ix, &mut self.win);
+        let detached = Detached {
+            lines: e.lines(),
+            late: e.late_lines(),
+            offset_changes: e.offsets().segments()[1..].to_vec(),
+            files: e.file_stats(),
+        };
+        Pairer {
+            detached: Some(detached),
+            ..self.copy()
+        }
+    }
+
+    /// This pairer without its stream.
+    fn copy(&self) -> Pairer {
+        Pairer {
+            errs: None,
+            ix: self.ix.clone(),
+            win: self.win.clone(),
+            pending: self.pending.clone(),
+            max_t: self.max_t,
+            offsets: self.offsets.clone(),
+            store: self.store.clone(),
+            traj_groups: self.traj_groups.clone(),
+            memory: None,
+            detached: self.detached.clone(),
         }
     }
 
@@ -98,7 +179,7 @@ impl Pairer {
     pub fn advance(
         &mut self,
         t_ms: i64,
-        hist: &History,
+        hist: Option<&History>,
         offset_s: i32,
         trajs: &[Traj],
     ) -> anyhow::Result<()> {
@@ -116,7 +197,7 @@ impl Pairer {
     /// Pair every pending failure, read the rest of the error logs.
     pub fn finish(
         mut self,
-        hist: &History,
+        hist: Option<&History>,
         offset_s: i32,
         trajs: &[Traj],
     ) -> anyhow::Result<(Store, ErrorPass)> {
@@ -134,33 +215,52 @@ impl Pairer {
             self.pair_next(hist, offset_s, trajs)?;
         }
         self.open(hist, offset_s)?;
-        let mut errs = self.errs.take().expect("opened above");
-        // The lines after the last failure still count for signatures and the re-query period.
-        feed_errors(&mut errs, i64::MAX, i64::MAX, &mut self.ix, &mut self.win);
+        let read = match self.errs.take() {
+            Some(mut errs) => {
+                // The lines after the last failure still count for signatures and the re-query
+                // period.
+                feed_errors(&mut errs, i64::MAX, i64::MAX, &mut self.ix, &mut self.win);
+                Detached {
+                    lines: errs.lines(),
+                    late: errs.late_lines(),
+                    offset_changes: errs.offsets().segments()[1..].to_vec(),
+                    files: errs.finish(),
+                }
+            }
+            None => self.detached.take().unwrap_or_default(),
+        };
         self.ix.finish();
         let stats = StreamStats {
-            error_lines: errs.lines(),
-            late_lines: errs.late_lines(),
+            error_lines: read.lines,
+            late_lines: read.late,
             max_buffered: self.win.max_len,
             dropped: self.win.dropped,
             fetched: 0,
         };
         let pass = ErrorPass {
-            offset_changes: errs.offsets().segments()[1..].to_vec(),
+            offset_changes: read.offset_changes,
             ix: self.ix,
             stats,
-            files: errs.finish(),
+            files: read.files,
         };
         Ok((self.store, pass))
     }
 
-    fn open(&mut self, hist: &History, offset_s: i32) -> anyhow::Result<()> {
-        if self.errs.is_none() {
-            let offsets = self
-                .offsets
-                .take()
-                .unwrap_or_else(|| Offsets::fixed(offset_s));
-            self.errs = Some(hist.error_stream_with(offsets)?);
+    /// Open the error stream (from memory, else from `hist`'s files) once it is needed; a
+    /// detached copy opens none.
+    fn open(&mut self, hist: Option<&History>, offset_s: i32) -> anyhow::Result<()> {
+        if self.errs.is_some() || self.detached.is_some() {
+            return Ok(());
+        }
+        let offsets =
+            |o: &mut Option<Offsets>| o.take().unwrap_or_else(|| Offsets::fixed(offset_s));
+        if let Some(readers) = self.memory.take() {
+            self.errs = Some(ErrorStream::from_readers(
+                readers,
+                offsets(&mut self.offsets),
+            ));
+        } else if let Some(h) = hist {
+            self.errs = Some(h.error_stream_with(offsets(&mut self.offsets))?);
         }
         Ok(())
     }
@@ -178,7 +278,12 @@ impl Pairer {
         }
     }
 
-    fn pair_next(&mut self, hist: &History, offset_s: i32, trajs: &[Traj]) -> anyhow::Result<()> {
+    fn pair_next(
+        &mut self,
+        hist: Option<&History>,
+        offset_s: i32,
+        trajs: &[Traj],
+    ) -> anyhow::Result<()> {
         let Some(mut f) = self.pending.pop_front() else {
             return Ok(());
         };
@@ -189,14 +294,15 @@ impl Pairer {
                 .saturating_sub(1000),
         );
         self.open(hist, offset_s)?;
-        let errs = self.errs.as_mut().expect("opened above");
-        feed_errors(
-            errs,
-            f.t_ms.saturating_add(REORDER_SLACK_MS),
-            keep_from,
-            &mut self.ix,
-            &mut self.win,
-        );
+        if let Some(errs) = self.errs.as_mut() {
+            feed_errors(
+                errs,
+                f.t_ms.saturating_add(REORDER_SLACK_MS),
+                keep_from,
+                &mut self.ix,
+                &mut self.win,
+            );
+        }
         self.win.evict_before(keep_from);
         let group: Cow<str> =
             if f.paired.is_some() || !f.first_try.is_empty() || f.own_dns.is_some() {

@@ -13,6 +13,7 @@ pub(super) const SEGMENT_GAP_MS: i64 = 1500;
 
 /// A stretch of requests through one address, no gap longer than [`SEGMENT_GAP_MS`]: of its
 /// successes (swap inference) or of its tries (time to follow a swap).
+#[derive(Clone)]
 pub(super) struct Seg {
     pub key: u32,
     pub start: i64,
@@ -20,7 +21,7 @@ pub(super) struct Seg {
 }
 
 /// Segments being built, one open per key, as the access lines come (nearly in time order).
-#[derive(Default)]
+#[derive(Default, Clone)]
 pub(super) struct Segments {
     open: Vec<Option<(i64, i64)>>,
     done: Vec<Seg>,
