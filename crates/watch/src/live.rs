@@ -6,9 +6,14 @@
 //!   read where the follower holds the lines (no file written). An address's upstream is the
 //!   one the lines so far name (a diagnosis of the whole log may learn it later).
 //! - **Failures are classed in windows.** A tick with a failure opens a window that starts with
-//!   the `context` before it (the swaps and answers the classes read); while it is open the
-//!   window is diagnosed every `reclass` (first `reclass` after it opened, once the lines after
-//!   its first failure are in), its incidents exported as open; it closes once
+//!   the `context` before it (the swaps and answers the classes read). Its lines are fed once,
+//!   as they come, to the checker's [`Incremental`] pass (and copied to a file, from which the
+//!   lines it quotes as evidence are read), which starts with the context held in memory and
+//!   stays warm after the window closes, so that the next window finds its context read
+//!   already: it goes once it is two contexts old with no window open. While the window is
+//!   open it is classed every `reclass` from that pass's state (first `reclass` after it
+//!   opened, once the lines after its first failure are in), its incidents exported as open;
+//!   it closes once
 //!   no failure came for `settle` of log time (or of wall time when the logs stop), or when it
 //!   is `window` long. Then its incidents are counted by class, once each, and emitted.
 //!
@@ -19,6 +24,7 @@
 
 use crate::follow::Lines;
 use crate::totals::Totals;
+use resolvelab_diagnose::checker::incremental::Incremental;
 use resolvelab_diagnose::checker::tally::{Stream, Tally};
 use resolvelab_diagnose::{Diagnosis, Incident, Options};
 use std::collections::{BTreeMap, VecDeque};
@@ -93,8 +99,8 @@ struct Spooled {
     origins: Vec<(u64, u64)>,
 }
 
-/// A window's spool is removed when the window closes (and a tick's after its diagnosis): a
-/// watch that runs for months keeps no incident's lines on disk.
+/// A pass's spool is removed when the pass ends (two contexts after its last window closed):
+/// a watch that runs for months keeps no incident's lines on disk.
 impl Drop for Spooled {
     fn drop(&mut self) {
         let _ = std::fs::remove_file(&self.path);
@@ -122,7 +128,9 @@ impl Spooled {
         })
     }
 
-    fn push(&mut self, lines: &Lines) -> anyhow::Result<()> {
+    /// Append `lines`; returns the spooled number of the first.
+    fn push(&mut self, lines: &Lines) -> anyhow::Result<u64> {
+        let first = self.lines + 1;
         let mut buf = Vec::with_capacity(lines.bytes());
         for (line, text) in lines.iter() {
             let next = self.lines + 1;
@@ -138,7 +146,7 @@ impl Spooled {
             buf.push(b'\n');
         }
         self.file.write_all(&buf)?;
-        Ok(())
+        Ok(first)
     }
 
     /// The followed file's line of a spooled line.
@@ -149,14 +157,78 @@ impl Spooled {
     }
 }
 
+/// The checker's pass over the lines since a window opened with the context before it: kept
+/// after the window closes, so that the next window finds its context already read, until it
+/// is older than two contexts when no window is open (see [`Live::expire_pass`]).
+struct Pass {
+    files: Vec<Spooled>,
+    /// Each spooled file a stream.
+    checker: Incremental,
+    started: Instant,
+}
+
 /// An open window.
 struct Window {
-    files: Vec<Spooled>,
     opened: Instant,
     /// The first request of the tick that opened it: earlier failures belong to the context.
     start_ms: i64,
     last_classed: Option<Instant>,
     last_lines: Instant,
+}
+
+impl Pass {
+    /// Copy one tick's lines (one list per stream) to the spooled files and feed them to the
+    /// checker, error, mixed and DNS streams first (a failure pairs with the error lines fed
+    /// before or with it); with `tally`, count them there too, each access line matched once
+    /// for both.
+    fn take(
+        &mut self,
+        lines: &[Lines],
+        names: &[(Kind, String)],
+        mut tally: Option<&mut Tally>,
+    ) -> anyhow::Result<()> {
+        for k in feed_order(names, lines.len().min(self.files.len())) {
+            let l = &lines[k];
+            if l.is_empty() {
+                continue;
+            }
+            let first = self.files[k].push(l)?;
+            let texts = l.iter().map(|(_, t)| t);
+            match tally.as_deref_mut() {
+                Some(t) => {
+                    let read = self
+                        .checker
+                        .feed_with(k, texts.clone(), first, |a| t.count_access(a))?;
+                    t.count_matched(read);
+                    t.feed_other(k, texts);
+                }
+                None => self.checker.feed(k, texts, first)?,
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The first `n` streams, those that are not access logs first.
+fn feed_order(names: &[(Kind, String)], n: usize) -> impl Iterator<Item = usize> + '_ {
+    let access = move |k: &usize| names[*k].0 == Kind::Access;
+    (0..n)
+        .filter(move |k| !access(k))
+        .chain((0..n).filter(move |k| access(k)))
+}
+
+/// The checker's pass over spooled files, read as `template` says.
+fn checker(
+    template: &Options,
+    names: &[(Kind, String)],
+    files: &[Spooled],
+) -> anyhow::Result<Incremental> {
+    let streams: Vec<(Stream, PathBuf)> = names
+        .iter()
+        .zip(files)
+        .map(|((kind, _), f)| (kind.stream(), f.path.clone()))
+        .collect();
+    Incremental::new(template, &streams)
 }
 
 /// What a tick changed, for the caller to publish.
@@ -183,6 +255,8 @@ pub struct Live {
     ring_cap: usize,
     window: Option<Window>,
     windows_opened: u64,
+    pass: Option<Pass>,
+    passes_started: u64,
     /// The open window's incidents as last classed.
     open_incidents: Vec<Incident>,
     /// The counters.
@@ -221,6 +295,8 @@ impl Live {
             ring_cap: MAX_CONTEXT_BYTES,
             window: None,
             windows_opened: 0,
+            pass: None,
+            passes_started: 0,
             open_incidents: Vec::new(),
             totals,
             latest: None,
@@ -233,13 +309,26 @@ impl Live {
     pub fn add_stream(&mut self, kind: Kind, name: String) -> anyhow::Result<()> {
         self.tally.add_stream(kind.stream(), &name);
         self.names.push((kind, name));
-        if let Some(w) = &mut self.window {
+        if let Some(w) = &mut self.pass {
             let k = self.names.len() - 1;
             let p = self
                 .dir
                 .path()
-                .join(format!("w{}-{k}.log", self.windows_opened));
+                .join(format!("p{}-{k}.log", self.passes_started));
             w.files.push(Spooled::create(p, kind)?);
+            // The checker's streams are fixed: a new one is read from the spooled files
+            // (rare: a file that appears while a pass runs).
+            w.checker = checker(&self.template, &self.names, &w.files)?;
+            let order = feed_order(&self.names, w.files.len());
+            for k in order {
+                let f = &mut w.files[k];
+                f.file.flush()?;
+                let text = std::fs::read(&f.path)?;
+                let lines = text.strip_suffix(b"\n").unwrap_or(&text);
+                if !lines.is_empty() {
+                    w.checker.feed(k, lines.split(|b| *b == b'\n'), 1)?;
+                }
+            }
         }
         Ok(())
     }
@@ -250,7 +339,8 @@ impl Live {
         self.ring_cap = bytes;
     }
 
-    /// Bytes of spooled lines on disk now (the open window's; none between windows).
+    /// Bytes of spooled lines on disk now: the checker's pass's, while a window is open and for
+    /// two contexts after (none once the lines end).
     pub fn spooled_bytes(&self) -> u64 {
         std::fs::read_dir(self.dir.path())
             .map(|d| {
@@ -276,25 +366,37 @@ impl Live {
     /// The last tick: its lines, then the open window classed and closed whatever its state.
     pub fn finish(&mut self, lines: Vec<Lines>, now: Instant) -> anyhow::Result<Outcome> {
         self.ingest(lines, now)?;
-        self.settle(now, true)
+        let out = self.settle(now, true);
+        // Nothing more comes: the pass and its spooled files go.
+        self.pass = None;
+        out
     }
 
     fn ingest(&mut self, lines: Vec<Lines>, now: Instant) -> anyhow::Result<()> {
         if lines.iter().any(|l| !l.is_empty()) {
-            for (k, l) in lines.iter().enumerate() {
-                self.count(k, l);
+            match &mut self.pass {
+                // Its checker reads the lines, and the tally counts what it matched.
+                Some(p) => p.take(&lines, &self.names, Some(&mut self.tally))?,
+                None => {
+                    for (k, l) in lines.iter().enumerate() {
+                        self.count(k, l);
+                    }
+                }
             }
             let c = self.tally.take();
             self.totals.add_lines(&c, self.max_upstreams);
             self.newest_ms = c.span_ms.map(|s| s.1).max(self.newest_ms);
             if self.window.is_none() && c.failed > 0 {
-                self.open(c.span_ms.map_or(i64::MIN, |s| s.0), now)?;
-            }
-            if let Some(w) = &mut self.window {
-                for (f, l) in w.files.iter_mut().zip(&lines) {
-                    f.push(l)?;
+                if self.pass.is_none() {
+                    self.start_pass(now)?;
+                    let p = self.pass.as_mut().expect("started");
+                    p.take(&lines, &self.names, None)?;
                 }
-                w.last_lines = now;
+                self.open(c.span_ms.map_or(i64::MIN, |s| s.0), now);
+            }
+            match &mut self.window {
+                Some(w) => w.last_lines = now,
+                None => self.expire_pass(now),
             }
             self.ring_bytes += bytes(&lines);
             self.ring.push_back((now, lines));
@@ -315,33 +417,54 @@ impl Live {
         }
     }
 
-    /// Open a window with the context before the tick that showed a failure; `start_ms`: the
-    /// tick's first request.
-    fn open(&mut self, start_ms: i64, now: Instant) -> anyhow::Result<()> {
-        self.windows_opened += 1;
+    /// Start the checker's pass with the context (the recent ticks, not this one).
+    fn start_pass(&mut self, now: Instant) -> anyhow::Result<()> {
+        self.passes_started += 1;
         let mut files = Vec::new();
         for k in 0..self.names.len() {
             let p = self
                 .dir
                 .path()
-                .join(format!("w{}-{k}.log", self.windows_opened));
-            let mut f = Spooled::create(p, self.names[k].0)?;
-            // A stream added after a tick has no lines in it.
-            for (_, t) in &self.ring {
-                if let Some(l) = t.get(k) {
-                    f.push(l)?;
-                }
-            }
-            files.push(f);
+                .join(format!("p{}-{k}.log", self.passes_started));
+            files.push(Spooled::create(p, self.names[k].0)?);
         }
-        self.window = Some(Window {
+        let mut p = Pass {
+            checker: checker(&self.template, &self.names, &files)?,
             files,
+            started: now,
+        };
+        // A stream added after a tick has no lines in it.
+        for (_, t) in &self.ring {
+            p.take(t, &self.names, None)?;
+        }
+        self.pass = Some(p);
+        Ok(())
+    }
+
+    /// With no window open, a pass older than two contexts goes (its state, its spooled lines):
+    /// the next window starts a new one with the context, so a pass's state, and the cost of
+    /// classing from it, stay bounded by two contexts plus one window.
+    fn expire_pass(&mut self, now: Instant) {
+        if self.window.is_none()
+            && self
+                .pass
+                .as_ref()
+                .is_some_and(|p| now.duration_since(p.started) > 2 * self.timing.context)
+        {
+            self.pass = None;
+        }
+    }
+
+    /// Open a window (its pass started); `start_ms`: the first request of the tick that showed
+    /// a failure.
+    fn open(&mut self, start_ms: i64, now: Instant) {
+        self.windows_opened += 1;
+        self.window = Some(Window {
             opened: now,
             start_ms,
             last_classed: None,
             last_lines: now,
         });
-        Ok(())
     }
 
     /// Class the open window when it is due; close it when it settled.
@@ -384,7 +507,9 @@ impl Live {
                 // Its last failures may go on: a next window must not read them again as its
                 // context (they are counted now).
                 self.ring.clear();
+                self.pass = None;
             }
+            self.expire_pass(now);
             for i in &mine {
                 self.totals.add_incident(i, self.max_upstreams);
             }
@@ -403,12 +528,13 @@ impl Live {
 
     /// The checker over the open window, its references named by the followed files.
     fn diagnose_window(&mut self) -> anyhow::Result<Diagnosis> {
-        let w = self.window.as_mut().expect("open");
+        let w = self.pass.as_mut().expect("a window has its pass");
+        // The lines it quotes are read from the spooled files.
         for f in &mut w.files {
             f.file.flush()?;
         }
-        let w = self.window.as_ref().expect("open");
-        let mut d = self.diagnose(&w.files)?;
+        let mut d = w.checker.snapshot()?;
+        let w = self.pass.as_ref().expect("a window has its pass");
         let by_path: BTreeMap<String, (usize, &Spooled)> = w
             .files
             .iter()
@@ -427,21 +553,97 @@ impl Live {
         );
         Ok(d)
     }
+}
 
-    fn diagnose(&self, files: &[Spooled]) -> anyhow::Result<Diagnosis> {
-        let mut o = self.template.clone();
-        let paths = |kind: Kind| -> Vec<PathBuf> {
-            files
-                .iter()
-                .zip(&self.names)
-                .filter(|(_, (k, _))| *k == kind)
-                .map(|(f, _)| f.path.clone())
-                .collect()
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use resolvelab_history::logformat::LogFormat;
+
+    /// A tick of lab-format access lines at log second `s`, each `(status, cid)`.
+    fn tick(s: i64, first_line: u64, reqs: &[(u16, u64)]) -> Vec<Lines> {
+        let mut l = Lines::default();
+        for (i, (st, cid)) in reqs.iter().enumerate() {
+            let text = format!(
+                "{}.{:03} {st} \"127.0.0.20:8080\" \"{st}\" 0.001 GET {cid} 1 \"0.001\" \"0.000\" \"GET / HTTP/1.1\" 127.0.0.1",
+                1_796_018_400 + s,
+                i
+            );
+            l.push(text.as_bytes(), first_line + i as u64);
+        }
+        vec![l]
+    }
+
+    /// The checker's pass outlives its window by two contexts at most: then its state and
+    /// its spooled lines go, so a watch that runs for months keeps no incident on disk.
+    #[test]
+    fn a_pass_stays_warm_for_two_contexts_after_its_window_then_goes() {
+        let mut o = Options::new(Vec::new(), Vec::new());
+        o.log_format = LogFormat::lab();
+        let timing = Timing {
+            settle: Duration::from_secs(2),
+            context: Duration::from_secs(10),
+            window: Duration::from_secs(600),
+            reclass: Duration::from_secs(1),
         };
-        o.access = paths(Kind::Access);
-        o.error = paths(Kind::Error);
-        o.mixed = paths(Kind::Mixed);
-        o.dns = paths(Kind::Dns);
-        resolvelab_diagnose::diagnose(&o)
+        let names = vec![(Kind::Access, "access.log".to_string())];
+        let mut live = Live::new(o, names, timing, 10, Totals::default()).unwrap();
+        let t0 = Instant::now();
+        let at = |s: u64| t0 + Duration::from_secs(s);
+        live.tick(tick(0, 1, &[(200, 1), (502, 2)]), at(0)).unwrap();
+        assert!(live.is_open() && live.spooled_bytes() > 0);
+        let mut closed_at = None;
+        for s in 1..40u64 {
+            // One line a second: line s + 2.
+            live.tick(tick(s as i64, s + 2, &[(200, 10 + s)]), at(s))
+                .unwrap();
+            if !live.is_open() && closed_at.is_none() {
+                closed_at = Some(s);
+            }
+            if live.spooled_bytes() == 0 {
+                // Gone two contexts after the pass started, not before.
+                assert!(s > 20, "the pass went after {s} s");
+                assert!(closed_at.is_some_and(|c| c < s));
+                return;
+            }
+        }
+        panic!("the pass's spooled lines stayed on disk after two contexts without a window");
+    }
+
+    /// A window that closes with its pass two contexts old takes the pass with it: windows
+    /// that keep opening do not keep one pass, and the cost of classing from it, forever.
+    #[test]
+    fn a_window_that_closes_with_an_old_pass_ends_it() {
+        let mut o = Options::new(Vec::new(), Vec::new());
+        o.log_format = LogFormat::lab();
+        let timing = Timing {
+            settle: Duration::from_secs(2),
+            context: Duration::from_secs(10),
+            window: Duration::from_secs(600),
+            reclass: Duration::from_secs(1),
+        };
+        let names = vec![(Kind::Access, "access.log".to_string())];
+        let mut live = Live::new(o, names, timing, 10, Totals::default()).unwrap();
+        let t0 = Instant::now();
+        let mut line = 1;
+        // A 502 every second for 25 s keeps one window open; then only successes.
+        for s in 0..40u64 {
+            let st = if s < 25 { 502 } else { 200 };
+            live.tick(
+                tick(s as i64, line, &[(200, 1000 + s), (st, 100 + s)]),
+                t0 + Duration::from_secs(s),
+            )
+            .unwrap();
+            line += 2;
+            if s > 0 && !live.is_open() {
+                assert!(s > 25, "closed at {s} s");
+                assert!(
+                    live.pass.is_none(),
+                    "the window closed at {s} s and its 2-context-old pass stayed"
+                );
+                return;
+            }
+        }
+        panic!("the window never closed");
     }
 }

@@ -35,7 +35,7 @@ fn live_counts_equal_the_batch_diagnosis_of_the_same_lines() {
             live, d.failures,
             "{run}: classed while the logs grew, not at the end"
         );
-        // Every window closed: none of its lines is left on disk.
+        // Every window closed and the lines ended: none of them is left on disk.
         assert_eq!(spooled, 0, "{run}: spool left after the windows closed");
         let events = std::fs::read_to_string(dir.path().join("events.jsonl")).unwrap();
         let incidents: u64 = d.classes.iter().map(|c| c.incidents).sum();

@@ -5,7 +5,8 @@
 //!
 //! Each stream is named by a file that holds the lines fed so far, numbered from 1 as fed (a
 //! followed log, or `watch`'s copy of a window): the lines quoted as evidence are read from
-//! it, and so are a DNS stream's answers and an error log read without any access log.
+//! it, and so are an error log read without any access log and a DNS stream's answers (they
+//! are few: a DNS stream is read from its file at each snapshot, and feeding it does nothing).
 //!
 //! ```
 //! use resolvelab_diagnose::checker::incremental::Incremental;
@@ -28,12 +29,14 @@ use super::pairing::Pairer;
 use super::tally::Stream;
 use crate::Options;
 use crate::verdict::Diagnosis;
+use resolvelab_history::access::AccessLine;
 use resolvelab_history::errorlog::{ErrorReader, Inbox};
 use resolvelab_history::{FileStats, History, MemoryMatcher, Sources};
 use std::path::PathBuf;
 
 /// One fed stream.
 struct Fed {
+    kind: Stream,
     /// Access and mixed streams: their matcher.
     matcher: Option<MemoryMatcher>,
     /// Error and mixed streams: where their lines are handed to the pairer's error stream.
@@ -81,7 +84,8 @@ impl Incremental {
         let error_order = numbers(Stream::Error);
         let mut fed: Vec<Fed> = streams
             .iter()
-            .map(|_| Fed {
+            .map(|s| Fed {
+                kind: s.0,
                 matcher: None,
                 inbox: None,
                 next_line: 1,
@@ -128,9 +132,26 @@ impl Incremental {
         lines: impl IntoIterator<Item = &'l [u8]> + Clone,
         first_line: u64,
     ) -> anyhow::Result<()> {
+        self.feed_with(k, lines, first_line, |_| {}).map(|_| ())
+    }
+
+    /// [`Incremental::feed`], each access line matched also handed to `on_access` (for
+    /// counters of the same lines: they are read once); returns how many access lines were
+    /// parsed, malformed and passed over.
+    pub fn feed_with<'l>(
+        &mut self,
+        k: usize,
+        lines: impl IntoIterator<Item = &'l [u8]> + Clone,
+        first_line: u64,
+        mut on_access: impl FnMut(&AccessLine<'_>),
+    ) -> anyhow::Result<[u64; 3]> {
         let Some(fed) = self.streams.get_mut(k) else {
             anyhow::bail!("no stream {k}: {} were given", self.streams.len());
         };
+        if fed.kind == Stream::Dns {
+            // Read from its file at each snapshot.
+            return Ok([0; 3]);
+        }
         if first_line != fed.next_line {
             anyhow::bail!(
                 "{}: line {first_line} fed where line {} was next: a stream is fed in order, with no gap",
@@ -149,10 +170,13 @@ impl Incremental {
             inbox.push(buf);
             self.reader.pairer.resume();
         }
+        let mut counts = [0; 3];
         if let Some(m) = &mut fed.matcher {
             let (reader, mut failed) = (&mut self.reader, None);
+            let before = m.stats().clone();
             n = 0;
             m.feed(lines.into_iter().inspect(|_| n += 1), first_line, |a| {
+                on_access(a);
                 if failed.is_none()
                     && let Err(e) = reader.line(a)
                 {
@@ -162,11 +186,15 @@ impl Incremental {
             if let Some(e) = failed {
                 return Err(e);
             }
-        } else if fed.inbox.is_none() {
-            n = lines.into_iter().count() as u64;
+            let after = m.stats();
+            counts = [
+                after.parsed - before.parsed,
+                after.malformed - before.malformed,
+                after.skipped - before.skipped,
+            ];
         }
         fed.next_line += n;
-        Ok(())
+        Ok(counts)
     }
 
     /// The diagnosis of the lines fed so far, as `diagnose` of the streams' files gives it; the

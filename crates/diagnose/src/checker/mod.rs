@@ -11,6 +11,10 @@
 //! | peer-list changes | [`swaps`] | swaps, NXDOMAIN changes, the re-query period |
 //! | classes, incidents | [`incidents`] (+ `crate::classify`) | each failure's class, the incidents |
 //! | totals | [`totals`] (+ [`refusal`]) | NLU counts, class and signature summaries (after a refused configuration: serving on, or down) |
+//!
+//! The stages after the pairing read only what the pass kept (`conclude`), so the same
+//! checker also runs fed from memory: [`incremental::Incremental`] keeps the pass across
+//! chunks of lines and concludes on a copy of its state at any moment.
 
 mod access;
 mod errors;

@@ -23,6 +23,7 @@ use super::errors::SigMemo;
 use super::failure::{Keys, Traj};
 use super::groups::key_groups;
 use crate::classes::{self, Sig};
+use resolvelab_history::access::AccessLine;
 use resolvelab_history::errorlog::ErrorReader;
 use resolvelab_history::logformat::LogFormat;
 use resolvelab_history::{FileStats, MemoryMatcher};
@@ -67,8 +68,6 @@ struct Fed {
     name: PathBuf,
     /// Access and mixed streams: their matcher (its statistics add up over the chunks).
     access: Option<MemoryMatcher>,
-    /// The matcher's counts already taken.
-    taken: [u64; 3],
 }
 
 /// The counts, kept across chunks (see the module).
@@ -118,12 +117,7 @@ impl Tally {
         let access = matches!(kind, Stream::Access | Stream::Mixed)
             .then(|| MemoryMatcher::new(&name, &self.fmt, kind == Stream::Mixed, file));
         self.access_read |= kind == Stream::Access;
-        self.streams.push(Fed {
-            kind,
-            name,
-            access,
-            taken: [0; 3],
-        });
+        self.streams.push(Fed { kind, name, access });
         self.streams.len() - 1
     }
 
@@ -134,20 +128,37 @@ impl Tally {
         lines: impl IntoIterator<Item = &'l [u8]> + Clone,
         first_line: u64,
     ) {
-        let kind = self.streams[k].kind;
-        if matches!(kind, Stream::Access | Stream::Mixed) {
+        if matches!(self.streams[k].kind, Stream::Access | Stream::Mixed) {
             self.access(k, lines.clone(), first_line);
         }
-        if matches!(kind, Stream::Error | Stream::Mixed) {
-            self.errors(k, lines);
-        } else if kind == Stream::Dns {
-            self.answers(lines);
+        self.feed_other(k, lines);
+    }
+
+    /// Count what is not an access line of stream `k`'s next lines (its error lines, its DNS
+    /// answers): its access lines are matched elsewhere, and counted with
+    /// [`Tally::count_access`] and [`Tally::count_matched`].
+    pub fn feed_other<'l>(&mut self, k: usize, lines: impl IntoIterator<Item = &'l [u8]>) {
+        match self.streams[k].kind {
+            Stream::Error | Stream::Mixed => self.errors(k, lines),
+            Stream::Dns => self.answers(lines),
+            Stream::Access => {}
         }
     }
 
     fn access<'l>(&mut self, k: usize, lines: impl IntoIterator<Item = &'l [u8]>, first: u64) {
+        let fed = &mut self.streams[k];
+        let mut m = fed.access.take().expect("an access stream has a matcher");
+        let before = counts_of(m.stats());
+        m.feed(lines, first, |a| self.count_access(a));
+        let after = counts_of(m.stats());
+        self.streams[k].access = Some(m);
+        self.count_matched(std::array::from_fn(|i| after[i] - before[i]));
+    }
+
+    /// Count one access line matched elsewhere (by the checker's own pass over the same
+    /// lines, which so reads each line once).
+    pub fn count_access(&mut self, a: &AccessLine<'_>) {
         let Tally {
-            streams,
             ids,
             keys,
             trajs,
@@ -157,38 +168,36 @@ impl Tally {
             access_read,
             ..
         } = self;
-        let fed = &mut streams[k];
-        let m = fed.access.as_mut().expect("an access stream has a matcher");
-        m.feed(lines, first, |a| {
-            *access_read = true;
-            let t_ms = a.t_us / 1000;
-            now.span_ms = Some(match now.span_ms {
-                Some((lo, hi)) => (lo.min(t_ms), hi.max(t_ms)),
-                None => (t_ms, t_ms),
-            });
-            let st = a.status().unwrap_or(0);
-            let c = status_class(st);
-            let traj = ids
-                .id(a, keys, trajs, addr_group)
-                .map(|i| &trajs[i as usize]);
-            let nlu = traj.is_some_and(|t| t.nlu);
-            now.failed += (nlu || st == 502 || st == 504) as u64;
-            match traj.and_then(|t| t.key) {
-                Some(key) => {
-                    if key_status.len() <= key as usize {
-                        key_status.resize(key as usize + 1, [0; 6]);
-                    }
-                    key_status[key as usize][c] += 1;
-                }
-                None => *now.unrouted.entry(STATUS_CLASSES[c]).or_default() += 1,
-            }
+        *access_read = true;
+        let t_ms = a.t_us / 1000;
+        now.span_ms = Some(match now.span_ms {
+            Some((lo, hi)) => (lo.min(t_ms), hi.max(t_ms)),
+            None => (t_ms, t_ms),
         });
-        let s = counts_of(m.stats());
-        let e = self.now.lines.entry("access").or_default();
-        for (i, n) in s.iter().enumerate() {
-            e[i] += n - fed.taken[i];
+        let st = a.status().unwrap_or(0);
+        let c = status_class(st);
+        let traj = ids
+            .id(a, keys, trajs, addr_group)
+            .map(|i| &trajs[i as usize]);
+        let nlu = traj.is_some_and(|t| t.nlu);
+        now.failed += (nlu || st == 502 || st == 504) as u64;
+        match traj.and_then(|t| t.key) {
+            Some(key) => {
+                if key_status.len() <= key as usize {
+                    key_status.resize(key as usize + 1, [0; 6]);
+                }
+                key_status[key as usize][c] += 1;
+            }
+            None => *now.unrouted.entry(STATUS_CLASSES[c]).or_default() += 1,
         }
-        fed.taken = s;
+    }
+
+    /// Count access lines read elsewhere: parsed, malformed, passed over.
+    pub fn count_matched(&mut self, lines: [u64; 3]) {
+        let e = self.now.lines.entry("access").or_default();
+        for (i, n) in lines.iter().enumerate() {
+            e[i] += n;
+        }
     }
 
     /// Error lines: read as an error log is (entries joined with their continuation lines;
