@@ -165,6 +165,8 @@ struct Pass {
     /// Each spooled file a stream.
     checker: Incremental,
     started: Instant,
+    /// The newest request time read when it started (epoch ms).
+    started_ms: Option<i64>,
 }
 
 /// An open window.
@@ -249,7 +251,9 @@ pub struct Live {
     dir: tempfile::TempDir,
     timing: Timing,
     max_upstreams: usize,
-    ring: VecDeque<(Instant, Vec<Lines>)>,
+    /// The recent ticks: when each came, the newest request time read by then (epoch ms), its
+    /// lines.
+    ring: VecDeque<(Instant, Option<i64>, Vec<Lines>)>,
     ring_bytes: usize,
     /// The most the ring holds ([`MAX_CONTEXT_BYTES`] shared by the instances watched).
     ring_cap: usize,
@@ -399,11 +403,18 @@ impl Live {
                 None => self.expire_pass(now),
             }
             self.ring_bytes += bytes(&lines);
-            self.ring.push_back((now, lines));
-            while self.ring.front().is_some_and(|(t, _)| {
-                now.duration_since(*t) > self.timing.context || self.ring_bytes > self.ring_cap
+            self.ring.push_back((now, self.newest_ms, lines));
+            // The context is `context` of wall time or of log time, whichever is shorter (a
+            // backlog read at once spans hours of log in seconds).
+            let newest = self.newest_ms;
+            let context = self.timing.context;
+            let context_ms = context.as_millis() as i64;
+            while self.ring.front().is_some_and(|(t, ms, _)| {
+                now.duration_since(*t) > context
+                    || matches!((ms, newest), (Some(a), Some(b)) if b - a > context_ms)
+                    || self.ring_bytes > self.ring_cap
             }) {
-                let (_, gone) = self.ring.pop_front().expect("not empty");
+                let (_, _, gone) = self.ring.pop_front().expect("not empty");
                 self.ring_bytes -= bytes(&gone);
             }
         }
@@ -432,24 +443,29 @@ impl Live {
             checker: checker(&self.template, &self.names, &files)?,
             files,
             started: now,
+            started_ms: self.newest_ms,
         };
         // A stream added after a tick has no lines in it.
-        for (_, t) in &self.ring {
+        for (_, _, t) in &self.ring {
             p.take(t, &self.names, None)?;
         }
         self.pass = Some(p);
         Ok(())
     }
 
-    /// With no window open, a pass older than two contexts goes (its state, its spooled lines):
-    /// the next window starts a new one with the context, so a pass's state, and the cost of
-    /// classing from it, stay bounded by two contexts plus one window.
+    /// With no window open, a pass older than two contexts of wall or log time goes (its
+    /// state, its spooled lines): the next window starts a new one with the context, so a
+    /// pass's state, and the cost of classing from it, stay bounded by two contexts plus one
+    /// window (a backlog read at once spans hours of log in seconds).
     fn expire_pass(&mut self, now: Instant) {
+        let old = 2 * self.timing.context;
+        let old_ms = old.as_millis() as i64;
+        let newest = self.newest_ms;
         if self.window.is_none()
-            && self
-                .pass
-                .as_ref()
-                .is_some_and(|p| now.duration_since(p.started) > 2 * self.timing.context)
+            && self.pass.as_ref().is_some_and(|p| {
+                now.duration_since(p.started) > old
+                    || matches!((p.started_ms, newest), (Some(a), Some(b)) if b - a > old_ms)
+            })
         {
             self.pass = None;
         }
@@ -574,10 +590,8 @@ mod tests {
         vec![l]
     }
 
-    /// The checker's pass outlives its window by two contexts at most: then its state and
-    /// its spooled lines go, so a watch that runs for months keeps no incident on disk.
-    #[test]
-    fn a_pass_stays_warm_for_two_contexts_after_its_window_then_goes() {
+    /// A state of one lab-format access log: 2 s settle, 10 s context, 1 s reclass.
+    fn small() -> Live {
         let mut o = Options::new(Vec::new(), Vec::new());
         o.log_format = LogFormat::lab();
         let timing = Timing {
@@ -587,7 +601,14 @@ mod tests {
             reclass: Duration::from_secs(1),
         };
         let names = vec![(Kind::Access, "access.log".to_string())];
-        let mut live = Live::new(o, names, timing, 10, Totals::default()).unwrap();
+        Live::new(o, names, timing, 10, Totals::default()).unwrap()
+    }
+
+    /// The checker's pass outlives its window by two contexts at most: then its state and
+    /// its spooled lines go, so a watch that runs for months keeps no incident on disk.
+    #[test]
+    fn a_pass_stays_warm_for_two_contexts_after_its_window_then_goes() {
+        let mut live = small();
         let t0 = Instant::now();
         let at = |s: u64| t0 + Duration::from_secs(s);
         live.tick(tick(0, 1, &[(200, 1), (502, 2)]), at(0)).unwrap();
@@ -614,16 +635,7 @@ mod tests {
     /// that keep opening do not keep one pass, and the cost of classing from it, forever.
     #[test]
     fn a_window_that_closes_with_an_old_pass_ends_it() {
-        let mut o = Options::new(Vec::new(), Vec::new());
-        o.log_format = LogFormat::lab();
-        let timing = Timing {
-            settle: Duration::from_secs(2),
-            context: Duration::from_secs(10),
-            window: Duration::from_secs(600),
-            reclass: Duration::from_secs(1),
-        };
-        let names = vec![(Kind::Access, "access.log".to_string())];
-        let mut live = Live::new(o, names, timing, 10, Totals::default()).unwrap();
+        let mut live = small();
         let t0 = Instant::now();
         let mut line = 1;
         // A 502 every second for 25 s keeps one window open; then only successes.
@@ -645,5 +657,30 @@ mod tests {
             }
         }
         panic!("the window never closed");
+    }
+
+    /// A backlog read at once spans minutes of log in no wall time: the pass goes after two
+    /// contexts of log time, and the context kept for the next one is `context` of log time.
+    #[test]
+    fn in_a_backlog_the_pass_and_the_context_follow_log_time() {
+        let mut live = small();
+        // Five seconds of log a second: a minute of log in 12 s, under two contexts.
+        let t0 = Instant::now();
+        let at = |s: u64| t0 + Duration::from_millis(200 * s);
+        live.tick(tick(0, 1, &[(200, 1), (502, 2)]), at(0)).unwrap();
+        for s in 1..60u64 {
+            live.tick(tick(s as i64, s + 2, &[(200, 10 + s)]), at(s))
+                .unwrap();
+            assert!(
+                live.ring.len() <= 11,
+                "{} ticks of context at {s} s",
+                live.ring.len()
+            );
+            if live.pass.is_none() {
+                assert!(s > 20, "the pass went after {s} s of log");
+                return;
+            }
+        }
+        panic!("the pass stayed for a minute of log time");
     }
 }

@@ -93,7 +93,8 @@ pub struct Args {
     /// Log time without a failure that closes an incident window.
     #[arg(long, default_value = "30s", value_parser = parse_dur, value_name = "DUR")]
     settle: Duration,
-    /// What a window starts with before its first failure (the swaps its classes read).
+    /// What a window starts with before its first failure (the swaps its classes read): this
+    /// long of wall or log time, whichever is shorter.
     #[arg(long, default_value = "2m", value_parser = parse_dur, value_name = "DUR")]
     context: Duration,
     /// The longest an incident window stays open before it is classed and counted.
