@@ -20,6 +20,8 @@ BIN="$ROOT/target/release/resolvelab"
 PORT=${PORT:-19579}
 mkdir -p "$WORK"
 (cd "$ROOT" && cargo build --release -q -p resolvelab -p xtask)
+# The build measured: its commit, and whether the tree differed from it.
+COMMIT=$(cd "$ROOT" && git rev-parse --short HEAD)$(cd "$ROOT" && git diff --quiet HEAD -- crates || echo ", with uncommitted changes")
 cd "$WORK"
 # Enough lines that the writer never wraps around (its times would go back).
 [ -f src.log ] || (cd "$ROOT" && cargo xtask gen-preset-log upstreaminfo "$WORK/src.log" $((RATE * SECS + RATE * 10)) 0.3 "$RATE" >/dev/null)
@@ -90,7 +92,7 @@ done
 {
   echo "# watch at 5,000 lines/s, sustained"
   echo
-  echo "Written by \`scripts/bench-watch-sustained.sh $SECS $REPS${BASE:+ BASE}\` on $(date -u +%Y-%m-%dT%H:%MZ) ($(nproc) cores; commit $(cd "$ROOT" && git rev-parse --short HEAD)${BASE:+; base: $(basename "$BASE")}). A writer appends"
+  echo "Written by \`scripts/bench-watch-sustained.sh $SECS $REPS${BASE:+ BASE}\` on $(date -u +%Y-%m-%dT%H:%MZ) ($(nproc) cores; build of $COMMIT${BASE:+; base: $(basename "$BASE")}). A writer appends"
   echo "$RATE lines/s of the \`upstreaminfo\` preset (30 % failing, in bursts) for $SECS s to one growing file that"
   echo "every process below follows; CPU is utime + stime over each 30 s slice, as a share of one core."
   echo
