@@ -361,58 +361,40 @@ fn add_fills_one_page_section_by_section_engine_by_engine() {
     assert_eq!(seeds, [7, 8]);
     assert_eq!(kept[0]["cells"][0]["repeats"][0]["seed"], 5);
     // --skip-done passes over what the page holds with as many runs: the seeds stay 7, 8.
-    let (code, _, stderr) = compare(
-        &[
-            "nxdomain",
-            "--variant",
-            "base",
-            "--engines",
-            "sim",
-            "--scale",
-            "0.1",
-            "--seed",
-            "9",
-            "--repeat",
-            "2",
-            "--table",
-            page.to_str().unwrap(),
-            "--add",
-            "--skip-done",
-        ],
-        &tmp.path().join("cmp-skip"),
-    );
-    assert_eq!(code, 0, "{stderr}");
-    assert!(stderr.contains("passed over (--skip-done)"), "{stderr}");
-    let kept: Value =
-        serde_json::from_str(&std::fs::read_to_string(tmp.path().join("REPEATS.json")).unwrap())
-            .unwrap();
+    let skip_done = |repeat: &str| {
+        let (code, _, stderr) = compare(
+            &[
+                "nxdomain",
+                "--variant",
+                "base",
+                "--engines",
+                "sim",
+                "--scale",
+                "0.1",
+                "--seed",
+                "9",
+                "--repeat",
+                repeat,
+                "--table",
+                page.to_str().unwrap(),
+                "--add",
+                "--skip-done",
+            ],
+            &tmp.path().join(format!("cmp-skip{repeat}")),
+        );
+        assert_eq!(code, 0, "{stderr}");
+        let kept: Value = serde_json::from_str(
+            &std::fs::read_to_string(tmp.path().join("REPEATS.json")).unwrap(),
+        )
+        .unwrap();
+        (stderr.contains("passed over (--skip-done)"), kept)
+    };
+    let (passed_over, kept) = skip_done("2");
+    assert!(passed_over);
     assert_eq!(kept[1]["cells"][0]["repeats"][0]["seed"], 7);
     // With another number of runs the section is played again.
-    let (code, _, stderr) = compare(
-        &[
-            "nxdomain",
-            "--variant",
-            "base",
-            "--engines",
-            "sim",
-            "--scale",
-            "0.1",
-            "--seed",
-            "9",
-            "--repeat",
-            "3",
-            "--table",
-            page.to_str().unwrap(),
-            "--add",
-            "--skip-done",
-        ],
-        &tmp.path().join("cmp-skip3"),
-    );
-    assert_eq!(code, 0, "{stderr}");
-    assert!(!stderr.contains("passed over"), "{stderr}");
-    let kept: Value =
-        serde_json::from_str(&std::fs::read_to_string(tmp.path().join("REPEATS.json")).unwrap())
-            .unwrap();
+    let (passed_over, kept) = skip_done("3");
+    assert!(!passed_over);
     assert_eq!(kept[1]["cells"][0]["repeats"].as_array().unwrap().len(), 3);
     // What is kept must read back: a broken file is named, with its line, before any run.
     std::fs::write(tmp.path().join("REPEATS.json"), "[\n{\"scenario\": 1}\n]").unwrap();
