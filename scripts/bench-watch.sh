@@ -34,13 +34,7 @@ cd "$WORK"
 READ=(--log-format upstreaminfo --tz-offset +00:00)
 MTAIL=$(cd "$ROOT" && cargo xtask provisioned mtail)
 mkdir -p progs
-cat > progs/nginx.mtail <<'MTAIL'
-# nginx requests by status and upstream (ingress-nginx's upstreaminfo format)
-counter nginx_requests_total by status, upstream
-/^\S+ - \S+ \[[^\]]+\] "[^"]*" (?P<status>\d{3}) \d+ "[^"]*" "[^"]*" \d+ \S+ \[(?P<upstream>[^\]]*)\]/ {
-  nginx_requests_total[$status][$upstream]++
-}
-MTAIL
+cp "$ROOT/scripts/upstreaminfo.mtail" progs/nginx.mtail
 MPORT=$((PORT + 1))
 
 cpu() { awk '/^cpu /{s=0; for(i=2;i<=NF;i++) s+=$i; print $9, s}' /proc/stat; }
