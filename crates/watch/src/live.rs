@@ -411,7 +411,7 @@ impl Live {
             let context_ms = context.as_millis() as i64;
             while self.ring.front().is_some_and(|(t, ms, _)| {
                 now.duration_since(*t) > context
-                    || matches!((ms, newest), (Some(a), Some(b)) if b - a > context_ms)
+                    || matches!((ms, newest), (Some(a), Some(b)) if b.saturating_sub(*a) > context_ms)
                     || self.ring_bytes > self.ring_cap
             }) {
                 let (_, _, gone) = self.ring.pop_front().expect("not empty");
@@ -464,7 +464,7 @@ impl Live {
         if self.window.is_none()
             && self.pass.as_ref().is_some_and(|p| {
                 now.duration_since(p.started) > old
-                    || matches!((p.started_ms, newest), (Some(a), Some(b)) if b - a > old_ms)
+                    || matches!((p.started_ms, newest), (Some(a), Some(b)) if b.saturating_sub(a) > old_ms)
             })
         {
             self.pass = None;
@@ -489,7 +489,13 @@ impl Live {
             return Ok(Outcome::default());
         };
         let quiet_wall = now.duration_since(w.last_lines) >= self.timing.settle;
-        let too_long = now.duration_since(w.opened) >= self.timing.window;
+        // `window` of wall or log time, whichever is shorter: a backlog read at once spans
+        // hours of log in seconds, and the pass holds what the window spans.
+        let too_long = now.duration_since(w.opened) >= self.timing.window
+            || (w.start_ms != i64::MIN
+                && self
+                    .newest_ms
+                    .is_some_and(|n| n - w.start_ms >= self.timing.window.as_millis() as i64));
         // First classed `reclass` after it opened, not at once: the swap a failure follows is
         // seen in the lines after it (requests going to the new address).
         let due = now.duration_since(w.last_classed.unwrap_or(w.opened)) >= self.timing.reclass;
@@ -682,5 +688,23 @@ mod tests {
             }
         }
         panic!("the pass stayed for a minute of log time");
+    }
+
+    /// A backlog that fails on and on is classed in pieces of `window` of log time, each
+    /// counted when it closes: the pass never holds more than that.
+    #[test]
+    fn in_a_backlog_a_window_is_at_most_window_of_log_time() {
+        let mut live = small();
+        live.timing.window = Duration::from_secs(30);
+        let now = Instant::now();
+        let mut closed = 0;
+        for s in 0..100u64 {
+            let out = live
+                .tick(tick(s as i64, 2 * s + 1, &[(200, 1000 + s), (502, s)]), now)
+                .unwrap();
+            closed += out.closed.len();
+        }
+        assert!(live.windows_opened >= 3, "{} windows", live.windows_opened);
+        assert!(closed >= 2, "{closed} incidents counted");
     }
 }

@@ -97,7 +97,8 @@ pub struct Args {
     /// long of wall or log time, whichever is shorter.
     #[arg(long, default_value = "2m", value_parser = parse_dur, value_name = "DUR")]
     context: Duration,
-    /// The longest an incident window stays open before it is classed and counted.
+    /// The longest an incident window stays open before it is classed and counted: this long
+    /// of wall or log time, whichever is shorter.
     #[arg(long, default_value = "15m", value_parser = parse_dur, value_name = "DUR")]
     window: Duration,
     /// How often an open window is classed again.
