@@ -22,7 +22,7 @@ resolvelab compare nxdomain --variant valid30-aligned --format json\n  \
 resolvelab compare --all --table docs/COMPARISON-RUNS.md\n  \
 resolvelab compare nxdomain --engines nginx,haproxy --repeat 3   # each cell from 3 seeds\n  \
 resolvelab compare nxdomain --repeat 3 --table docs/COMPARISON-REPEATS.md --add  # adds a section\n  \
-resolvelab compare --all --repeat 3 --table docs/COMPARISON-REPEATS.md --add --skip-done  # resumes\n  \
+resolvelab compare --all --repeat 3 --table REPEATS.md --add --skip-done  # resumes\n  \
 resolvelab compare stale-address --engines nginx,sim --table docs/STALE-ADDRESS.md\n  \
 resolvelab --engine-bin nginx-1.31=/opt/nginx/sbin/nginx compare swap-only\n\n\
 Each engine plays the same scenario (DNS timeline, backends, faults, load, seed) into \
