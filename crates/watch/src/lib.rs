@@ -775,6 +775,12 @@ impl Watcher {
             .iter_mut()
             .rev()
             .find_map(|m| m.live.latest.take());
+        // The report goes first, so that a scrape that sees a window's counts finds its
+        // report too.
+        if let Some(d) = latest {
+            let html = resolvelab_report::render_diagnosis(&d, resolvelab_report::Format::Html)?;
+            *self.report.lock().expect("not poisoned") = Some(html);
+        }
         let t = {
             let mut s = self.shared.lock().expect("not poisoned");
             s.parts = parts;
@@ -784,10 +790,6 @@ impl Watcher {
             s.rotations = self.rotations.clone();
             s.totals()
         };
-        if let Some(d) = latest {
-            let html = resolvelab_report::render_diagnosis(&d, resolvelab_report::Format::Html)?;
-            *self.report.lock().expect("not poisoned") = Some(html);
-        }
         let n = self.members.len();
         resolvelab_core::progress::status(format!(
             "watch: {} lines{}, {} requests, {} failures classed in {} incidents{}",
