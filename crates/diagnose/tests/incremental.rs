@@ -130,19 +130,26 @@ fn check(o: &Options, seed: u64, tmp: &Path) {
     }
 }
 
-/// The real excerpts, split and as their original stream, with the format their truth names.
-#[test]
-fn fed_in_chunks_it_is_diagnose_on_every_real_excerpt() {
-    let tmp = tempfile::tempdir().unwrap();
-    let mut cases = 0;
-    let corpus = root().join("tests/fixtures/real");
-    let mut dirs: Vec<PathBuf> = std::fs::read_dir(&corpus)
+/// The folders in `dir`, in name order.
+fn subdirs(dir: &Path) -> Vec<PathBuf> {
+    let mut dirs: Vec<PathBuf> = std::fs::read_dir(dir)
         .unwrap()
         .map(|e| e.unwrap().path())
         .filter(|p| p.is_dir())
         .collect();
     dirs.sort();
-    for (i, dir) in dirs.iter().enumerate() {
+    dirs
+}
+
+/// The real excerpts, split and as their original stream, with the format their truth names.
+#[test]
+fn fed_in_chunks_it_is_diagnose_on_every_real_excerpt() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut cases = 0;
+    for (i, dir) in subdirs(&root().join("tests/fixtures/real"))
+        .iter()
+        .enumerate()
+    {
         let truth: toml::Value =
             toml::from_str(&std::fs::read_to_string(dir.join("truth.toml")).unwrap()).unwrap();
         let fmt = truth["access_format"].as_str().unwrap_or("none");
@@ -183,13 +190,7 @@ fn fed_in_chunks_it_is_diagnose_on_every_real_excerpt() {
 #[test]
 fn fed_in_chunks_it_is_diagnose_on_recorded_lab_runs() {
     let tmp = tempfile::tempdir().unwrap();
-    let base = root().join("tests/fixtures/diagnose/real");
-    let mut dirs: Vec<PathBuf> = std::fs::read_dir(&base)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.is_dir())
-        .collect();
-    dirs.sort();
+    let dirs = subdirs(&root().join("tests/fixtures/diagnose/real"));
     assert!(dirs.len() >= 8);
     for (i, dir) in dirs.iter().enumerate() {
         let d = tmp.path().join(format!("run{i}"));

@@ -10,7 +10,10 @@ use std::path::{Path, PathBuf};
 mod common;
 use common::bin;
 
-fn compare(args: &[&str], out: &Path) -> (i32, Value, String) {
+fn compare<S: AsRef<std::ffi::OsStr> + std::fmt::Debug>(
+    args: &[S],
+    out: &Path,
+) -> (i32, Value, String) {
     let o = bin()
         .arg("compare")
         .args(args)
@@ -40,6 +43,34 @@ fn swap_only_on_the_model() -> std::process::Command {
         "sim",
     ]);
     c
+}
+
+/// `SCENARIO --variant VARIANT --engines sim --scale 0.1 --seed SEED --repeat REPEAT --table
+/// PAGE`: a repeated section of the page played on the model, to be given more arguments.
+fn repeated_on_the_model(
+    scenario: &str,
+    variant: &str,
+    seed: &str,
+    repeat: &str,
+    page: &Path,
+) -> Vec<String> {
+    [
+        scenario,
+        "--variant",
+        variant,
+        "--engines",
+        "sim",
+        "--scale",
+        "0.1",
+        "--seed",
+        seed,
+        "--repeat",
+        repeat,
+        "--table",
+        page.to_str().unwrap(),
+    ]
+    .map(String::from)
+    .to_vec()
 }
 
 fn fingerprint(run: &str) -> Value {
@@ -257,21 +288,7 @@ fn repeat_plays_each_cell_with_its_seeds_and_the_page_says_so() {
     let tmp = tempfile::tempdir().unwrap();
     let page = tmp.path().join("PAGE.md");
     let (code, json, stderr) = compare(
-        &[
-            "swap-only",
-            "--variant",
-            "base",
-            "--engines",
-            "sim",
-            "--scale",
-            "0.1",
-            "--seed",
-            "3",
-            "--repeat",
-            "2",
-            "--table",
-            page.to_str().unwrap(),
-        ],
+        &repeated_on_the_model("swap-only", "base", "3", "2", &page),
         &tmp.path().join("cmp"),
     );
     assert_eq!(code, 0, "{json:#}\n{stderr}");
@@ -306,21 +323,10 @@ fn add_fills_one_page_section_by_section_engine_by_engine() {
     let add = |scenario: &str, variant: &str, seed: &str| {
         let (code, json, stderr) = compare(
             &[
-                scenario,
-                "--variant",
-                variant,
-                "--engines",
-                "sim",
-                "--scale",
-                "0.1",
-                "--seed",
-                seed,
-                "--repeat",
-                "2",
-                "--table",
-                page.to_str().unwrap(),
-                "--add",
-            ],
+                repeated_on_the_model(scenario, variant, seed, "2", &page),
+                vec!["--add".into()],
+            ]
+            .concat(),
             &tmp.path().join(format!("cmp-{scenario}-{seed}")),
         );
         assert_eq!(code, 0, "{json:#}\n{stderr}");
@@ -364,22 +370,10 @@ fn add_fills_one_page_section_by_section_engine_by_engine() {
     let skip_done = |repeat: &str| {
         let (code, _, stderr) = compare(
             &[
-                "nxdomain",
-                "--variant",
-                "base",
-                "--engines",
-                "sim",
-                "--scale",
-                "0.1",
-                "--seed",
-                "9",
-                "--repeat",
-                repeat,
-                "--table",
-                page.to_str().unwrap(),
-                "--add",
-                "--skip-done",
-            ],
+                repeated_on_the_model("nxdomain", "base", "9", repeat, &page),
+                vec!["--add".into(), "--skip-done".into()],
+            ]
+            .concat(),
             &tmp.path().join(format!("cmp-skip{repeat}")),
         );
         assert_eq!(code, 0, "{stderr}");
