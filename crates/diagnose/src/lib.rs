@@ -40,4 +40,4 @@ pub mod verdict;
 pub use checker::{Options, StreamStats, diagnose, diagnose_with_history, diagnose_with_stats};
 pub use conf::NginxConf;
 pub use run::analyze_run;
-pub use verdict::{Diagnosis, Incident, Verdict};
+pub use verdict::{Diagnosis, Incident, TimeRange, Verdict};

@@ -148,6 +148,7 @@ pub fn production_options(dir: &Path) -> anyhow::Result<Options> {
         tz_offset_s: fingerprint_offset(dir),
         nginx_version: fingerprint_version(dir),
         config: run_config_facts(dir),
+        range: None,
     })
 }
 
@@ -186,6 +187,7 @@ pub fn analyze_run_by(dir: &Path, checks: Option<&[String]>) -> anyhow::Result<V
         tz_offset_s: fingerprint_offset(dir),
         nginx_version: fingerprint_version(dir),
         config: run_config_facts(dir),
+        range: None,
     };
     let (diagnosis, events) = if access.is_empty() {
         let d = empty_diagnosis(&opts);
@@ -588,6 +590,7 @@ pub(crate) fn empty_diagnosis(o: &Options) -> Diagnosis {
             log_format: o.log_format.text.clone(),
             ..Default::default()
         },
+        range: o.range,
         start_ms: None,
         end_ms: None,
         status: None,

@@ -1,5 +1,6 @@
 //! Bounded-memory time series of requests by outcome with latency histograms: bins start at 1 s
-//! and double in width whenever the span would need more than [`MAX_BINS`] bins.
+//! and double in width whenever the span would need more than [`MAX_BINS`] bins, always on the
+//! epoch's grid of their width, so that the series of adjacent time ranges [`merge`].
 
 use crate::verdict::{Point, Series};
 use hdrhistogram::Histogram;
@@ -142,29 +143,43 @@ impl Timeline {
     }
 
     /// The index of the bin of `t_ms`, made (and the bins coarsened) as needed; remembered in
-    /// `last` when the time is past the origin (earlier times all go to the first bin).
+    /// `last`.
     fn bin_of(&mut self, t_ms: i64) -> usize {
-        let origin = *self.origin_ms.get_or_insert(t_ms - t_ms.rem_euclid(1000));
-        let mut idx = ((t_ms - origin).max(0) / self.bin_ms) as usize;
-        while idx >= MAX_BINS {
+        let mut origin = *self.origin_ms.get_or_insert(t_ms - t_ms.rem_euclid(1000));
+        if t_ms < origin {
+            // A line earlier than every line before it: the bins grow back to it.
+            let k = (origin - t_ms + self.bin_ms - 1) / self.bin_ms;
+            self.bins.splice(0..0, (0..k).map(|_| Bin::new()));
+            self.pending.bin += k as usize;
+            origin -= k * self.bin_ms;
+            self.origin_ms = Some(origin);
+        }
+        let mut idx = ((t_ms - origin) / self.bin_ms) as usize;
+        while idx.max(self.bins.len().saturating_sub(1)) >= MAX_BINS {
             self.coarsen();
-            idx = ((t_ms - origin).max(0) / self.bin_ms) as usize;
+            origin = self.origin_ms.expect("set above");
+            idx = ((t_ms - origin) / self.bin_ms) as usize;
         }
         if idx >= self.bins.len() {
             self.bins.resize_with(idx + 1, Bin::new);
         }
         let lo = origin + idx as i64 * self.bin_ms;
-        self.last = match t_ms >= origin {
-            true => (lo, lo + self.bin_ms, idx),
-            false => (0, 0, 0),
-        };
+        self.last = (lo, lo + self.bin_ms, idx);
         idx
     }
 
     fn coarsen(&mut self) {
         self.pending.flush(&mut self.bins);
+        let mut old = std::mem::take(&mut self.bins);
+        // Bins stay on the epoch's grid of their width, so that timelines of adjacent time
+        // ranges merge bin for bin ([`merge`]): an origin off the wider grid starts one bin
+        // earlier, with an empty first half.
+        let origin = self.origin_ms.unwrap_or(0);
+        if origin.rem_euclid(self.bin_ms * 2) != 0 {
+            old.insert(0, Bin::new());
+            self.origin_ms = Some(origin - self.bin_ms);
+        }
         self.bin_ms *= 2;
-        let old = std::mem::take(&mut self.bins);
         let mut it = old.into_iter();
         while let Some(mut a) = it.next() {
             if let Some(b) = it.next() {
@@ -212,6 +227,49 @@ impl Timeline {
     }
 }
 
+/// The series of two adjacent (or any disjoint) time ranges as one: each bin's counts summed
+/// on the wider grid, widened again while the span needs more than [`MAX_BINS`] bins — the
+/// series one timeline over both ranges' requests gives. A bin's latency figures are exact
+/// where one range's bin is the whole merged bin; where bins of both or several narrower bins
+/// meet, each figure is the highest of theirs (the histograms are not kept).
+pub fn merge(a: &Series, b: &Series) -> Series {
+    let points = || a.points.iter().chain(&b.points);
+    let Some(first) = points().map(|p| p.t_ms).min() else {
+        return Series {
+            bin_ms: a.bin_ms.max(b.bin_ms),
+            points: Vec::new(),
+        };
+    };
+    let last = points().map(|p| p.t_ms).max().unwrap_or(first);
+    let mut w = a.bin_ms.max(b.bin_ms).max(1000);
+    let origin = |w: i64| first - first.rem_euclid(w);
+    while (last - origin(w)) / w >= MAX_BINS as i64 {
+        w *= 2;
+    }
+    let o = origin(w);
+    let n = ((last - o) / w) as usize + 1;
+    let mut out: Vec<Point> = (0..n)
+        .map(|i| Point {
+            t_ms: o + i as i64 * w,
+            ..Point::default()
+        })
+        .collect();
+    for p in points() {
+        let q = &mut out[((p.t_ms - o) / w) as usize];
+        q.ok += p.ok;
+        q.failed += p.failed;
+        q.nlu += p.nlu;
+        q.latency_ms = match (q.latency_ms, p.latency_ms) {
+            (Some(x), Some(y)) => Some(std::array::from_fn(|k| x[k].max(y[k]))),
+            (x, y) => x.or(y),
+        };
+    }
+    Series {
+        bin_ms: w,
+        points: out,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -233,7 +291,7 @@ mod tests {
 
     #[test]
     fn latencies_counted_first_give_the_histograms_of_every_record() {
-        // Out-of-order lines revisit earlier bins (some before the first line's second), some
+        // Out-of-order lines revisit earlier bins (some before the first line's bin), some
         // latencies pass the counted range, and the span forces the bins to double: each bin's
         // figures must still be those of a histogram that recorded its latencies one by one,
         // and its counts those of its lines.
@@ -257,12 +315,13 @@ mod tests {
         }
         let s = t.series();
         assert!(s.bin_ms > 1000, "the span doubled the bins");
-        // The first line's second.
-        let origin = all[0].0 - all[0].0.rem_euclid(1000);
+        // The earliest line's bin, on the grid of the bins' width.
+        let earliest = all.iter().map(|x| x.0).min().unwrap();
+        let origin = earliest - earliest.rem_euclid(s.bin_ms);
         let mut want: Vec<Option<Histogram<u32>>> = vec![None; s.points.len()];
         let mut counts = vec![[0u64; 3]; s.points.len()];
         for (t_ms, ms, outcome) in all {
-            let i = ((t_ms - origin).max(0) / s.bin_ms) as usize;
+            let i = ((t_ms - origin) / s.bin_ms) as usize;
             want[i].get_or_insert_with(new_hist).record(ms).unwrap();
             counts[i][outcome as usize] += 1;
         }
@@ -272,6 +331,51 @@ mod tests {
             let expected = [q(0.5), q(0.9), q(0.99), h.max() as f64];
             assert_eq!(p.latency_ms, Some(expected), "bin at {}", p.t_ms);
             assert_eq!([p.ok, p.failed, p.nlu], *c, "bin at {}", p.t_ms);
+        }
+    }
+
+    #[test]
+    fn series_of_adjacent_ranges_merge_into_the_series_of_both() {
+        // Spans short and long (no doubling, doubling in one range only, in both), split at
+        // seconds on and off the wider grids.
+        for (n, step, split_at) in [(900, 900, 300), (3000, 700, 1234), (9000, 500, 4001)] {
+            let (mut a, mut b, mut whole) = (
+                Timeline::default(),
+                Timeline::default(),
+                Timeline::default(),
+            );
+            let t0 = 1_700_000_123_456i64;
+            let split = (t0 / 1000 + split_at) * 1000;
+            for i in 0..n as i64 {
+                let t = t0 + i * step;
+                let o = [Outcome::Ok, Outcome::Failed, Outcome::Nlu][(i % 7 % 3) as usize];
+                let lat = Some(1000 * (i % 50));
+                whole.add(t, o, lat);
+                if t < split {
+                    a.add(t, o, lat)
+                } else {
+                    b.add(t, o, lat)
+                }
+            }
+            let (sa, sb, sw) = (a.series(), b.series(), whole.series());
+            let m = merge(&sa, &sb);
+            assert_eq!(m.bin_ms, sw.bin_ms, "{n} lines");
+            let counts = |s: &Series| -> Vec<(i64, u64, u64, u64)> {
+                s.points
+                    .iter()
+                    .map(|p| (p.t_ms, p.ok, p.failed, p.nlu))
+                    .collect()
+            };
+            assert_eq!(counts(&m), counts(&sw), "{n} lines");
+            assert_eq!(counts(&merge(&sb, &sa)), counts(&sw));
+            // Latency is exact where one range's bin is the merged bin.
+            if sa.bin_ms == sw.bin_ms && sb.bin_ms == sw.bin_ms {
+                for (p, q) in m.points.iter().zip(&sw.points) {
+                    if p.t_ms + sw.bin_ms <= split || p.t_ms >= split {
+                        assert_eq!(p.latency_ms, q.latency_ms, "bin at {}", p.t_ms);
+                    }
+                }
+            }
         }
     }
 }

@@ -12,7 +12,7 @@ pub const SCHEMA: &str = resolvelab_core::evidence::schema::DIAGNOSIS;
 pub const VERDICT_SCHEMA: &str = resolvelab_core::evidence::schema::VERDICT;
 
 /// What the checker read.
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
 #[serde(default)]
 pub struct InputsInfo {
     /// Access logs.
@@ -204,6 +204,10 @@ pub struct Signature {
     pub count: u64,
     /// Lines with an NLU of any upstream within ±10 s.
     pub near_nlu: u64,
+    /// Failed requests this signature is the own cause of (a per-request resolution of a
+    /// variable `proxy_pass`, logged with their `*cid`); 0 is not written.
+    #[serde(default, skip_serializing_if = "no_count")]
+    pub caused: u64,
     /// True when this signature did no harm here.
     pub harmless: bool,
     /// Interpretation.
@@ -337,6 +341,69 @@ pub struct ParseInfo {
     pub malformed: u64,
 }
 
+/// The time a diagnosis speaks for, `[since, until)` in epoch ms, whole seconds (error-log lines
+/// carry seconds): the lines around it are read as context only. A request counts where its
+/// line's time falls, an error line where its second falls, a swap or an answer change where
+/// it happened, and an incident — kept whole, with its context — where it starts; so the
+/// diagnoses of adjacent ranges over the same lines add up to the diagnosis of their union.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TimeRange {
+    /// The first millisecond in the range.
+    pub since_ms: i64,
+    /// The first millisecond after it.
+    pub until_ms: i64,
+}
+
+impl TimeRange {
+    /// Every time: the range of a diagnosis with no `--since` and no `--until`.
+    pub const ALL: TimeRange = TimeRange {
+        since_ms: i64::MIN,
+        until_ms: i64::MAX,
+    };
+
+    /// `[since, until)` from `--since`/`--until` values (RFC 3339 timestamps; either may be
+    /// missing: the range is then open on that side). Refuses fractions of a second and an
+    /// empty range.
+    pub fn parse(since: Option<&str>, until: Option<&str>) -> Result<TimeRange, String> {
+        let read = |flag: &str, v: Option<&str>, open: i64| -> Result<i64, String> {
+            let Some(v) = v else { return Ok(open) };
+            let t: jiff::Timestamp = v.parse().map_err(|e| {
+                format!("{flag} {v}: not an RFC 3339 time ({e}); write e.g. 2026-12-06T02:00:00Z")
+            })?;
+            if t.subsec_nanosecond() != 0 {
+                return Err(format!(
+                    "{flag} {v}: a range is whole seconds (error-log lines carry seconds); drop the fraction"
+                ));
+            }
+            Ok(t.as_millisecond())
+        };
+        let r = TimeRange {
+            since_ms: read("--since", since, i64::MIN)?,
+            until_ms: read("--until", until, i64::MAX)?,
+        };
+        if r.since_ms >= r.until_ms {
+            return Err(format!(
+                "--since {} is not before --until {}: the range holds no time",
+                since.unwrap_or("-"),
+                until.unwrap_or("-")
+            ));
+        }
+        Ok(r)
+    }
+
+    /// Whether a time (epoch ms) is in the range.
+    #[inline]
+    pub fn contains(&self, t_ms: i64) -> bool {
+        self.since_ms <= t_ms && t_ms < self.until_ms
+    }
+
+    /// Whether a time is in an optional range (none: everything is).
+    #[inline]
+    pub fn holds(range: Option<TimeRange>, t_ms: i64) -> bool {
+        range.is_none_or(|r| r.contains(t_ms))
+    }
+}
+
 /// Whether a diagnosis read all of its inputs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
@@ -354,6 +421,9 @@ pub struct Diagnosis {
     pub schema: String,
     /// Inputs.
     pub inputs: InputsInfo,
+    /// The time this diagnosis speaks for (`--since`/`--until`); none: all it read.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub range: Option<TimeRange>,
     /// First request, epoch ms.
     pub start_ms: Option<i64>,
     /// Last request, epoch ms.
@@ -664,6 +734,11 @@ pub struct BackendStats {
 
 fn is_zero(v: &i64) -> bool {
     *v == 0
+}
+
+/// Whether a count is 0 (not written).
+fn no_count(n: &u64) -> bool {
+    *n == 0
 }
 
 /// One bin of one backend's answers.

@@ -196,7 +196,7 @@ fn a_merge_of_files_writes_the_union_byte_for_byte() {
         e.contains("b.json: instance `nginx-1` is in two partials"),
         "{e}"
     );
-    let (a, b) = (m.fleet(), Fleet::of_partial(&union));
+    let (a, b) = (m.fleet().unwrap(), Fleet::of_partial(&union));
     assert_eq!(
         serde_json::to_string(&a).unwrap(),
         serde_json::to_string(&b).unwrap()

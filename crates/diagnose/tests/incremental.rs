@@ -4,46 +4,14 @@
 //! the diagnosis of the lines fed so far. On the real production excerpts
 //! (`tests/fixtures/real`) and on recorded lab runs (`tests/fixtures/diagnose/real`).
 
+mod common;
+
+use common::{Rng, lab_cases, real_cases};
 use resolvelab_diagnose::checker::incremental::Incremental;
 use resolvelab_diagnose::checker::tally::Stream;
 use resolvelab_diagnose::{Options, diagnose};
 use resolvelab_history::errorlog::is_continuation;
-use resolvelab_history::logformat::LogFormat;
-use std::io::Read;
 use std::path::{Path, PathBuf};
-
-fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
-/// A seeded generator (splitmix64): the chunk sizes and snapshot points of a case.
-struct Rng(u64);
-
-impl Rng {
-    fn below(&mut self, n: u64) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        (z ^ (z >> 31)) % n.max(1)
-    }
-}
-
-/// `src` as a plain file in `dir` (a `.gz` fixture unpacked), named `name`.
-fn plain(src: &Path, dir: &Path, name: &str) -> PathBuf {
-    let mut bytes = Vec::new();
-    let f = std::fs::File::open(src).unwrap();
-    if src.extension().is_some_and(|e| e == "gz") {
-        flate2::read::MultiGzDecoder::new(f)
-            .read_to_end(&mut bytes)
-            .unwrap();
-    } else {
-        std::io::BufReader::new(f).read_to_end(&mut bytes).unwrap();
-    }
-    let p = dir.join(name);
-    std::fs::write(&p, bytes).unwrap();
-    p
-}
 
 fn lines(p: &Path) -> Vec<Vec<u8>> {
     let b = std::fs::read(p).unwrap();
@@ -130,87 +98,24 @@ fn check(o: &Options, seed: u64, tmp: &Path) {
     }
 }
 
-/// The folders in `dir`, in name order.
-fn subdirs(dir: &Path) -> Vec<PathBuf> {
-    let mut dirs: Vec<PathBuf> = std::fs::read_dir(dir)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.is_dir())
-        .collect();
-    dirs.sort();
-    dirs
-}
-
 /// The real excerpts, split and as their original stream, with the format their truth names.
 #[test]
 fn fed_in_chunks_it_is_diagnose_on_every_real_excerpt() {
     let tmp = tempfile::tempdir().unwrap();
-    let mut cases = 0;
-    for (i, dir) in subdirs(&root().join("tests/fixtures/real"))
-        .iter()
-        .enumerate()
-    {
-        let truth: toml::Value =
-            toml::from_str(&std::fs::read_to_string(dir.join("truth.toml")).unwrap()).unwrap();
-        let fmt = truth["access_format"].as_str().unwrap_or("none");
-        let fmt = match fmt {
-            "custom" => truth["access_log_format"].as_str().unwrap().to_string(),
-            "none" => "combined".to_string(),
-            f => f.to_string(),
-        };
-        let Ok(log_format) = LogFormat::from_arg(&fmt) else {
-            continue;
-        };
-        let mut o = Options::new(Vec::new(), Vec::new());
-        o.log_format = log_format;
-        o.tz_offset_s = Some(0);
-        if dir.join("access.log").exists() {
-            o.access.push(dir.join("access.log"));
-        }
-        if dir.join("error.log").exists() {
-            o.error.push(dir.join("error.log"));
-        }
-        if !(o.access.is_empty() && o.error.is_empty()) {
-            check(&o, i as u64, tmp.path());
-            cases += 1;
-        }
-        if dir.join("stream.log").exists() {
-            let mut m = Options::new(Vec::new(), Vec::new());
-            m.log_format = o.log_format.clone();
-            m.tz_offset_s = Some(0);
-            m.mixed.push(dir.join("stream.log"));
-            check(&m, 1000 + i as u64, tmp.path());
-            cases += 1;
-        }
+    let cases = real_cases();
+    assert!(cases.len() >= 90, "{} cases", cases.len());
+    for (seed, o) in &cases {
+        check(o, *seed, tmp.path());
     }
-    assert!(cases >= 90, "{cases} cases");
 }
 
 /// Recorded lab runs (every class of the checker, with their DNS logs and events).
 #[test]
 fn fed_in_chunks_it_is_diagnose_on_recorded_lab_runs() {
     let tmp = tempfile::tempdir().unwrap();
-    let dirs = subdirs(&root().join("tests/fixtures/diagnose/real"));
-    assert!(dirs.len() >= 8);
-    for (i, dir) in dirs.iter().enumerate() {
-        let d = tmp.path().join(format!("run{i}"));
-        std::fs::create_dir_all(&d).unwrap();
-        let mut o = Options::new(Vec::new(), Vec::new());
-        o.log_format = resolvelab_diagnose::run::run_log_format(dir).unwrap();
-        for (name, list) in [
-            ("access.log", &mut o.access),
-            ("error.log", &mut o.error),
-            ("dns.jsonl", &mut o.dns),
-        ] {
-            for src in [dir.join(name), dir.join(format!("{name}.gz"))] {
-                if src.exists() {
-                    list.push(plain(&src, &d, name));
-                }
-            }
-        }
-        if dir.join("events.jsonl").exists() {
-            o.events.push(dir.join("events.jsonl"));
-        }
-        check(&o, 2000 + i as u64, tmp.path());
+    let cases = lab_cases(tmp.path());
+    assert!(cases.len() >= 8);
+    for (seed, o) in &cases {
+        check(o, *seed, tmp.path());
     }
 }

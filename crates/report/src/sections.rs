@@ -389,8 +389,22 @@ fn totals(b: &mut Vec<Block>, d: &Diagnosis) {
         (Some(a), Some(z)) => format!("{} → {} ({:.1} s)", ts(a), ts(z), (z - a) as f64 / 1000.0),
         _ => "no requests".into(),
     };
-    let mut rows = vec![
-        (m("span"), vec![m(span)]),
+    let mut rows = vec![(m("span"), vec![m(span)])];
+    if let Some(r) = d.range {
+        let edge = |t: i64, open: i64| match t == open {
+            true => "…".to_string(),
+            false => ts(t),
+        };
+        rows.push((
+            m("range diagnosed"),
+            vec![m(format!(
+                "{} → {} (excluded): requests, error lines, swaps and answer changes in it are counted, an incident where it starts; the lines around it are read as context",
+                edge(r.since_ms, i64::MIN),
+                edge(r.until_ms, i64::MAX)
+            ))],
+        ));
+    }
+    rows.extend([
         (
             m("requests"),
             vec![m(format!("{} ({})", d.requests, joined(&d.http_status)))],
@@ -411,7 +425,7 @@ fn totals(b: &mut Vec<Block>, d: &Diagnosis) {
                 d.nlu.paired
             ))],
         ),
-    ];
+    ]);
     if d.passes.max_passes > 1 {
         let ps = &d.passes;
         rows.push((

@@ -194,3 +194,68 @@ fn exit_status_tells_cron_what_happened() {
     );
     assert!(String::from_utf8_lossy(&out.stderr).contains("cut short"));
 }
+
+/// `--since`/`--until`: two adjacent ranges of the same logs add up to the whole (the library's
+/// tests check every field on the corpus; here the flags, the report's line and the refusals).
+#[test]
+fn adjacent_time_ranges_add_up_to_the_whole_diagnosis() {
+    let p = prod();
+    let run = |extra: &[&str], format: &str| {
+        let out = common::bin()
+            .args(["diagnose", "--format", format])
+            .arg("--nginx-conf")
+            .arg(p.join("nginx-T.txt"))
+            .arg("--access")
+            .args([
+                p.join("access.log.2.gz"),
+                p.join("access.log.1"),
+                p.join("access.log"),
+            ])
+            .arg("--error")
+            .arg(p.join("error.log"))
+            .args(extra)
+            .output()
+            .unwrap();
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let json = |extra: &[&str]| -> serde_json::Value {
+        let (_, out, err) = run(extra, "json");
+        serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {err}"))
+    };
+    let whole = json(&[]);
+    let (s, e) = (
+        whole["start_ms"].as_i64().unwrap(),
+        whole["end_ms"].as_i64().unwrap(),
+    );
+    // The second just after the first incident starts: that incident straddles the split.
+    let first = whole["incidents"][0]["start_ms"].as_i64().unwrap();
+    let mid = (first / 1000 + 1).clamp(s / 1000 + 1, e / 1000);
+    let at = resolvelab_core::time::rfc3339(mid * 1_000_000);
+    let (a, b) = (json(&["--until", &at]), json(&["--since", &at]));
+    for f in ["requests", "failures", "swaps"] {
+        assert_eq!(
+            a[f].as_u64().unwrap() + b[f].as_u64().unwrap(),
+            whole[f].as_u64().unwrap(),
+            "{f}"
+        );
+    }
+    let n = |v: &serde_json::Value| v["incidents"].as_array().unwrap().len();
+    assert_eq!(n(&a) + n(&b), n(&whole));
+    assert!(n(&a) >= 1, "the straddling incident is the first range's");
+    assert_eq!(b["range"]["since_ms"].as_i64(), Some(mid * 1000));
+    let (code, md, _) = run(&["--since", &at], "md");
+    assert_eq!(code, Some(0));
+    assert!(md.contains("range diagnosed"), "{md}");
+    for (flag, bad, want) in [
+        ("--since", "02:00", "not an RFC 3339 time"),
+        ("--until", "2026-12-06T02:00:00.250Z", "whole seconds"),
+    ] {
+        let (code, _, err) = run(&[flag, bad], "json");
+        assert_eq!(code, Some(2), "{err}");
+        assert!(err.contains(want) && err.lines().count() == 1, "{err}");
+    }
+}

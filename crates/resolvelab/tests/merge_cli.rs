@@ -223,3 +223,63 @@ fn refused_partials_and_names_say_so_in_one_line() {
     assert_eq!(o.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&o.stderr).contains("--instance"));
 }
+
+/// One instance diagnosed in three time slices (`--since`/`--until`, each reading the whole
+/// logs as context), merged: the merged partial is byte for byte the partial of one
+/// diagnosis over everything, and so is the fleet report; slices with a gap are refused.
+#[test]
+fn time_slices_of_one_instance_merge_into_its_whole_diagnosis() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path();
+    logs(root);
+    let args = "--instance web-1 --access logs/nxdomain/access.log \
+                --error logs/nxdomain/error.log --log-format lab --tz-offset +00:00";
+    ok(sh(
+        root,
+        &format!("resolvelab diagnose {args} --partial whole.json"),
+    ));
+    let whole: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(root.join("whole.json")).unwrap()).unwrap();
+    let d = &whole["instances"]["web-1"];
+    let (s, e) = (
+        d["start_ms"].as_i64().unwrap() / 1000,
+        d["end_ms"].as_i64().unwrap() / 1000,
+    );
+    // The first cut one second into the NXDOMAIN incident, so that it straddles.
+    let first = d["incidents"][0]["start_ms"].as_i64().unwrap() / 1000 + 1;
+    let at = |t: i64| resolvelab_core::time::rfc3339(t * 1_000_000);
+    let (c1, c2) = (at(first), at((first + e) / 2 + 1));
+    assert!(s < first && first < e);
+    for (i, range) in [
+        format!("--until {c1}"),
+        format!("--since {c1} --until {c2}"),
+        format!("--since {c2}"),
+    ]
+    .iter()
+    .enumerate()
+    {
+        ok(sh(
+            root,
+            &format!("resolvelab diagnose {args} {range} --partial parts/{i}.json"),
+        ));
+    }
+    ok(sh(
+        root,
+        "resolvelab merge parts/2.json parts/0.json parts/1.json --partial merged.json",
+    ));
+    assert_eq!(
+        std::fs::read_to_string(root.join("merged.json")).unwrap(),
+        std::fs::read_to_string(root.join("whole.json")).unwrap()
+    );
+    assert_eq!(
+        ok(sh(root, "resolvelab merge parts/*.json --format json")),
+        ok(sh(root, "resolvelab merge whole.json --format json"))
+    );
+    let o = sh(root, "resolvelab merge parts/0.json parts/2.json");
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("instance `web-1`: time slices") && err.contains("leave the time between"),
+        "{err}"
+    );
+}

@@ -5,6 +5,7 @@ use super::errors::Index;
 use super::failure::{Failure, Keys, Traj, parse_traj};
 use super::pairing::Pairer;
 use super::swaps::{Seg, Segments};
+use crate::TimeRange;
 use crate::timeline::{Outcome, Timeline};
 use crate::verdict::PassCounts;
 use resolvelab_history::access::AccessLine;
@@ -35,7 +36,12 @@ pub(super) struct AccessPass {
     pub key_status: Vec<[u64; 6]>,
     /// Statuses below 1000 counted without a map lookup.
     status_counts: Vec<u64>,
+    /// Requests read (context included).
     pub requests: u64,
+    /// What the diagnosis speaks for ([`crate::TimeRange`]): the requests in its range, the
+    /// first and last of their times. The counts above and below (statuses, per-key status
+    /// classes, the timeline, passes) hold those requests only; the rest holds every line.
+    pub counted: Counted,
     /// The error log's clock, decided at the first line.
     pub clock: Option<Clock>,
     /// Success segments per serving address.
@@ -51,6 +57,31 @@ pub(super) struct AccessPass {
     /// Requests whose `$upstream_addr` held a token that is neither an address nor a group
     /// (a redaction): their trajectories are unknown.
     pub unknown_addr: u64,
+}
+
+/// The requests in a diagnosis's range.
+#[derive(Clone, Copy)]
+pub(super) struct Counted {
+    pub requests: u64,
+    pub first_ms: i64,
+    pub last_ms: i64,
+}
+
+impl Default for Counted {
+    fn default() -> Counted {
+        Counted {
+            requests: 0,
+            first_ms: i64::MAX,
+            last_ms: i64::MIN,
+        }
+    }
+}
+
+impl Counted {
+    /// The first and last request's times, if any.
+    pub fn span(&self) -> Option<(i64, i64)> {
+        (self.requests > 0).then_some((self.first_ms, self.last_ms))
+    }
 }
 
 impl AccessPass {
@@ -109,6 +140,8 @@ pub(super) struct Reader<'h> {
     /// The lines, not the format, say which fields there are.
     learn_fields: bool,
     tz_flag: Option<i32>,
+    /// What is counted (the rest is context).
+    range: Option<TimeRange>,
     out: AccessPass,
     pub pairer: Pairer,
     traj_ids: TrajIds,
@@ -134,9 +167,11 @@ pub(super) fn read(
     hist: &History,
     fmt: &LogFormat,
     tz_flag: Option<i32>,
+    range: Option<TimeRange>,
 ) -> anyhow::Result<(AccessPass, Pairer)> {
     let mut stream = hist.access_stream(fmt)?;
     let mut r = Reader::new(Some(hist), fmt, tz_flag, Pairer::new(index_of(fmt)));
+    r.count_only(range);
     while let Some(a) = stream.next() {
         r.line(&a)?;
     }
@@ -150,7 +185,8 @@ pub(super) fn read(
 
 impl<'h> Reader<'h> {
     /// A reader of lines in `fmt`, its failures paired by `pairer` (whose error lines come
-    /// from `hist`, or from memory).
+    /// from `hist`, or from memory). It counts every line unless told a range
+    /// ([`Reader::count_only`]).
     pub fn new(
         hist: Option<&'h History>,
         fmt: &LogFormat,
@@ -171,6 +207,11 @@ impl<'h> Reader<'h> {
             },
             ..Reader::default()
         }
+    }
+
+    /// Count only the lines in `range`; read the others as context.
+    pub fn count_only(&mut self, range: Option<TimeRange>) {
+        self.range = range;
     }
 
     /// What [`Reader::finish`] would give were the lines to end here (`files`: the access
@@ -213,16 +254,57 @@ impl<'h> Reader<'h> {
                 .observe_offset(t_ms.div_euclid(1000), off, clock.offset_s);
         }
         let st = a.status().unwrap_or(0);
-        match o.status_counts.get_mut(st as usize) {
-            Some(c) => *c += 1,
-            None => *o.status.entry(st).or_default() += 1,
-        }
         let tid = self.traj_id(a);
         let traj = tid.map(|i| &self.out.trajs[i as usize]);
         let nlu = traj.is_some_and(|t| t.nlu);
         self.out.unknown_addr += traj.is_some_and(|t| t.unknown) as u64;
         let failed = nlu || st == 502 || st == 504;
         let latency = a.request_time_us();
+        if let Some(t) = traj {
+            for &k in &t.tried {
+                self.tried.touch(k, t_ms);
+            }
+        }
+        let internal = traj.is_some_and(|t| !t.internal.is_empty());
+        let key = traj.and_then(|t| t.key);
+        let counted = TimeRange::holds(self.range, t_ms);
+        if counted {
+            self.count_request(t_ms, st, tid, (failed, nlu), latency);
+        }
+        if let Some(key) = key {
+            self.count(key, t_ms, failed, nlu);
+            if counted {
+                let ks = &mut self.out.key_status;
+                if ks.len() <= key as usize {
+                    ks.resize(key as usize + 1, [0; 6]);
+                }
+                ks[key as usize][status_class(st)] += 1;
+            }
+        }
+        if failed || internal {
+            self.keep(a, (t_ms, st, latency), tid, failed, nlu);
+        }
+        self.advance(t_ms, clock)
+    }
+
+    /// What a request in the range adds to the counts: its status, its bin of the timeline,
+    /// its passes.
+    fn count_request(
+        &mut self,
+        t_ms: i64,
+        st: u16,
+        tid: Option<u32>,
+        (failed, nlu): (bool, bool),
+        latency: Option<i64>,
+    ) {
+        let o = &mut self.out;
+        o.counted.requests += 1;
+        o.counted.first_ms = o.counted.first_ms.min(t_ms);
+        o.counted.last_ms = o.counted.last_ms.max(t_ms);
+        match o.status_counts.get_mut(st as usize) {
+            Some(c) => *c += 1,
+            None => *o.status.entry(st).or_default() += 1,
+        }
         let outcome = if nlu {
             Outcome::Nlu
         } else if failed {
@@ -230,29 +312,13 @@ impl<'h> Reader<'h> {
         } else {
             Outcome::Ok
         };
-        self.out.timeline.add(t_ms, outcome, latency);
-        if let Some(t) = traj {
-            for &k in &t.tried {
-                self.tried.touch(k, t_ms);
-            }
-            let p = &mut self.out.passes;
+        o.timeline.add(t_ms, outcome, latency);
+        if let Some(t) = tid.map(|i| &o.trajs[i as usize]) {
+            let p = &mut o.passes;
             p.max_passes = p.max_passes.max(t.passes as u64);
             p.multi_pass += (t.passes > 1) as u64;
             p.rescued += (!t.internal.is_empty() && !failed) as u64;
         }
-        let internal = traj.is_some_and(|t| !t.internal.is_empty());
-        if let Some(key) = traj.and_then(|t| t.key) {
-            self.count(key, t_ms, failed, nlu);
-            let ks = &mut self.out.key_status;
-            if ks.len() <= key as usize {
-                ks.resize(key as usize + 1, [0; 6]);
-            }
-            ks[key as usize][status_class(st)] += 1;
-        }
-        if failed || internal {
-            self.keep(a, (t_ms, st, latency), tid, failed, nlu);
-        }
-        self.advance(t_ms, clock)
     }
 
     /// The failures of a kept line: its internal NLUs (earlier passes) and, if it failed, the

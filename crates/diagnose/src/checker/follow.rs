@@ -8,11 +8,12 @@
 use super::failure::{Keys, host_of};
 use super::stale::Answers;
 use super::swaps::Seg;
+use crate::TimeRange;
 use crate::verdict::{Followed, SwapFollow};
 use std::collections::{BTreeSet, HashMap};
 
 /// Moves listed in the verdict; the counts and the quantiles cover all of them.
-const MAX_LISTED: usize = 1000;
+pub(crate) const MAX_LISTED: usize = 1000;
 
 /// Measure every move of a name the proxy sent to, inside the log's span `(first, last)` ms;
 /// `None` when the inputs hold no answer history.
@@ -21,6 +22,7 @@ pub(super) fn measure(
     segs: &[Seg],
     keys: &Keys,
     span: (i64, i64),
+    range: Option<TimeRange>,
 ) -> Option<SwapFollow> {
     if answers.is_empty() {
         return None;
@@ -43,7 +45,11 @@ pub(super) fn measure(
         .filter(|m| answers.sent_to(&m.name, &used))
         .collect();
     let mut list = Vec::new();
+    // A move is the range's where it happened; the next one, wherever it is, ends its wait.
     for (i, m) in moves.iter().enumerate() {
+        if !TimeRange::holds(range, m.t_ms) {
+            continue;
+        }
         // Followed before the name moved again, or before the log ends.
         let until = moves[i + 1..]
             .iter()
@@ -119,7 +125,7 @@ mod tests {
             ..History::default()
         };
         let k = keys(&["127.0.0.2:8080", "127.0.0.3:8080"]);
-        measure(&Answers::from_history(&hist), segs, &k, span)
+        measure(&Answers::from_history(&hist), segs, &k, span, None)
     }
 
     #[test]

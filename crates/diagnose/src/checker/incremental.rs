@@ -111,8 +111,10 @@ impl Incremental {
             fed[k].inbox = Some(inbox);
         }
         let pairer = Pairer::from_memory(index_of(fmt), readers);
+        let mut reader = Reader::new(None, fmt, opts.tz_offset_s, pairer);
+        reader.count_only(opts.range);
         Ok(Incremental {
-            reader: Reader::new(None, fmt, opts.tz_offset_s, pairer),
+            reader,
             opts,
             streams: fed,
             access_order,

@@ -31,6 +31,8 @@ pub mod tally;
 mod totals;
 
 pub use errors::MAX_BUFFERED;
+pub(crate) use follow::MAX_LISTED as MAX_MOVES_LISTED;
+pub(crate) use totals::{MAX_NLU_EVENTS, class_summaries, judged};
 
 use crate::evidence::{self, Observability, Present, Race, RuntimeFacts};
 use crate::verdict::*;
@@ -63,6 +65,8 @@ pub struct Options {
     pub nginx_version: Option<resolvelab_core::version::Version>,
     /// What the configuration resolves at run time, when it was read.
     pub config: Option<RuntimeFacts>,
+    /// The time the diagnosis speaks for ([`TimeRange`]); the lines outside it are context.
+    pub range: Option<TimeRange>,
 }
 
 impl Options {
@@ -79,6 +83,7 @@ impl Options {
             tz_offset_s: None,
             nginx_version: None,
             config: None,
+            range: None,
         }
     }
 }
@@ -102,7 +107,7 @@ fn upstream_requests(
 }
 
 /// Swaps listed one by one (the count covers all).
-const MAX_SWAPS_LISTED: usize = 1000;
+pub(crate) const MAX_SWAPS_LISTED: usize = 1000;
 
 /// Memory accounting of the streamed error-log pass (what a test or a benchmark asserts).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -140,7 +145,7 @@ pub fn diagnose_with_stats(opts: &Options) -> anyhow::Result<(Diagnosis, History
         dns: opts.dns.clone(),
         events: opts.events.clone(),
     })?;
-    let (acc, pairer) = access::read(&hist, &opts.log_format, opts.tz_offset_s)?;
+    let (acc, pairer) = access::read(&hist, &opts.log_format, opts.tz_offset_s, opts.range)?;
     conclude(opts, hist, acc, pairer)
 }
 
@@ -212,13 +217,16 @@ fn conclude(
     };
     let mut cites = errors::Cites::default();
     let mut incidents = incidents::build(&mut store, &cx, &mut cites);
+    // An incident is the range's where it starts, whole: classed with all it read.
+    incidents.retain(|i| TimeRange::holds(opts.range, i.start_ms));
     let swap_follow = follow::measure(
         &cx.answers,
         &acc.tried,
         &acc.keys,
         (acc.first_ms, acc.last_ms),
+        opts.range,
     );
-    let nlu = totals::nlu_totals(&store, &peers, &hist, &mut acc.passes);
+    let nlu = totals::nlu_totals(&store, &peers, &hist, &mut acc.passes, opts.range);
     let timeline = acc.timeline.series();
     let mut signatures = totals::summarize_signatures(
         &hist,
@@ -227,6 +235,7 @@ fn conclude(
         &nlu.times,
         &nlu.caused,
         &timeline,
+        opts.range,
     );
     // Evidence text of the cited lines: read again, only those lines.
     let stream_stats = StreamStats {
@@ -239,20 +248,26 @@ fn conclude(
         )?,
         ..errs.stats
     };
+    let swaps_in: Vec<&Swap> = peers
+        .swaps
+        .iter()
+        .filter(|s| TimeRange::holds(opts.range, s.t_ms))
+        .collect();
     let mut files = std::mem::take(&mut acc.files);
     files.extend(errs.files);
     files.extend(hist.stats.iter().cloned());
     let d = Diagnosis {
         schema: SCHEMA.to_string(),
         inputs: inputs_info(opts, &clock, &errs.offset_changes),
-        start_ms: (acc.requests > 0).then_some(acc.first_ms),
-        end_ms: (acc.requests > 0).then_some(acc.last_ms),
+        range: opts.range,
+        start_ms: acc.counted.span().map(|s| s.0),
+        end_ms: acc.counted.span().map(|s| s.1),
         status: Some(if files.iter().any(|f| f.error.is_some()) {
             DiagnosisStatus::Partial
         } else {
             DiagnosisStatus::Completed
         }),
-        requests: acc.requests,
+        requests: acc.counted.requests,
         http_status: acc
             .statuses()
             .iter()
@@ -262,11 +277,15 @@ fn conclude(
         failures: nlu.client_failures,
         nlu: nlu.nlu,
         passes: acc.passes.clone(),
-        swaps: peers.swaps.len() as u64,
+        swaps: swaps_in.len() as u64,
         swap_source: peers.source.id().to_string(),
-        swap_directions: swap_directions(&peers),
+        swap_directions: swap_directions(&swaps_in),
         nlu_by_swap_direction: nlu.by_swap_direction,
-        swap_list: peers.swaps.iter().take(MAX_SWAPS_LISTED).cloned().collect(),
+        swap_list: swaps_in
+            .iter()
+            .take(MAX_SWAPS_LISTED)
+            .map(|s| (*s).clone())
+            .collect(),
         requery_period_ms: peers.requery.map(|p| (p * 10.0).round() / 10.0),
         requery_source: peers.requery_source.to_string(),
         swap_follow,
@@ -402,9 +421,9 @@ fn inputs_info(opts: &Options, clock: &access::Clock, changes: &[(i64, i32)]) ->
     }
 }
 
-fn swap_directions(peers: &swaps::PeerChanges) -> BTreeMap<String, u64> {
+fn swap_directions(swaps: &[&Swap]) -> BTreeMap<String, u64> {
     let mut m = BTreeMap::new();
-    for s in &peers.swaps {
+    for s in swaps {
         *m.entry(s.direction.clone()).or_insert(0) += 1;
     }
     m

@@ -5,6 +5,7 @@ use super::errors::{Cites, SigIndex};
 use super::failure::Store;
 use super::swaps::PeerChanges;
 use super::traj_label;
+use crate::TimeRange;
 use crate::classes::{self, Class, Sig};
 use crate::evidence::Race;
 use crate::verdict::{ClassSummary, Incident, NluCounts, NluEvent, PassCounts, Series, Signature};
@@ -12,7 +13,7 @@ use resolvelab_history::History;
 use std::collections::{BTreeMap, HashMap};
 
 /// NLU events listed one by one (the counts cover all).
-const MAX_NLU_EVENTS: usize = 5000;
+pub(crate) const MAX_NLU_EVENTS: usize = 5000;
 
 /// NLU counts and events over every failure, and what else is summed over them: one pass over
 /// the records (each pass reads them from memory: they are far larger than the caches).
@@ -36,6 +37,7 @@ pub(super) fn nlu_totals(
     peers: &PeerChanges,
     hist: &History,
     passes: &mut PassCounts,
+    range: Option<TimeRange>,
 ) -> NluTotals {
     let mut t = NluTotals {
         nlu: NluCounts::default(),
@@ -49,6 +51,13 @@ pub(super) fn nlu_totals(
     let changes = &peers.changes;
     for (i, r) in store.recs.iter().enumerate() {
         let (f, w) = (store.kind(i), r.weight());
+        if !TimeRange::holds(range, r.t_ms) {
+            // Context: only its time, for the signatures near an NLU.
+            if f.nlu {
+                t.times.push(r.t_ms);
+            }
+            continue;
+        }
         if !f.internal {
             t.client_failures += w;
             if let Some(sig) = f.own_dns {
@@ -97,7 +106,7 @@ pub(super) fn nlu_totals(
 }
 
 /// Per class (in report order): its incidents and failed requests.
-pub(super) fn class_summaries(incidents: &[Incident], race: Race) -> Vec<ClassSummary> {
+pub(crate) fn class_summaries(incidents: &[Incident], race: Race) -> Vec<ClassSummary> {
     let mut out = Vec::new();
     for class in Class::ALL {
         let c = class.id();
@@ -134,6 +143,7 @@ pub(super) fn summarize_signatures(
     nlu_times: &[i64],
     caused: &HashMap<Sig, u64>,
     timeline: &Series,
+    range: Option<TimeRange>,
 ) -> Vec<Signature> {
     let near = |t: i64| {
         let i = nlu_times.partition_point(|&x| x < t - 10_000);
@@ -141,15 +151,48 @@ pub(super) fn summarize_signatures(
     };
     let mut out = Vec::new();
     for (si, def) in classes::SIGNATURES.iter().enumerate() {
-        let Some(first) = ix.first[si] else { continue };
-        let near_nlu = ix.per_sec[si]
-            .iter()
+        // The seconds of the range; `first` is the first of their lines in merged order.
+        let secs = || {
+            ix.per_sec[si]
+                .iter()
+                .filter(|(t, _)| TimeRange::holds(range, **t))
+        };
+        let Some(first) = secs().map(|(_, v)| v.0).min() else {
+            continue;
+        };
+        let near_nlu = secs()
             .filter(|(t, _)| near(**t))
             .map(|(_, c)| c.1)
             .sum::<u64>();
         let failed = caused.get(&def.sig).copied().unwrap_or(0);
-        use Sig::*;
-        let (harmless, note) = match def.sig {
+        let (harmless, note) = judged(def.sig, failed, near_nlu, || {
+            super::refusal::note(timeline, &secs().map(|(t, _)| *t).collect::<Vec<_>>())
+        });
+        out.push(Signature {
+            id: def.id.to_string(),
+            pattern: def.pattern.to_string(),
+            count: secs().map(|(_, v)| v.1).sum(),
+            near_nlu,
+            caused: failed,
+            harmless,
+            note,
+            first: cites.ev(h, first, "first occurrence"),
+        });
+    }
+    out
+}
+
+/// Whether a signature did harm here and what it means, from the failed requests it is the own
+/// cause of and its lines near an NLU (`refusal`: what a refused configuration did next, for
+/// `host not found in upstream`). Also what a merge of time slices says again of their sums.
+pub(crate) fn judged(
+    sig: Sig,
+    failed: u64,
+    near_nlu: u64,
+    refusal: impl FnOnce() -> String,
+) -> (bool, String) {
+    use Sig::*;
+    match sig {
             _ if failed > 0 => (
                 false,
                 format!(
@@ -181,23 +224,9 @@ pub(super) fn summarize_signatures(
                 false,
                 format!(
                     "nginx refused to start or reload: a name it resolves at start did not resolve. A reload keeps the running configuration (and its old addresses); a fresh start or a restart fails and serves nothing. `server NAME resolve` in an upstream with a zone, or a variable proxy_pass with a resolver, starts without the name. Here: {}",
-                    super::refusal::note(
-                        timeline,
-                        &ix.per_sec[si].keys().copied().collect::<Vec<_>>()
-                    )
+                    refusal()
                 ),
             ),
             _ => (false, "a first-try failure (retried when allowed)".to_string()),
-        };
-        out.push(Signature {
-            id: def.id.to_string(),
-            pattern: def.pattern.to_string(),
-            count: ix.count[si],
-            near_nlu,
-            harmless,
-            note,
-            first: cites.ev(h, first, "first occurrence"),
-        });
-    }
-    out
+        }
 }

@@ -13,6 +13,9 @@ use serde::{Deserialize, Serialize};
 /// `resolvelab.diagnosis/v1`).
 #[derive(Debug, Clone, Default, Deserialize)]
 pub struct Digest {
+    /// The time range the diagnosis speaks for (a time slice), if any.
+    #[serde(default)]
+    pub range: Option<crate::TimeRange>,
     /// First request, epoch ms.
     pub start_ms: Option<i64>,
     /// Last request, epoch ms.
@@ -177,6 +180,7 @@ impl Digest {
 impl From<&Diagnosis> for Digest {
     fn from(d: &Diagnosis) -> Digest {
         Digest {
+            range: d.range,
             start_ms: d.start_ms,
             end_ms: d.end_ms,
             status: d.status,

@@ -102,6 +102,7 @@ fn instance(run: &Path, dir: &Path) -> anyhow::Result<Diagnosis> {
         tz_offset_s: fingerprint_offset(run),
         nginx_version: fingerprint_version(run),
         config: run_config_facts(dir),
+        range: None,
     };
     let mut d = if opts.access.is_empty() {
         empty_diagnosis(&opts)

@@ -8,8 +8,9 @@
 //! - [`Partial`] is that set, written by `resolvelab diagnose --instance NAME --partial FILE`
 //!   for one instance and by `resolvelab merge --partial FILE` for several. Merging is the union
 //!   of the instances by name, so it is associative and commutative, and a partial's size is its
-//!   instances' diagnoses (bounded lists, not lines or failures). An instance in two partials is
-//!   refused: time slices of one instance are not mergeable yet.
+//!   instances' diagnoses (bounded lists, not lines or failures). An instance in two partials
+//!   is two time slices of it (`diagnose --since/--until`), joined into one diagnosis
+//!   ([`slices`]); without ranges, or with ranges that leave a gap or overlap, it is refused.
 //! - [`Fleet`] is the report built from a partial: the instances side by side, the classes
 //!   across the fleet, and the fleet's incidents — each instance's incidents on one upstream
 //!   that overlap in time — read with the one evidence only a fleet has ([`reading`]).
@@ -30,6 +31,7 @@
 pub mod digest;
 pub mod judge;
 pub mod reading;
+pub mod slices;
 mod view;
 
 pub use digest::{Digest, Lane};
@@ -78,10 +80,7 @@ impl Partial {
     /// host name). Its NLU events are cut to the first [`NLU_EVENTS`] (a partial travels).
     pub fn one(instance: &str, mut d: Diagnosis) -> anyhow::Result<Partial> {
         check_name(instance)?;
-        if d.nlu_events.len() > NLU_EVENTS {
-            d.nlu_events.truncate(NLU_EVENTS);
-            d.nlu_events_truncated = true;
-        }
+        cut_events(&mut d);
         Ok(Partial {
             schema: PARTIAL_SCHEMA.into(),
             resolvelab: VERSION.into(),
@@ -89,12 +88,14 @@ impl Partial {
         })
     }
 
-    /// Both partials' instances. An instance in both is refused (its name in the error).
+    /// Both partials' instances. An instance in both is two time slices of it, joined
+    /// ([`slices::join`]); refused (its name in the error) unless their ranges are adjacent.
     pub fn merge(mut self, other: Partial) -> anyhow::Result<Partial> {
         for (name, d) in other.instances {
-            if self.instances.contains_key(&name) {
-                return Err(twice(&name));
-            }
+            let d = match self.instances.remove(&name) {
+                Some(mine) => joined(&name, vec![mine, d])?,
+                None => d,
+            };
             self.instances.insert(name, d);
         }
         Ok(self)
@@ -125,10 +126,25 @@ impl Partial {
     }
 }
 
-/// An instance in two partials.
+/// A partial keeps the first [`NLU_EVENTS`] NLU events of an instance.
+fn cut_events(d: &mut Diagnosis) {
+    if d.nlu_events.len() > NLU_EVENTS {
+        d.nlu_events.truncate(NLU_EVENTS);
+        d.nlu_events_truncated = true;
+    }
+}
+
+/// An instance's time slices joined into one diagnosis; refused naming the instance.
+fn joined(name: &str, parts: Vec<Diagnosis>) -> anyhow::Result<Diagnosis> {
+    let mut d = slices::join_all(parts).map_err(|e| anyhow::anyhow!("instance `{name}`: {e}"))?;
+    cut_events(&mut d);
+    Ok(d)
+}
+
+/// An instance in two partials that are not both time slices.
 fn twice(name: &str) -> anyhow::Error {
     anyhow::anyhow!(
-        "instance `{name}` is in two partials: time slices of one instance cannot be merged yet; diagnose each instance's logs in one `resolvelab diagnose --partial` run"
+        "instance `{name}` is in two partials without a time range: diagnose each time slice with --since/--until, or all of the instance's logs in one `resolvelab diagnose --partial` run"
     )
 }
 
@@ -158,8 +174,10 @@ pub struct Merge {
     files: Vec<PathBuf>,
     /// Each instance's digest, by name.
     digests: BTreeMap<String, Digest>,
-    /// Each instance's file (index into `files`).
-    file_of: BTreeMap<String, usize>,
+    /// Each instance's files (indexes into `files`): several for time slices.
+    file_of: BTreeMap<String, Vec<usize>>,
+    /// The instances read in time slices, joined ([`Merge::join_slices`]).
+    joined: BTreeMap<String, Diagnosis>,
 }
 
 #[derive(Deserialize)]
@@ -179,7 +197,7 @@ impl Merge {
     }
 
     /// Read one partial file. Refused, naming the file: another kind or version, a damaged
-    /// file, an instance already read.
+    /// file, an instance already read unless both are time slices (`--since`/`--until`).
     pub fn add(&mut self, path: &Path) -> anyhow::Result<()> {
         let at = |e: anyhow::Error| anyhow::anyhow!("{}: {e}", path.display());
         let text = std::fs::read_to_string(path)
@@ -191,11 +209,38 @@ impl Merge {
         self.files.push(path.to_path_buf());
         for (name, d) in f.instances {
             check_name(&name).map_err(at)?;
-            if self.file_of.contains_key(&name) {
+            if let Some(seen) = self.digests.get(&name)
+                && (seen.range.is_none() || d.range.is_none())
+            {
                 return Err(at(twice(&name)));
             }
-            self.file_of.insert(name.clone(), file);
+            self.file_of.entry(name.clone()).or_default().push(file);
             self.digests.insert(name, d);
+        }
+        Ok(())
+    }
+
+    /// Join each instance read in time slices into one diagnosis (each slice read again from
+    /// its file), its digest made from that; refused when its slices leave a gap or overlap.
+    /// Done once, by [`Merge::fleet`] and [`Merge::write_partial`] too.
+    pub fn join_slices(&mut self) -> anyhow::Result<()> {
+        for (name, files) in &self.file_of {
+            if files.len() < 2 || self.joined.contains_key(name) {
+                continue;
+            }
+            let mut parts = Vec::new();
+            for &f in files {
+                let p = &self.files[f];
+                let raw = read_raw(p)?;
+                let d = raw.instances.get(name).ok_or_else(|| changed(p))?;
+                parts
+                    .push(serde_json::from_str(d.get()).map_err(|e| {
+                        anyhow::anyhow!("{}: a damaged partial ({e})", p.display())
+                    })?);
+            }
+            let d = joined(name, parts)?;
+            self.digests.insert(name.clone(), Digest::from(&d));
+            self.joined.insert(name.clone(), d);
         }
         Ok(())
     }
@@ -205,15 +250,17 @@ impl Merge {
         &self.digests
     }
 
-    /// The fleet report (the digests move into it).
-    pub fn fleet(self) -> Fleet {
-        Fleet::of(self.digests)
+    /// The fleet report (the digests move into it), time slices joined.
+    pub fn fleet(mut self) -> anyhow::Result<Fleet> {
+        self.join_slices()?;
+        Ok(Fleet::of(self.digests))
     }
 
     /// Write the merged partial — the same bytes as [`Partial::to_json`] of the union — copying
     /// each instance's diagnosis from its file (a file is read again when its instance's turn
     /// comes; the last one read is kept).
-    pub fn write_partial(&self, out: &mut impl std::io::Write) -> anyhow::Result<()> {
+    pub fn write_partial(&mut self, out: &mut impl std::io::Write) -> anyhow::Result<()> {
+        self.join_slices()?;
         write!(
             out,
             "{{\"schema\":{},\"resolvelab\":{},\"instances\":{{",
@@ -221,23 +268,43 @@ impl Merge {
             serde_json::to_string(VERSION)?
         )?;
         let mut cached: Option<(usize, RawFile)> = None;
-        for (k, (name, file)) in self.file_of.iter().enumerate() {
-            if cached.as_ref().is_none_or(|c| c.0 != *file) {
-                let p = &self.files[*file];
-                let text = std::fs::read_to_string(p)
-                    .map_err(|e| anyhow::anyhow!("cannot read {} again: {e}", p.display()))?;
-                cached = Some((*file, serde_json::from_str(&text)?));
+        for (k, (name, files)) in self.file_of.iter().enumerate() {
+            let sep = if k > 0 { "," } else { "" };
+            if let Some(d) = self.joined.get(name) {
+                write!(
+                    out,
+                    "{sep}{}:{}",
+                    serde_json::to_string(name)?,
+                    serde_json::to_string(d)?
+                )?;
+                continue;
+            }
+            let file = files[0];
+            if cached.as_ref().is_none_or(|c| c.0 != file) {
+                cached = Some((file, read_raw(&self.files[file])?));
             }
             let raw = &cached.as_ref().expect("just read").1;
-            let d = raw.instances.get(name).ok_or_else(|| {
-                anyhow::anyhow!("{} changed while merging", self.files[*file].display())
-            })?;
-            let sep = if k > 0 { "," } else { "" };
+            let d = raw
+                .instances
+                .get(name)
+                .ok_or_else(|| changed(&self.files[file]))?;
             write!(out, "{sep}{}:{}", serde_json::to_string(name)?, d.get())?;
         }
         writeln!(out, "}}}}")?;
         Ok(())
     }
+}
+
+/// A partial file read again, its instances left as written.
+fn read_raw(p: &Path) -> anyhow::Result<RawFile> {
+    let text = std::fs::read_to_string(p)
+        .map_err(|e| anyhow::anyhow!("cannot read {} again: {e}", p.display()))?;
+    Ok(serde_json::from_str(&text)?)
+}
+
+/// A file that no longer holds what it held when read.
+fn changed(p: &Path) -> anyhow::Error {
+    anyhow::anyhow!("{} changed while merging", p.display())
 }
 
 /// Whether `name` can name an instance: 1 to 253 printable characters without spaces.
@@ -296,6 +363,7 @@ mod tests {
     fn an_instance_twice_is_refused() {
         let a = Partial::one("a", diagnosis()).unwrap();
         let e = a.clone().merge(a).unwrap_err().to_string();
-        assert!(e.starts_with("instance `a` is in two partials"), "{e}");
+        assert!(e.starts_with("instance `a`: "), "{e}");
+        assert!(e.contains("without a time range"), "{e}");
     }
 }

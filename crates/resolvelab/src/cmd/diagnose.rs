@@ -27,6 +27,9 @@ use std::process::ExitCode;
   resolvelab diagnose --instance web-1 --access web-1/access.log --error web-1/error.log \\
       --partial parts/web-1.json
   resolvelab merge parts/*.json --format html -o fleet.html
+  # the half hour of the page, classed with the hours around it as context:
+  resolvelab diagnose --access access.log --error error.log \\
+      --since 2026-12-06T02:00:00Z --until 2026-12-06T02:30:00Z
 
 Any input may be `-` (standard input, once), a pipe, a FIFO or `<(…)`: it is read once.
 
@@ -50,6 +53,12 @@ the report's \"What these logs can show\" section says what would decide it.
 Kubernetes CRI files, `kubectl logs --prefix` of several pods, a central syslog file — split by
 the instance each record's labels name (--instance-field): each instance is diagnosed on its own
 and the report is a fleet report (--instance NAME: that one).
+
+--since/--until diagnose a time range out of longer logs: every line is read, those outside the
+range as context only (swaps, answers, pairs, the clusters an incident belongs to). A request
+counts where its line's time falls, an error line where its second falls, an incident where it
+starts — kept whole —, so the reports of adjacent ranges over the same logs add up to one over
+all of them.
 
 --partial FILE writes this instance's diagnosis as a mergeable partial (resolvelab.partial/v1) for
 `resolvelab merge`, which reports a fleet; the report is then written only with -o. Give each
@@ -91,6 +100,13 @@ pub struct Args {
     /// naming it is what marks the input as JSONEachRow.
     #[arg(long, value_name = "FIELD")]
     message_field: Option<String>,
+    /// Diagnose what happened from TIME on (RFC 3339, whole seconds: 2026-12-06T02:00:00Z);
+    /// earlier lines are read as context.
+    #[arg(long, value_name = "TIME")]
+    since: Option<String>,
+    /// Diagnose what happened before TIME (excluded); later lines are read as context.
+    #[arg(long, value_name = "TIME")]
+    until: Option<String>,
 }
 
 /// How the logs are read: their format, the configuration and version they come from, the
@@ -138,6 +154,13 @@ pub(crate) struct Out {
 /// Run `resolvelab diagnose`.
 pub fn run(args: Args, ctx: &Ctx) -> anyhow::Result<ExitCode> {
     check_classes(&args.fail_on)?;
+    let range = match (&args.since, &args.until) {
+        (None, None) => None,
+        (s, u) => Some(
+            resolvelab_diagnose::TimeRange::parse(s.as_deref(), u.as_deref())
+                .map_err(anyhow::Error::msg)?,
+        ),
+    };
     if args.out.partial.is_some() && args.instance.is_none() && args.logs.is_empty() {
         anyhow::bail!(
             "--partial needs --instance NAME: the nginx instance these logs come from (a pod or host name)"
@@ -145,6 +168,7 @@ pub fn run(args: Args, ctx: &Ctx) -> anyhow::Result<ExitCode> {
     }
     let spool = Spool::new()?;
     let mut opts = options(&args, ctx, &spool)?;
+    opts.range = range;
     let fields = export::Fields {
         instance: args.instance_field.clone(),
         message: args.message_field.clone(),

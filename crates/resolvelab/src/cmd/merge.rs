@@ -15,11 +15,16 @@ use std::process::ExitCode;
   ls logs | xargs -P 4 -I{} resolvelab diagnose --instance {} \\
       --access logs/{}/access.log --error logs/{}/error.log --partial parts/{}.json
   resolvelab merge parts/*.json --partial fleet.partial.json   # a tree of merges
+  # one instance in hourly slices (each slice reads the logs around it as context):
+  for h in 0 1 2; do resolvelab diagnose --instance web-1 --access access.log \\
+      --since 2026-12-06T0$h:00:00Z --until 2026-12-06T0$((h+1)):00:00Z \\
+      --partial parts/web-1-$h.json; done
 
 A partial (resolvelab.partial/v1) holds one or more instances' diagnoses; merging is their union by
 instance name, in any order or grouping, so `merge a b c` and `merge (merge a b) c` report the same.
-An instance in two partials is refused (time slices of one instance are not merged yet), and so is
-a partial written by another resolvelab version.
+An instance in several partials is its time slices (`diagnose --since T --until T`), joined into
+one diagnosis when each slice's --until is the next one's --since; without ranges, or with a gap or
+an overlap, it is refused, and so is a partial written by another resolvelab version.
 
 The report lists the instances side by side, draws their failures on one time axis, and groups the
 instances' incidents on one upstream that overlap in time into fleet incidents, each with what only
@@ -64,7 +69,7 @@ pub fn run(args: Args, _ctx: &Ctx) -> anyhow::Result<ExitCode> {
             .map_err(|e| anyhow::anyhow!("cannot write {}: {e}", to.display()))?;
     }
     report(
-        &m.fleet(),
+        &m.fleet()?,
         args.out.format,
         args.out.output.as_deref(),
         args.out.partial.is_some(),

@@ -1,0 +1,398 @@
+//! A diagnosis of a time range (`--since`/`--until`, [`TimeRange`]) reads every line given and
+//! counts only what falls in its range: the diagnoses of two adjacent ranges over the same
+//! lines add up to the diagnosis of everything — every count summed, every incident, swap,
+//! NLU event and answer change in exactly one of them, whole and classed as it is in the
+//! diagnosis of everything. On the real production excerpts and the recorded lab runs, split
+//! at a seeded second, in the middle, and one second after each of the first incidents start
+//! (an incident that straddles the split).
+
+mod common;
+
+use common::{Rng, lab_cases, real_cases};
+use resolvelab_diagnose::fleet::slices;
+use resolvelab_diagnose::{Diagnosis, Options, TimeRange, diagnose};
+use serde_json::{Map, Value};
+
+/// `a + b` over every number of two JSON maps of numbers (nested maps too).
+fn sum(a: &Value, b: &Value) -> Value {
+    match (a, b) {
+        (Value::Object(x), Value::Object(y)) => {
+            let mut out: Map<String, Value> = x.clone();
+            for (k, v) in y {
+                let s = match x.get(k) {
+                    Some(w) => sum(w, v),
+                    None => v.clone(),
+                };
+                out.insert(k.clone(), s);
+            }
+            Value::Object(out)
+        }
+        (Value::Array(x), Value::Array(y)) if x.len() == y.len() => {
+            Value::Array(x.iter().zip(y).map(|(a, b)| sum(a, b)).collect())
+        }
+        (Value::Number(x), Value::Number(y)) => (x.as_u64().unwrap() + y.as_u64().unwrap()).into(),
+        _ => panic!("not summable: {a} + {b}"),
+    }
+}
+
+fn v<T: serde::Serialize>(x: &T) -> Value {
+    serde_json::to_value(x).unwrap()
+}
+
+/// A map of class id → [incidents, requests].
+fn classes(d: &Diagnosis) -> Value {
+    d.classes
+        .iter()
+        .map(|c| (c.class.id().to_string(), v(&[c.incidents, c.requests])))
+        .collect::<Map<_, _>>()
+        .into()
+}
+
+/// A map of signature id → [count, near_nlu].
+fn signatures(d: &Diagnosis) -> Value {
+    d.signatures
+        .iter()
+        .map(|s| (s.id.clone(), v(&[s.count, s.near_nlu])))
+        .collect::<Map<_, _>>()
+        .into()
+}
+
+/// Requests, failed and NLU over the timeline's bins.
+fn timeline(d: &Diagnosis) -> Value {
+    let p = &d.timeline.points;
+    v(&[
+        p.iter().map(|p| p.ok).sum::<u64>(),
+        p.iter().map(|p| p.failed).sum(),
+        p.iter().map(|p| p.nlu).sum(),
+    ])
+}
+
+/// `d`'s lists, those that split between ranges: incidents, swaps, NLU events, answer changes.
+fn lists(d: &Diagnosis) -> [Value; 4] {
+    [
+        v(&d.incidents),
+        v(&d.swap_list),
+        v(&d.nlu_events),
+        v(&d.swap_follow.as_ref().map(|f| &f.list)),
+    ]
+}
+
+fn concat(a: &Value, b: &Value) -> Value {
+    match (a, b) {
+        (Value::Array(x), Value::Array(y)) => Value::Array([x.clone(), y.clone()].concat()),
+        (Value::Null, Value::Null) => Value::Null,
+        _ => panic!("not lists: {a} {b}"),
+    }
+}
+
+/// What must add up, as one JSON value.
+fn additive(d: &Diagnosis) -> Value {
+    let mut p = d.passes.clone();
+    p.max_passes = 0;
+    serde_json::json!({
+        "requests": d.requests,
+        "failures": d.failures,
+        "swaps": d.swaps,
+        "http_status": d.http_status,
+        "upstream_requests": d.upstream_requests,
+        "nlu": d.nlu,
+        "passes": p,
+        "swap_directions": d.swap_directions,
+        "nlu_by_swap_direction": d.nlu_by_swap_direction,
+        "classes": classes(d),
+        "signatures": signatures(d),
+        "moves": d.swap_follow.as_ref().map_or(serde_json::json!({}), |f| {
+            serde_json::json!({"moves": f.moves, "followed": f.followed})
+        }),
+    })
+}
+
+/// Split `o`'s diagnosis at second `at_s`: the two ranges must add up to the whole.
+fn check_split(o: &Options, whole: &Diagnosis, at_s: i64, case: &str) {
+    let at = at_s * 1000;
+    let ranged = |since: i64, until: i64| {
+        let mut r = o.clone();
+        r.range = Some(TimeRange {
+            since_ms: since,
+            until_ms: until,
+        });
+        diagnose(&r).unwrap()
+    };
+    let (a, b) = (ranged(i64::MIN, at), ranged(at, i64::MAX));
+    let ctx = format!("{case} split at {at_s} s");
+    // Joined, the two slices are the whole diagnosis, field for field but the latency figures
+    // of the timeline's bins that join bins of the slices: the one where both slices'
+    // requests meet, and every bin when a slice's bins are narrower (the histograms are not
+    // kept).
+    let joined = slices::join(b.clone(), a.clone()).unwrap();
+    let (mut j, mut w) = (v(&joined), v(whole));
+    let w_ms = whole.timeline.bin_ms;
+    let rebinned = a.timeline.bin_ms < w_ms || b.timeline.bin_ms < w_ms;
+    for x in [&mut j, &mut w] {
+        for p in x["timeline"]["points"].as_array_mut().unwrap() {
+            let t = p["t_ms"].as_i64().unwrap();
+            if rebinned || (t <= at && at < t + w_ms) {
+                p["latency_ms"] = Value::Null;
+            }
+        }
+    }
+    assert_json_eq(&j, &w, &ctx);
+    let summed = sum(&additive(&a), &additive(&b));
+    // Zeros a range leaves out of its maps are in the sum's; compare without them.
+    assert_eq!(strip(&summed), strip(&additive(whole)), "{ctx}");
+    assert_eq!(
+        sum(&timeline(&a), &timeline(&b)),
+        timeline(whole),
+        "{ctx}: the timelines"
+    );
+    assert_eq!(
+        a.passes.max_passes.max(b.passes.max_passes),
+        whole.passes.max_passes,
+        "{ctx}"
+    );
+    let (la, lb, lw) = (lists(&a), lists(&b), lists(whole));
+    let names = ["incidents", "swaps", "NLU events", "answer changes"];
+    for i in 0..4 {
+        let cut = (i == 1 && whole.swaps as usize > whole.swap_list.len())
+            || (i == 2 && (whole.nlu_events_truncated || a.nlu_events_truncated));
+        if !cut {
+            assert_eq!(concat(&la[i], &lb[i]), lw[i], "{ctx}: the {}", names[i]);
+        }
+    }
+    let ends = |d: &Diagnosis| d.start_ms.into_iter().chain(d.end_ms);
+    assert_eq!(
+        (
+            ends(&a).chain(ends(&b)).min(),
+            ends(&a).chain(ends(&b)).max()
+        ),
+        (whole.start_ms, whole.end_ms),
+        "{ctx}: the first and last request"
+    );
+    for s in &whole.signatures {
+        let first = [&a, &b]
+            .iter()
+            .find_map(|d| d.signatures.iter().find(|x| x.id == s.id))
+            .map(|x| &x.first.at);
+        assert_eq!(first, Some(&s.first.at), "{ctx}: {}'s first line", s.id);
+    }
+}
+
+/// Two JSON documents equal, or the first lines where they differ.
+fn assert_json_eq(got: &Value, want: &Value, ctx: &str) {
+    let (g, w) = (
+        serde_json::to_string_pretty(got).unwrap(),
+        serde_json::to_string_pretty(want).unwrap(),
+    );
+    if g != w {
+        if let Ok(d) = std::env::var("RANGES_DUMP") {
+            std::fs::write(format!("{d}/got.json"), &g).unwrap();
+            std::fs::write(format!("{d}/want.json"), &w).unwrap();
+        }
+        let (g, w): (Vec<&str>, Vec<&str>) = (g.lines().collect(), w.lines().collect());
+        let i = g.iter().zip(&w).position(|(a, b)| a != b).unwrap_or(0);
+        panic!(
+            "{ctx}: the joined slices differ from the whole at line {i}:\n got: {}\nwant: {}",
+            g[i.saturating_sub(4)..(i + 3).min(g.len())].join("\n"),
+            w[i.saturating_sub(4)..(i + 3).min(w.len())].join("\n"),
+        );
+    }
+}
+
+/// A JSON value without its zero numbers and the maps they empty.
+fn strip(x: &Value) -> Value {
+    match x {
+        Value::Object(m) => m
+            .iter()
+            .map(|(k, v)| (k.clone(), strip(v)))
+            .filter(|(_, v)| !(v == &Value::from(0) || v == &Value::Object(Map::new())))
+            .collect::<Map<_, _>>()
+            .into(),
+        Value::Array(a) => Value::Array(a.iter().map(strip).collect()),
+        _ => x.clone(),
+    }
+}
+
+/// Split each case at a seeded second, in the middle, and just after each of its first three
+/// incidents start.
+fn check(o: &Options, seed: u64, case: &str) -> usize {
+    let whole = diagnose(o).unwrap();
+    // An error log read alone has incidents and no requests.
+    let times = || {
+        let incidents = whole.incidents.iter().flat_map(|i| [i.start_ms, i.end_ms]);
+        whole
+            .start_ms
+            .into_iter()
+            .chain(whole.end_ms)
+            .chain(incidents)
+    };
+    let (Some(s), Some(e)) = (times().min(), times().max()) else {
+        return 0;
+    };
+    let mut at: Vec<i64> = vec![(s + e) / 2000];
+    at.push(s / 1000 + Rng(seed).below((e - s) as u64 / 1000 + 1) as i64);
+    at.extend(
+        whole
+            .incidents
+            .iter()
+            .take(3)
+            .map(|i| i.start_ms / 1000 + 1),
+    );
+    at.sort_unstable();
+    at.dedup();
+    for &t in &at {
+        check_split(o, &whole, t, case);
+    }
+    at.len()
+}
+
+#[test]
+fn adjacent_ranges_add_up_to_the_whole_on_every_real_excerpt() {
+    let mut splits = 0;
+    for (seed, o) in real_cases() {
+        splits += check(&o, seed, &format!("{:?}", [&o.access, &o.error, &o.mixed]));
+    }
+    eprintln!("{splits} splits");
+    assert!(splits >= 150, "{splits} splits");
+}
+
+#[test]
+fn adjacent_ranges_add_up_to_the_whole_on_recorded_lab_runs() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut splits = 0;
+    for (seed, o) in lab_cases(tmp.path()) {
+        splits += check(&o, seed, &format!("{:?}", o.access));
+    }
+    eprintln!("{splits} splits");
+    assert!(splits >= 20, "{splits} splits");
+}
+
+/// What a range keeps out is context, not absence: a failure just after the range's end
+/// still classes an incident that started inside it, and the range says what it covers.
+#[test]
+fn a_range_is_recorded_and_an_empty_one_counts_nothing() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (_, o) = lab_cases(tmp.path()).remove(0);
+    let whole = diagnose(&o).unwrap();
+    let mut r = o.clone();
+    let after = whole.end_ms.unwrap() + 60_000;
+    r.range = Some(TimeRange {
+        since_ms: after,
+        until_ms: after + 1000,
+    });
+    let d = diagnose(&r).unwrap();
+    assert_eq!(d.range, r.range);
+    assert_eq!((d.requests, d.failures, d.start_ms), (0, 0, None));
+    assert!(d.incidents.is_empty() && d.classes.is_empty());
+    let json = serde_json::to_value(&d).unwrap();
+    assert_eq!(json["range"]["since_ms"], after);
+    assert!(serde_json::to_value(&whole).unwrap().get("range").is_none());
+}
+
+#[test]
+fn a_range_is_read_from_rfc3339_seconds() {
+    let r = TimeRange::parse(
+        Some("2026-12-06T02:00:00Z"),
+        Some("2026-12-06T02:30:00+00:00"),
+    )
+    .unwrap();
+    assert_eq!(r.until_ms - r.since_ms, 1_800_000);
+    assert!(r.contains(r.since_ms) && !r.contains(r.until_ms));
+    let open = TimeRange::parse(None, Some("2026-12-06T02:00:00Z")).unwrap();
+    assert_eq!(open.since_ms, i64::MIN);
+    for (s, u, want) in [
+        (Some("02:00"), None, "not an RFC 3339 time"),
+        (Some("2026-12-06T02:00:00.5Z"), None, "whole seconds"),
+        (
+            Some("2026-12-06T02:00:00Z"),
+            Some("2026-12-06T02:00:00Z"),
+            "not before",
+        ),
+    ] {
+        let e = TimeRange::parse(s, u).unwrap_err();
+        assert!(e.contains(want), "{e}");
+    }
+}
+
+/// The property over instances and time at once: three recorded runs stand for three
+/// instances, each cut into three time slices at seeded seconds; the nine slices' partials,
+/// merged from files in a seeded order, are byte for byte the partial of the three instances'
+/// whole diagnoses (their spans need 1 s bins, so no bin is shared by two slices). Slices with
+/// a gap between them are refused, naming the instance.
+#[test]
+fn time_slices_of_instances_merge_into_the_partial_of_everything() {
+    use resolvelab_diagnose::fleet::{Merge, Partial};
+    let tmp = tempfile::tempdir().unwrap();
+    let mut rng = Rng(47);
+    let mut want: Option<Partial> = None;
+    let mut files = Vec::new();
+    let mut gap = None;
+    for (k, (_, o)) in lab_cases(tmp.path())
+        .into_iter()
+        .filter(|(_, o)| {
+            let d = diagnose(o).unwrap();
+            d.timeline.bin_ms == 1000 && !d.incidents.is_empty()
+        })
+        .take(3)
+        .enumerate()
+    {
+        let name = format!("nginx-{k}");
+        let whole = diagnose(&o).unwrap();
+        let one = Partial::one(&name, whole.clone()).unwrap();
+        want = Some(match want {
+            None => one,
+            Some(w) => w.merge(one).unwrap(),
+        });
+        let (s, e) = (whole.start_ms.unwrap() / 1000, whole.end_ms.unwrap() / 1000);
+        let mut cuts = [
+            s + 1 + rng.below((e - s) as u64) as i64,
+            whole.incidents[0].start_ms / 1000 + 1,
+        ];
+        cuts.sort_unstable();
+        let edges = [
+            vec![i64::MIN],
+            cuts.iter().map(|c| c * 1000).collect(),
+            vec![i64::MAX],
+        ]
+        .concat();
+        for (j, w) in edges.windows(2).enumerate() {
+            let mut r = o.clone();
+            r.range = Some(TimeRange {
+                since_ms: w[0],
+                until_ms: w[1],
+            });
+            let f = tmp.path().join(format!("{name}-{j}.json"));
+            std::fs::write(
+                &f,
+                Partial::one(&name, diagnose(&r).unwrap())
+                    .unwrap()
+                    .to_json(),
+            )
+            .unwrap();
+            if j == 1 {
+                gap = Some(f.clone());
+            }
+            files.push(f);
+        }
+    }
+    assert_eq!(files.len(), 9, "three runs with 1 s bins and an incident");
+    for i in (1..files.len()).rev() {
+        files.swap(i, rng.below(i as u64 + 1) as usize);
+    }
+    let mut m = Merge::new();
+    for f in &files {
+        m.add(f).unwrap();
+    }
+    let mut out = Vec::new();
+    m.write_partial(&mut out).unwrap();
+    assert_eq!(String::from_utf8(out).unwrap(), want.unwrap().to_json());
+    // The middle slice of nginx-0 left out: a gap.
+    let mut m = Merge::new();
+    for f in files.iter().filter(|f| Some(*f) != gap.as_ref()) {
+        m.add(f).unwrap();
+    }
+    let e = m.fleet().unwrap_err().to_string();
+    assert!(
+        e.starts_with("instance `nginx-2`: ") && e.contains("leave the time between them out"),
+        "{e}"
+    );
+}
