@@ -591,6 +591,7 @@ pub(crate) fn empty_diagnosis(o: &Options) -> Diagnosis {
             ..Default::default()
         },
         range: o.range,
+        read_ms: None,
         start_ms: None,
         end_ms: None,
         status: None,

@@ -424,6 +424,10 @@ pub struct Diagnosis {
     /// The time this diagnosis speaks for (`--since`/`--until`); none: all it read.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub range: Option<TimeRange>,
+    /// With a range: the first and last request read, context included (epoch ms) — how far
+    /// the logs given reach around the range.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub read_ms: Option<(i64, i64)>,
     /// First request, epoch ms.
     pub start_ms: Option<i64>,
     /// Last request, epoch ms.

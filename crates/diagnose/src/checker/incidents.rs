@@ -17,7 +17,7 @@ use resolvelab_history::History;
 use std::collections::{BTreeMap, HashMap};
 
 /// Failures within this gap (ms) belong to one cluster.
-const CLUSTER_GAP_MS: i64 = 1000;
+pub(crate) const CLUSTER_GAP_MS: i64 = 1000;
 /// A cluster longer than this whose last stretch of this length is mostly successes is a steady
 /// trickle, not one incident: it is cut there.
 const TRICKLE_SPAN_MS: i64 = 10_000;

@@ -32,6 +32,7 @@ mod totals;
 
 pub use errors::MAX_BUFFERED;
 pub(crate) use follow::MAX_LISTED as MAX_MOVES_LISTED;
+pub(crate) use incidents::CLUSTER_GAP_MS;
 pub(crate) use totals::{MAX_NLU_EVENTS, class_summaries, judged};
 
 use crate::evidence::{self, Observability, Present, Race, RuntimeFacts};
@@ -86,6 +87,19 @@ impl Options {
             range: None,
         }
     }
+}
+
+/// The first and last time the inputs hold (access lines, DNS answers, events): how far the
+/// logs given to a time slice reach around it.
+fn read_span(acc: &access::AccessPass, hist: &History) -> Option<(i64, i64)> {
+    let times = (acc.requests > 0)
+        .then_some([acc.first_ms, acc.last_ms])
+        .into_iter()
+        .flatten()
+        .chain(hist.dns.iter().map(|q| q.t_us / 1000))
+        .chain(hist.events.iter().map(|e| e.t_us / 1000));
+    let (lo, hi) = times.fold((i64::MAX, i64::MIN), |(lo, hi), t| (lo.min(t), hi.max(t)));
+    (lo <= hi).then_some((lo, hi))
 }
 
 /// Requests by upstream group and status class, from the access pass's counts per key.
@@ -260,6 +274,7 @@ fn conclude(
         schema: SCHEMA.to_string(),
         inputs: inputs_info(opts, &clock, &errs.offset_changes),
         range: opts.range,
+        read_ms: opts.range.and(read_span(&acc, &hist)),
         start_ms: acc.counted.span().map(|s| s.0),
         end_ms: acc.counted.span().map(|s| s.1),
         status: Some(if files.iter().any(|f| f.error.is_some()) {

@@ -21,9 +21,11 @@
 //! ```
 
 use crate::TimeRange;
-use crate::checker::{MAX_MOVES_LISTED, MAX_NLU_EVENTS, MAX_SWAPS_LISTED, class_summaries, judged};
+use crate::checker::{
+    CLUSTER_GAP_MS, MAX_MOVES_LISTED, MAX_NLU_EVENTS, MAX_SWAPS_LISTED, class_summaries, judged,
+};
 use crate::classes::SIGNATURES;
-use crate::evidence::Race;
+use crate::evidence::{Missing, Race};
 use crate::verdict::{
     Diagnosis, DiagnosisStatus, InputsInfo, NluCounts, ParseInfo, PassCounts, Signature, SwapFollow,
 };
@@ -89,6 +91,7 @@ fn show(r: TimeRange) -> String {
 
 /// `a`'s range ends where `b`'s starts.
 fn joined(a: Diagnosis, b: Diagnosis, ra: TimeRange, rb: TimeRange) -> Diagnosis {
+    let notes = context_notes(&a, &b);
     let range = TimeRange {
         since_ms: ra.since_ms,
         until_ms: rb.until_ms,
@@ -119,10 +122,17 @@ fn joined(a: Diagnosis, b: Diagnosis, ra: TimeRange, rb: TimeRange) -> Diagnosis
             evidence.missing.push(m.clone());
         }
     }
+    evidence.missing.extend(notes);
+    let all = range == TimeRange::ALL;
     Diagnosis {
         schema: a.schema,
         inputs: inputs(a.inputs, b.inputs),
-        range: (range != TimeRange::ALL).then_some(range),
+        range: (!all).then_some(range),
+        read_ms: match (a.read_ms, b.read_ms) {
+            _ if all => None,
+            (Some(x), Some(y)) => Some((x.0.min(y.0), x.1.max(y.1))),
+            (x, y) => x.or(y),
+        },
         start_ms: a.start_ms.or(b.start_ms),
         end_ms: b.end_ms.or(a.end_ms),
         status: match (a.status, b.status) {
@@ -166,6 +176,73 @@ fn joined(a: Diagnosis, b: Diagnosis, ra: TimeRange, rb: TimeRange) -> Diagnosis
         evidence,
     }
 }
+
+/// What two adjacent slices' logs leave out at their edge, where the other slice shows that
+/// more logs existed. Said, never guessed:
+/// - an incident of the earlier slice runs to the last line it read: its rest is counted by
+///   neither slice (the later one leaves it to the slice it started in);
+/// - the later slice read less than one re-query period before its `--since`: a swap or an
+///   answer change before it, which classes its first failures, may be unseen;
+/// - either read less than [`NEAR_NLU_MS`] past the edge: a signature's lines near an NLU
+///   on the other side are not counted as such.
+fn context_notes(a: &Diagnosis, b: &Diagnosis) -> Vec<Missing> {
+    let (Some(ra), Some(rb), Some(ea), Some(sb)) = (
+        a.read_ms,
+        b.read_ms,
+        a.range.map(|r| r.until_ms),
+        b.range.map(|r| r.since_ms),
+    ) else {
+        return Vec::new();
+    };
+    let at = |t: i64| resolvelab_core::time::rfc3339(t * 1000);
+    let mut out = Vec::new();
+    let more_after = rb.1 > ra.1 + CLUSTER_GAP_MS;
+    if let Some(i) = a
+        .incidents
+        .iter()
+        .find(|i| more_after && i.end_ms + CLUSTER_GAP_MS > ra.1)
+    {
+        out.push(Missing {
+            what: format!(
+                "a slice's logs past {}: its incident {} ({}, from {}) runs to its last line, and the next slice's logs go on",
+                at(ra.1),
+                i.id,
+                i.class.id(),
+                at(i.start_ms)
+            ),
+            decides: "how long that incident lasted and how many requests it failed (a lower bound here), and its class were it to change: neither slice counts its rest".into(),
+            add: "give each slice the logs after its --until as far as its incidents go on".into(),
+        });
+    }
+    let period = b.requery_period_ms.or(a.requery_period_ms).unwrap_or(0.0) as i64;
+    let need = period.max(NEAR_NLU_MS);
+    let short_before = sb.saturating_sub(rb.0) < need && ra.0 < rb.0;
+    let short_after = ra.1.saturating_sub(ea) < NEAR_NLU_MS && more_after;
+    if short_before || short_after {
+        out.push(Missing {
+            what: format!(
+                "context around the slices' edge at {}: {} s of logs before it in the later slice, {} s after it in the earlier one",
+                at(sb),
+                sb.saturating_sub(rb.0).max(0) / 1000,
+                ra.1.saturating_sub(ea).max(0) / 1000
+            ),
+            decides: format!(
+                "a swap or an answer change within one re-query period ({} ms) before the edge, which classes the first failures after it, and the signatures' lines within 10 s of an NLU across it",
+                period
+            ),
+            add: format!(
+                "give each slice at least {} s of logs before its --since and {} s after its --until",
+                (need + 999) / 1000,
+                NEAR_NLU_MS / 1000
+            ),
+        });
+    }
+    out
+}
+
+/// How far around an error line an NLU makes it `near_nlu` (`totals::summarize_signatures`:
+/// 10 s before, 11 s after).
+const NEAR_NLU_MS: i64 = 11_000;
 
 /// Counts by key, summed.
 fn add(mut a: BTreeMap<String, u64>, b: BTreeMap<String, u64>) -> BTreeMap<String, u64> {
