@@ -67,10 +67,17 @@ fn timeline(d: &Diagnosis) -> Value {
     ])
 }
 
-/// `d`'s lists, those that split between ranges: incidents, swaps, NLU events, answer changes.
+/// `d`'s lists, those that split between ranges: incidents (without their number and zoom,
+/// which are the diagnosis's: the join numbers them again), swaps, NLU events, answer changes.
 fn lists(d: &Diagnosis) -> [Value; 4] {
+    let mut incidents = v(&d.incidents);
+    for i in incidents.as_array_mut().unwrap() {
+        let i = i.as_object_mut().unwrap();
+        i.remove("id");
+        i.remove("zoom");
+    }
     [
-        v(&d.incidents),
+        incidents,
         v(&d.swap_list),
         v(&d.nlu_events),
         v(&d.swap_follow.as_ref().map(|f| &f.list)),

@@ -22,7 +22,7 @@ pub(crate) const CLUSTER_GAP_MS: i64 = 1000;
 /// trickle, not one incident: it is cut there.
 const TRICKLE_SPAN_MS: i64 = 10_000;
 /// Incidents that get a zoomed chart series.
-const MAX_ZOOMS: usize = 20;
+pub(crate) const MAX_ZOOMS: usize = 20;
 
 /// A cluster `span_ms` long whose last [`TRICKLE_SPAN_MS`] had `(requests, failed)` (asked only
 /// of a long cluster): a trickle when under half failed (or, without an access log, when
@@ -130,14 +130,18 @@ pub(super) fn build(store: &mut Store, cx: &Ctx<'_>, cites: &mut Cites) -> Vec<I
     }
     let mut order: Vec<usize> = (0..incidents.len()).collect();
     order.sort_by_key(|&i| (incidents[i].start_ms, incidents[i].class.id()));
-    let mut incidents: Vec<Incident> = order.iter().map(|&i| incidents[i].clone()).collect();
+    order.iter().map(|&i| incidents[i].clone()).collect()
+}
+
+/// Number the incidents of a diagnosis in time order and zoom into the first [`MAX_ZOOMS`]
+/// (after a time range kept its own: `conclude`).
+pub(super) fn number_and_zoom(incidents: &mut [Incident], groups: &Groups) {
     for (n, inc) in incidents.iter_mut().enumerate() {
         inc.id = n + 1;
         if n < MAX_ZOOMS {
-            inc.zoom = zoom(cx.groups.of(&inc.upstream), inc.start_ms, inc.end_ms);
+            inc.zoom = zoom(groups.of(&inc.upstream), inc.start_ms, inc.end_ms);
         }
     }
-    incidents
 }
 
 /// The failures of each group (indexes in time order; `None`: every failure), in name order.

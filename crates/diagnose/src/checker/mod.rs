@@ -32,7 +32,7 @@ mod totals;
 
 pub use errors::MAX_BUFFERED;
 pub(crate) use follow::MAX_LISTED as MAX_MOVES_LISTED;
-pub(crate) use incidents::CLUSTER_GAP_MS;
+pub(crate) use incidents::{CLUSTER_GAP_MS, MAX_ZOOMS};
 pub(crate) use totals::{MAX_NLU_EVENTS, class_summaries, judged};
 
 use crate::evidence::{self, Observability, Present, Race, RuntimeFacts};
@@ -233,6 +233,7 @@ fn conclude(
     let mut incidents = incidents::build(&mut store, &cx, &mut cites);
     // An incident is the range's where it starts, whole: classed with all it read.
     incidents.retain(|i| TimeRange::holds(opts.range, i.start_ms));
+    incidents::number_and_zoom(&mut incidents, &groups);
     let swap_follow = follow::measure(
         &cx.answers,
         &acc.tried,

@@ -22,12 +22,14 @@
 
 use crate::TimeRange;
 use crate::checker::{
-    CLUSTER_GAP_MS, MAX_MOVES_LISTED, MAX_NLU_EVENTS, MAX_SWAPS_LISTED, class_summaries, judged,
+    CLUSTER_GAP_MS, MAX_MOVES_LISTED, MAX_NLU_EVENTS, MAX_SWAPS_LISTED, MAX_ZOOMS, class_summaries,
+    judged,
 };
 use crate::classes::SIGNATURES;
 use crate::evidence::{Missing, Race};
 use crate::verdict::{
-    Diagnosis, DiagnosisStatus, InputsInfo, NluCounts, ParseInfo, PassCounts, Signature, SwapFollow,
+    Diagnosis, DiagnosisStatus, InputsInfo, NluCounts, ParseInfo, PassCounts, Series, Signature,
+    SwapFollow,
 };
 use std::collections::BTreeMap;
 
@@ -99,6 +101,10 @@ fn joined(a: Diagnosis, b: Diagnosis, ra: TimeRange, rb: TimeRange) -> Diagnosis
     let mut incidents = [a.incidents, b.incidents].concat();
     for (k, i) in incidents.iter_mut().enumerate() {
         i.id = k + 1;
+        // A diagnosis zooms into its first incidents only.
+        if k >= MAX_ZOOMS {
+            i.zoom = Series::default();
+        }
     }
     let race = match a.evidence.race.as_str() {
         "ruled-out" => Race::RuledOut,
