@@ -270,13 +270,9 @@ impl Merge {
         let mut cached: Option<(usize, RawFile)> = None;
         for (k, (name, files)) in self.file_of.iter().enumerate() {
             let sep = if k > 0 { "," } else { "" };
+            write!(out, "{sep}{}:", serde_json::to_string(name)?)?;
             if let Some(d) = self.joined.get(name) {
-                write!(
-                    out,
-                    "{sep}{}:{}",
-                    serde_json::to_string(name)?,
-                    serde_json::to_string(d)?
-                )?;
+                serde_json::to_writer(&mut *out, d)?;
                 continue;
             }
             let file = files[0];
@@ -288,7 +284,7 @@ impl Merge {
                 .instances
                 .get(name)
                 .ok_or_else(|| changed(&self.files[file]))?;
-            write!(out, "{sep}{}:{}", serde_json::to_string(name)?, d.get())?;
+            out.write_all(d.get().as_bytes())?;
         }
         writeln!(out, "}}}}")?;
         Ok(())
