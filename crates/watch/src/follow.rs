@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 
 /// The most bytes one poll reads from one file, so that a large backlog is taken in steps and
 /// memory stays bounded.
-const MAX_READ: usize = 16 << 20;
+const MAX_READ: usize = 4 << 20;
 
 /// Polls an old file is still read after its name moved to a new file: nginx writes to the
 /// renamed file until it reopens its logs (`USR1`, sent right after logrotate's rename).
@@ -111,6 +111,18 @@ impl Lines {
     /// The lines' bytes with a newline each (what they take in a file).
     pub fn bytes(&self) -> usize {
         self.buf.len() + self.ends.len()
+    }
+
+    /// The memory its lines take, with what each buffer holds spare.
+    pub fn heap_bytes(&self) -> usize {
+        self.buf.capacity() + 8 * (self.ends.capacity() + self.numbers.capacity())
+    }
+
+    /// Give back what the buffers hold spare (lines kept a while take only their size).
+    pub fn shrink_to_fit(&mut self) {
+        self.buf.shrink_to_fit();
+        self.ends.shrink_to_fit();
+        self.numbers.shrink_to_fit();
     }
 
     /// Runs of lines numbered one after the other: (first number, the run's bytes).
@@ -234,7 +246,10 @@ impl Follower {
         match self.reopen() {
             Ok(Some(mut o)) => {
                 ev.rotated = self.cur.is_some();
-                let _ = o.read(out);
+                // A file found with more than one read in it is a backlog too.
+                if let Ok((_, more)) = o.read(out) {
+                    ev.more |= more;
+                }
                 if let Some(old) = self.cur.replace(o) {
                     self.old = Some((old, DRAIN_POLLS));
                 }
@@ -333,6 +348,35 @@ mod tests {
         let mut m = Lines::default();
         m.append(&l);
         assert_eq!(m, l);
+    }
+
+    /// A backlog is taken in steps of at most `MAX_READ` (what a tick holds stays bounded),
+    /// every line once, in order.
+    #[test]
+    fn a_backlog_is_read_in_bounded_steps() {
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("a.log");
+        let line = format!("{}\n", "x".repeat(99));
+        let n = 3 * MAX_READ / line.len() + 7;
+        append(&p, &line.repeat(n));
+        let mut f = Follower::new(&p, Start::Beginning);
+        let (mut read, mut polls) = (0, 0);
+        loop {
+            let mut v = Lines::default();
+            let ev = f.poll(&mut v);
+            assert!(v.bytes() <= MAX_READ, "{} bytes in one poll", v.bytes());
+            assert_eq!(
+                v.first().map(|l| l.0),
+                (!v.is_empty()).then_some(read as u64 + 1)
+            );
+            read += v.len();
+            polls += 1;
+            if !ev.more {
+                break;
+            }
+        }
+        assert_eq!(read, n);
+        assert!(polls >= 4, "{polls} polls");
     }
 
     #[test]

@@ -127,7 +127,7 @@ impl Source {
                 let mut ev = follow::Events::default();
                 let mut batches = 0;
                 loop {
-                    if out.len() >= STDIN_LINES_PER_POLL {
+                    if out.bytes() >= STDIN_BYTES_PER_POLL {
                         ev.more = true;
                         break;
                     }
@@ -185,14 +185,17 @@ fn dns_answers(
     Ok(rx)
 }
 
-/// The most lines one poll takes from standard input (a backlog is read at once, in steps).
-const STDIN_LINES_PER_POLL: usize = 1 << 18;
+/// About the most bytes one poll takes from standard input: a backlog is read in steps of
+/// this size, so that what a tick holds (its lines, their copy for the error reader) stays
+/// small beside the context, and a step still spreads a tick's fixed cost over many lines.
+const STDIN_BYTES_PER_POLL: usize = 4 << 20;
 
-/// Batches of lines read from standard input and not yet taken by a poll, at most.
-const STDIN_CHANNEL: usize = 64;
+/// Batches of lines read from standard input and not yet taken by a poll, at most (about
+/// 4 MB waiting in all: the reader is held up there, not the memory grown).
+const STDIN_CHANNEL: usize = 16;
 
-/// The most lines in one batch: lines go through the channel in batches, not one by one.
-const STDIN_BATCH: usize = 4096;
+/// About the most bytes in one batch: lines go through the channel in batches, not one by one.
+const STDIN_BATCH: usize = 256 << 10;
 
 /// Standard input's lines in batches, each a buffer of whole lines (each ended by a newline):
 /// a batch is sent when full or when no more input is buffered (a live stream's line is not
@@ -202,8 +205,7 @@ fn stdin_lines() -> Receiver<Vec<u8>> {
     std::thread::spawn(move || {
         use std::io::BufRead;
         let mut input = std::io::BufReader::with_capacity(1 << 20, std::io::stdin().lock());
-        let mut batch = Vec::new();
-        let mut lines = 0;
+        let mut batch = Vec::with_capacity(STDIN_BATCH + (8 << 10));
         loop {
             if !input.read_until(b'\n', &mut batch).is_ok_and(|n| n > 0) {
                 break;
@@ -212,11 +214,10 @@ fn stdin_lines() -> Receiver<Vec<u8>> {
             if batch.last() != Some(&b'\n') {
                 batch.push(b'\n');
             }
-            lines += 1;
-            let full = lines >= STDIN_BATCH || input.buffer().is_empty();
+            let full = batch.len() >= STDIN_BATCH || input.buffer().is_empty();
             if full {
-                lines = 0;
-                if tx.send(std::mem::take(&mut batch)).is_err() {
+                let next = Vec::with_capacity(STDIN_BATCH + (8 << 10));
+                if tx.send(std::mem::replace(&mut batch, next)).is_err() {
                     return;
                 }
             }
@@ -874,4 +875,41 @@ fn read_state(p: &std::path::Path) -> anyhow::Result<State> {
         );
     }
     Ok(s)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A backlog piped in is taken in steps of about `STDIN_BYTES_PER_POLL` (what a tick
+    /// holds stays bounded), every line once, numbered in order.
+    #[test]
+    fn standard_input_is_taken_in_bounded_steps() {
+        let line = format!("{}\n", "y".repeat(199));
+        let batch = line.repeat(STDIN_BATCH / line.len() + 1);
+        let batches = 4 * STDIN_BYTES_PER_POLL / batch.len() + 3;
+        // All of it waiting at once, as a backlog piped in is.
+        let (tx, rx) = std::sync::mpsc::sync_channel(batches);
+        for _ in 0..batches {
+            tx.send(batch.clone().into_bytes()).unwrap();
+        }
+        drop(tx);
+        let mut src = Source::Stdin(rx, 0, false);
+        let mut read = 0u64;
+        while !matches!(src, Source::Stdin(_, _, true)) {
+            let mut v = Lines::default();
+            src.poll(&mut v);
+            assert!(
+                v.bytes() < STDIN_BYTES_PER_POLL + STDIN_BATCH + line.len(),
+                "{} bytes in one poll",
+                v.bytes()
+            );
+            if let Some((first, _)) = v.first() {
+                assert_eq!(first, read + 1);
+            }
+            read += v.len() as u64;
+        }
+        let per_batch = (STDIN_BATCH / line.len() + 1) as u64;
+        assert_eq!(read, batches as u64 * per_batch);
+    }
 }

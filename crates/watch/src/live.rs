@@ -61,9 +61,9 @@ impl Kind {
 /// context is shorter than asked, not the memory larger. Several instances share it.
 pub const MAX_CONTEXT_BYTES: usize = 64 << 20;
 
-/// The bytes of a tick's lines.
+/// The memory a tick's lines take.
 fn bytes(lines: &[Lines]) -> usize {
-    lines.iter().map(Lines::bytes).sum()
+    lines.iter().map(Lines::heap_bytes).sum()
 }
 
 /// How windows are cut.
@@ -402,6 +402,8 @@ impl Live {
                 Some(w) => w.last_lines = now,
                 None => self.expire_pass(now),
             }
+            let mut lines = lines;
+            lines.iter_mut().for_each(Lines::shrink_to_fit);
             self.ring_bytes += bytes(&lines);
             self.ring.push_back((now, self.newest_ms, lines));
             // The context is `context` of wall time or of log time, whichever is shorter (a

@@ -169,6 +169,7 @@ pub fn run(args: Args, ctx: &Ctx) -> anyhow::Result<ExitCode> {
         );
         return Ok(ExitCode::SUCCESS);
     }
+    fixed_mmap_threshold();
     if args.access.is_empty() && args.error.is_empty() && args.logs.is_empty() {
         anyhow::bail!("nothing to watch: pass --access FILE and --error FILE, or --logs FILE|-");
     }
@@ -243,4 +244,16 @@ pub fn run(args: Args, ctx: &Ctx) -> anyhow::Result<ExitCode> {
     // The flag is the process's; nothing else reads it after this.
     resolvelab_core::supervise::INTERRUPTED.store(false, Ordering::SeqCst);
     Ok(ExitCode::SUCCESS)
+}
+
+/// Buffers of 1 MB and more are mapped apart and given back when freed. glibc raises this
+/// threshold on its own up to 32 MB after a large buffer is freed, and then a tick's lines
+/// come from the heap and the heap does not shrink: measured on a backlog of 3 M lines,
+/// 446 MB resident at most against 242 MB with the threshold fixed, for the same 250 MB the
+/// allocations took at most (heaptrack).
+fn fixed_mmap_threshold() {
+    // SAFETY: mallopt only sets the allocator's parameters, under glibc's own lock.
+    unsafe {
+        libc::mallopt(libc::M_MMAP_THRESHOLD, 1 << 20);
+    }
 }
