@@ -80,6 +80,7 @@ pub const FILES: &[(&str, &str)] = &[
         "restart-nxdomain",
         include_str!("../../../scenarios/restart-nxdomain.toml"),
     ),
+    ("outlier", include_str!("../../../scenarios/outlier.toml")),
     ("demo", include_str!("../../../scenarios/demo.toml")),
 ];
 
