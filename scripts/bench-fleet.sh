@@ -16,15 +16,11 @@ REPS=${2:-3}
 RATE=5000
 FAIL=0.3
 LINES=$((RATE * 3600))
-ROOT=$(cd "$(dirname "$0")/.." && pwd)
-WORK=${BENCH_DIR:-/tmp/resolvelab-bench-fleet}
+. "$(dirname "$0")/bench-common.sh"
+bench_init fleet
 OUT="$ROOT/docs/bench/fleet.md"
-BIN="$ROOT/target/release/resolvelab"
 mkdir -p "$WORK/parts"
-command -v /usr/bin/time >/dev/null || { echo "needs /usr/bin/time (apt-get install time)"; exit 1; }
-(cd "$ROOT" && cargo build --release -q -p resolvelab -p xtask)
 
-steal() { awk '/^cpu /{s=0; for(i=2;i<=NF;i++) s+=$i; print $9, s}' /proc/stat; }
 # run LABEL CMD…: wall s, peak MB and steal % of one run, appended to $WORK/rows.
 run() {
   local label=$1; shift

@@ -21,17 +21,12 @@ FAIL=0.3
 SECS=3600
 LINES=$((RATE * SECS))
 T0=1796018400 # the generator's first second
-ROOT=$(cd "$(dirname "$0")/.." && pwd)
-WORK=${BENCH_DIR:-/tmp/resolvelab-bench-slices}
+. "$(dirname "$0")/bench-common.sh"
+bench_init slices
 OUT="$ROOT/docs/bench/fleet-slices-context${CONTEXT}s.md"
-BIN="$ROOT/target/release/resolvelab"
-mkdir -p "$WORK"
-command -v /usr/bin/time >/dev/null || { echo "needs /usr/bin/time (apt-get install time)"; exit 1; }
-(cd "$ROOT" && cargo build --release -q -p resolvelab -p xtask)
 cd "$WORK"
 [ -s access.log ] || "$ROOT/target/release/xtask" gen-preset-log main access.log "$LINES" "$FAIL" "$RATE"
 
-steal() { awk '/^cpu /{s=0; for(i=2;i<=NF;i++) s+=$i; print $9, s}' /proc/stat; }
 rfc() { date -u -d "@$1" +%FT%TZ; }
 errtime() { date -u -d "@$1" '+%Y/%m/%d %H:%M:%S'; }
 # cpu CMD…: "user+sys seconds, peak MB" of one run.
@@ -82,6 +77,8 @@ for r in $(seq "$REPS"); do
   read -r whole_cpu whole_mb < <(cpu "$BIN" diagnose --access access.log --error error.log \
     --log-format main --tz-offset +00:00 --instance i-0000 --partial whole.json)
   total=0 peak=0
+  # A run with more slices before left its partials here: only these N are joined.
+  rm -f p*.json
   for k in $(seq 0 $((N - 1))); do
     range=()
     [ -n "${since[$k]}" ] && range+=(--since "${since[$k]}")
