@@ -226,7 +226,12 @@ pub fn parse_into(
 
 /// Where nginx's `YYYY/MM/DD HH:MM:SS [` starts inside a line with a prefix, if anywhere.
 pub fn nginx_time_at(line: &str) -> Option<usize> {
-    let b = line.as_bytes();
+    nginx_time_in(line.as_bytes())
+}
+
+/// [`nginx_time_at`] of a line's bytes (the time is ASCII: where the line is not UTF-8, its
+/// lossy text has the time as well).
+fn nginx_time_in(b: &[u8]) -> Option<usize> {
     let digits = |r: std::ops::Range<usize>| b[r].iter().all(u8::is_ascii_digit);
     let mut from = 0;
     while let Some(i) = memchr::memchr(b'/', &b[from..]) {
@@ -299,6 +304,13 @@ fn parse_context(mut s: &str, rec: &mut ErrorRecord) -> [bool; 5] {
         };
     }
     seen
+}
+
+/// False for a line of a mixed stream that an [`ErrorReader`] passes over whatever comes around
+/// it (no nginx time in it, not a continuation, not Docker's JSON): such a line may be handed
+/// to the reader as an empty line, which it passes over without counting it.
+pub fn may_be_error_line(line: &[u8]) -> bool {
+    line.starts_with(br#"{"log":""#) || is_continuation(line) || nginx_time_in(line).is_some()
 }
 
 /// A line that continues the entry above it: indented, or a Lua `stack traceback:` header.
@@ -773,6 +785,32 @@ pub fn fetch_lines(path: &Path, file: u32, wanted: &[u64]) -> anyhow::Result<Vec
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Only lines the reader can make nothing of are said not to be error lines: an access
+    /// line, a supervisor's own line; never an entry behind a prefix, a continuation or
+    /// Docker's JSON.
+    #[test]
+    fn what_may_be_an_error_line() {
+        let no: [&[u8]; 3] = [
+            br#"10.1.2.3 - - [01/Sep/2016:17:45:04 +0000] "GET /a/b HTTP/1.1" 502 181"#,
+            b"2016-09-01 17:45:14,289 DEBG 'nginx' stdout output:",
+            b"",
+        ];
+        let yes: [&[u8]; 5] = [
+            b"2016/09/01 17:45:04 [error] 25#0: *13587 upstream timed out",
+            b"web-1  | 2016/09/01 17:45:04 [error] 25#0: *1 connect() failed",
+            b"\tcontent_by_lua(nginx.conf:12):3: in main chunk",
+            b"stack traceback:",
+            br#"{"log":"2016/09/01 17:45:04 [error] 25#0: x\n","stream":"stderr"}"#,
+        ];
+        for l in no {
+            assert!(!may_be_error_line(l), "{}", String::from_utf8_lossy(l));
+            assert!(parse_line(&String::from_utf8_lossy(l), 0, 1).is_err());
+        }
+        for l in yes {
+            assert!(may_be_error_line(l), "{}", String::from_utf8_lossy(l));
+        }
+    }
 
     #[test]
     fn lines_of_mixed_streams_parse_behind_their_prefix() {

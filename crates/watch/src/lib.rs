@@ -4,7 +4,7 @@
 //! The parts, in the order a line goes through them: [`follow`] reads whole lines of each file
 //! (through rotation and truncation, from a saved position), [`live`] is the diagnosis state
 //! (the checker's tally of every line as it comes, and the checker over windows of failures
-//! for their classes), [`totals`] the counters, [`metrics`] their exposition,
+//! for their classes, its lines and context kept on disk by [`spool`]), [`totals`] the counters, [`metrics`] their exposition,
 //! [`serve`] the HTTP endpoints and [`alerts`] the Prometheus alerting rules per class. One
 //! watch follows several nginx instances ([`instances`]: `{instance}` in a path, or a stream
 //! whose lines name their pod or host), each diagnosed apart with a [`live`] state of its own.
@@ -28,6 +28,7 @@ pub mod instances;
 pub mod live;
 pub mod metrics;
 pub mod serve;
+pub mod spool;
 pub mod totals;
 
 use follow::{Follower, Lines, Position, Start};
@@ -438,7 +439,7 @@ impl Watcher {
         for k in dns {
             self.attach(m, k)?;
         }
-        // The context's memory is shared: more instances, a shorter context each.
+        // The context's bytes are shared: more instances, a shorter context each.
         let cap = (live::MAX_CONTEXT_BYTES / self.members.len()).max(1 << 20);
         for mem in &mut self.members {
             mem.live.set_context_cap(cap);

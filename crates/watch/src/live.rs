@@ -8,7 +8,8 @@
 //! - **Failures are classed in windows.** A tick with a failure opens a window that starts with
 //!   the `context` before it (the swaps and answers the classes read). Its lines are fed once,
 //!   as they come, to the checker's [`Incremental`] pass (and copied to a file, from which the
-//!   lines it quotes as evidence are read), which starts with the context held in memory and
+//!   lines it quotes as evidence are read), which starts with the context (kept on disk,
+//!   [`spool`](crate::spool)) and
 //!   stays warm after the window closes, so that the next window finds its context read
 //!   already: it goes once it is two contexts old with no window open. While the window is
 //!   open it is classed every `reclass` from that pass's state (first `reclass` after it
@@ -23,11 +24,12 @@
 //! once: the next window starts without context).
 
 use crate::follow::Lines;
+use crate::spool::{Context, Placed, Spooled};
 use crate::totals::Totals;
 use resolvelab_diagnose::checker::incremental::Incremental;
 use resolvelab_diagnose::checker::tally::{Stream, Tally};
 use resolvelab_diagnose::{Diagnosis, Incident, Options};
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -57,14 +59,12 @@ impl Kind {
     }
 }
 
-/// The most the context holds in memory, whatever its `context` time: at a high log rate the
-/// context is shorter than asked, not the memory larger. Several instances share it.
+/// The most lines the context names, whatever its `context` time (on disk: see [`spool`]): at
+/// a high log rate the context is shorter than asked, not the disk fuller, and a new pass
+/// reads no more than this back. Several instances share it.
+///
+/// [`spool`]: crate::spool
 pub const MAX_CONTEXT_BYTES: usize = 64 << 20;
-
-/// The memory a tick's lines take.
-fn bytes(lines: &[Lines]) -> usize {
-    lines.iter().map(Lines::heap_bytes).sum()
-}
 
 /// How windows are cut.
 #[derive(Debug, Clone, Copy)]
@@ -90,73 +90,6 @@ impl Default for Timing {
     }
 }
 
-/// One spooled file of a window and where its lines came from.
-struct Spooled {
-    path: PathBuf,
-    file: std::fs::File,
-    lines: u64,
-    /// Runs of lines from one file: (first spooled line, its line in the followed file).
-    origins: Vec<(u64, u64)>,
-}
-
-/// A pass's spool is removed when the pass ends (two contexts after its last window closed):
-/// a watch that runs for months keeps no incident's lines on disk.
-impl Drop for Spooled {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_file(&self.path);
-    }
-}
-
-impl Spooled {
-    fn create(path: PathBuf, kind: Kind) -> anyhow::Result<Spooled> {
-        let mut file = std::fs::File::create(&path)?;
-        let mut lines = 0;
-        if kind == Kind::Dns {
-            // A JSON Lines file of ours starts with its schema line.
-            writeln!(
-                file,
-                "{}",
-                serde_json::json!({ "schema": resolvelab_core::evidence::schema::DNS })
-            )?;
-            lines = 1;
-        }
-        Ok(Spooled {
-            path,
-            file,
-            lines,
-            origins: Vec::new(),
-        })
-    }
-
-    /// Append `lines`; returns the spooled number of the first.
-    fn push(&mut self, lines: &Lines) -> anyhow::Result<u64> {
-        let first = self.lines + 1;
-        let mut buf = Vec::with_capacity(lines.bytes());
-        for (line, text) in lines.iter() {
-            let next = self.lines + 1;
-            let continues = self
-                .origins
-                .last()
-                .is_some_and(|&(s, o)| o + (next - s) == line);
-            if !continues {
-                self.origins.push((next, line));
-            }
-            self.lines = next;
-            buf.extend_from_slice(text);
-            buf.push(b'\n');
-        }
-        self.file.write_all(&buf)?;
-        Ok(first)
-    }
-
-    /// The followed file's line of a spooled line.
-    fn origin(&self, line: u64) -> Option<u64> {
-        let k = self.origins.partition_point(|&(s, _)| s <= line);
-        let (s, o) = *self.origins.get(k.checked_sub(1)?)?;
-        Some(o + (line - s))
-    }
-}
-
 /// The checker's pass over the lines since a window opened with the context before it: kept
 /// after the window closes, so that the next window finds its context already read, until it
 /// is older than two contexts when no window is open (see [`Live::expire_pass`]).
@@ -172,7 +105,8 @@ struct Pass {
 /// An open window.
 struct Window {
     opened: Instant,
-    /// The first request of the tick that opened it: earlier failures belong to the context.
+    /// The first failed request of the tick that opened it: incidents that ended before it
+    /// belong to the context (and were counted by an earlier window).
     start_ms: i64,
     last_classed: Option<Instant>,
     last_lines: Instant,
@@ -182,19 +116,21 @@ impl Pass {
     /// Copy one tick's lines (one list per stream) to the spooled files and feed them to the
     /// checker, error, mixed and DNS streams first (a failure pairs with the error lines fed
     /// before or with it); with `tally`, count them there too, each access line matched once
-    /// for both.
+    /// for both. Returns where each stream's lines were spooled.
     fn take(
         &mut self,
         lines: &[Lines],
         names: &[(Kind, String)],
         mut tally: Option<&mut Tally>,
-    ) -> anyhow::Result<()> {
+    ) -> anyhow::Result<Vec<Option<Placed>>> {
+        let mut placed = vec![None; lines.len()];
         for k in feed_order(names, lines.len().min(self.files.len())) {
             let l = &lines[k];
             if l.is_empty() {
                 continue;
             }
-            let first = self.files[k].push(l)?;
+            let (first, at) = self.files[k].push(l)?;
+            placed[k] = Some(at);
             let texts = l.iter().map(|(_, t)| t);
             match tally.as_deref_mut() {
                 Some(t) => {
@@ -207,7 +143,7 @@ impl Pass {
                 None => self.checker.feed(k, texts, first)?,
             }
         }
-        Ok(())
+        Ok(placed)
     }
 }
 
@@ -228,7 +164,7 @@ fn checker(
     let streams: Vec<(Stream, PathBuf)> = names
         .iter()
         .zip(files)
-        .map(|((kind, _), f)| (kind.stream(), f.path.clone()))
+        .map(|((kind, _), f)| (kind.stream(), f.path().to_path_buf()))
         .collect();
     Incremental::new(template, &streams)
 }
@@ -251,12 +187,8 @@ pub struct Live {
     dir: tempfile::TempDir,
     timing: Timing,
     max_upstreams: usize,
-    /// The recent ticks: when each came, the newest request time read by then (epoch ms), its
-    /// lines.
-    ring: VecDeque<(Instant, Option<i64>, Vec<Lines>)>,
-    ring_bytes: usize,
-    /// The most the ring holds ([`MAX_CONTEXT_BYTES`] shared by the instances watched).
-    ring_cap: usize,
+    /// The recent ticks, on disk ([`MAX_CONTEXT_BYTES`] shared by the instances watched).
+    context: Context,
     window: Option<Window>,
     windows_opened: u64,
     pass: Option<Pass>,
@@ -285,18 +217,17 @@ impl Live {
         for (kind, name) in &names {
             tally.add_stream(kind.stream(), name);
         }
+        let dir = tempfile::Builder::new()
+            .prefix("resolvelab-watch")
+            .tempdir()?;
         Ok(Live {
             template,
             names,
             tally,
-            dir: tempfile::Builder::new()
-                .prefix("resolvelab-watch")
-                .tempdir()?,
+            context: Context::new(dir.path(), MAX_CONTEXT_BYTES as u64),
+            dir,
             timing,
             max_upstreams,
-            ring: VecDeque::new(),
-            ring_bytes: 0,
-            ring_cap: MAX_CONTEXT_BYTES,
             window: None,
             windows_opened: 0,
             pass: None,
@@ -327,7 +258,7 @@ impl Live {
             for k in order {
                 let f = &mut w.files[k];
                 f.file.flush()?;
-                let text = std::fs::read(&f.path)?;
+                let text = std::fs::read(f.path())?;
                 let lines = text.strip_suffix(b"\n").unwrap_or(&text);
                 if !lines.is_empty() {
                     w.checker.feed(k, lines.split(|b| *b == b'\n'), 1)?;
@@ -340,11 +271,11 @@ impl Live {
     /// Hold at most `bytes` of context (its share of [`MAX_CONTEXT_BYTES`] when several
     /// instances are watched); the excess goes at the next tick with lines.
     pub fn set_context_cap(&mut self, bytes: usize) {
-        self.ring_cap = bytes;
+        self.context.cap = bytes as u64;
     }
 
     /// Bytes of spooled lines on disk now: the checker's pass's, while a window is open and for
-    /// two contexts after (none once the lines end).
+    /// two contexts after, and the context's (none once the lines end).
     pub fn spooled_bytes(&self) -> u64 {
         std::fs::read_dir(self.dir.path())
             .map(|d| {
@@ -371,55 +302,51 @@ impl Live {
     pub fn finish(&mut self, lines: Vec<Lines>, now: Instant) -> anyhow::Result<Outcome> {
         self.ingest(lines, now)?;
         let out = self.settle(now, true);
-        // Nothing more comes: the pass and its spooled files go.
+        // Nothing more comes: the pass, the context and their spooled files go.
         self.pass = None;
+        self.context.clear();
         out
     }
 
     fn ingest(&mut self, lines: Vec<Lines>, now: Instant) -> anyhow::Result<()> {
-        if lines.iter().any(|l| !l.is_empty()) {
-            match &mut self.pass {
-                // Its checker reads the lines, and the tally counts what it matched.
-                Some(p) => p.take(&lines, &self.names, Some(&mut self.tally))?,
-                None => {
-                    for (k, l) in lines.iter().enumerate() {
-                        self.count(k, l);
-                    }
-                }
-            }
-            let c = self.tally.take();
-            self.totals.add_lines(&c, self.max_upstreams);
-            self.newest_ms = c.span_ms.map(|s| s.1).max(self.newest_ms);
-            if self.window.is_none() && c.failed > 0 {
-                if self.pass.is_none() {
-                    self.start_pass(now)?;
-                    let p = self.pass.as_mut().expect("started");
-                    p.take(&lines, &self.names, None)?;
-                }
-                self.open(c.span_ms.map_or(i64::MIN, |s| s.0), now);
-            }
-            match &mut self.window {
-                Some(w) => w.last_lines = now,
-                None => self.expire_pass(now),
-            }
-            let mut lines = lines;
-            lines.iter_mut().for_each(Lines::shrink_to_fit);
-            self.ring_bytes += bytes(&lines);
-            self.ring.push_back((now, self.newest_ms, lines));
-            // The context is `context` of wall time or of log time, whichever is shorter (a
-            // backlog read at once spans hours of log in seconds).
-            let newest = self.newest_ms;
-            let context = self.timing.context;
-            let context_ms = context.as_millis() as i64;
-            while self.ring.front().is_some_and(|(t, ms, _)| {
-                now.duration_since(*t) > context
-                    || matches!((ms, newest), (Some(a), Some(b)) if b.saturating_sub(*a) > context_ms)
-                    || self.ring_bytes > self.ring_cap
-            }) {
-                let (_, _, gone) = self.ring.pop_front().expect("not empty");
-                self.ring_bytes -= bytes(&gone);
-            }
+        if lines.iter().all(Lines::is_empty) {
+            return Ok(());
         }
+        // Where the pass spooled this tick's lines, if one read them.
+        let mut placed = match &mut self.pass {
+            // Its checker reads the lines, and the tally counts what it matched.
+            Some(p) => Some(p.take(&lines, &self.names, Some(&mut self.tally))?),
+            None => {
+                for (k, l) in lines.iter().enumerate() {
+                    self.count(k, l);
+                }
+                None
+            }
+        };
+        let c = self.tally.take();
+        self.totals.add_lines(&c, self.max_upstreams);
+        self.newest_ms = c.span_ms.map(|s| s.1).max(self.newest_ms);
+        if self.window.is_none() && c.failed > 0 {
+            if self.pass.is_none() {
+                self.start_pass(now)?;
+                let p = self.pass.as_mut().expect("started");
+                placed = Some(p.take(&lines, &self.names, None)?);
+            }
+            self.open(c.first_failed_ms.unwrap_or(i64::MIN), now);
+        }
+        match &mut self.window {
+            Some(w) => w.last_lines = now,
+            None => self.expire_pass(now),
+        }
+        // The context names the lines where they are on disk: the pass's files, or a file of
+        // their own.
+        match placed {
+            Some(at) => self.context.push_placed(now, self.newest_ms, at),
+            None => self.context.push(now, self.newest_ms, &lines)?,
+        }
+        // The context is `context` of wall time or of log time, whichever is shorter (a
+        // backlog read at once spans hours of log in seconds).
+        self.context.trim(now, self.newest_ms, self.timing.context);
         Ok(())
     }
 
@@ -447,10 +374,10 @@ impl Live {
             started: now,
             started_ms: self.newest_ms,
         };
-        // A stream added after a tick has no lines in it.
-        for (_, _, t) in &self.ring {
-            p.take(t, &self.names, None)?;
-        }
+        // A stream added after a tick has no lines in it. The ticks then name the pass's
+        // files, and their own files go.
+        let names = &self.names;
+        self.context.replay(|t| p.take(t, names, None))?;
         self.pass = Some(p);
         Ok(())
     }
@@ -473,8 +400,8 @@ impl Live {
         }
     }
 
-    /// Open a window (its pass started); `start_ms`: the first request of the tick that showed
-    /// a failure.
+    /// Open a window (its pass started); `start_ms`: the first failed request of the tick
+    /// that showed one.
     fn open(&mut self, start_ms: i64, now: Instant) {
         self.windows_opened += 1;
         self.window = Some(Window {
@@ -516,7 +443,7 @@ impl Live {
         let mine: Vec<Incident> = d
             .incidents
             .iter()
-            .filter(|i| i.start_ms >= start_ms)
+            .filter(|i| i.end_ms >= start_ms)
             .cloned()
             .collect();
         let last_failure = mine.iter().map(|i| i.end_ms).max();
@@ -530,7 +457,7 @@ impl Live {
             if too_long || force {
                 // Its last failures may go on: a next window must not read them again as its
                 // context (they are counted now).
-                self.ring.clear();
+                self.context.clear();
                 self.pass = None;
             }
             self.expire_pass(now);
@@ -563,7 +490,7 @@ impl Live {
             .files
             .iter()
             .enumerate()
-            .map(|(k, f)| (f.path.display().to_string(), (k, f)))
+            .map(|(k, f)| (f.path().display().to_string(), (k, f)))
             .collect();
         let names = &self.names;
         d.relabel(
@@ -612,8 +539,9 @@ mod tests {
         Live::new(o, names, timing, 10, Totals::default()).unwrap()
     }
 
-    /// The checker's pass outlives its window by two contexts at most: then its state and
-    /// its spooled lines go, so a watch that runs for months keeps no incident on disk.
+    /// The checker's pass outlives its window by two contexts at most: then its state goes,
+    /// and its spooled lines once the context no longer names them, so a watch that runs for
+    /// months keeps no incident on disk — only the context, `context` of lines.
     #[test]
     fn a_pass_stays_warm_for_two_contexts_after_its_window_then_goes() {
         let mut live = small();
@@ -621,22 +549,53 @@ mod tests {
         let at = |s: u64| t0 + Duration::from_secs(s);
         live.tick(tick(0, 1, &[(200, 1), (502, 2)]), at(0)).unwrap();
         assert!(live.is_open() && live.spooled_bytes() > 0);
-        let mut closed_at = None;
-        for s in 1..40u64 {
+        let (mut closed_at, mut gone_at) = (None, None);
+        for s in 1..60u64 {
             // One line a second: line s + 2.
             live.tick(tick(s as i64, s + 2, &[(200, 10 + s)]), at(s))
                 .unwrap();
             if !live.is_open() && closed_at.is_none() {
                 closed_at = Some(s);
             }
-            if live.spooled_bytes() == 0 {
+            assert!(live.context.len() <= 11, "{} ticks", live.context.len());
+            if live.pass.is_none() && gone_at.is_none() {
                 // Gone two contexts after the pass started, not before.
                 assert!(s > 20, "the pass went after {s} s");
                 assert!(closed_at.is_some_and(|c| c < s));
+                gone_at = Some(s);
+            }
+            if gone_at.is_some_and(|g| s > g + 11) {
+                // The context's 11 lines of one second each, in files of their own.
+                let line = tick(s as i64, 0, &[(200, 10 + s)])[0].bytes() as u64;
+                assert_eq!(live.spooled_bytes(), 11 * line);
                 return;
             }
         }
-        panic!("the pass's spooled lines stayed on disk after two contexts without a window");
+        panic!("the pass stayed after two contexts without a window");
+    }
+
+    /// A failure that opens a window started before the tick's first line (its request took
+    /// time): its incident starts before the window and is the window's all the same — the
+    /// first incident of a log is counted, as `diagnose` counts it.
+    #[test]
+    fn the_incident_that_opens_a_window_is_counted() {
+        let mut live = small();
+        let t0 = Instant::now();
+        let mut closed = Vec::new();
+        for s in 0..10u64 {
+            let reqs: &[(u16, u64)] = if s == 0 {
+                &[(502, 2), (200, 1)]
+            } else {
+                &[(200, 1)]
+            };
+            let out = live
+                .tick(tick(s as i64, 2 * s + 1, reqs), t0 + Duration::from_secs(s))
+                .unwrap();
+            closed.extend(out.closed);
+        }
+        assert_eq!(closed.len(), 1, "{closed:?}");
+        assert_eq!(closed[0].count, 1);
+        assert!(closed[0].start_ms < 1_796_018_400_000);
     }
 
     /// A window that closes with its pass two contexts old takes the pass with it: windows
@@ -680,9 +639,9 @@ mod tests {
             live.tick(tick(s as i64, s + 2, &[(200, 10 + s)]), at(s))
                 .unwrap();
             assert!(
-                live.ring.len() <= 11,
+                live.context.len() <= 11,
                 "{} ticks of context at {s} s",
-                live.ring.len()
+                live.context.len()
             );
             if live.pass.is_none() {
                 assert!(s > 20, "the pass went after {s} s of log");

@@ -30,7 +30,7 @@ use super::tally::Stream;
 use crate::Options;
 use crate::verdict::Diagnosis;
 use resolvelab_history::access::AccessLine;
-use resolvelab_history::errorlog::{ErrorReader, Inbox};
+use resolvelab_history::errorlog::{ErrorReader, Inbox, may_be_error_line};
 use resolvelab_history::{FileStats, History, MemoryMatcher, Sources};
 use std::path::PathBuf;
 
@@ -43,6 +43,9 @@ struct Fed {
     inbox: Option<Inbox>,
     /// The number of the next line to feed.
     next_line: u64,
+    /// Mixed streams: lines handed to the error stream as empty lines (no error line can be
+    /// made of them), for its counts.
+    passed_over: u64,
 }
 
 /// The checker over lines fed from memory (see the module).
@@ -89,6 +92,7 @@ impl Incremental {
                 matcher: None,
                 inbox: None,
                 next_line: 1,
+                passed_over: 0,
             })
             .collect();
         let fmt = &opts.log_format;
@@ -163,9 +167,16 @@ impl Incremental {
         }
         let mut n = 0u64;
         if let Some(inbox) = &fed.inbox {
+            // A mixed stream's access lines wait for the pairing as empty lines: the error
+            // stream is read some seconds behind, and they are most of its bytes.
+            let mixed = fed.kind == Stream::Mixed;
             let mut buf = Vec::new();
             for l in lines.clone() {
-                buf.extend_from_slice(l);
+                if mixed && !may_be_error_line(l) {
+                    fed.passed_over += 1;
+                } else {
+                    buf.extend_from_slice(l);
+                }
                 buf.push(b'\n');
                 n += 1;
             }
@@ -208,6 +219,9 @@ impl Incremental {
             .filter_map(|&k| self.streams[k].matcher.as_ref())
             .map(MemoryMatcher::file_stats)
             .collect();
+        // The lines passed over as empty lines are counted where the error stream read them;
+        // before it opened, the copy reads the files.
+        let from_memory = self.reader.pairer.is_reading();
         let (acc, pairer) = self.reader.detach(files);
         let o = &self.opts;
         let hist = History::load(&Sources {
@@ -217,6 +231,20 @@ impl Incremental {
             dns: o.dns.clone(),
             events: o.events.clone(),
         })?;
-        super::conclude(o, hist, acc, pairer).map(|(d, _, _)| d)
+        let mut d = super::conclude(o, hist, acc, pairer)?.0;
+        // What reading the lines passed over would have counted: a line of another kind.
+        for (fed, name) in self.streams.iter().zip(&self.names) {
+            let path = name.display().to_string();
+            if let Some(f) = d
+                .parse
+                .files
+                .iter_mut()
+                .find(|f| f.kind == "error" && f.path == path && from_memory)
+            {
+                f.lines += fed.passed_over;
+                f.skipped += fed.passed_over;
+            }
+        }
+        Ok(d)
     }
 }

@@ -92,6 +92,12 @@ impl Pairer {
         }
     }
 
+    /// True once its error stream is open: a copy ([`Pairer::detach`]) then reads on from it,
+    /// not from the files.
+    pub fn is_reading(&self) -> bool {
+        self.errs.is_some()
+    }
+
     /// More lines were handed over: read on where the stream had come to its end.
     pub fn resume(&mut self) {
         if let Some(e) = &mut self.errs {

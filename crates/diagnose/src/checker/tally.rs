@@ -60,6 +60,8 @@ pub struct Counts {
     pub failed: u64,
     /// The first and last request times read, epoch ms.
     pub span_ms: Option<(i64, i64)>,
+    /// The earliest time of a failed request read (epoch ms; none where no access line is).
+    pub first_failed_ms: Option<i64>,
 }
 
 /// One fed stream.
@@ -180,7 +182,10 @@ impl Tally {
             .id(a, keys, trajs, addr_group)
             .map(|i| &trajs[i as usize]);
         let nlu = traj.is_some_and(|t| t.nlu);
-        now.failed += (nlu || st == 502 || st == 504) as u64;
+        if nlu || st == 502 || st == 504 {
+            now.failed += 1;
+            now.first_failed_ms = Some(now.first_failed_ms.map_or(t_ms, |f| f.min(t_ms)));
+        }
         match traj.and_then(|t| t.key) {
             Some(key) => {
                 if key_status.len() <= key as usize {
