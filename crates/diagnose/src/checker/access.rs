@@ -225,7 +225,8 @@ impl<'h> Reader<'h> {
         out.files = files;
         out.clock
             .get_or_insert_with(|| Clock::of(None, self.tz_flag, None));
-        (out, self.pairer.detach())
+        let pairer = self.pairer.detach(&self.out.trajs);
+        (out, pairer)
     }
 
     pub fn line(&mut self, a: &AccessLine<'_>) -> anyhow::Result<()> {

@@ -71,6 +71,9 @@ pub(super) struct PairWindow {
     pub max_len: usize,
     /// Lines dropped over the safety cap.
     pub dropped: u64,
+    /// While pairing is tried without changing the window ([`PairWindow::with_aside`]): the
+    /// lines taken, left in place and passed over.
+    aside: Option<rustc_hash::FxHashSet<ERef>>,
 }
 
 impl ERef {
@@ -122,6 +125,31 @@ impl PairWindow {
             index,
             ..PairWindow::default()
         }
+    }
+
+    /// An empty window like this one: its index, hosts and counts, no line.
+    pub fn without_lines(&self) -> PairWindow {
+        PairWindow {
+            index: self.index,
+            hosts: self.hosts.clone(),
+            host_ids: self.host_ids.clone(),
+            max_len: self.max_len,
+            dropped: self.dropped,
+            ..PairWindow::default()
+        }
+    }
+
+    /// Run `f` on this window with what it takes set aside: a line taken stays in the window
+    /// and no later query in `f` returns it; after `f`, every line is there as before.
+    pub fn with_aside<R>(&mut self, f: impl FnOnce(&mut PairWindow) -> R) -> R {
+        self.aside = Some(Default::default());
+        let r = f(self);
+        self.aside = None;
+        r
+    }
+
+    fn is_aside(&self, k: &ERef) -> bool {
+        self.aside.as_ref().is_some_and(|a| a.contains(k))
     }
 
     fn keys_of(&self, p: &Pairable) -> [Option<u64>; 2] {
@@ -188,7 +216,7 @@ impl PairWindow {
 
     /// No line is buffered that a failure could pair with.
     pub fn is_empty(&self) -> bool {
-        self.live == 0
+        self.live == self.aside.as_ref().map_or(0, |a| a.len())
     }
 
     pub fn evict_before(&mut self, t_ms: i64) {
@@ -211,6 +239,13 @@ impl PairWindow {
     }
 
     pub fn take(&mut self, k: &ERef) -> Pairable {
+        if self.aside.is_some() {
+            let p = self.get(k).clone();
+            if let Some(a) = &mut self.aside {
+                a.insert(*k);
+            }
+            return p;
+        }
         let i = self.pos(k);
         let p = self.lines[i]
             .1
@@ -228,7 +263,7 @@ impl PairWindow {
         let (a, b) = ERef::span(lo, hi);
         self.keys
             .get(&cid)
-            .map(|v| in_span(v, a, b).collect())
+            .map(|v| in_span(v, a, b).filter(|k| !self.is_aside(k)).collect())
             .unwrap_or_default()
     }
 
@@ -249,6 +284,7 @@ impl PairWindow {
         out.extend(in_span(&self.anon, a, b));
         out.sort_unstable();
         out.dedup();
+        out.retain(|k| !self.is_aside(k));
         out
     }
 
@@ -275,6 +311,7 @@ impl PairWindow {
         self.lines
             .range(i..)
             .take_while(move |x| x.0 <= b)
+            .filter(|(k, _)| !self.is_aside(k))
             .filter_map(|(k, p)| p.as_ref().map(|p| (*k, p)))
     }
 }

@@ -491,6 +491,42 @@ mod tests {
         )
     }
 
+    /// A snapshot pairs the failures still pending as the end of the logs pairs them: an
+    /// NLU line answers one of two NLUs of its connection and second, not both — and the pass
+    /// reads on with the line still there for the second.
+    #[test]
+    fn a_snapshot_pairs_an_nlu_line_once() {
+        use incremental::Incremental;
+        use tally::Stream;
+        let dir = tempfile::tempdir().unwrap();
+        let t0 = 1_796_018_400_000i64;
+        // An NLU 20 s before opens the error stream; then two NLUs of connection 7 in one
+        // second, with one line, pending when the snapshot is taken.
+        let acc = [
+            lab_line(t0, 502, "be", 3, 1),
+            lab_line(t0 + 20_200, 502, "be", 7, 1),
+            lab_line(t0 + 20_300, 502, "be", 7, 2),
+        ];
+        let err = [nlu_err(t0 / 1000, 3), nlu_err(t0 / 1000 + 20, 7)];
+        let o = lab_options(dir.path(), &acc.concat(), &err.concat());
+        let streams = [
+            (Stream::Error, o.error[0].clone()),
+            (Stream::Access, o.access[0].clone()),
+        ];
+        let mut c = Incremental::new(&o, &streams).unwrap();
+        let trim = |l: &String| l.trim_end().as_bytes().to_vec();
+        let err: Vec<Vec<u8>> = err.iter().map(trim).collect();
+        let acc: Vec<Vec<u8>> = acc.iter().map(trim).collect();
+        c.feed(0, err.iter().map(Vec::as_slice), 1).unwrap();
+        let json = |d: &Diagnosis| serde_json::to_string(d).unwrap();
+        let want = diagnose(&o).unwrap();
+        assert_eq!((want.nlu.total, want.nlu.paired), (3, 2));
+        c.feed(1, acc.iter().map(Vec::as_slice), 1).unwrap();
+        assert_eq!(json(&c.snapshot().unwrap()), json(&want));
+        // Again: what the snapshot paired was put back.
+        assert_eq!(json(&c.snapshot().unwrap()), json(&want));
+    }
+
     #[test]
     fn hop_labels() {
         assert_eq!(traj_label(2), "2-hop");

@@ -106,12 +106,16 @@ impl Pairer {
     }
 
     /// A copy of this pairer as [`Pairer::finish`] would find it were the logs to end here,
-    /// this one reading on. Once its error stream is open, every error line handed over so
-    /// far is read first (into the index, and the pairable ones into the window: a failure
-    /// pairs only with lines up to its end, so reading ahead changes no pairing). Before,
-    /// the access lines may still change the clock that places the error lines: this one
-    /// opens nothing, and the copy reads the error logs' files when it finishes.
-    pub fn detach(&mut self) -> Pairer {
+    /// this one reading on (`trajs`: the access pass's trajectories). Once its error stream is
+    /// open, every error line handed over so far is read first (into the index, and the
+    /// pairable ones into the window: a failure pairs only with lines up to its end, so
+    /// reading ahead changes no pairing), and the pending failures are paired here, on this
+    /// window, as the copy's finish would pair them — what they take set aside and put back
+    /// after —, so the copy holds them paired and needs no window of its own (the window is
+    /// most of a pairer's memory in an outage). Before the stream opens, the access lines may
+    /// still change the clock that places the error lines: this one opens nothing, and the copy
+    /// reads the error logs' files when it finishes.
+    pub fn detach(&mut self, trajs: &[Traj]) -> Pairer {
         let keep_from = self
             .pending
             .front()
@@ -132,10 +136,29 @@ impl Pairer {
             offset_changes: e.offsets().segments()[1..].to_vec(),
             files: e.file_stats(),
         };
-        Pairer {
+        let mut copy = Pairer {
+            errs: None,
+            ix: self.ix.clone(),
+            win: self.win.without_lines(),
+            pending: VecDeque::new(),
+            max_t: self.max_t,
+            offsets: self.offsets.clone(),
+            store: self.store.clone(),
+            traj_groups: self.traj_groups.clone(),
+            memory: None,
             detached: Some(detached),
-            ..self.copy()
-        }
+        };
+        // Eviction, which the copy's finish would do before each failure, removes no line a
+        // failure could pair with (it keeps a second before the failure's start): left out.
+        self.win.with_aside(|win| {
+            for f in &self.pending {
+                let mut f = f.clone();
+                let upstream = pair_lines(&mut f, win);
+                let group = group_of(&f, upstream, &mut copy.traj_groups, trajs);
+                copy.store.push(&f, &group);
+            }
+        });
+        copy
     }
 
     /// This pairer without its stream.
@@ -310,32 +333,46 @@ impl Pairer {
             );
         }
         self.win.evict_before(keep_from);
-        let group: Cow<str> =
-            if f.paired.is_some() || !f.first_try.is_empty() || f.own_dns.is_some() {
-                // Built from its own error lines (no access log): nothing more to pair.
-                if f.group.is_empty() {
-                    Cow::Borrowed(UNRESOLVED_GROUP)
-                } else {
-                    Cow::Borrowed(f.group.as_str())
-                }
-            } else {
-                // Nothing buffered (no error log, or none near): nothing to pair with.
-                let upstream = (!self.win.is_empty())
-                    .then(|| pair_one(&mut f, &mut self.win))
-                    .flatten();
-                // A group the access line names (internal passes, `$proxy_upstream_name`) stays.
-                if !f.internal && f.group.is_empty() {
-                    match f.traj {
-                        // A trajectory's group is the same for each of its failures: made once.
-                        Some(t) => Cow::Borrowed(traj_group(&mut self.traj_groups, t, trajs)),
-                        None => unnamed_group(upstream),
-                    }
-                } else {
-                    Cow::Borrowed(f.group.as_str())
-                }
-            };
+        let upstream = pair_lines(&mut f, &mut self.win);
+        let group = group_of(&f, upstream, &mut self.traj_groups, trajs);
         self.store.push(&f, &group);
         Ok(())
+    }
+}
+
+/// How a failure was paired: with its own error lines (an error log read alone: nothing more
+/// to pair), or with the window's, and the `upstream:` of the line it paired with.
+enum Paired {
+    Own,
+    Window(Option<String>),
+}
+
+/// Pair `f` with the window's lines, unless it was built from its own.
+fn pair_lines(f: &mut Failure, win: &mut PairWindow) -> Paired {
+    if f.paired.is_some() || !f.first_try.is_empty() || f.own_dns.is_some() {
+        return Paired::Own;
+    }
+    // Nothing buffered (no error log, or none near): nothing to pair with.
+    Paired::Window((!win.is_empty()).then(|| pair_one(f, win)).flatten())
+}
+
+/// The group a paired failure is stored under.
+fn group_of<'a>(
+    f: &'a Failure,
+    paired: Paired,
+    traj_groups: &'a mut Vec<Option<String>>,
+    trajs: &[Traj],
+) -> Cow<'a, str> {
+    match paired {
+        Paired::Own if f.group.is_empty() => Cow::Borrowed(UNRESOLVED_GROUP),
+        Paired::Own => Cow::Borrowed(f.group.as_str()),
+        // A group the access line names (internal passes, `$proxy_upstream_name`) stays.
+        Paired::Window(upstream) if !f.internal && f.group.is_empty() => match f.traj {
+            // A trajectory's group is the same for each of its failures: made once.
+            Some(t) => Cow::Borrowed(traj_group(traj_groups, t, trajs)),
+            None => unnamed_group(upstream),
+        },
+        Paired::Window(_) => Cow::Borrowed(f.group.as_str()),
     }
 }
 
