@@ -533,6 +533,12 @@ impl Inbox {
         }
     }
 
+    /// The bytes handed over and not taken by the reader yet (its current chunk aside).
+    pub fn waiting_bytes(&self) -> usize {
+        let q = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        q.iter().map(Vec::len).sum()
+    }
+
     /// A reader of what is handed over, from now on.
     pub fn reader(&self) -> Box<dyn BufRead> {
         Box::new(InboxReader {

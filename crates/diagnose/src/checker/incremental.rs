@@ -210,6 +210,15 @@ impl Incremental {
         Ok(counts)
     }
 
+    /// The bytes of error lines fed and not read by the pairing yet (they wait as text).
+    pub fn waiting_bytes(&self) -> usize {
+        self.streams
+            .iter()
+            .filter_map(|f| f.inbox.as_ref())
+            .map(Inbox::waiting_bytes)
+            .sum()
+    }
+
     /// The diagnosis of the lines fed so far, as `diagnose` of the streams' files gives it; the
     /// checker reads on.
     pub fn snapshot(&mut self) -> anyhow::Result<Diagnosis> {

@@ -527,6 +527,44 @@ mod tests {
         assert_eq!(json(&c.snapshot().unwrap()), json(&want));
     }
 
+    /// Between failures the pairing reads the error lines as the access log goes: fed from
+    /// memory, they do not wait as text for the next failure (a minute of them here).
+    #[test]
+    fn error_lines_do_not_wait_for_a_failure() {
+        use incremental::Incremental;
+        use tally::Stream;
+        let dir = tempfile::tempdir().unwrap();
+        let t0 = 1_796_018_400_000i64;
+        let o = lab_options(dir.path(), "", "");
+        let streams = [
+            (Stream::Error, o.error[0].clone()),
+            (Stream::Access, o.access[0].clone()),
+        ];
+        let mut c = Incremental::new(&o, &streams).unwrap();
+        let (mut e_no, mut a_no) = (1, 1);
+        let (mut fed, mut most) = (0, 0);
+        for s in 0..70i64 {
+            // A failure at 0 s (it opens the error stream 10 s later), then only successes
+            // and one unpaired line a second.
+            let err = err_line(t0 / 1000 + s, 100 + s as u64, "upstream timed out");
+            fed += err.len();
+            c.feed(0, [err.trim_end().as_bytes()], e_no).unwrap();
+            e_no += 1;
+            for k in 0..10 {
+                let st = if s == 0 && k == 0 { 502 } else { 200 };
+                let l = lab_line(t0 + s * 1000 + k * 100, st, "127.0.0.20:8080", 1, 1);
+                c.feed(1, [l.trim_end().as_bytes()], a_no).unwrap();
+                a_no += 1;
+            }
+            if s > 20 {
+                most = most.max(c.waiting_bytes());
+            }
+        }
+        // Six seconds of lines at most (the pairing reads 5 s behind the access log).
+        let line = fed / 70;
+        assert!(most <= 6 * line + 6, "{most} bytes waiting of {fed} fed");
+    }
+
     #[test]
     fn hop_labels() {
         assert_eq!(traj_label(2), "2-hop");

@@ -63,6 +63,8 @@ pub(super) struct Pairer {
     /// A copy taken by [`Pairer::detach`]: it reads no stream, and this is what the stream
     /// had read.
     detached: Option<Detached>,
+    /// The second of log up to which the error lines were read ahead ([`Pairer::advance`]).
+    read_to_s: i64,
 }
 
 /// What the error stream had read when a pairer was [detached](Pairer::detach).
@@ -116,15 +118,7 @@ impl Pairer {
     /// still change the clock that places the error lines: this one opens nothing, and the copy
     /// reads the error logs' files when it finishes.
     pub fn detach(&mut self, trajs: &[Traj]) -> Pairer {
-        let keep_from = self
-            .pending
-            .front()
-            .map_or(i64::MAX, |f| f.start_ms - 1000)
-            .min(
-                self.max_t
-                    .saturating_sub(HORIZON_MS + RETAIN_MS)
-                    .saturating_sub(1000),
-            );
+        let keep_from = self.keep_from();
         let Some(e) = &mut self.errs else {
             return self.copy();
         };
@@ -147,6 +141,7 @@ impl Pairer {
             traj_groups: self.traj_groups.clone(),
             memory: None,
             detached: Some(detached),
+            read_to_s: self.read_to_s,
         };
         // Eviction, which the copy's finish would do before each failure, removes no line a
         // failure could pair with (it keeps a second before the failure's start): left out.
@@ -174,6 +169,7 @@ impl Pairer {
             traj_groups: self.traj_groups.clone(),
             memory: None,
             detached: self.detached.clone(),
+            read_to_s: self.read_to_s,
         }
     }
 
@@ -220,7 +216,32 @@ impl Pairer {
         {
             self.pair_next(hist, offset_s, trajs)?;
         }
+        // With no failure to pair, the error lines are still read as far as the next pairing
+        // would read them, once a second of log: they wait in the window, not as text (from
+        // memory, `watch` holds them as text until read: the first ten seconds of an outage's
+        // error lines waited so, 55 MB at 10,000 lines a second).
+        let upto = self.max_t - HORIZON_MS + REORDER_SLACK_MS;
+        if upto.div_euclid(1000) > self.read_to_s {
+            let keep_from = self.keep_from();
+            if let Some(errs) = self.errs.as_mut() {
+                self.read_to_s = upto.div_euclid(1000);
+                feed_errors(errs, upto, keep_from, &mut self.ix, &mut self.win);
+            }
+        }
         Ok(())
+    }
+
+    /// The oldest time (ms) an error line may have to be kept for: a second before the first
+    /// pending failure's start, or the longest request before the horizon.
+    fn keep_from(&self) -> i64 {
+        self.pending
+            .front()
+            .map_or(i64::MAX, |f| f.start_ms - 1000)
+            .min(
+                self.max_t
+                    .saturating_sub(HORIZON_MS + RETAIN_MS)
+                    .saturating_sub(1000),
+            )
     }
 
     /// Pair every pending failure, read the rest of the error logs.
