@@ -9,7 +9,9 @@ use crate::verdict::{Evidence, Incident, Signature};
 use resolvelab_history::access::text_hash;
 use resolvelab_history::logformat::LogFormat;
 use resolvelab_history::{ErrorRecord, ErrorStream, History};
+use std::collections::hash_map::Entry;
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
+use std::num::{NonZeroU32, NonZeroU64};
 
 /// How far (ms) past a failure's end the error stream is read before pairing it, so that a line
 /// written slightly out of order (several workers share one file) still finds its request.
@@ -26,17 +28,66 @@ pub(super) struct ERef {
     pub line: u64,
 }
 
-/// What pairing needs of a buffered error line.
+/// What pairing needs of a buffered error line, in 32 bytes (a window holds hundreds of
+/// thousands in an outage): the hashes without a separate `None` (a hash of 0 is kept as 1),
+/// the host's id from 1.
 #[derive(Clone)]
 pub(super) struct Pairable {
     pub cid: u64,
     pub sig: Sig,
-    /// [`text_hash`] of its `request:`.
-    pub request: Option<u64>,
-    /// [`text_hash`] of its `client:`.
-    pub client: Option<u64>,
+    request: Option<NonZeroU64>,
+    client: Option<NonZeroU64>,
+    upstream_host: Option<NonZeroU32>,
+}
+
+/// A hash kept as [`NonZeroU64`] (0 taken as 1: one more collision in 2^64).
+fn nz(h: u64) -> NonZeroU64 {
+    NonZeroU64::new(h).unwrap_or(NonZeroU64::MIN)
+}
+
+impl Pairable {
+    /// A line's pairing facts: `request` and `client` are [`text_hash`]es, `upstream_host` a
+    /// [`PairWindow::host`] id.
+    pub fn new(
+        cid: u64,
+        sig: Sig,
+        request: Option<u64>,
+        client: Option<u64>,
+        upstream_host: Option<u32>,
+    ) -> Pairable {
+        Pairable {
+            cid,
+            sig,
+            request: request.map(nz),
+            client: client.map(nz),
+            upstream_host: upstream_host.and_then(|h| NonZeroU32::new(h.wrapping_add(1))),
+        }
+    }
+
+    /// [`text_hash`] of its `request:` (as kept).
+    pub fn request(&self) -> Option<u64> {
+        self.request.map(NonZeroU64::get)
+    }
+
+    /// [`text_hash`] of its `client:` (as kept).
+    pub fn client(&self) -> Option<u64> {
+        self.client.map(NonZeroU64::get)
+    }
+
     /// Its `upstream:` host ([`PairWindow::host`]).
-    pub upstream_host: Option<u32>,
+    pub fn upstream_host(&self) -> Option<u32> {
+        self.upstream_host.map(|h| h.get() - 1)
+    }
+
+    /// Does `hash` (a [`text_hash`]) equal its request's, as kept?
+    pub fn same_request(&self, hash: Option<u64>) -> bool {
+        self.request == hash.map(nz)
+    }
+
+    /// Does `hash` (a [`text_hash`]) equal its client's, as kept?
+    pub fn same_client(&self, hash: Option<u64>) -> bool {
+        self.client == hash.map(nz)
+    }
 }
 
 /// How buffered lines are found: by `*cid` (the access log has `$connection`), or by client
@@ -48,7 +99,61 @@ pub(super) enum Index {
     Text,
 }
 
-type Keyed = rustc_hash::FxHashMap<u64, VecDeque<ERef>>;
+type Keyed = rustc_hash::FxHashMap<u64, KeyList>;
+
+/// One key's lines, in merged order. Most keys have one line (without `$connection` the keys
+/// are a line's client and request text): kept inline; a second line makes it a list.
+#[derive(Clone)]
+enum KeyList {
+    One(ERef),
+    Many(VecDeque<ERef>),
+}
+
+/// At most this many emptied lists are kept for reuse.
+const POOL: usize = 4096;
+
+impl KeyList {
+    /// Add `k` (at the back, unless it came late); `pool`: emptied lists to reuse.
+    fn add(&mut self, k: ERef, pool: &mut Vec<VecDeque<ERef>>) {
+        match self {
+            KeyList::One(x) => {
+                let mut v = pool.pop().unwrap_or_default();
+                v.push_back(*x);
+                insert_sorted(&mut v, k);
+                *self = KeyList::Many(v);
+            }
+            KeyList::Many(v) => insert_sorted(v, k),
+        }
+    }
+
+    /// Remove `k`; true when no line is left.
+    fn remove(&mut self, k: ERef, pool: &mut Vec<VecDeque<ERef>>) -> bool {
+        match self {
+            KeyList::One(x) => *x == k,
+            KeyList::Many(v) => {
+                remove_from(v, k);
+                if v.len() == 1 {
+                    let only = v[0];
+                    let mut v = std::mem::take(v);
+                    if pool.len() < POOL {
+                        v.clear();
+                        pool.push(v);
+                    }
+                    *self = KeyList::One(only);
+                }
+                matches!(self, KeyList::Many(v) if v.is_empty())
+            }
+        }
+    }
+
+    /// Its lines in `a..=b`, added to `out`.
+    fn extend_span(&self, a: ERef, b: ERef, out: &mut Vec<ERef>) {
+        match self {
+            KeyList::One(x) => out.extend((a <= *x && *x <= b).then_some(*x)),
+            KeyList::Many(v) => out.extend(in_span(v, a, b)),
+        }
+    }
+}
 
 /// The error lines that may still pair with a pending failure, in merged order, with one
 /// short list per key ([`Index`]) so that a long window is never scanned whole. Lines come
@@ -155,18 +260,18 @@ impl PairWindow {
     fn keys_of(&self, p: &Pairable) -> [Option<u64>; 2] {
         match self.index {
             Index::Cid => [Some(p.cid), None],
-            Index::Text => [p.client, p.request],
+            Index::Text => [p.client(), p.request()],
         }
     }
 
     pub fn insert(&mut self, k: ERef, p: Pairable) {
         for key in self.keys_of(&p).into_iter().flatten() {
-            let pool = &mut self.pool;
-            let v = self
-                .keys
-                .entry(key)
-                .or_insert_with(|| pool.pop().unwrap_or_default());
-            insert_sorted(v, k);
+            match self.keys.entry(key) {
+                Entry::Occupied(mut e) => e.get_mut().add(k, &mut self.pool),
+                Entry::Vacant(e) => {
+                    e.insert(KeyList::One(k));
+                }
+            }
         }
         if self.index == Index::Text && p.client.is_none() {
             insert_sorted(&mut self.anon, k);
@@ -199,14 +304,10 @@ impl PairWindow {
     fn unindex(&mut self, k: ERef, p: &Pairable) {
         self.live -= 1;
         for key in self.keys_of(p).into_iter().flatten() {
-            if let Some(v) = self.keys.get_mut(&key) {
-                remove_from(v, k);
-                if v.is_empty()
-                    && let Some(v) = self.keys.remove(&key)
-                    && self.pool.len() < 4096
-                {
-                    self.pool.push(v);
-                }
+            if let Some(l) = self.keys.get_mut(&key)
+                && l.remove(k, &mut self.pool)
+            {
+                self.keys.remove(&key);
             }
         }
         if self.index == Index::Text && p.client.is_none() {
@@ -261,10 +362,12 @@ impl PairWindow {
             return self.by_time(lo, hi).map(|(k, _)| k).collect();
         }
         let (a, b) = ERef::span(lo, hi);
-        self.keys
-            .get(&cid)
-            .map(|v| in_span(v, a, b).filter(|k| !self.is_aside(k)).collect())
-            .unwrap_or_default()
+        let mut out = Vec::new();
+        if let Some(l) = self.keys.get(&cid) {
+            l.extend_span(a, b, &mut out);
+        }
+        out.retain(|k| !self.is_aside(k));
+        out
     }
 
     /// The lines of `lo..=hi` whose client is `client`, or whose request is `request`, or
@@ -276,9 +379,10 @@ impl PairWindow {
         }
         let (a, b) = ERef::span(lo, hi);
         let mut out: Vec<ERef> = Vec::new();
-        for h in std::iter::once(client).chain(request) {
-            if let Some(v) = self.keys.get(&h) {
-                out.extend(in_span(v, a, b));
+        // Keys as kept ([`Pairable`]).
+        for h in std::iter::once(client).chain(request).map(|h| nz(h).get()) {
+            if let Some(l) = self.keys.get(&h) {
+                l.extend_span(a, b, &mut out);
             }
         }
         out.extend(in_span(&self.anon, a, b));
@@ -469,13 +573,13 @@ pub(super) fn feed_errors(
                     file: e.file,
                     line: e.line,
                 },
-                Pairable {
+                Pairable::new(
                     cid,
                     sig,
-                    request: e.request.as_deref().map(text_hash),
-                    client: e.client.as_deref().map(text_hash),
+                    e.request.as_deref().map(text_hash),
+                    e.client.as_deref().map(text_hash),
                     upstream_host,
-                },
+                ),
             );
         }
     }
@@ -648,5 +752,58 @@ impl Cites {
             }
         }
         Ok(recs.len())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn at(t_ms: i64) -> ERef {
+        ERef {
+            t_ms,
+            file: 0,
+            line: t_ms as u64,
+        }
+    }
+
+    /// A buffered line takes 56 bytes, and a key with one line no list: an outage buffers
+    /// hundreds of thousands.
+    #[test]
+    fn a_buffered_line_is_small() {
+        assert_eq!(std::mem::size_of::<(ERef, Option<Pairable>)>(), 56);
+        assert!(std::mem::size_of::<KeyList>() <= 32);
+    }
+
+    /// A key's list goes from one inline line to a list and back, in merged order, and says
+    /// when it is empty; a hash of 0 is found as the one it is kept as.
+    #[test]
+    fn a_key_list_keeps_its_lines_in_order() {
+        let mut pool = Vec::new();
+        let mut l = KeyList::One(at(5));
+        l.add(at(9), &mut pool);
+        l.add(at(7), &mut pool);
+        let span = |l: &KeyList, a, b| {
+            let mut out = Vec::new();
+            l.extend_span(at(a), at(b), &mut out);
+            out.iter().map(|k| k.t_ms).collect::<Vec<_>>()
+        };
+        assert_eq!(span(&l, 0, 100), [5, 7, 9]);
+        assert_eq!(span(&l, 6, 8), [7]);
+        assert!(!l.remove(at(5), &mut pool));
+        assert!(!l.remove(at(9), &mut pool));
+        assert!(matches!(l, KeyList::One(k) if k == at(7)));
+        assert_eq!(pool.len(), 1, "the emptied list is kept for reuse");
+        assert!(l.remove(at(7), &mut pool));
+
+        let mut w = PairWindow::new(Index::Text);
+        w.insert(
+            at(1000),
+            Pairable::new(1, Sig::Other, Some(0), Some(0), Some(0)),
+        );
+        assert_eq!(w.by_client(0, None, 0, 2000), [at(1000)]);
+        let p = w.get(&at(1000));
+        assert!(p.same_client(Some(0)) && p.same_request(Some(0)));
+        assert_eq!((p.client(), p.upstream_host()), (Some(1), Some(0)));
     }
 }

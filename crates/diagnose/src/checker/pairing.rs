@@ -436,14 +436,10 @@ fn pair_one(f: &mut Failure, win: &mut PairWindow) -> Option<String> {
         .into_iter()
         .filter_map(|k| {
             let e = win.get(&k);
-            let req_ok = match (e.request, f.request) {
-                (Some(a), Some(b)) => a == b,
-                _ => true,
-            };
-            let client_ok = e.client.is_none()
-                || e.client == f.remote
-                || (e.request.is_some() && e.request == f.request);
-            if e.request.is_some() && e.request == f.request && e.sig.is_first_try_failure() {
+            let req_ok = e.request().is_none() || f.request.is_none() || e.same_request(f.request);
+            let same_req = e.request().is_some() && e.same_request(f.request);
+            let client_ok = e.client().is_none() || e.same_client(f.remote) || same_req;
+            if same_req && e.sig.is_first_try_failure() {
                 same_request.push(k);
             }
             (!by_text || client_ok).then_some((k, e.sig, req_ok))
@@ -475,7 +471,7 @@ fn pair_one(f: &mut Failure, win: &mut PairWindow) -> Option<String> {
         f.paired = Some((k, e.sig));
         // Formats without $upstream_addr learn NLU from the error log.
         f.nlu = true;
-        return host(win, e.upstream_host);
+        return host(win, e.upstream_host());
     }
     // A 1-hop "NLU" whose own request (same connection, second and request text) logged a
     // first try on a peer was not refused at the pick: its one hop is a redacted address, not
@@ -489,7 +485,7 @@ fn pair_one(f: &mut Failure, win: &mut PairWindow) -> Option<String> {
         f.hops = 0;
         let e = win.get(&k);
         f.paired = Some((k, e.sig));
-        let upstream = host(win, e.upstream_host);
+        let upstream = host(win, e.upstream_host());
         f.group = unnamed_group(upstream.clone()).into_owned();
         return upstream;
     }
@@ -497,7 +493,7 @@ fn pair_one(f: &mut Failure, win: &mut PairWindow) -> Option<String> {
         && let Some(c) = cands.iter().find(first_try)
     {
         f.paired = Some((c.0, c.1));
-        return host(win, win.get(&c.0).upstream_host);
+        return host(win, win.get(&c.0).upstream_host());
     }
     f.paired = f.own_dns;
     None
