@@ -306,9 +306,16 @@ fn parse_context(mut s: &str, rec: &mut ErrorRecord) -> [bool; 5] {
     seen
 }
 
+/// A line an [`ErrorReader`] passes over without counting it (nothing but a line end).
+pub fn is_blank(line: &[u8]) -> bool {
+    line.iter().all(|b| *b == b'\r' || *b == b'\n')
+}
+
 /// False for a line of a mixed stream that an [`ErrorReader`] passes over whatever comes around
 /// it (no nginx time in it, not a continuation, not Docker's JSON): such a line may be handed
-/// to the reader as an empty line, which it passes over without counting it.
+/// to the reader as an empty line, which it passes over without counting it (it counts the
+/// line as skipped when it reads it: so should whoever hands it over, unless it
+/// [`is_blank`]).
 pub fn may_be_error_line(line: &[u8]) -> bool {
     line.starts_with(br#"{"log":""#) || is_continuation(line) || nginx_time_in(line).is_some()
 }

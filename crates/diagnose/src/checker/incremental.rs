@@ -30,7 +30,7 @@ use super::tally::Stream;
 use crate::Options;
 use crate::verdict::Diagnosis;
 use resolvelab_history::access::AccessLine;
-use resolvelab_history::errorlog::{ErrorReader, Inbox, may_be_error_line};
+use resolvelab_history::errorlog::{ErrorReader, Inbox, is_blank, may_be_error_line};
 use resolvelab_history::{FileStats, History, MemoryMatcher, Sources};
 use std::path::PathBuf;
 
@@ -172,7 +172,7 @@ impl Incremental {
             let mixed = fed.kind == Stream::Mixed;
             let mut buf = Vec::new();
             for l in lines.clone() {
-                if mixed && !may_be_error_line(l) {
+                if mixed && !may_be_error_line(l) && !is_blank(l) {
                     fed.passed_over += 1;
                 } else {
                     buf.extend_from_slice(l);

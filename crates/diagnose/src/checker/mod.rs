@@ -565,6 +565,55 @@ mod tests {
         assert!(most <= 6 * line + 6, "{most} bytes waiting of {fed} fed");
     }
 
+    /// A mixed stream's lines that cannot be error lines are handed to the error reader as
+    /// empty lines (by the tally and by the incremental pass): both count what a diagnosis of
+    /// the file counts, blank lines (not counted) among them.
+    #[test]
+    fn a_mixed_stream_fed_from_memory_counts_as_its_file() {
+        use incremental::Incremental;
+        use tally::{Stream, Tally};
+        let dir = tempfile::tempdir().unwrap();
+        let t0 = 1_796_018_400_000i64;
+        let mut text = String::new();
+        for s in 0..30i64 {
+            let st = if s % 7 == 3 { 502 } else { 200 };
+            if st == 502 {
+                text += &err_line(
+                    t0 / 1000 + s,
+                    10 + s as u64,
+                    "connect() failed (111: Connection refused) while connecting to upstream",
+                );
+            }
+            text += &lab_line(t0 + s * 1000, st, "127.0.0.20:8080", 10 + s as u64, 1);
+            text += if s % 5 == 0 {
+                "\n\r\nsome other process\n"
+            } else {
+                ""
+            };
+        }
+        let path = dir.path().join("pod.log");
+        std::fs::write(&path, &text).unwrap();
+        let mut o = Options::new(Vec::new(), Vec::new());
+        o.mixed = vec![path.clone()];
+        o.log_format = LogFormat::lab();
+        o.tz_offset_s = Some(0);
+        let want = diagnose(&o).unwrap();
+        let err = want.parse.files.iter().find(|f| f.kind == "error").unwrap();
+        let lines: Vec<&[u8]> = text.split_terminator('\n').map(str::as_bytes).collect();
+        let mut t = Tally::new(&o);
+        let k = t.add_stream(Stream::Mixed, "pod.log");
+        t.feed(k, lines.iter().copied(), 1);
+        assert_eq!(
+            t.take().lines["error"],
+            [err.parsed, err.malformed, err.skipped]
+        );
+        let mut c = Incremental::new(&o, &[(Stream::Mixed, path)]).unwrap();
+        c.feed(0, lines[..40].iter().copied(), 1).unwrap();
+        c.feed(0, lines[40..].iter().copied(), 41).unwrap();
+        let json = |d: &Diagnosis| serde_json::to_string(d).unwrap();
+        assert_eq!(json(&c.snapshot().unwrap()), json(&want));
+    }
+
     #[test]
     fn hop_labels() {
         assert_eq!(traj_label(2), "2-hop");

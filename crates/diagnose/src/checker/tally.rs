@@ -24,7 +24,7 @@ use super::failure::{Keys, Traj};
 use super::groups::key_groups;
 use crate::classes::{self, Sig};
 use resolvelab_history::access::AccessLine;
-use resolvelab_history::errorlog::ErrorReader;
+use resolvelab_history::errorlog::{ErrorReader, is_blank, may_be_error_line};
 use resolvelab_history::logformat::LogFormat;
 use resolvelab_history::{FileStats, MemoryMatcher};
 use std::collections::{BTreeMap, HashMap};
@@ -209,9 +209,16 @@ impl Tally {
     /// in a mixed stream, what is not one passed over), each counted by its signature.
     fn errors<'l>(&mut self, k: usize, lines: impl IntoIterator<Item = &'l [u8]>) {
         let fed = &self.streams[k];
-        let mut buf = Vec::new();
+        // A mixed stream's lines that no error line can be made of are handed over empty (most
+        // of its bytes are access lines), and counted as the reader counts them: skipped.
+        let mixed = fed.kind == Stream::Mixed;
+        let (mut buf, mut passed) = (Vec::new(), 0);
         for l in lines {
-            buf.extend_from_slice(l);
+            if mixed && !may_be_error_line(l) && !is_blank(l) {
+                passed += 1;
+            } else {
+                buf.extend_from_slice(l);
+            }
             buf.push(b'\n');
         }
         let reader = Box::new(std::io::Cursor::new(buf));
@@ -235,7 +242,8 @@ impl Tally {
         if !self.access_read {
             self.now.failed += failing;
         }
-        let s = counts_of(&r.finish());
+        let mut s = counts_of(&r.finish());
+        s[2] += passed;
         let e = self.now.lines.entry("error").or_default();
         for (i, n) in s.iter().enumerate() {
             e[i] += n;
