@@ -113,18 +113,6 @@ impl Lines {
         self.buf.len() + self.ends.len()
     }
 
-    /// The memory its lines take, with what each buffer holds spare.
-    pub fn heap_bytes(&self) -> usize {
-        self.buf.capacity() + 8 * (self.ends.capacity() + self.numbers.capacity())
-    }
-
-    /// Give back what the buffers hold spare (lines kept a while take only their size).
-    pub fn shrink_to_fit(&mut self) {
-        self.buf.shrink_to_fit();
-        self.ends.shrink_to_fit();
-        self.numbers.shrink_to_fit();
-    }
-
     /// Runs of lines numbered one after the other: (first number, the run's bytes).
     pub fn runs(&self) -> impl Iterator<Item = (u64, impl Iterator<Item = &[u8]> + Clone)> {
         let mut i = 0;

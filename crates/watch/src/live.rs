@@ -9,9 +9,9 @@
 //!   the `context` before it (the swaps and answers the classes read). Its lines are fed once,
 //!   as they come, to the checker's [`Incremental`] pass (and copied to a file, from which the
 //!   lines it quotes as evidence are read), which starts with the context (kept on disk,
-//!   [`spool`](crate::spool)) and
-//!   stays warm after the window closes, so that the next window finds its context read
-//!   already: it goes once it is two contexts old with no window open. While the window is
+//!   [`spool`](crate::spool)) and stays warm after the window closes, so that the next
+//!   window finds its context read already: it goes once it is two contexts old with no
+//!   window open. While the window is
 //!   open it is classed every `reclass` from that pass's state (first `reclass` after it
 //!   opened, once the lines after its first failure are in), its incidents exported as open;
 //!   it closes once
