@@ -342,7 +342,13 @@ impl Live {
         // their own.
         match placed {
             Some(at) => self.context.push_placed(now, self.newest_ms, at),
-            None => self.context.push(now, self.newest_ms, &lines)?,
+            // A context that cannot be written (a full disk) is not a reason to stop counting:
+            // it is dropped, and the next window starts without one.
+            None => {
+                if self.context.push(now, self.newest_ms, &lines).is_err() {
+                    self.context.clear();
+                }
+            }
         }
         // The context is `context` of wall time or of log time, whichever is shorter (a
         // backlog read at once spans hours of log in seconds).
@@ -596,6 +602,23 @@ mod tests {
         assert_eq!(closed.len(), 1, "{closed:?}");
         assert_eq!(closed[0].count, 1);
         assert!(closed[0].start_ms < 1_796_018_400_000);
+    }
+
+    /// A context that cannot be written costs the context, not the counting.
+    #[test]
+    fn a_context_that_cannot_be_written_is_dropped() {
+        let mut live = small();
+        std::fs::remove_dir(live.dir.path()).unwrap();
+        let t0 = Instant::now();
+        for s in 0..3u64 {
+            live.tick(
+                tick(s as i64, s + 1, &[(200, 1)]),
+                t0 + Duration::from_secs(s),
+            )
+            .unwrap();
+        }
+        assert!(live.context.is_empty());
+        assert_eq!(live.totals.requests_by_class()["2xx"], 3);
     }
 
     /// A window that closes with its pass two contexts old takes the pass with it: windows
