@@ -3,7 +3,7 @@
 //! ([`PairWindow`]), the failures of an error log read alone, and the lines quoted as evidence
 //! read again at the end ([`Cites`]).
 
-use super::failure::{Failure, Store, is_addr, trunc};
+use super::failure::{At, Failure, Store, is_addr, trunc};
 use crate::classes::{self, Sig};
 use crate::verdict::{Evidence, Incident, Signature};
 use resolvelab_history::access::text_hash;
@@ -20,12 +20,13 @@ pub(super) const REORDER_SLACK_MS: i64 = 5000;
 /// normally bounded by the longest request).
 pub const MAX_BUFFERED: usize = 200_000;
 
-/// One error line by its place in the merged order: time (ms), file, line.
+/// One error line by its place in the merged order: time (ms), file, line — in 16 bytes, the
+/// file and line packed as they order (a window holds hundreds of thousands, once and again in
+/// each key's list).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub(super) struct ERef {
     pub t_ms: i64,
-    pub file: u32,
-    pub line: u64,
+    at: At,
 }
 
 /// What pairing needs of a buffered error line, in 32 bytes (a window holds hundreds of
@@ -102,19 +103,24 @@ pub(super) enum Index {
 type Keyed = rustc_hash::FxHashMap<u64, KeyList>;
 
 /// One key's lines, in merged order. Most keys have one line (without `$connection` the keys
-/// are a line's client and request text): kept inline; a second line makes it a list.
+/// are a line's client and request text): kept inline; a second line makes it a list (not
+/// boxed: in an outage most keys have two lines or more — a refused request's two tries —, and
+/// a box costs an allocation more than the 8 bytes it saves in the map).
 #[derive(Clone)]
 enum KeyList {
     One(ERef),
     Many(VecDeque<ERef>),
 }
 
+/// Emptied lists kept for reuse (keys come and go with every line).
+type Pool = Vec<VecDeque<ERef>>;
+
 /// At most this many emptied lists are kept for reuse.
 const POOL: usize = 4096;
 
 impl KeyList {
     /// Add `k` (at the back, unless it came late); `pool`: emptied lists to reuse.
-    fn add(&mut self, k: ERef, pool: &mut Vec<VecDeque<ERef>>) {
+    fn add(&mut self, k: ERef, pool: &mut Pool) {
         match self {
             KeyList::One(x) => {
                 let mut v = pool.pop().unwrap_or_default();
@@ -127,21 +133,22 @@ impl KeyList {
     }
 
     /// Remove `k`; true when no line is left.
-    fn remove(&mut self, k: ERef, pool: &mut Vec<VecDeque<ERef>>) -> bool {
+    fn remove(&mut self, k: ERef, pool: &mut Pool) -> bool {
         match self {
             KeyList::One(x) => *x == k,
             KeyList::Many(v) => {
                 remove_from(v, k);
-                if v.len() == 1 {
-                    let only = v[0];
-                    let mut v = std::mem::take(v);
-                    if pool.len() < POOL {
-                        v.clear();
-                        pool.push(v);
-                    }
-                    *self = KeyList::One(only);
+                if v.len() != 1 {
+                    return v.is_empty();
                 }
-                matches!(self, KeyList::Many(v) if v.is_empty())
+                let only = v[0];
+                if let KeyList::Many(mut v) = std::mem::replace(self, KeyList::One(only))
+                    && pool.len() < POOL
+                {
+                    v.clear();
+                    pool.push(v);
+                }
+                false
             }
         }
     }
@@ -167,8 +174,8 @@ pub(super) struct PairWindow {
     keys: Keyed,
     /// Lines without a client ([`Index::Text`]).
     anon: VecDeque<ERef>,
-    /// Emptied key lists, kept for reuse (keys come and go with every line).
-    pool: Vec<VecDeque<ERef>>,
+    /// Emptied key lists, kept for reuse.
+    pool: Pool,
     /// The `upstream:` hosts seen (few: groups and peers).
     hosts: Vec<String>,
     host_ids: HashMap<String, u32>,
@@ -182,18 +189,37 @@ pub(super) struct PairWindow {
 }
 
 impl ERef {
+    /// Line `line` of file `file` (see [`At::new`]), logged at `t_ms`.
+    pub fn new(t_ms: i64, file: u32, line: u64) -> ERef {
+        ERef {
+            t_ms,
+            at: At::new(file, line),
+        }
+    }
+
+    pub fn file(self) -> u32 {
+        self.at.file()
+    }
+
+    pub fn line(self) -> u64 {
+        self.at.line()
+    }
+
+    /// Its file and line.
+    pub fn at(self) -> At {
+        self.at
+    }
+
     /// The first and last possible references of the time window `lo..=hi` (ms).
     pub fn span(lo: i64, hi: i64) -> (ERef, ERef) {
         (
             ERef {
                 t_ms: lo,
-                file: 0,
-                line: 0,
+                at: At::NONE,
             },
             ERef {
                 t_ms: hi,
-                file: u32::MAX,
-                line: u64::MAX,
+                at: At::LAST,
             },
         )
     }
@@ -482,11 +508,7 @@ impl Default for SigIndex {
 impl SigIndex {
     /// Index one line; returns its signature.
     fn add(&mut self, e: &ErrorRecord) -> Sig {
-        let k = ERef {
-            t_ms: e.t_us / 1000,
-            file: e.file,
-            line: e.line,
-        };
+        let k = ERef::new(e.t_us / 1000, e.file, e.line);
         let (sig, unresolved) = self.memo.classify(&e.message);
         if let Some(i) = unresolved {
             let name = &e.message[..i];
@@ -568,11 +590,7 @@ pub(super) fn feed_errors(
         {
             let upstream_host = e.upstream_host().map(|h| win.host_id(h));
             win.insert(
-                ERef {
-                    t_ms,
-                    file: e.file,
-                    line: e.line,
-                },
+                ERef::new(t_ms, e.file, e.line),
                 Pairable::new(
                     cid,
                     sig,
@@ -603,11 +621,7 @@ pub(super) fn failures_from_errors(
             continue;
         };
         let t_ms = e.t_us / 1000;
-        let r = ERef {
-            t_ms,
-            file: e.file,
-            line: e.line,
-        };
+        let r = ERef::new(t_ms, e.file, e.line);
         let key = (cid, e.request.clone());
         let i = match open.get(&key) {
             // A request's chain: its failed tries, then maybe its NLU, within two seconds of
@@ -693,7 +707,7 @@ pub(super) struct Cites {
 impl Cites {
     /// Evidence for one error line; the text follows in [`Cites::fill`].
     pub fn ev(&mut self, h: &History, r: ERef, note: &str) -> Evidence {
-        self.line(h, r.file, r.line, note.to_string())
+        self.line(h, r.file(), r.line(), note.to_string())
     }
 
     /// Evidence for any line (access or error) by file and line number.
@@ -760,19 +774,43 @@ mod tests {
     use super::*;
 
     fn at(t_ms: i64) -> ERef {
-        ERef {
-            t_ms,
-            file: 0,
-            line: t_ms as u64,
-        }
+        ERef::new(t_ms, 0, t_ms as u64)
     }
 
-    /// A buffered line takes 56 bytes, and a key with one line no list: an outage buffers
-    /// hundreds of thousands.
+    /// A buffered line takes 48 bytes, and a key's list no more than its deque: an outage
+    /// buffers hundreds of thousands.
     #[test]
     fn a_buffered_line_is_small() {
-        assert_eq!(std::mem::size_of::<(ERef, Option<Pairable>)>(), 56);
-        assert!(std::mem::size_of::<KeyList>() <= 32);
+        assert_eq!(std::mem::size_of::<(ERef, Option<Pairable>)>(), 48);
+        assert_eq!(std::mem::size_of::<KeyList>(), 32);
+        assert_eq!(std::mem::size_of::<ERef>(), 16);
+    }
+
+    /// A reference orders as (time, file, line) does, and a span holds every line of its
+    /// times, whatever its file and line.
+    #[test]
+    fn a_reference_orders_as_time_file_and_line() {
+        let refs = [
+            (5, 0, 1),
+            (5, 0, 9),
+            (5, 1, 1),
+            (5, 65_535, (1 << 48) - 1),
+            (6, 0, 1),
+        ];
+        for w in refs.windows(2) {
+            let (a, b) = (w[0], w[1]);
+            assert!(
+                ERef::new(a.0, a.1, a.2) < ERef::new(b.0, b.1, b.2),
+                "{a:?} < {b:?}"
+            );
+        }
+        for (t, f, l) in refs {
+            let r = ERef::new(t, f, l);
+            assert_eq!((r.t_ms, r.file(), r.line()), (t, f, l));
+            let (lo, hi) = ERef::span(t, t);
+            assert!(lo <= r && r <= hi);
+            assert!(ERef::span(t + 1, t + 1).0 > r && ERef::span(t - 1, t - 1).1 < r);
+        }
     }
 
     /// A key's list goes from one inline line to a list and back, in merged order, and says

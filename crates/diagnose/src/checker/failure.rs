@@ -251,19 +251,22 @@ pub(super) struct Kind {
     pub own_dns: Option<Sig>,
 }
 
-/// A line by (file, line number), packed in one word (0: none).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+/// A line by (file, line number), packed in one word (0: none) that orders as the pair does
+/// (files below 65,536, lines below 2^48).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub(super) struct At(u64);
 
 impl At {
     pub const NONE: At = At(0);
+    /// After every line.
+    pub const LAST: At = At(u64::MAX);
 
     pub fn new(file: u32, line: u64) -> At {
         At(((file as u64) << 48) | (line & ((1 << 48) - 1)))
     }
 
     pub fn of(r: Option<ERef>) -> At {
-        r.map_or(At::NONE, |r| At::new(r.file, r.line))
+        r.map_or(At::NONE, |r| r.at())
     }
 
     pub fn file(self) -> u32 {

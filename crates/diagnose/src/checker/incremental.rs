@@ -170,12 +170,24 @@ impl Incremental {
             // A mixed stream's access lines wait for the pairing as empty lines: the error
             // stream is read some seconds behind, and they are most of its bytes.
             let mixed = fed.kind == Stream::Mixed;
-            let mut buf = Vec::new();
-            for l in lines.clone() {
-                if mixed && !may_be_error_line(l) && !is_blank(l) {
-                    fed.passed_over += 1;
-                } else {
+            // Which lines are kept, and the buffer sized once for them: a tick's text waits
+            // here for seconds, and a grown buffer holds up to twice its bytes.
+            let mut size = 0;
+            let kept: Vec<bool> = lines
+                .clone()
+                .into_iter()
+                .map(|l| {
+                    let k = !mixed || may_be_error_line(l) || is_blank(l);
+                    size += 1 + if k { l.len() } else { 0 };
+                    k
+                })
+                .collect();
+            let mut buf = Vec::with_capacity(size);
+            for (l, k) in lines.clone().into_iter().zip(kept) {
+                if k {
                     buf.extend_from_slice(l);
+                } else {
+                    fed.passed_over += 1;
                 }
                 buf.push(b'\n');
                 n += 1;
