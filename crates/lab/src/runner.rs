@@ -294,8 +294,8 @@ async fn play(
                 name,
                 g,
                 net,
-                dns.clone(),
-                events.clone(),
+                (dns.clone(), events.clone()),
+                t0,
                 cancel.clone(),
             ))
         })

@@ -366,6 +366,17 @@ fn a_gslb_failover_is_met_together_and_left_at_each_requery() {
         .filter(|e| e["kind"] == "gslb")
         .collect();
     assert_eq!(gslb.len(), 2, "{events}");
+    // Its probes go out half an interval off the timeline's seconds: b1 leaves the answer at
+    // its third failed probe, 2.5 s after the fault — not 2 or 3 s as a probe racing the fault
+    // made it, from run to run.
+    let fault_on = events
+        .lines()
+        .skip(1)
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .find(|e| e["kind"] == "fault-on" && e["target"] == "b1")
+        .expect("b1's fault");
+    let after_us = gslb[0]["t_us"].as_i64().unwrap() - fault_on["t_us"].as_i64().unwrap();
+    assert!((2_300_000..=2_700_000).contains(&after_us), "{after_us} µs");
     assert!(
         gslb[0]["note"]
             .as_str()
