@@ -39,6 +39,8 @@ pub(super) struct Pairable {
     request: Option<NonZeroU64>,
     client: Option<NonZeroU64>,
     upstream_host: Option<NonZeroU32>,
+    /// Its keys are in a [`Chunk`] of the window's cold lines, not in the key map.
+    cold: bool,
 }
 
 /// A hash kept as [`NonZeroU64`] (0 taken as 1: one more collision in 2^64).
@@ -62,6 +64,7 @@ impl Pairable {
             request: request.map(nz),
             client: client.map(nz),
             upstream_host: upstream_host.and_then(|h| NonZeroU32::new(h.wrapping_add(1))),
+            cold: false,
         }
     }
 
@@ -186,6 +189,45 @@ pub(super) struct PairWindow {
     /// While pairing is tried without changing the window ([`PairWindow::with_aside`]): the
     /// lines taken, left in place and passed over.
     aside: Option<rustc_hash::FxHashSet<ERef>>,
+    /// The keys of the lines older than [`HOT_MS`] behind the newest, oldest chunk first.
+    cold: VecDeque<Chunk>,
+    /// The first line of `lines` not looked at for moving to `cold` yet.
+    hot_from: usize,
+    /// The newest line's time (ms).
+    newest_ms: i64,
+}
+
+/// Lines stay in the key map this long (ms) behind the newest line read: the pairing reads
+/// ahead a few seconds of the failure it pairs, and most requests are shorter than the rest.
+/// Older ones keep their keys in [`Chunk`]s — 24 bytes a key rather than a map entry and a
+/// list slot —, which a longer request's pairing searches: an outage's window is mostly lines
+/// kept for the longest request ([`RETAIN_MS`](super::pairing)), that no failure asks for.
+const HOT_MS: i64 = 10_000;
+/// Lines are moved to the cold chunks a second's worth at a time.
+const CHUNK_MS: i64 = 1_000;
+
+/// The keys of a run of cold lines, sorted: (key, line).
+#[derive(Clone)]
+struct Chunk {
+    first: ERef,
+    last: ERef,
+    keys: Vec<(u64, ERef)>,
+}
+
+impl Chunk {
+    /// Its lines of `key` in `a..=b`, added to `out`.
+    fn extend_span(&self, key: u64, a: ERef, b: ERef, out: &mut Vec<ERef>) {
+        if self.last < a || b < self.first {
+            return;
+        }
+        let i = self.keys.partition_point(|x| *x < (key, a));
+        out.extend(
+            self.keys[i..]
+                .iter()
+                .take_while(|x| x.0 == key && x.1 <= b)
+                .map(|x| x.1),
+        );
+    }
 }
 
 impl ERef {
@@ -222,6 +264,14 @@ impl ERef {
                 at: At::LAST,
             },
         )
+    }
+}
+
+/// A line's keys in the window's map as `index` says.
+fn keys_of(index: Index, p: &Pairable) -> [Option<u64>; 2] {
+    match index {
+        Index::Cid => [Some(p.cid), None],
+        Index::Text => [p.client(), p.request()],
     }
 }
 
@@ -284,10 +334,7 @@ impl PairWindow {
     }
 
     fn keys_of(&self, p: &Pairable) -> [Option<u64>; 2] {
-        match self.index {
-            Index::Cid => [Some(p.cid), None],
-            Index::Text => [p.client(), p.request()],
-        }
+        keys_of(self.index, p)
     }
 
     pub fn insert(&mut self, k: ERef, p: Pairable) {
@@ -307,6 +354,10 @@ impl PairWindow {
         } else {
             let i = self.lines.partition_point(|x| x.0 < k);
             self.lines.insert(i, (k, Some(p)));
+            // A late line before the cursor stays hot (its keys are in the map).
+            if i < self.hot_from {
+                self.hot_from += 1;
+            }
         }
         self.live += 1;
         while self.live > MAX_BUFFERED {
@@ -315,6 +366,76 @@ impl PairWindow {
             }
         }
         self.max_len = self.max_len.max(self.live);
+        self.newest_ms = self.newest_ms.max(k.t_ms);
+        self.chill();
+    }
+
+    /// Move the keys of the lines older than [`HOT_MS`] behind the newest from the map to a
+    /// [`Chunk`], once they span a [`CHUNK_MS`].
+    fn chill(&mut self) {
+        let bound = self.newest_ms.saturating_sub(HOT_MS);
+        let due = |l: &VecDeque<(ERef, Option<Pairable>)>, i: usize| {
+            l.get(i)
+                .is_some_and(|x| x.0.t_ms < bound.saturating_sub(CHUNK_MS))
+        };
+        if self.aside.is_some() || !due(&self.lines, self.hot_from) {
+            return;
+        }
+        let index = self.index;
+        let mut keys = Vec::new();
+        let (mut first, mut last) = (None, None);
+        while self
+            .lines
+            .get(self.hot_from)
+            .is_some_and(|x| x.0.t_ms < bound)
+        {
+            let (k, p) = &mut self.lines[self.hot_from];
+            self.hot_from += 1;
+            let Some(p) = p.as_mut().filter(|p| !p.cold) else {
+                continue;
+            };
+            p.cold = true;
+            first.get_or_insert(*k);
+            last = Some(*k);
+            for key in keys_of(index, p).into_iter().flatten() {
+                keys.push((key, *k));
+                if let Some(l) = self.keys.get_mut(&key)
+                    && l.remove(*k, &mut self.pool)
+                {
+                    self.keys.remove(&key);
+                }
+            }
+        }
+        if let (Some(first), Some(last)) = (first, last) {
+            keys.sort_unstable();
+            // Kept for up to a minute: not at twice its size.
+            keys.shrink_to_fit();
+            self.cold.push_back(Chunk { first, last, keys });
+        }
+    }
+
+    /// Its cold lines of `key` in `a..=b` that are still there (not taken, not evicted),
+    /// added to `out`.
+    fn cold_span(&self, key: u64, a: ERef, b: ERef, out: &mut Vec<ERef>) {
+        let from = out.len();
+        for c in &self.cold {
+            c.extend_span(key, a, b, out);
+        }
+        let mut i = from;
+        for j in from..out.len() {
+            if self.is_there(&out[j]) {
+                out[i] = out[j];
+                i += 1;
+            }
+        }
+        out.truncate(i);
+    }
+
+    /// Is the line `k` in the window, not taken?
+    fn is_there(&self, k: &ERef) -> bool {
+        self.lines
+            .binary_search_by(|x| x.0.cmp(k))
+            .is_ok_and(|i| self.lines[i].1.is_some())
     }
 
     /// Drop the oldest line; true when it had not been paired.
@@ -322,6 +443,11 @@ impl PairWindow {
         let Some((k, p)) = self.lines.pop_front() else {
             return false;
         };
+        self.hot_from = self.hot_from.saturating_sub(1);
+        // A chunk goes with its last line.
+        while self.cold.front().is_some_and(|c| c.last <= k) {
+            self.cold.pop_front();
+        }
         let Some(p) = p else { return false };
         self.unindex(k, &p);
         true
@@ -329,7 +455,7 @@ impl PairWindow {
 
     fn unindex(&mut self, k: ERef, p: &Pairable) {
         self.live -= 1;
-        for key in self.keys_of(p).into_iter().flatten() {
+        for key in self.keys_of(p).into_iter().flatten().filter(|_| !p.cold) {
             if let Some(l) = self.keys.get_mut(&key)
                 && l.remove(k, &mut self.pool)
             {
@@ -389,8 +515,14 @@ impl PairWindow {
         }
         let (a, b) = ERef::span(lo, hi);
         let mut out = Vec::new();
+        self.cold_span(cid, a, b, &mut out);
+        let cold = out.len();
         if let Some(l) = self.keys.get(&cid) {
             l.extend_span(a, b, &mut out);
+        }
+        if cold > 0 {
+            // A late line in the map may be older than a cold one.
+            out.sort_unstable();
         }
         out.retain(|k| !self.is_aside(k));
         out
@@ -407,6 +539,7 @@ impl PairWindow {
         let mut out: Vec<ERef> = Vec::new();
         // Keys as kept ([`Pairable`]).
         for h in std::iter::once(client).chain(request).map(|h| nz(h).get()) {
+            self.cold_span(h, a, b, &mut out);
             if let Some(l) = self.keys.get(&h) {
                 l.extend_span(a, b, &mut out);
             }
@@ -843,5 +976,56 @@ mod tests {
         let p = w.get(&at(1000));
         assert!(p.same_client(Some(0)) && p.same_request(Some(0)));
         assert_eq!((p.client(), p.upstream_host()), (Some(1), Some(0)));
+    }
+
+    /// Lines older than [`HOT_MS`] behind the newest leave the key map for the cold chunks,
+    /// and a query finds what it found before: its lines in merged order, a cold line taken
+    /// not again, a late line in the map among the cold ones; a chunk goes with its last line.
+    #[test]
+    fn a_cold_line_is_found_as_a_hot_one_was() {
+        // A line every 100 ms for 30 s, of clients 1 and 2 by turns, request 7 or 8.
+        let line = |t: i64| {
+            let c = 1 + (t / 100) as u64 % 2;
+            Pairable::new(c, Sig::Other, Some(6 + c), Some(c), None)
+        };
+        for index in [Index::Text, Index::Cid] {
+            let mut w = PairWindow::new(index);
+            for t in (0..30_000).step_by(100) {
+                w.insert(at(t), line(t));
+            }
+            assert!(
+                !w.cold.is_empty() && w.keys.len() <= 4,
+                "{} keys",
+                w.keys.len()
+            );
+            // A late line of client 1, far behind: it stays in the map.
+            w.insert(at(2_050), line(0));
+            let query = |w: &PairWindow, lo, hi| match index {
+                Index::Text => w.by_client(1, Some(7), lo, hi),
+                Index::Cid => w.by_cid(1, lo, hi),
+            };
+            let want: Vec<ERef> = (1_000..=25_000)
+                .step_by(100)
+                .filter(|t| (t / 100) % 2 == 0)
+                .chain([2_050])
+                .map(at)
+                .collect::<BTreeSet<_>>()
+                .into_iter()
+                .collect();
+            assert_eq!(query(&w, 1_000, 25_000), want);
+            // A cold line taken is not found again; nor, set aside, while aside.
+            assert!(w.get(&at(3_000)).cold);
+            w.take(&at(3_000));
+            assert!(!query(&w, 1_000, 25_000).contains(&at(3_000)));
+            w.with_aside(|w| {
+                w.take(&at(3_200));
+                assert!(!query(w, 1_000, 25_000).contains(&at(3_200)));
+            });
+            assert!(query(&w, 1_000, 25_000).contains(&at(3_200)));
+            // Evicted with their lines, chunks and all.
+            w.evict_before(12_000);
+            assert!(w.cold.front().is_some_and(|c| c.last.t_ms >= 12_000));
+            assert_eq!(query(&w, 0, 12_000), [at(12_000)]);
+        }
     }
 }
