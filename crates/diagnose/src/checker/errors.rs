@@ -773,11 +773,11 @@ pub(super) fn failures_from_errors(
         f.t_ms = f.t_ms.max(t_ms + 999);
         if sig == Sig::NoLiveUpstreams {
             f.nlu = true;
-            f.paired = Some((r, sig));
+            f.err_mut().paired = Some((r, sig));
         } else if sig.is_resolution_failure() {
-            f.own_dns = Some((r, sig));
-        } else if f.first_try.len() < 3 {
-            f.first_try.push((r, sig));
+            f.err_mut().own_dns = Some((r, sig));
+        } else if f.first_try().len() < 3 {
+            f.err_mut().first_try.push((r, sig));
         }
     }
     Ok(out)
@@ -917,6 +917,10 @@ mod tests {
         assert_eq!(std::mem::size_of::<(ERef, Option<Pairable>)>(), 48);
         assert_eq!(std::mem::size_of::<KeyList>(), 32);
         assert_eq!(std::mem::size_of::<ERef>(), 16);
+        // A failure waiting for the pairing holds no line of its own yet: 128 bytes.
+        assert_eq!(std::mem::size_of::<Failure>(), 128);
+        assert!(Failure::default().err.is_none());
+        assert!(super::super::failure::ErrLines::default().boxed().is_none());
     }
 
     /// A reference orders as (time, file, line) does, and a span holds every line of its

@@ -180,17 +180,54 @@ pub(super) struct Failure {
     pub group: String,
     pub nlu: bool,
     pub hops: u32,
-    /// The error line paired with the request (its NLU line, else its first-try line) and its
-    /// signature.
-    pub paired: Option<(ERef, Sig)>,
-    /// First-try failure lines of the same `*cid` in the request's window.
-    pub first_try: Vec<(ERef, Sig)>,
-    /// Its own resolution's failure line (`*cid … could not be resolved`, per-request DNS).
-    pub own_dns: Option<(ERef, Sig)>,
+    /// Its error lines, once paired (or as an error log read alone shows them): boxed, so that
+    /// the failures waiting for the pairing (a 10 s horizon of an outage) are small.
+    pub err: Option<Box<ErrLines>>,
     /// An NLU inside an earlier pass of a redirected request (not a client-visible failure).
     pub internal: bool,
     /// Which pass's addresses it tried (see [`Kind::pass`]).
     pub pass: u8,
+}
+
+/// A failure's error lines, with their signatures.
+#[derive(Clone, Default)]
+pub(super) struct ErrLines {
+    /// The error line paired with the request (its NLU line, else its first-try line).
+    pub paired: Option<(ERef, Sig)>,
+    /// First-try failure lines of the same `*cid` in the request's window (at most 3).
+    pub first_try: Vec<(ERef, Sig)>,
+    /// Its own resolution's failure line (`*cid … could not be resolved`, per-request DNS).
+    pub own_dns: Option<(ERef, Sig)>,
+}
+
+impl ErrLines {
+    /// Boxed for a [`Failure`]; none when it holds no line.
+    pub fn boxed(self) -> Option<Box<ErrLines>> {
+        let none = self.paired.is_none() && self.first_try.is_empty() && self.own_dns.is_none();
+        (!none).then(|| Box::new(self))
+    }
+}
+
+impl Failure {
+    /// Its paired error line.
+    pub fn paired(&self) -> Option<(ERef, Sig)> {
+        self.err.as_ref().and_then(|l| l.paired)
+    }
+
+    /// Its first-try failure lines.
+    pub fn first_try(&self) -> &[(ERef, Sig)] {
+        self.err.as_ref().map_or(&[], |l| &l.first_try)
+    }
+
+    /// Its own resolution's failure line.
+    pub fn own_dns(&self) -> Option<(ERef, Sig)> {
+        self.err.as_ref().and_then(|l| l.own_dns)
+    }
+
+    /// Its error lines, to add to.
+    pub fn err_mut(&mut self) -> &mut ErrLines {
+        self.err.get_or_insert_with(Default::default)
+    }
 }
 
 impl Default for Failure {
@@ -210,9 +247,7 @@ impl Default for Failure {
             group: String::new(),
             nlu: false,
             hops: 0,
-            paired: None,
-            first_try: Vec::new(),
-            own_dns: None,
+            err: None,
             internal: false,
             pass: 0,
         }
@@ -371,10 +406,13 @@ impl Store {
             hops: f.hops,
             internal: f.internal,
             pass: f.pass,
-            paired: f.paired.map(|p| p.1),
-            first_try: f.first_try.len().min(3) as u8,
-            first_try_99: f.first_try.iter().any(|e| e.1 == Sig::ConnectEaddrnotavail),
-            own_dns: f.own_dns.map(|p| p.1),
+            paired: f.paired().map(|p| p.1),
+            first_try: f.first_try().len().min(3) as u8,
+            first_try_99: f
+                .first_try()
+                .iter()
+                .any(|e| e.1 == Sig::ConnectEaddrnotavail),
+            own_dns: f.own_dns().map(|p| p.1),
         };
         let kind = match self.recent_kinds.iter().position(|(k, _)| *k == kind) {
             Some(p) => {
@@ -424,8 +462,8 @@ impl Store {
         self.recs.push(Rec {
             t_ms: f.t_ms,
             at: At::new(f.file, f.line),
-            paired_at: At::of(f.paired.map(|p| p.0)),
-            first_try_at: At::of(f.first_try.first().map(|p| p.0)),
+            paired_at: At::of(f.paired().map(|p| p.0)),
+            first_try_at: At::of(f.first_try().first().map(|p| p.0)),
             latency_ms: latency,
             kind,
             weight: 1,

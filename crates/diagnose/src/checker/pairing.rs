@@ -11,7 +11,7 @@
 
 use super::StreamStats;
 use super::errors::{ERef, Index, PairWindow, REORDER_SLACK_MS, SigIndex, feed_errors};
-use super::failure::{Failure, Store, Traj, is_addr};
+use super::failure::{ErrLines, Failure, Store, Traj, is_addr};
 use crate::classes::Sig;
 use resolvelab_history::errorlog::ErrorReader;
 use resolvelab_history::time::Offsets;
@@ -370,7 +370,7 @@ enum Paired {
 
 /// Pair `f` with the window's lines, unless it was built from its own.
 fn pair_lines(f: &mut Failure, win: &mut PairWindow) -> Paired {
-    if f.paired.is_some() || !f.first_try.is_empty() || f.own_dns.is_some() {
+    if f.err.is_some() {
         return Paired::Own;
     }
     // Nothing buffered (no error log, or none near): nothing to pair with.
@@ -454,21 +454,25 @@ fn pair_one(f: &mut Failure, win: &mut PairWindow) -> Option<String> {
         .filter(|c| may_be_nlu && c.1 == Sig::NoLiveUpstreams && c.2)
         .min_by_key(|c| (f.t_ms - c.0.t_ms).abs())
         .map(|c| c.0);
-    f.first_try = cands
-        .iter()
-        .filter(first_try)
-        .take(3)
-        .map(|c| (c.0, c.1))
-        .collect();
-    f.own_dns = cands
-        .iter()
-        .find(|c| c.1.is_resolution_failure() && c.2)
-        .map(|c| (c.0, c.1));
+    let mut lines = ErrLines {
+        paired: None,
+        first_try: cands
+            .iter()
+            .filter(first_try)
+            .take(3)
+            .map(|c| (c.0, c.1))
+            .collect(),
+        own_dns: cands
+            .iter()
+            .find(|c| c.1.is_resolution_failure() && c.2)
+            .map(|c| (c.0, c.1)),
+    };
     let host = |win: &PairWindow, h: Option<u32>| h.map(|h| win.host(h).to_string());
     if let Some(k) = nlu_line {
         // An NLU line answers one request only.
         let e = win.take(&k);
-        f.paired = Some((k, e.sig));
+        lines.paired = Some((k, e.sig));
+        f.err = lines.boxed();
         // Formats without $upstream_addr learn NLU from the error log.
         f.nlu = true;
         return host(win, e.upstream_host());
@@ -484,7 +488,8 @@ fn pair_one(f: &mut Failure, win: &mut PairWindow) -> Option<String> {
         f.nlu = false;
         f.hops = 0;
         let e = win.get(&k);
-        f.paired = Some((k, e.sig));
+        lines.paired = Some((k, e.sig));
+        f.err = lines.boxed();
         let upstream = host(win, e.upstream_host());
         f.group = unnamed_group(upstream.clone()).into_owned();
         return upstream;
@@ -492,10 +497,12 @@ fn pair_one(f: &mut Failure, win: &mut PairWindow) -> Option<String> {
     if !f.nlu
         && let Some(c) = cands.iter().find(first_try)
     {
-        f.paired = Some((c.0, c.1));
+        lines.paired = Some((c.0, c.1));
+        f.err = lines.boxed();
         return host(win, win.get(&c.0).upstream_host());
     }
-    f.paired = f.own_dns;
+    lines.paired = lines.own_dns;
+    f.err = lines.boxed();
     None
 }
 
