@@ -110,6 +110,8 @@ struct Window {
     start_ms: i64,
     last_classed: Option<Instant>,
     last_lines: Instant,
+    /// The latest failed request read since it opened (epoch ms).
+    last_failed_ms: Option<i64>,
 }
 
 impl Pass {
@@ -335,7 +337,10 @@ impl Live {
             self.open(c.first_failed_ms.unwrap_or(i64::MIN), now);
         }
         match &mut self.window {
-            Some(w) => w.last_lines = now,
+            Some(w) => {
+                w.last_lines = now;
+                w.last_failed_ms = w.last_failed_ms.max(c.last_failed_ms);
+            }
             None => self.expire_pass(now),
         }
         // The context names the lines where they are on disk: the pass's files, or a file of
@@ -415,6 +420,7 @@ impl Live {
             start_ms,
             last_classed: None,
             last_lines: now,
+            last_failed_ms: None,
         });
     }
 
@@ -434,7 +440,14 @@ impl Live {
         // First classed `reclass` after it opened, not at once: the swap a failure follows is
         // seen in the lines after it (requests going to the new address).
         let due = now.duration_since(w.last_classed.unwrap_or(w.opened)) >= self.timing.reclass;
-        if !(due || quiet_wall || too_long || force) {
+        // `settle` of log time past its last failed request, as the tally saw them: in a
+        // backlog, where `reclass` of wall time spans minutes of log, the window would otherwise
+        // run on into the next outage and be cut at `window`, mid-incident (a piece classed
+        // without its context).
+        let settled = self.timing.settle.as_millis() as i64;
+        let quiet_tally =
+            matches!((w.last_failed_ms, self.newest_ms), (Some(f), Some(n)) if n - f >= settled);
+        if !(due || quiet_wall || quiet_tally || too_long || force) {
             // Between two classings the open incidents are the last ones classed: the gauge
             // stays up for the whole window, not one tick in `reclass`.
             return Ok(Outcome {
@@ -458,7 +471,7 @@ impl Live {
             _ => true,
         };
         self.latest = Some(d);
-        if quiet_log || quiet_wall || too_long || force {
+        if quiet_log || quiet_wall || quiet_tally || too_long || force {
             self.window = None;
             if too_long || force {
                 // Its last failures may go on: a next window must not read them again as its
@@ -676,6 +689,29 @@ mod tests {
 
     /// A backlog that fails on and on is classed in pieces of `window` of log time, each
     /// counted when it closes: the pass never holds more than that.
+    #[test]
+    fn in_a_backlog_a_window_closes_after_settle_of_log_time() {
+        // Read at once: the wall clock stands still, so no `reclass` is ever due.
+        let mut live = small();
+        let now = Instant::now();
+        let (mut closed, mut next) = (Vec::new(), 1);
+        for s in 0..40u64 {
+            // Failures in seconds 0–4 and 30–34, one good request a second besides.
+            let reqs = match s % 30 < 5 {
+                true => vec![(200, 1000 + s), (502, s)],
+                false => vec![(200, 1000 + s)],
+            };
+            let out = live.tick(tick(s as i64, next, &reqs), now).unwrap();
+            next += reqs.len() as u64;
+            closed.push((s, out.closed.len()));
+        }
+        // Each window closed `settle` (2 s) of log after its last failure (at 4.001 s and
+        // 34.001 s), its incident counted: the second outage opened a window of its own.
+        let closes: Vec<u64> = closed.iter().filter(|c| c.1 > 0).map(|c| c.0).collect();
+        assert_eq!(closes, [7, 37], "{closed:?}");
+        assert_eq!(live.windows_opened, 2);
+    }
+
     #[test]
     fn in_a_backlog_a_window_is_at_most_window_of_log_time() {
         let mut live = small();

@@ -62,6 +62,8 @@ pub struct Counts {
     pub span_ms: Option<(i64, i64)>,
     /// The earliest time of a failed request read (epoch ms; none where no access line is).
     pub first_failed_ms: Option<i64>,
+    /// The latest time of a failed request read (epoch ms; none where no access line is).
+    pub last_failed_ms: Option<i64>,
 }
 
 /// One fed stream.
@@ -185,6 +187,7 @@ impl Tally {
         if nlu || st == 502 || st == 504 {
             now.failed += 1;
             now.first_failed_ms = Some(now.first_failed_ms.map_or(t_ms, |f| f.min(t_ms)));
+            now.last_failed_ms = Some(now.last_failed_ms.map_or(t_ms, |f| f.max(t_ms)));
         }
         match traj.and_then(|t| t.key) {
             Some(key) => {
