@@ -687,8 +687,8 @@ mod tests {
         panic!("the pass stayed for a minute of log time");
     }
 
-    /// A backlog that fails on and on is classed in pieces of `window` of log time, each
-    /// counted when it closes: the pass never holds more than that.
+    /// In a backlog a window closes `settle` of log time after its last failure, as the lines
+    /// counted show it, though no classing is due: the next outage opens a window of its own.
     #[test]
     fn in_a_backlog_a_window_closes_after_settle_of_log_time() {
         // Read at once: the wall clock stands still, so no `reclass` is ever due.
@@ -712,6 +712,8 @@ mod tests {
         assert_eq!(live.windows_opened, 2);
     }
 
+    /// A backlog that fails on and on is classed in pieces of `window` of log time, each
+    /// counted when it closes: the pass never holds more than that.
     #[test]
     fn in_a_backlog_a_window_is_at_most_window_of_log_time() {
         let mut live = small();
