@@ -459,6 +459,9 @@ pub fn traj_label(hops: u32) -> &'static str {
 mod tests {
     use super::*;
 
+    /// The start of the tests' synthetic logs (epoch ms: 2026-11-30 06:00 UTC).
+    const T0_MS: i64 = 1_796_018_400_000;
+
     fn lab_line(t_ms: i64, st: u16, ua: &str, conn: u64, creq: u64) -> String {
         format!(
             "{}.{:03} {st} \"{ua}\" \"{st}\" 0.000 GET {conn} {creq} \"-\" \"-\" \"GET / HTTP/1.1\" 127.0.0.1\n",
@@ -499,7 +502,7 @@ mod tests {
         use incremental::Incremental;
         use tally::Stream;
         let dir = tempfile::tempdir().unwrap();
-        let t0 = 1_796_018_400_000i64;
+        let t0 = T0_MS;
         // An NLU 20 s before opens the error stream; then two NLUs of connection 7 in one
         // second, with one line, pending when the snapshot is taken.
         let acc = [
@@ -534,7 +537,7 @@ mod tests {
         use incremental::Incremental;
         use tally::Stream;
         let dir = tempfile::tempdir().unwrap();
-        let t0 = 1_796_018_400_000i64;
+        let t0 = T0_MS;
         let o = lab_options(dir.path(), "", "");
         let streams = [
             (Stream::Error, o.error[0].clone()),
@@ -573,7 +576,7 @@ mod tests {
         use incremental::Incremental;
         use tally::{Stream, Tally};
         let dir = tempfile::tempdir().unwrap();
-        let t0 = 1_796_018_400_000i64;
+        let t0 = T0_MS;
         let mut text = String::new();
         for s in 0..30i64 {
             let st = if s % 7 == 3 { 502 } else { 200 };
@@ -625,7 +628,7 @@ mod tests {
         // 100 rps for 60 s with one ordinary 502 every 900 ms: the failures are < 1 s apart all
         // along, but most requests succeed — no incident spans more than ~10 s.
         let dir = tempfile::tempdir().unwrap();
-        let t0 = 1_796_018_400_000i64;
+        let t0 = T0_MS;
         let mut acc = String::new();
         for k in 0..6000i64 {
             let t = t0 + k * 10;
@@ -643,7 +646,7 @@ mod tests {
     #[test]
     fn pairs_by_cid_and_time_on_a_keepalive_connection() {
         let dir = tempfile::tempdir().unwrap();
-        let t0 = 1_796_018_400_000i64;
+        let t0 = T0_MS;
         let mut acc = String::new();
         // One keep-alive connection (*7): success, NLU at +10 s, success, NLU at +12 s; and an
         // NLU on connection *8 whose error line is 5 s away (must not pair).
@@ -681,7 +684,7 @@ mod tests {
     #[test]
     fn error_logs_are_streamed_with_a_bounded_window() {
         let dir = tempfile::tempdir().unwrap();
-        let t0 = 1_796_018_400_000i64;
+        let t0 = T0_MS;
         let (mut acc, mut err, mut noise) = (String::new(), String::new(), String::new());
         let n = 36_000i64;
         for i in 0..n {
@@ -777,7 +780,7 @@ mod tests {
     #[test]
     fn an_out_of_order_error_line_still_pairs() {
         let dir = tempfile::tempdir().unwrap();
-        let t0 = 1_796_018_400_000i64;
+        let t0 = T0_MS;
         let mut acc = String::new();
         acc += &lab_line(t0 + 1_500, 502, "127.0.0.20:8080, be", 4, 1);
         acc += &lab_line(t0 + 3_200, 502, "127.0.0.20:8080, be", 5, 1);
