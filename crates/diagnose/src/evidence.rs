@@ -1,6 +1,7 @@
 //! What the inputs can show — computed once, printed at the top of every report, and handed to
 //! the classifier so that no class is given on the absence of its evidence.
 
+use crate::verdict::PairingLoss;
 use resolvelab_core::version::{RESOLVE_SINCE, Version};
 pub use resolvelab_lint::RuntimeFacts;
 use serde::{Deserialize, Serialize};
@@ -139,6 +140,28 @@ pub fn race(version: Option<Version>, config: Option<&RuntimeFacts>) -> (Race, S
                 None => "neither the configuration nor the nginx version was given".to_string(),
             },
         ),
+    }
+}
+
+/// What a [`PairingLoss`] leaves undecided (listed with the inputs' missing evidence: the
+/// lines were read, but not all could be held for pairing).
+pub fn pairing_missing(l: &PairingLoss) -> Missing {
+    let at = |t: i64| resolvelab_core::time::rfc3339(t * 1000);
+    let span = l.span_ms.map_or(String::new(), |(a, b)| {
+        format!(" from {} to {}", at(a), at(b))
+    });
+    Missing {
+        what: format!(
+            "error-log lines dropped unpaired from a full pairing window (more than {} lines within one request's span): {} lines{span}; {} failures whose span held a dropped line found no error line",
+            crate::checker::MAX_BUFFERED,
+            l.lines,
+            l.unpaired
+        ),
+        decides: match l.unpaired {
+            0 => "no failure's cause: every failure whose span held a dropped line found an error line".into(),
+            _ => "those failures' causes (each may have lost its own line: refused, timed out, reset, not resolved); the others found theirs".into(),
+        },
+        add: "fewer error lines in one diagnosis: each instance's logs apart (`diagnose --partial` per instance, then `merge`)".into(),
     }
 }
 

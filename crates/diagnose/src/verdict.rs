@@ -339,6 +339,48 @@ pub struct ParseInfo {
     pub files: Vec<FileStats>,
     /// Sum of malformed lines.
     pub malformed: u64,
+    /// Error-log lines the pairing window could not hold, and what they may have cost.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pairing_loss: Option<PairingLoss>,
+}
+
+/// Error-log lines dropped from the pairing window — more than
+/// [`MAX_BUFFERED`](crate::checker::MAX_BUFFERED) lines within one request's span —, counted
+/// where their time falls in the diagnosis's range, and the failures that may have lost their
+/// line with them, counted where they fall. Both add up over time slices and instances.
+#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize, PartialEq, Eq)]
+pub struct PairingLoss {
+    /// Lines dropped before any failure took them.
+    pub lines: u64,
+    /// The first and the last dropped line's time, epoch ms (none: no line here).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub span_ms: Option<(i64, i64)>,
+    /// Failures that paired with no error line although a line of their time span had been
+    /// dropped: each may have lost its own (the others found theirs).
+    pub unpaired: u64,
+}
+
+impl std::ops::Add for PairingLoss {
+    type Output = PairingLoss;
+
+    /// Both losses: counts summed, the widest span.
+    fn add(self, o: PairingLoss) -> PairingLoss {
+        PairingLoss {
+            lines: self.lines + o.lines,
+            span_ms: match (self.span_ms, o.span_ms) {
+                (Some(a), Some(b)) => Some((a.0.min(b.0), a.1.max(b.1))),
+                (a, b) => a.or(b),
+            },
+            unpaired: self.unpaired + o.unpaired,
+        }
+    }
+}
+
+impl PairingLoss {
+    /// Nothing lost here.
+    pub fn is_empty(&self) -> bool {
+        self.lines == 0 && self.unpaired == 0
+    }
 }
 
 /// The time a diagnosis speaks for, `[since, until)` in epoch ms, whole seconds (error-log lines

@@ -212,6 +212,7 @@ impl<'h> Reader<'h> {
     /// Count only the lines in `range`; read the others as context.
     pub fn count_only(&mut self, range: Option<TimeRange>) {
         self.range = range;
+        self.pairer.set_range(range);
     }
 
     /// What [`Reader::finish`] would give were the lines to end here (`files`: the access

@@ -5,7 +5,7 @@
 
 use super::failure::{At, Failure, Store, is_addr, trunc};
 use crate::classes::{self, Sig};
-use crate::verdict::{Evidence, Incident, Signature};
+use crate::verdict::{Evidence, Incident, PairingLoss, Signature, TimeRange};
 use resolvelab_history::access::text_hash;
 use resolvelab_history::logformat::LogFormat;
 use resolvelab_history::{ErrorRecord, ErrorStream, History};
@@ -186,6 +186,12 @@ pub(super) struct PairWindow {
     pub max_len: usize,
     /// Lines dropped over the safety cap.
     pub dropped: u64,
+    /// The newest dropped line's time (ms): a failure starting before it may have lost a line.
+    pub dropped_to_ms: Option<i64>,
+    /// The lines dropped in [`PairWindow::range`].
+    pub loss: PairingLoss,
+    /// The time the diagnosis speaks for (its losses are counted there).
+    pub range: Option<TimeRange>,
     /// While pairing is tried without changing the window ([`PairWindow::with_aside`]): the
     /// lines taken, left in place and passed over.
     aside: Option<rustc_hash::FxHashSet<ERef>>,
@@ -316,6 +322,9 @@ impl PairWindow {
             host_ids: self.host_ids.clone(),
             max_len: self.max_len,
             dropped: self.dropped,
+            dropped_to_ms: self.dropped_to_ms,
+            loss: self.loss,
+            range: self.range,
             ..PairWindow::default()
         }
     }
@@ -361,13 +370,28 @@ impl PairWindow {
         }
         self.live += 1;
         while self.live > MAX_BUFFERED {
+            let t = self.lines.front().map_or(0, |x| x.0.t_ms);
             if self.pop_front() {
-                self.dropped += 1;
+                self.count_drop(t);
             }
         }
         self.max_len = self.max_len.max(self.live);
         self.newest_ms = self.newest_ms.max(k.t_ms);
         self.chill();
+    }
+
+    /// A line of time `t_ms` dropped over the cap.
+    fn count_drop(&mut self, t_ms: i64) {
+        self.dropped += 1;
+        self.dropped_to_ms = Some(self.dropped_to_ms.map_or(t_ms, |d| d.max(t_ms)));
+        if TimeRange::holds(self.range, t_ms) {
+            let first = PairingLoss {
+                lines: 1,
+                span_ms: Some((t_ms, t_ms)),
+                unpaired: 0,
+            };
+            self.loss = self.loss + first;
+        }
     }
 
     /// Move the keys of the lines older than [`HOT_MS`] behind the newest from the map to a

@@ -134,6 +134,8 @@ pub struct StreamStats {
     pub max_buffered: usize,
     /// Lines dropped from a full pairing window (over its safety cap).
     pub dropped: u64,
+    /// Those in the diagnosis's range, and the failures that may have lost their line.
+    pub loss: PairingLoss,
     /// Error lines read a second time to quote them as evidence.
     pub fetched: usize,
 }
@@ -212,6 +214,10 @@ fn conclude(
             decides: "those requests' trajectories (which peer failed, 1-hop vs 2-hop, NLU or not): a redaction is never read as an upstream group".into(),
             add: "the log as nginx wrote it, or the addresses replaced consistently (one fake address per real one)".into(),
         });
+    }
+    if !errs.stats.loss.is_empty() {
+        let m = evidence::pairing_missing(&errs.stats.loss);
+        observability.missing.push(m);
     }
     let cx = incidents::Ctx {
         hist: &hist,
@@ -314,6 +320,7 @@ fn conclude(
         parse: ParseInfo {
             malformed: files.iter().map(|f| f.malformed).sum(),
             files,
+            pairing_loss: (!errs.stats.loss.is_empty()).then_some(errs.stats.loss),
         },
         evidence: observability,
     };
@@ -800,6 +807,84 @@ mod tests {
             .map(|e| e.at.rsplit(':').next().unwrap())
             .collect();
         assert_eq!(ats, ["2", "1"]);
+    }
+
+    /// More error lines within one request's span than the pairing window holds: the oldest
+    /// are dropped — among them a long request's own line, so that request pairs with none —,
+    /// and the diagnosis says so (lines, span, the failure that found no line) in its missing
+    /// evidence; two time slices' losses add up to the whole's.
+    #[test]
+    fn lines_dropped_from_a_full_pairing_window_are_reported_with_what_they_cost() {
+        let dir = tempfile::tempdir().unwrap();
+        let (t0, s0) = (T0_MS, T0_MS / 1000);
+        let stamp = |s: i64| {
+            let ts = jiff::Timestamp::from_second(s).unwrap();
+            ts.strftime("%Y/%m/%d %H:%M:%S").to_string()
+        };
+        let line = |s: &str, cid: u64, msg: &str| {
+            format!(
+                "{s} [error] 1#1: *{cid} {msg} while connecting to upstream, client: 127.0.0.1, server: , request: \"GET / HTTP/1.1\", upstream: \"http://127.0.0.20:8080/\", host: \"x\"\n"
+            )
+        };
+        let refused = "connect() failed (111: Connection refused)";
+        // A 50 s request (cid 1) refused at its start; then more lines of other connections
+        // than the window holds, while it is still pending; then a short one with its line.
+        let mut err = line(&stamp(s0 + 6), 1, refused);
+        let extra = MAX_BUFFERED as u64 + 10;
+        for k in 0..extra {
+            let s = stamp(s0 + 7 + (k * 40 / extra) as i64);
+            err += &line(&s, 10 + k, "upstream timed out (110: Connection timed out)");
+        }
+        err += &line(&stamp(s0 + 55), 5, refused);
+        let long = format!(
+            "{}.000 502 \"127.0.0.20:8080\" \"502\" 50.000 GET 1 1 \"50.000\" \"-\" \"GET / HTTP/1.1\" 127.0.0.1\n",
+            s0 + 55
+        );
+        let acc = long + &lab_line(t0 + 55_500, 502, "127.0.0.20:8080", 5, 1);
+        let mut o = lab_options(dir.path(), &acc, &err);
+        let (d, _, st) = diagnose_with_stats(&o).unwrap();
+        // Every line was read; the oldest twelve (the long request's, ten others, and one more
+        // once the short request's line came) went over the cap.
+        assert_eq!(st.dropped, 12);
+        let loss = d.parse.pairing_loss.expect("a loss");
+        assert_eq!((loss.lines, loss.unpaired), (12, 1));
+        assert_eq!(loss.span_ms.map(|s| s.0), Some(t0 + 6_000));
+        let said: Vec<&evidence::Missing> = (d.evidence.missing.iter())
+            .filter(|m| m.what.contains("pairing window"))
+            .collect();
+        assert_eq!(said.len(), 1);
+        assert!(said[0].what.contains(": 12 lines from"), "{}", said[0].what);
+        assert!(said[0].what.contains("; 1 failures"), "{}", said[0].what);
+        // The short request found its line: it is not among the failures that lost one.
+        assert_eq!(d.failures, 2);
+        // Slices [.., t0+30 s) and [t0+30 s, ..): the lines dropped are the first's, the failure
+        // that lost its line the second's; joined, the whole's loss and one note.
+        let mut slice = |r: TimeRange| {
+            o.range = Some(r);
+            diagnose(&o).unwrap()
+        };
+        let cut = t0 + 30_000;
+        let a = slice(TimeRange {
+            since_ms: i64::MIN,
+            until_ms: cut,
+        });
+        let b = slice(TimeRange {
+            since_ms: cut,
+            until_ms: i64::MAX,
+        });
+        assert_eq!(
+            a.parse.pairing_loss.map(|l| (l.lines, l.unpaired)),
+            Some((12, 0))
+        );
+        assert_eq!(
+            b.parse
+                .pairing_loss
+                .map(|l| (l.lines, l.unpaired, l.span_ms)),
+            Some((0, 1, None))
+        );
+        let both = crate::fleet::slices::join(b, a).unwrap();
+        assert_eq!(both.parse.pairing_loss, Some(loss));
+        assert_eq!(both.evidence.missing, d.evidence.missing);
     }
 
     /// A log across the change back from summer time (Europe, 2026-10-25 01:00Z): the access

@@ -13,6 +13,7 @@ use super::StreamStats;
 use super::errors::{ERef, Index, PairWindow, REORDER_SLACK_MS, SigIndex, feed_errors};
 use super::failure::{ErrLines, Failure, Store, Traj, is_addr};
 use crate::classes::Sig;
+use crate::verdict::{PairingLoss, TimeRange};
 use resolvelab_history::errorlog::ErrorReader;
 use resolvelab_history::time::Offsets;
 use resolvelab_history::{ErrorStream, FileStats, History};
@@ -65,6 +66,8 @@ pub(super) struct Pairer {
     detached: Option<Detached>,
     /// The second of log up to which the error lines were read ahead ([`Pairer::advance`]).
     read_to_s: i64,
+    /// Failures that found no line where lines had been dropped ([`PairingLoss::unpaired`]).
+    unpaired_after_drop: u64,
 }
 
 /// What the error stream had read when a pairer was [detached](Pairer::detach).
@@ -142,6 +145,7 @@ impl Pairer {
             memory: None,
             detached: Some(detached),
             read_to_s: self.read_to_s,
+            unpaired_after_drop: self.unpaired_after_drop,
         };
         // Eviction, which the copy's finish would do before each failure, removes no line a
         // failure could pair with (it keeps a second before the failure's start): left out.
@@ -149,6 +153,7 @@ impl Pairer {
             for f in &self.pending {
                 let mut f = f.clone();
                 let upstream = pair_lines(&mut f, win);
+                copy.unpaired_after_drop += lost_line(&f, win) as u64;
                 let group = group_of(&f, upstream, &mut copy.traj_groups, trajs);
                 copy.store.push(&f, &group);
             }
@@ -170,13 +175,22 @@ impl Pairer {
             memory: None,
             detached: self.detached.clone(),
             read_to_s: self.read_to_s,
+            unpaired_after_drop: self.unpaired_after_drop,
         }
+    }
+
+    /// Count the lines dropped over the window's cap, and the failures that may have lost
+    /// theirs, only in `range` ([`PairingLoss`]).
+    pub fn set_range(&mut self, range: Option<TimeRange>) {
+        self.win.range = range;
     }
 
     /// Index error lines as `index` says (before any is read).
     pub fn set_index(&mut self, index: Index) {
         if self.errs.is_none() {
+            let range = self.win.range;
             self.win = PairWindow::new(index);
+            self.win.range = range;
         }
     }
 
@@ -285,6 +299,10 @@ impl Pairer {
             late_lines: read.late,
             max_buffered: self.win.max_len,
             dropped: self.win.dropped,
+            loss: PairingLoss {
+                unpaired: self.unpaired_after_drop,
+                ..self.win.loss
+            },
             fetched: 0,
         };
         let pass = ErrorPass {
@@ -355,6 +373,7 @@ impl Pairer {
         }
         self.win.evict_before(keep_from);
         let upstream = pair_lines(&mut f, &mut self.win);
+        self.unpaired_after_drop += lost_line(&f, &self.win) as u64;
         let group = group_of(&f, upstream, &mut self.traj_groups, trajs);
         self.store.push(&f, &group);
         Ok(())
@@ -375,6 +394,14 @@ fn pair_lines(f: &mut Failure, win: &mut PairWindow) -> Paired {
     }
     // Nothing buffered (no error log, or none near): nothing to pair with.
     Paired::Window((!win.is_empty()).then(|| pair_one(f, win)).flatten())
+}
+
+/// `f` (paired) found no error line, in the range, although a line of its span had been
+/// dropped over the window's cap ([`PairingLoss::unpaired`]).
+fn lost_line(f: &Failure, win: &PairWindow) -> bool {
+    f.err.is_none()
+        && win.dropped_to_ms.is_some_and(|t| f.start_ms - 1000 <= t)
+        && TimeRange::holds(win.range, f.t_ms)
 }
 
 /// The group a paired failure is stored under.

@@ -26,7 +26,7 @@ use crate::checker::{
     judged,
 };
 use crate::classes::SIGNATURES;
-use crate::evidence::{Missing, Race};
+use crate::evidence::{Missing, Race, pairing_missing};
 use crate::verdict::{
     Diagnosis, DiagnosisStatus, InputsInfo, NluCounts, ParseInfo, PassCounts, Series, Signature,
     SwapFollow,
@@ -127,6 +127,13 @@ fn joined(a: Diagnosis, b: Diagnosis, ra: TimeRange, rb: TimeRange) -> Diagnosis
         if !evidence.missing.contains(m) {
             evidence.missing.push(m.clone());
         }
+    }
+    // Each slice's pairing loss said again of their sum.
+    let losses = [a.parse.pairing_loss, b.parse.pairing_loss];
+    let said: Vec<Missing> = losses.iter().flatten().map(pairing_missing).collect();
+    evidence.missing.retain(|m| !said.contains(m));
+    if let Some(l) = losses.into_iter().flatten().reduce(|x, y| x + y) {
+        evidence.missing.push(pairing_missing(&l));
     }
     evidence.missing.extend(notes);
     let all = range == TimeRange::ALL;
@@ -309,9 +316,14 @@ fn parse(a: ParseInfo, b: ParseInfo) -> ParseInfo {
             files.push(f);
         }
     }
+    let pairing_loss = match (a.pairing_loss, b.pairing_loss) {
+        (Some(x), Some(y)) => Some(x + y),
+        (x, y) => x.or(y),
+    };
     ParseInfo {
         malformed: files.iter().map(|f| f.malformed).sum(),
         files,
+        pairing_loss,
     }
 }
 
