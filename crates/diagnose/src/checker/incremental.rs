@@ -197,6 +197,9 @@ impl Incremental {
         }
         let mut counts = [0; 3];
         if let Some(m) = &mut fed.matcher {
+            // The error lines fed before these access lines (this tick's among them) wait
+            // in the window, not as text.
+            self.reader.pairer.read_ahead();
             let (reader, mut failed) = (&mut self.reader, None);
             let before = m.stats().clone();
             n = 0;
