@@ -46,20 +46,22 @@ rows=""
 for r in $(seq "$REPS"); do
   read -r s0 t0 < <(cpu)
   start=$(date +%s.%N)
-  /usr/bin/time -f "%M" -o diag.rss "$BIN" diagnose --access access.log --error error.log "${READ[@]}" --format json > /dev/null
+  /usr/bin/time -f "%M" -o diag.rss "$BIN" diagnose --access access.log --error error.log "${READ[@]}" --format json > diag.json
   d=$(echo "$(date +%s.%N) - $start" | bc)
   read -r s1 t1 < <(cpu)
-  rows+="| diagnose (batch) | $r | $(printf %.2f "$d") | $(awk -v l="$LINES" -v d="$d" 'BEGIN{printf "%.0f", l/d/1000}') | $(( $(cat diag.rss) / 1024 )) | $(steal_pct $((s1 - s0)) $((t1 - t0))) |\n"
+  rows+="| diagnose (batch) | $r | $(printf %.2f "$d") | $(awk -v l="$LINES" -v d="$d" 'BEGIN{printf "%.0f", l/d/1000}') | $(( $(cat diag.rss) / 1024 )) | $(python3 -c 'import json,sys; print(len(json.load(open(sys.argv[1]))["incidents"]))' diag.json) incidents | $(steal_pct $((s1 - s0)) $((t1 - t0))) |\n"
 
   read -r s0 t0 < <(cpu)
   "$BIN" watch --access access.log --error error.log "${READ[@]}" --from-start \
-    --listen "127.0.0.1:$PORT" --duration 600s 2> watch.err & P=$!
+    --listen "127.0.0.1:$PORT" --duration 600s --events events.jsonl 2> watch.err & P=$!
   start=$(date +%s.%N)
   for _ in $(seq 3000); do [ "$(counted)" = "$LINES" ] && break; sleep 0.05; done
   d=$(echo "$(date +%s.%N) - $start" | bc)
   read -r s1 t1 < <(cpu)
-  rows+="| watch, backlog | $r | $(printf %.2f "$d") | $(awk -v l="$LINES" -v d="$d" 'BEGIN{printf "%.0f", l/d/1000}') | $(rss_mb $P) | $(steal_pct $((s1 - s0)) $((t1 - t0))) |\n"
+  rss=$(rss_mb $P)
+  # Stopped, it classes and emits the window still open: then its incidents against diagnose's.
   kill "$P"; wait "$P" 2>/dev/null || true
+  rows+="| watch, backlog | $r | $(printf %.2f "$d") | $(awk -v l="$LINES" -v d="$d" 'BEGIN{printf "%.0f", l/d/1000}') | $rss | $(python3 "$ROOT/scripts/incidents-agree.py" diag.json events.jsonl) | $(steal_pct $((s1 - s0)) $((t1 - t0))) |\n"
 
   read -r s0 t0 < <(cpu)
   start=$(date +%s.%N)
@@ -69,7 +71,7 @@ for r in $(seq "$REPS"); do
   read -r s1 t1 < <(cpu)
   n=$(awk '/^nginx_requests_total/ {s+=$2} END {print s+0}' mtail.out)
   [ "$n" = "$LINES" ] || { echo "mtail counted $n of $LINES lines"; exit 1; }
-  rows+="| mtail 3.0.0~rc50 \`--one_shot\` (counts by status and upstream) | $r | $(printf %.2f "$d") | $(awk -v l="$LINES" -v d="$d" 'BEGIN{printf "%.0f", l/d/1000}') | $(( $(cat mtail.rss) / 1024 )) | $(steal_pct $((s1 - s0)) $((t1 - t0))) |\n"
+  rows+="| mtail 3.0.0~rc50 \`--one_shot\` (counts by status and upstream) | $r | $(printf %.2f "$d") | $(awk -v l="$LINES" -v d="$d" 'BEGIN{printf "%.0f", l/d/1000}') | $(( $(cat mtail.rss) / 1024 )) | (no causes) | $(steal_pct $((s1 - s0)) $((t1 - t0))) |\n"
 done
 
 head -200000 access.log > src.log
@@ -157,10 +159,10 @@ done
   echo
   echo "## Catch-up: a backlog read from the start"
   echo
-  echo "\`watch --from-start\`, timed until \`/metrics\` counts every request; \`diagnose\` of the same files and \`mtail --one_shot\` on the same access log beside it."
+  echo "\`watch --from-start\`, timed until \`/metrics\` counts every request; \`diagnose\` of the same files and \`mtail --one_shot\` on the same access log beside it. Incidents: watch's (\`--events\`, the window still open classed when it is stopped) that are \`diagnose\`'s — the same start, upstream, class, count and confidence —, and how many of each cite an error line."
   echo
-  echo "| what | run | wall s | k lines/s | peak RSS MB | steal % |"
-  echo "|---|---|---|---|---|---|"
+  echo "| what | run | wall s | k lines/s | peak RSS MB | incidents | steal % |"
+  echo "|---|---|---|---|---|---|---|"
   printf "%b" "$rows"
   echo
   echo "## Live: $RATE lines/s appended for $SECS s, watch and mtail following the same file"

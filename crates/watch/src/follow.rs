@@ -74,6 +74,27 @@ impl Lines {
         n
     }
 
+    /// Keep the first `n` lines.
+    pub fn truncate(&mut self, n: usize) {
+        if n >= self.len() {
+            return;
+        }
+        let end = if n == 0 { 0 } else { self.ends[n - 1] };
+        self.buf.truncate(end);
+        self.ends.truncate(n);
+        self.numbers.truncate(n);
+    }
+
+    /// The bytes (with a newline each) and the number of the lines after the first `n`.
+    pub fn tail_size(&self, n: usize) -> (u64, u64) {
+        if n >= self.len() {
+            return (0, 0);
+        }
+        let start = if n == 0 { 0 } else { self.ends[n - 1] };
+        let bytes = self.buf.len() - start + (self.len() - n);
+        (bytes as u64, (self.len() - n) as u64)
+    }
+
     /// The lines of `other` after these.
     pub fn append(&mut self, other: &Lines) {
         for (n, t) in other.iter() {
@@ -136,6 +157,8 @@ struct Open {
     pos: Position,
     /// Bytes after the last newline: a line still being written.
     partial: Vec<u8>,
+    /// The bytes and lines its last read delivered (what can be handed back).
+    last: (u64, u64),
 }
 
 impl Open {
@@ -160,7 +183,9 @@ impl Open {
         let Some(last) = memchr::memrchr(b'\n', &self.partial) else {
             return Ok((truncated, more));
         };
-        self.pos.line = out.push_chunk(&self.partial[..=last], self.pos.line + 1) - 1;
+        let line = out.push_chunk(&self.partial[..=last], self.pos.line + 1) - 1;
+        self.last = (last as u64 + 1, line - self.pos.line);
+        self.pos.line = line;
         self.pos.offset += last as u64 + 1;
         self.partial.drain(..=last);
         Ok((truncated, more))
@@ -226,6 +251,7 @@ impl Follower {
             }
         }
         if let Some(o) = &mut self.cur {
+            o.last = (0, 0);
             match o.read(out) {
                 Ok((t, more)) => (ev.truncated, ev.more) = (t, more),
                 Err(e) => self.problem = Some(format!("{}: {e}", self.path.display())),
@@ -247,6 +273,23 @@ impl Follower {
             Err(e) => self.problem = Some(e),
         }
         ev
+    }
+
+    /// Hand back the last `lines` lines (`bytes` with their newlines) of the last poll: the
+    /// next poll reads them again, and [`Follower::position`] is before them. False (nothing
+    /// handed back) when they were not all read from the file open now.
+    pub fn give_back(&mut self, bytes: u64, lines: u64) -> bool {
+        let Some(o) = &mut self.cur else {
+            return false;
+        };
+        if bytes > o.last.0 || lines > o.last.1 {
+            return false;
+        }
+        o.pos.offset -= bytes;
+        o.pos.line -= lines;
+        o.partial.clear();
+        o.last = (o.last.0 - bytes, o.last.1 - lines);
+        true
     }
 
     /// The file the path names now, when it is not the one open.
@@ -289,6 +332,7 @@ impl Follower {
             file,
             pos,
             partial: Vec::new(),
+            last: (0, 0),
         }))
     }
 }
@@ -408,6 +452,46 @@ mod tests {
         let ev = f.poll(&mut v);
         assert!(ev.truncated);
         assert_eq!(v.first(), Some((1, &b"after"[..])));
+    }
+
+    /// Lines handed back are read again by the next poll with the same numbers, the position
+    /// before them; lines of the file read before a rotation cannot be handed back.
+    #[test]
+    fn lines_handed_back_are_read_again_and_only_from_the_open_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("error.log");
+        append(&p, "a\nb\nc\nd\npart");
+        let mut f = Follower::new(&p, Start::Beginning);
+        let mut v = Lines::default();
+        f.poll(&mut v);
+        assert_eq!(v.len(), 4);
+        let back = v.tail_size(2);
+        assert_eq!(back, (4, 2));
+        assert!(f.give_back(back.0, back.1));
+        v.truncate(2);
+        assert_eq!(f.position().unwrap().offset, 4);
+        assert_eq!(f.position().unwrap().line, 2);
+        // More than the last poll read cannot go back.
+        assert!(!f.give_back(5, 3));
+        append(&p, "ial\n");
+        let mut again = Lines::default();
+        f.poll(&mut again);
+        let read: Vec<(u64, &[u8])> = again.iter().collect();
+        assert_eq!(read, [(3, &b"c"[..]), (4, b"d"), (5, b"partial")]);
+        // Renamed and created again: the poll reads the old file's last line, then the new
+        // file's; only the new file's lines can go back.
+        append(&p, "e\n");
+        std::fs::rename(&p, dir.path().join("error.log.1")).unwrap();
+        append(&p, "new\n");
+        let mut v = Lines::default();
+        f.poll(&mut v);
+        let read: Vec<&[u8]> = v.iter().map(|(_, t)| t).collect();
+        assert_eq!(read, [&b"e"[..], b"new"]);
+        assert!(!f.give_back(v.tail_size(0).0, 2));
+        assert!(f.give_back(4, 1));
+        let mut v = Lines::default();
+        f.poll(&mut v);
+        assert_eq!(v.iter().collect::<Vec<_>>(), [(1, &b"new"[..])]);
     }
 
     #[test]

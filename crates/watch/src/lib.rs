@@ -27,6 +27,7 @@ pub mod follow;
 pub mod instances;
 pub mod live;
 pub mod metrics;
+pub mod pace;
 pub mod serve;
 pub mod spool;
 pub mod totals;
@@ -114,7 +115,7 @@ struct Event<'a> {
 
 /// A followed input.
 enum Source {
-    File(Follower),
+    File(Box<Follower>),
     Stdin(Receiver<Vec<u8>>, u64, bool),
     /// The built-in answer watcher's answers, and how many were read.
     Dns(Receiver<resolvelab_dns::QueryEvent>, u64),
@@ -285,6 +286,10 @@ struct Followed {
     /// hosts; decided at its first line), and the instance of the last line that did.
     headed: Option<Option<Headed>>,
     last_instance: Option<String>,
+    /// Where it stands in log time, for pacing a backlog ([`pace`]).
+    stand: pace::Stand,
+    /// An access log's: what reads where it stands.
+    clock: Option<pace::AccessClock>,
 }
 
 /// One nginx instance: its diagnosis state and its streams.
@@ -361,7 +366,7 @@ impl Watcher {
                     let key = p.display().to_string();
                     let start = self.start_of(&key);
                     plain.push(self.add_source(
-                        Source::File(Follower::new(&p, start)),
+                        Source::File(Box::new(Follower::new(&p, start))),
                         kind,
                         key,
                         None,
@@ -402,6 +407,9 @@ impl Watcher {
             cri: None,
             headed: None,
             last_instance: None,
+            stand: pace::Stand::default(),
+            clock: (kind == Kind::Access)
+                .then(|| pace::AccessClock::new(&self.config.template.log_format)),
         });
         self.sources.len() - 1
     }
@@ -480,7 +488,12 @@ impl Watcher {
                 }
                 let m = self.named(&name)?;
                 let start = self.start_of(&key);
-                let k = self.add_source(Source::File(Follower::new(&path, start)), kind, key, None);
+                let k = self.add_source(
+                    Source::File(Box::new(Follower::new(&path, start))),
+                    kind,
+                    key,
+                    None,
+                );
                 self.attach(m, k)?;
             }
         }
@@ -519,11 +532,9 @@ impl Watcher {
         let mut unreadable: BTreeMap<String, u64> = BTreeMap::new();
         let mut routed: Routed = Vec::new();
         self.backlog = false;
-        for k in 0..self.sources.len() {
+        for (k, mut v, ev) in self.read_paced() {
             let kind = self.sources[k].kind;
-            let mut v = Lines::default();
-            let ev = self.sources[k].source.poll(&mut v);
-            self.backlog |= ev.more;
+            self.backlog |= ev.more || self.sources[k].stand.behind;
             let stream = kind_name(kind);
             for (change, happened) in [("rotated", ev.rotated), ("truncated", ev.truncated)] {
                 if happened {
@@ -577,6 +588,136 @@ impl Watcher {
         let stdin_ended =
             logs.peek().is_some() && logs.all(|s| matches!(s.source, Source::Stdin(_, _, true)));
         Ok(stdin_ended)
+    }
+
+    /// This tick's reads, paced ([`pace`]): each source read (or left for this tick), with
+    /// what its read saw. Access logs first: an error log is read up to where they stand
+    /// after this tick; then an access log hands back what an error log could not follow.
+    fn read_paced(&mut self) -> Vec<(usize, Lines, follow::Events)> {
+        let order: Vec<usize> = (0..self.sources.len())
+            .filter(|&k| self.sources[k].kind != Kind::Error)
+            .chain((0..self.sources.len()).filter(|&k| self.sources[k].kind == Kind::Error))
+            .collect();
+        let mut reads = Vec::new();
+        for k in order {
+            let step = self.pace(k);
+            if step == pace::Step::Wait {
+                self.backlog = true;
+                continue;
+            }
+            let mut v = Lines::default();
+            let ev = self.sources[k].source.poll(&mut v);
+            self.stand(k, &mut v, &ev, step);
+            reads.push((k, v, ev));
+        }
+        for (k, v, ev) in &mut reads {
+            if self.sources[*k].kind == Kind::Access {
+                self.wait_for_errors(*k, v, ev);
+            }
+        }
+        reads
+    }
+
+    /// An access log's lines past where an error log of its instance stands, that error log
+    /// having stopped short with lines left, are handed back to its file (unless the read
+    /// crossed a rotation): a failure is paired once the access log is 10 s past it, and its
+    /// error lines must be read by then.
+    fn wait_for_errors(&mut self, k: usize, lines: &mut Lines, ev: &follow::Events) {
+        let Some(m) = self.sources[k].member else {
+            return;
+        };
+        let sources = &self.sources;
+        let lag = self.members[m]
+            .slots
+            .iter()
+            .map(|&j| &sources[j])
+            .filter(|s| s.kind == Kind::Error && matches!(s.source, Source::File(_)))
+            .filter(|s| s.stand.polled && s.stand.behind)
+            .filter_map(|s| s.stand.at_ms)
+            .min();
+        let src = &mut self.sources[k];
+        let Some(lag) = lag.filter(|l| src.stand.at_ms.is_some_and(|a| a > *l)) else {
+            return;
+        };
+        let (Some(c), Source::File(f)) = (&mut src.clock, &mut src.source) else {
+            return;
+        };
+        let n = c.cut(lines, lag);
+        let tail = lines.tail_size(n);
+        if n < lines.len() && !ev.rotated && !ev.truncated && f.give_back(tail.0, tail.1) {
+            lines.truncate(n);
+            src.stand.behind = true;
+            src.stand.at_ms = Some(lag);
+        }
+    }
+
+    /// What this tick does with source `k`: a file of an instance is paced against the
+    /// instance's other files ([`pace`]); anything else is read.
+    fn pace(&self, k: usize) -> pace::Step {
+        let src = &self.sources[k];
+        let (Source::File(_), Some(m)) = (&src.source, src.member) else {
+            return pace::Step::Read;
+        };
+        let peers: Vec<(Kind, pace::Stand)> = self.members[m]
+            .slots
+            .iter()
+            .filter(|&&j| j != k && matches!(self.sources[j].source, Source::File(_)))
+            .map(|&j| (self.sources[j].kind, self.sources[j].stand))
+            .collect();
+        pace::step(src.kind, src.stand, &peers)
+    }
+
+    /// Where source `k` stands after a read of `lines` (with `ev`) as `step` said: an error
+    /// log's lines past the bound are handed back to its file (unless the read crossed a
+    /// rotation), and it stands at the first of them.
+    fn stand(&mut self, k: usize, lines: &mut Lines, ev: &follow::Events, step: pace::Step) {
+        let flag = self.config.template.tz_offset_s;
+        let offset = self.sources[k]
+            .member
+            .and_then(|m| {
+                self.members[m].slots.iter().find_map(|&j| {
+                    let c = self.sources[j].clock.as_ref()?;
+                    Some(c.error_offset_s(flag))
+                })
+            })
+            .unwrap_or_else(|| resolvelab_diagnose::checker::error_log_offset_s(None, flag, None));
+        let src = &mut self.sources[k];
+        src.stand.polled = true;
+        src.stand.behind = ev.more;
+        match src.kind {
+            Kind::Access => {
+                if let Some(c) = &mut src.clock
+                    && let Some(t) = c.newest_ms(lines)
+                {
+                    src.stand.at_ms = Some(t);
+                }
+            }
+            Kind::Error => {
+                let n = match step {
+                    pace::Step::UpTo(b) => pace::cut(lines, b, offset),
+                    _ => lines.len(),
+                };
+                let tail = lines.tail_size(n);
+                let back = n < lines.len()
+                    && !ev.rotated
+                    && !ev.truncated
+                    && match &mut src.source {
+                        Source::File(f) => f.give_back(tail.0, tail.1),
+                        _ => false,
+                    };
+                if back {
+                    let first = lines
+                        .get(n)
+                        .and_then(|(_, t)| pace::error_time_ms(t, offset));
+                    lines.truncate(n);
+                    src.stand.behind = true;
+                    src.stand.at_ms = first.or(src.stand.at_ms);
+                } else if let Some(t) = pace::last_error_time_ms(lines, offset) {
+                    src.stand.at_ms = Some(t);
+                }
+            }
+            Kind::Mixed | Kind::Dns => {}
+        }
     }
 
     /// Source `k`'s lines to their instances' streams: to its instance, or each line to the
@@ -881,6 +1022,149 @@ fn read_state(p: &std::path::Path) -> anyhow::Result<State> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::io::Write;
+    use std::path::Path;
+
+    /// An instance's logs of `secs` seconds at 25 requests a second, every request failing
+    /// in the `outages` (seconds from the start): lab-format access lines with a request path
+    /// of `path` bytes, and per failure `lines` error lines of its refused connects, each with
+    /// a host of `host` bytes (a backlog spans several reads).
+    fn logs(
+        dir: &Path,
+        secs: i64,
+        outages: &[(i64, i64)],
+        path: usize,
+        lines: usize,
+        host: usize,
+    ) -> (PathBuf, PathBuf) {
+        let (ap, ep) = (dir.join("access.log"), dir.join("error.log"));
+        let mut a = std::io::BufWriter::new(std::fs::File::create(&ap).unwrap());
+        let mut e = std::io::BufWriter::new(std::fs::File::create(&ep).unwrap());
+        let (path, host) = (format!("/{}", "x".repeat(path)), "h".repeat(host));
+        // 2026-11-30 06:00:00 UTC: the logs span less than an hour.
+        let t0 = 1_796_018_400_000i64;
+        for i in 0..secs * 25 {
+            let (ms, cid) = (t0 + i * 40, i + 1);
+            let s = i / 25;
+            let failed = outages.iter().any(|(from, to)| (*from..*to).contains(&s));
+            let st = if failed { 502 } else { 200 };
+            writeln!(
+                a,
+                "{}.{:03} {st} \"127.0.0.20:8080\" \"{st}\" 0.001 GET {cid} 1 \"0.001\" \"0.000\" \"GET {path} HTTP/1.1\" 127.0.0.1",
+                ms / 1000,
+                ms % 1000
+            )
+            .unwrap();
+            for _ in 0..lines * failed as usize {
+                writeln!(
+                    e,
+                    "2026/11/30 {:02}:{:02}:{:02} [error] 31#31: *{cid} connect() failed (111: Connection refused) while connecting to upstream, client: 127.0.0.1, server: _, request: \"GET {path} HTTP/1.1\", upstream: \"http://127.0.0.20:8080{path}\", host: \"{host}\"",
+                    6 + s / 3600,
+                    s / 60 % 60,
+                    s % 60
+                )
+                .unwrap();
+            }
+        }
+        (ap, ep)
+    }
+
+    /// The incidents of `diagnose` over the files, and those watch emits reading them from
+    /// their start (the wall clock standing still, as when a backlog is read at once).
+    fn batch_and_watched(ap: PathBuf, ep: PathBuf, lines: u64) -> (Vec<Incident>, Vec<Incident>) {
+        let mut o = Options::new(vec![ap.clone()], vec![ep.clone()]);
+        o.log_format = resolvelab_history::logformat::LogFormat::lab();
+        o.tz_offset_s = Some(0);
+        let batch = resolvelab_diagnose::diagnose(&o).unwrap().incidents;
+        let events = ap.with_file_name("events.jsonl");
+        let mut w = Watcher::new(Config {
+            inputs: vec![
+                (Kind::Access, Input::File(ap)),
+                (Kind::Error, Input::File(ep)),
+            ],
+            instance: None,
+            max_instances: 10,
+            template: o,
+            timing: live::Timing::default(),
+            interval: Duration::from_millis(100),
+            max_upstreams: 10,
+            from_start: true,
+            state: None,
+            events: Some(events.clone()),
+            duration: None,
+            dns: None,
+        })
+        .unwrap();
+        let now = Instant::now();
+        for _ in 0..1000 {
+            w.step(now, false).unwrap();
+            if !w.backlog {
+                break;
+            }
+        }
+        assert_eq!(w.lines_read(), lines);
+        w.step(now, true).unwrap();
+        drop(w);
+        let watched = std::fs::read_to_string(&events)
+            .unwrap()
+            .lines()
+            .filter_map(|l| {
+                serde_json::from_str::<serde_json::Value>(l)
+                    .ok()?
+                    .get("incident")
+                    .cloned()
+            })
+            .map(|i| serde_json::from_value(i).unwrap())
+            .collect();
+        (batch, watched)
+    }
+
+    /// Each incident's start, class and count.
+    fn outline(incidents: &[Incident]) -> Vec<(i64, resolvelab_diagnose::classes::Class, u64)> {
+        incidents
+            .iter()
+            .map(|i| (i.start_ms, i.class, i.count))
+            .collect()
+    }
+
+    /// Whether an incident quotes an error line.
+    fn cites_error(i: &Incident) -> bool {
+        i.evidence.iter().any(|r| r.at.contains("error.log:"))
+    }
+
+    /// An instance's access and error logs read from their start, the error log holding a line
+    /// per failure only: a read of it spans far more log time than a read of the access log.
+    /// Read in step, every failure still pairs with its error line, and watch classes each
+    /// outage as a diagnosis of the files does — not as a failure without its error line,
+    /// that line read half an hour of log before it and gone with the context.
+    #[test]
+    fn a_sparse_error_log_read_ahead_of_its_access_log_still_pairs() {
+        let dir = tempfile::tempdir().unwrap();
+        // ~11 MB of access log (three reads), two 20 s outages 30 minutes apart.
+        let (ap, ep) = logs(dir.path(), 2400, &[(300, 320), (2100, 2120)], 400, 1, 0);
+        let (batch, watched) = batch_and_watched(ap, ep, 2400 * 25 + 2 * 20 * 25);
+        assert_eq!(batch.len(), 2, "{:?}", outline(&batch));
+        assert!(batch.iter().all(cites_error));
+        assert_eq!(outline(&watched), outline(&batch));
+        assert!(watched.iter().all(cites_error), "{watched:?}");
+    }
+
+    /// The other way round: in a long outage each failure writes long error lines, so a read
+    /// of the error log spans seconds where a read of the access log spans the whole outage.
+    /// The access log's lines past where the error log stands wait for it, so no failure is
+    /// paired before its error lines are read.
+    #[test]
+    fn an_access_log_waits_for_a_dense_error_log() {
+        let dir = tempfile::tempdir().unwrap();
+        // A 200 s outage with 2 lines of ~1 KB per failure: ~10 MB of error log (three
+        // reads) against ~4 MB of access log for the 20 minutes.
+        let (ap, ep) = logs(dir.path(), 1200, &[(600, 800)], 8, 2, 900);
+        let (batch, watched) = batch_and_watched(ap, ep, 1200 * 25 + 200 * 25 * 2);
+        assert_eq!(batch.len(), 1, "{:?}", outline(&batch));
+        assert!(batch.iter().all(cites_error));
+        assert_eq!(outline(&watched), outline(&batch));
+        assert!(watched.iter().all(cites_error), "{watched:?}");
+    }
 
     /// A backlog piped in is taken in steps of about `STDIN_BYTES_PER_POLL` (what a tick
     /// holds stays bounded), every line once, numbered in order.

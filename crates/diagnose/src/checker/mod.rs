@@ -35,6 +35,13 @@ pub(crate) use follow::MAX_LISTED as MAX_MOVES_LISTED;
 pub(crate) use incidents::{CLUSTER_GAP_MS, MAX_ZOOMS};
 pub(crate) use totals::{MAX_NLU_EVENTS, class_summaries, judged};
 
+/// The error log's UTC offset (seconds east) as a diagnosis takes it: the access log's
+/// `$time_local` offset (`seen`), else `--tz-offset` (`flag`), else the machine's offset at
+/// `at_ms` (epoch ms; none: the epoch). Error-log times are local and carry none.
+pub fn error_log_offset_s(seen: Option<i32>, flag: Option<i32>, at_ms: Option<i64>) -> i32 {
+    access::Clock::of(seen, flag, at_ms).offset_s
+}
+
 use crate::evidence::{self, Observability, Present, Race, RuntimeFacts};
 use crate::verdict::*;
 use resolvelab_history::logformat::{Field, LogFormat};
