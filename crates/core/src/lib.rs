@@ -9,6 +9,7 @@
 //! * [`evidence`] — what a run leaves: its files, their schema ids, the lab's log format.
 //! * [`rundir`] — run directories and `fingerprint.json`.
 //! * [`version`] — nginx versions (`1.28.3`, from `nginx -V`) and the first one with `resolve`.
+//! * [`zone`] — how many slab pages an nginx upstream `zone`'s peers take, by build.
 //! * [`text`] — HTML escaping and the Prometheus text exposition.
 //! * [`supervise`] — child processes that never outlive the tool (process groups + `PR_SET_PDEATHSIG`).
 //! * [`testing`] — what the tests share: a missing prerequisite fails under `CI=true`, is skipped elsewhere.
@@ -59,3 +60,4 @@ pub mod testing;
 pub mod text;
 pub mod time;
 pub mod version;
+pub mod zone;

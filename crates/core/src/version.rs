@@ -53,6 +53,64 @@ impl Version {
     }
 }
 
+/// What a build's configure flags change in the structures the linter sizes: `nginx -V`'s
+/// `configure arguments:`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct BuildFlags {
+    /// `--with-http_ssl_module`: a peer keeps its SSL session.
+    pub http_ssl: bool,
+    /// `--with-compat` (nginx.org's and Debian's packages, the official Docker image): every
+    /// optional field, and a reserve for dynamic modules, is in the structures.
+    pub compat: bool,
+}
+
+impl BuildFlags {
+    /// Reads the `configure arguments:` line of `nginx -V` output (none: no such line).
+    pub fn from_nginx_v(output: &str) -> Option<BuildFlags> {
+        let args = output
+            .lines()
+            .find_map(|l| l.trim().strip_prefix("configure arguments:"))?;
+        let has = |flag: &str| args.split_whitespace().any(|a| a == flag);
+        Some(BuildFlags {
+            http_ssl: has("--with-http_ssl_module"),
+            compat: has("--with-compat"),
+        })
+    }
+}
+
+impl fmt::Display for BuildFlags {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match (self.compat, self.http_ssl) {
+            (true, _) => "compat",
+            (false, true) => "ssl",
+            (false, false) => "plain",
+        })
+    }
+}
+
+impl std::str::FromStr for BuildFlags {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "compat" => Ok(BuildFlags {
+                http_ssl: true,
+                compat: true,
+            }),
+            "ssl" => Ok(BuildFlags {
+                http_ssl: true,
+                compat: false,
+            }),
+            "plain" => Ok(BuildFlags {
+                http_ssl: false,
+                compat: false,
+            }),
+            _ => Err(format!(
+                "\"{s}\" is not a build: use compat (--with-compat, as nginx.org's and Debian's packages), ssl (--with-http_ssl_module without --with-compat) or plain (neither)"
+            )),
+        }
+    }
+}
+
 impl fmt::Display for Version {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{}.{}.{}", self.0, self.1, self.2)
@@ -69,6 +127,28 @@ impl std::str::FromStr for Version {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn build_flags_are_read_from_nginx_v() {
+        let debian = "nginx version: nginx/1.22.1\nbuilt with OpenSSL 3.0.9\nconfigure arguments: --with-cc-opt='-g -O2' --prefix=/usr/share/nginx --with-compat --with-pcre-jit --with-http_ssl_module --with-http_v2_module";
+        assert_eq!(
+            BuildFlags::from_nginx_v(debian),
+            Some(BuildFlags {
+                http_ssl: true,
+                compat: true
+            })
+        );
+        let lab = "nginx version: nginx/1.28.3\nconfigure arguments: --prefix=/x --without-http_gzip_module";
+        assert_eq!(
+            BuildFlags::from_nginx_v(lab),
+            Some("plain".parse().unwrap())
+        );
+        assert_eq!(
+            BuildFlags::from_nginx_v("nginx version: nginx/1.28.3"),
+            None
+        );
+        assert!("openssl".parse::<BuildFlags>().is_err());
+    }
 
     #[test]
     fn versions_parse_and_compare() {

@@ -38,7 +38,7 @@ pub use facts::{LogFormats, RuntimeFacts, log_formats, runtime_facts};
 pub use load::{Config, LoadError, SourceFile};
 pub use render::{render_json, render_sarif, render_text, sarif_value};
 pub use rules::{RULES, Rule};
-pub use version::{Version, Versions};
+pub use version::{BuildFlags, Version, Versions};
 
 use serde::Serialize;
 use std::path::{Path, PathBuf};
@@ -88,6 +88,9 @@ impl std::str::FromStr for Severity {
 pub struct LintOptions {
     /// The nginx version the configuration is for; `None` assumes a current one (>= 1.27.3).
     pub nginx_version: Option<Version>,
+    /// The build's configure flags (`nginx -V`), for the zone-size estimate; `None` assumes a
+    /// `--with-compat` build, as nginx.org's and Debian's packages are.
+    pub nginx_build: Option<BuildFlags>,
     /// Directory relative `include`s resolve against (default: the main file's directory).
     pub prefix: Option<PathBuf>,
     /// Expected request rate per upstream: >= 100 makes a missing `keepalive` a warning,
@@ -234,6 +237,7 @@ impl Default for LintOptions {
     fn default() -> Self {
         LintOptions {
             nginx_version: None,
+            nginx_build: None,
             prefix: None,
             rps: None,
             context: Context::Auto,

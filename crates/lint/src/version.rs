@@ -4,10 +4,16 @@ use std::fmt;
 use std::path::Path;
 use std::process::Command;
 
-pub use resolvelab_core::version::{RESOLVE_SINCE, Version};
+pub use resolvelab_core::version::{BuildFlags, RESOLVE_SINCE, Version};
 
 /// Runs `nginx -V` on `binary` and reads its version. Never builds anything.
 pub fn detect(binary: &Path) -> anyhow::Result<Version> {
+    Ok(detect_build(binary)?.0)
+}
+
+/// Runs `nginx -V` on `binary` and reads its version and configure flags (none when it
+/// prints no `configure arguments:`). Never builds anything.
+pub fn detect_build(binary: &Path) -> anyhow::Result<(Version, Option<BuildFlags>)> {
     let out = Command::new(binary).arg("-V").output().map_err(|e| {
         anyhow::anyhow!(
             "cannot run `{} -V`: {e}; pass --nginx-version X.Y.Z instead",
@@ -19,12 +25,13 @@ pub fn detect(binary: &Path) -> anyhow::Result<Version> {
         String::from_utf8_lossy(&out.stderr),
         String::from_utf8_lossy(&out.stdout)
     );
-    Version::from_nginx_v(&text).ok_or_else(|| {
+    let v = Version::from_nginx_v(&text).ok_or_else(|| {
         anyhow::anyhow!(
             "`{} -V` printed no nginx version; pass --nginx-version X.Y.Z instead",
             binary.display()
         )
-    })
+    })?;
+    Ok((v, BuildFlags::from_nginx_v(&text)))
 }
 
 /// The nginx versions a rule applies to.

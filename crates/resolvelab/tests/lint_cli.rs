@@ -220,3 +220,36 @@ fn help_has_examples_and_rules_are_listed() {
         assert!(out.contains(id), "{id}");
     }
 }
+
+/// The zone estimate reads the build from `nginx -V` with the version: the lab's 1.28.3,
+/// built without SSL, holds the `zone-sweep` scenario's shared zone at the default 8 addresses a
+/// name (it held 25 filler peers in the lab); said to be a --with-compat build (nginx.org's and
+/// Debian's packages), whose peers take twice the slab class, it does not.
+#[test]
+fn the_zone_estimate_reads_the_build_from_nginx_dash_v() {
+    let nginx = resolvelab_nginx::provision::ensure_built().expect("the lab's nginx builds");
+    let dir = tempfile::tempdir().unwrap();
+    let conf = dir.path().join("nginx.conf");
+    std::fs::write(
+        &conf,
+        "http {\n resolver 127.0.0.53 valid=1s;\n upstream be {\n  zone be 32k;\n  server app.test.local:8080 resolve;\n }\n upstream filler {\n  zone be;\n  server filler.test.local:8080 resolve max_fails=0;\n }\n}\n",
+    )
+    .unwrap();
+    let (nginx, conf) = (nginx.to_str().unwrap(), conf.to_str().unwrap());
+    let (out, err) = text(&lint(&["--nginx", nginx, conf], None));
+    assert!(
+        out.contains("note: nginx 1.28.3 (plain build) from"),
+        "{out}{err}"
+    );
+    assert!(!out.contains("zone-too-small"), "{out}");
+    let (out, _) = text(&lint(
+        &["--nginx", nginx, "--nginx-build", "compat", conf],
+        None,
+    ));
+    assert!(out.contains("zone-too-small"), "{out}");
+    assert!(out.contains("320-byte peers of this compat build"), "{out}");
+    let o = lint(&["--nginx-build", "openssl", conf], None);
+    let (_, err) = text(&o);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(err.contains("is not a build: use compat"), "{err}");
+}

@@ -138,6 +138,7 @@ pub(crate) fn check(cfg: &Config, opts: &LintOptions) -> Vec<Hit> {
     let mut seen_resolver: HashSet<(usize, u32, u32, &str)> = HashSet::new();
     let users = users_by_upstream(&m);
 
+    zone_too_small::check(&m, opts, &mut hits);
     for &(up, ctx) in &m.upstreams {
         let uname = up.arg(0).unwrap_or("?");
         let dirs = up.children();
@@ -151,7 +152,6 @@ pub(crate) fn check(cfg: &Config, opts: &LintOptions) -> Vec<Hit> {
             .filter(|s| s.resolve() && s.name.is_some())
             .collect();
 
-        zone_too_small::check(up, uname, &lines, opts, &mut hits);
         // The lab's evidence (`resolvelab run backup`) is about upstreams that resolve at run
         // time; a static upstream with a backup is the textbook setup, not that hazard.
         if !resolve_lines.is_empty() {

@@ -61,6 +61,12 @@ pub struct Args {
     /// Addresses one `resolve` name may answer with, for the zone-size estimate.
     #[arg(long, default_value_t = 8, value_name = "N")]
     max_addresses: u32,
+    /// The build's configure flags, for the zone-size estimate: compat (`--with-compat`, as
+    /// nginx.org's and Debian's packages and the official image), ssl
+    /// (`--with-http_ssl_module` without it) or plain (neither). Default: `nginx -V` of the
+    /// binary the version is read from; otherwise compat.
+    #[arg(long, value_name = "compat|ssl|plain")]
+    nginx_build: Option<resolvelab_lint::BuildFlags>,
     /// The context of FILE's top level: auto (a whole nginx.conf, or a conf.d fragment of
     /// top-level upstream/server blocks linted as http{}), main, http or stream.
     #[arg(long, default_value = "auto", value_name = "auto|main|http|stream")]
@@ -81,40 +87,61 @@ fn on_path(name: &str) -> Option<PathBuf> {
     })
 }
 
-fn detect_version(args: &Args, ctx: &Ctx) -> anyhow::Result<(Option<Version>, Option<String>)> {
-    if let Some(v) = args.nginx_version {
-        return Ok((Some(v), None));
+/// What the configuration's nginx is: its version and build, and where they were read.
+struct Detected {
+    version: Option<Version>,
+    build: Option<resolvelab_lint::BuildFlags>,
+    source: Option<String>,
+}
+
+fn detect_version(args: &Args, ctx: &Ctx) -> anyhow::Result<Detected> {
+    let read = |bin: &Path, how: String| -> anyhow::Result<Detected> {
+        let (v, build) = resolvelab_lint::version::detect_build(bin)?;
+        let build = args.nginx_build.or(build);
+        let source = match build {
+            Some(b) => format!("nginx {v} ({b} build) {how}"),
+            None => format!("nginx {v} {how}"),
+        };
+        Ok(Detected {
+            version: Some(v),
+            build,
+            source: Some(source),
+        })
+    };
+    if args.nginx_version.is_some() {
+        return Ok(Detected {
+            version: args.nginx_version,
+            build: args.nginx_build,
+            source: None,
+        });
     }
     if let Some(bin) = &ctx.nginx {
-        let v = resolvelab_lint::version::detect(bin)?;
-        return Ok((
-            Some(v),
-            Some(format!("nginx {v} from `{} -V`", bin.display())),
-        ));
+        return read(bin, format!("from `{} -V`", bin.display()));
     }
     // Linting on the server itself: its nginx is the one the configuration is for. A failure here
     // is not an error — the user did not ask for this binary.
     if let Some(bin) = on_path("nginx")
-        && let Ok(v) = resolvelab_lint::version::detect(&bin)
+        && let Ok(d) = read(&bin, format!("from `{} -V`", bin.display()))
     {
-        return Ok((
-            Some(v),
-            Some(format!("nginx {v} from `{} -V`", bin.display())),
-        ));
+        return Ok(d);
     }
     // The lab's own build, only if it already exists: linting never builds nginx.
     if let Some(bin) = resolvelab_nginx::provision::cached_binary()
-        && let Ok(v) = resolvelab_lint::version::detect(&bin)
-    {
-        return Ok((
-            Some(v),
-            Some(format!(
-                "nginx {v} assumed: the lab's build at {} (pass --nginx-version for another)",
+        && let Ok(d) = read(
+            &bin,
+            format!(
+                "assumed: the lab's build at {} (pass --nginx-version and --nginx-build for another)",
                 bin.display()
-            )),
-        ));
+            ),
+        )
+    {
+        return Ok(d);
     }
-    Ok((None, None))
+    Ok(Detected {
+        version: None,
+        build: args.nginx_build,
+        source: None,
+    })
 }
 
 fn list_rules() -> String {
@@ -150,9 +177,14 @@ pub fn run(args: Args, ctx: &Ctx) -> anyhow::Result<ExitCode> {
         print!("{}", list_rules());
         return Ok(ExitCode::SUCCESS);
     }
-    let (nginx_version, source) = detect_version(&args, ctx)?;
+    let Detected {
+        version: nginx_version,
+        build: nginx_build,
+        source,
+    } = detect_version(&args, ctx)?;
     let opts = LintOptions {
         nginx_version,
+        nginx_build,
         prefix: args.prefix.clone(),
         rps: args.rps,
         max_addresses_per_name: args.max_addresses,
