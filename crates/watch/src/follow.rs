@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 
 /// The most bytes one poll reads from one file, so that a large backlog is taken in steps and
 /// memory stays bounded.
-const MAX_READ: usize = 4 << 20;
+pub const MAX_READ: usize = 4 << 20;
 
 /// Polls an old file is still read after its name moved to a new file: nginx writes to the
 /// renamed file until it reopens its logs (`USR1`, sent right after logrotate's rename).
@@ -164,7 +164,7 @@ struct Open {
 impl Open {
     /// Whole lines appended since the last read: whether the file got shorter, and whether more
     /// was there than one read takes.
-    fn read(&mut self, out: &mut Lines) -> std::io::Result<(bool, bool)> {
+    fn read(&mut self, out: &mut Lines, budget: usize) -> std::io::Result<(bool, bool)> {
         let len = self.file.metadata()?.len();
         let read_to = self.pos.offset + self.partial.len() as u64;
         let truncated = len < read_to;
@@ -177,9 +177,9 @@ impl Open {
             .seek(SeekFrom::Start(self.pos.offset + self.partial.len() as u64))?;
         let had = self.partial.len();
         (&mut self.file)
-            .take(MAX_READ as u64)
+            .take(budget as u64)
             .read_to_end(&mut self.partial)?;
-        let more = self.partial.len() - had == MAX_READ;
+        let more = self.partial.len() - had == budget;
         let Some(last) = memchr::memrchr(b'\n', &self.partial) else {
             return Ok((truncated, more));
         };
@@ -202,6 +202,8 @@ pub struct Follower {
     start: Start,
     /// Why the path could not be read at the last poll (it is missing, a directory, …).
     pub problem: Option<String>,
+    /// The most bytes a poll reads from a file ([`MAX_READ`] unless [`Follower::set_budget`]).
+    budget: usize,
 }
 
 /// Where a follower starts in the first file it opens.
@@ -225,7 +227,19 @@ impl Follower {
             old: None,
             start,
             problem: None,
+            budget: MAX_READ,
         }
+    }
+
+    /// Read at most `bytes` a poll from now on (within 64 KiB and [`MAX_READ`]): a backlog
+    /// paced against another file need not read what it hands back.
+    pub fn set_budget(&mut self, bytes: usize) {
+        self.budget = bytes.clamp(64 << 10, MAX_READ);
+    }
+
+    /// The most bytes a poll reads now.
+    pub fn budget(&self) -> usize {
+        self.budget
     }
 
     /// The path followed.
@@ -244,7 +258,7 @@ impl Follower {
     pub fn poll(&mut self, out: &mut Lines) -> Events {
         let mut ev = Events::default();
         if let Some((o, left)) = &mut self.old {
-            let _ = o.read(out);
+            let _ = o.read(out, self.budget);
             *left -= 1;
             if *left == 0 {
                 self.old = None;
@@ -252,7 +266,7 @@ impl Follower {
         }
         if let Some(o) = &mut self.cur {
             o.last = (0, 0);
-            match o.read(out) {
+            match o.read(out, self.budget) {
                 Ok((t, more)) => (ev.truncated, ev.more) = (t, more),
                 Err(e) => self.problem = Some(format!("{}: {e}", self.path.display())),
             }
@@ -261,7 +275,7 @@ impl Follower {
             Ok(Some(mut o)) => {
                 ev.rotated = self.cur.is_some();
                 // A file found with more than one read in it is a backlog too.
-                if let Ok((_, more)) = o.read(out) {
+                if let Ok((_, more)) = o.read(out, self.budget) {
                     ev.more |= more;
                 }
                 if let Some(old) = self.cur.replace(o) {
@@ -452,6 +466,33 @@ mod tests {
         let ev = f.poll(&mut v);
         assert!(ev.truncated);
         assert_eq!(v.first(), Some((1, &b"after"[..])));
+    }
+
+    /// A budget bounds what a poll reads, within 64 KiB and `MAX_READ` (with the end of a line
+    /// the poll before read the start of); the rest is read by the polls after it, every line
+    /// once.
+    #[test]
+    fn a_budget_bounds_a_poll() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("access.log");
+        let line = format!("{}\n", "z".repeat(99));
+        append(&p, &line.repeat(2000));
+        let mut f = Follower::new(&p, Start::Beginning);
+        f.set_budget(1);
+        assert_eq!(f.budget(), 64 << 10);
+        let (mut read, mut polls) = (0, 0);
+        while read < 2000 {
+            let mut v = Lines::default();
+            let ev = f.poll(&mut v);
+            // The budget's bytes, with the line the poll before left unfinished.
+            assert!(v.bytes() <= (64 << 10) + line.len(), "{} bytes", v.bytes());
+            read += v.len();
+            polls += 1;
+            assert_eq!(ev.more, read < 2000 && v.bytes() > 0, "poll {polls}");
+        }
+        assert_eq!((read, polls), (2000, 4));
+        f.set_budget(usize::MAX);
+        assert_eq!(f.budget(), MAX_READ);
     }
 
     /// Lines handed back are read again by the next poll with the same numbers, the position

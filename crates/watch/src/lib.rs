@@ -607,24 +607,38 @@ impl Watcher {
             }
             let mut v = Lines::default();
             let ev = self.sources[k].source.poll(&mut v);
-            self.stand(k, &mut v, &ev, step);
-            reads.push((k, v, ev));
+            let back = self.stand(k, &mut v, &ev, step);
+            reads.push((k, v, ev, back));
         }
-        for (k, v, ev) in &mut reads {
+        for (k, v, ev, back) in &mut reads {
             if self.sources[*k].kind == Kind::Access {
-                self.wait_for_errors(*k, v, ev);
+                *back |= self.wait_for_errors(*k, v, ev);
             }
         }
         reads
+            .into_iter()
+            .map(|(k, v, ev, back)| {
+                // A file that hands lines back reads twice what it kept next time; one read to
+                // its budget's end, twice its budget.
+                if let Source::File(f) = &mut self.sources[k].source {
+                    match (back, ev.more) {
+                        (true, _) => f.set_budget(2 * v.bytes()),
+                        (false, true) => f.set_budget(2 * f.budget()),
+                        (false, false) => {}
+                    }
+                }
+                (k, v, ev)
+            })
+            .collect()
     }
 
     /// An access log's lines past where an error log of its instance stands, that error log
     /// having stopped short with lines left, are handed back to its file (unless the read
     /// crossed a rotation): a failure is paired once the access log is 10 s past it, and its
     /// error lines must be read by then.
-    fn wait_for_errors(&mut self, k: usize, lines: &mut Lines, ev: &follow::Events) {
+    fn wait_for_errors(&mut self, k: usize, lines: &mut Lines, ev: &follow::Events) -> bool {
         let Some(m) = self.sources[k].member else {
-            return;
+            return false;
         };
         let sources = &self.sources;
         let lag = self.members[m]
@@ -637,18 +651,20 @@ impl Watcher {
             .min();
         let src = &mut self.sources[k];
         let Some(lag) = lag.filter(|l| src.stand.at_ms.is_some_and(|a| a > *l)) else {
-            return;
+            return false;
         };
         let (Some(c), Source::File(f)) = (&mut src.clock, &mut src.source) else {
-            return;
+            return false;
         };
         let n = c.cut(lines, lag);
         let tail = lines.tail_size(n);
-        if n < lines.len() && !ev.rotated && !ev.truncated && f.give_back(tail.0, tail.1) {
+        let back = n < lines.len() && !ev.rotated && !ev.truncated && f.give_back(tail.0, tail.1);
+        if back {
             lines.truncate(n);
             src.stand.behind = true;
             src.stand.at_ms = Some(lag);
         }
+        back
     }
 
     /// What this tick does with source `k`: a file of an instance is paced against the
@@ -669,8 +685,14 @@ impl Watcher {
 
     /// Where source `k` stands after a read of `lines` (with `ev`) as `step` said: an error
     /// log's lines past the bound are handed back to its file (unless the read crossed a
-    /// rotation), and it stands at the first of them.
-    fn stand(&mut self, k: usize, lines: &mut Lines, ev: &follow::Events, step: pace::Step) {
+    /// rotation), and it stands at the first of them. True when lines were handed back.
+    fn stand(
+        &mut self,
+        k: usize,
+        lines: &mut Lines,
+        ev: &follow::Events,
+        step: pace::Step,
+    ) -> bool {
         let flag = self.config.template.tz_offset_s;
         let offset = self.sources[k]
             .member
@@ -691,6 +713,7 @@ impl Watcher {
                 {
                     src.stand.at_ms = Some(t);
                 }
+                false
             }
             Kind::Error => {
                 let n = match step {
@@ -715,8 +738,9 @@ impl Watcher {
                 } else if let Some(t) = pace::last_error_time_ms(lines, offset) {
                     src.stand.at_ms = Some(t);
                 }
+                back
             }
-            Kind::Mixed | Kind::Dns => {}
+            Kind::Mixed | Kind::Dns => false,
         }
     }
 
