@@ -559,8 +559,9 @@ pub struct SimConfig {
     /// Shared-memory zone size in bytes (`zone be 64k`).
     #[serde(default = "d_zone")]
     pub zone_bytes: u64,
-    /// Slab bytes one resolved peer costs (peer struct, sockaddr, names); with `zone_bytes` this
-    /// gives the peer capacity.
+    /// The peer structure's size in the build modeled (`ngx_http_upstream_rr_peer_t`: 192 bytes
+    /// in the lab's 1.28.3, built without SSL; ~320 with `--with-compat`); with `zone_bytes` it
+    /// gives the peer capacity through the zone's slab model (`resolvelab_core::zone`).
     #[serde(default = "d_peer_bytes")]
     pub peer_bytes: u64,
     /// A second upstream group sharing the zone (absent: `be` has the zone alone).
@@ -709,7 +710,7 @@ fn d_zone() -> u64 {
     64 * 1024
 }
 fn d_peer_bytes() -> u64 {
-    512
+    192
 }
 fn d_ttl() -> Us {
     Us::s(5)
@@ -827,12 +828,48 @@ impl SimConfig {
         Ok(cfg)
     }
 
-    /// How many resolved peers the zone can hold (shared with the `zone_filler` group).
+    /// How many resolved peers the zone can hold (shared with the `zone_filler` group): the most
+    /// that `resolvelab_core::zone`'s slab model fits beside the groups' static part (their
+    /// peers lists, each `resolve` line's template and host, each static line's peer).
     pub fn zone_peer_capacity(&self) -> u64 {
-        // The slab's header and page descriptors, and the first page of each size class the
-        // groups' static part (peers lists, templates, names) takes: ~6 of 4 KiB pages. The
-        // smallest zone nginx accepts (8 pages, 32k) so still holds a few resolved peers.
-        self.zone_bytes.saturating_sub(6 * 4096) / self.peer_bytes.max(1)
+        use resolvelab_core::zone::{Group, Layout, pages_available, pages_needed};
+        let layout = Layout {
+            peer: self.peer_bytes,
+            sid: false,
+        };
+        let server = |s: &ServerLine| s.host.len() + 6;
+        let be = Group {
+            name: self.upstream.clone(),
+            peers: self.servers.iter().map(server).collect(),
+            hosts: self
+                .servers
+                .iter()
+                .filter(|s| s.resolve)
+                .map(|s| s.host.len())
+                .collect(),
+            backup: self.servers.iter().any(|s| s.backup),
+        };
+        let filler = self.zone_filler.as_ref().map(|f| Group {
+            name: f.upstream.clone(),
+            peers: vec![f.name.len() + 6],
+            hosts: vec![f.name.len()],
+            backup: false,
+        });
+        let resolved = be.peers.first().copied().unwrap_or(21);
+        let have = pages_available(self.zone_bytes);
+        let fits = |n: u64| {
+            let mut be = be.clone();
+            be.peers.extend(std::iter::repeat_n(resolved, n as usize));
+            let groups: Vec<Group> = std::iter::once(be).chain(filler.clone()).collect();
+            pages_needed(self.upstream.len(), &groups, layout) <= have
+        };
+        // The most that fit, by bisection (what fits grows with the zone, peer by peer).
+        let (mut lo, mut hi) = (0u64, self.zone_bytes / 64 + 1);
+        while lo + 1 < hi {
+            let mid = lo + (hi - lo) / 2;
+            if fits(mid) { lo = mid } else { hi = mid }
+        }
+        if fits(lo) { lo } else { 0 }
     }
 
     /// The load's request times, in order (see [`Arrivals`]).

@@ -5,7 +5,8 @@
 //!   peer added or removed); the **requery timer** fires `valid + 1 s` after an answer;
 //! * **NXDOMAIN** (and an empty NOERROR) removes every peer of the host until the next successful
 //!   requery; SERVFAIL/REFUSED/timeouts keep the peers and retry after `max(resolver_timeout, 1 s)`;
-//! * the zone's **slab capacity** (`zone_bytes / peer_bytes`), shared with a second group
+//! * the zone's **slab capacity** (`resolvelab_core::zone`'s model of `zone_bytes` holding peer
+//!   structures of `peer_bytes`), shared with a second group
 //!   (`zone_filler`) whose name's answers take peers too: additions stop with
 //!   `cannot add new server to upstream "be", memory exhausted` after the removals happened,
 //!   and a removed peer that in-flight tries still reference stays allocated (a **zombie**)
