@@ -248,6 +248,10 @@ fn the_zone_estimate_reads_the_build_from_nginx_dash_v() {
     ));
     assert!(out.contains("zone-too-small"), "{out}");
     assert!(out.contains("320-byte peers of this compat build"), "{out}");
+    for n in ["0", "4097"] {
+        let o = lint(&["--max-addresses", n, conf], None);
+        assert_eq!(o.status.code(), Some(2), "--max-addresses {n}");
+    }
     let o = lint(&["--nginx-build", "openssl", conf], None);
     let (_, err) = text(&o);
     assert_eq!(o.status.code(), Some(2));

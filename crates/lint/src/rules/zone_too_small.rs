@@ -20,6 +20,9 @@ pub const RULE: Rule = Rule {
     scenario: Some("zone-churn"),
 };
 
+/// The most addresses one name is taken to answer with (`--max-addresses` is bounded so).
+pub const MAX_ADDRESSES: u32 = 4096;
+
 /// The upstreams of one `zone` name in one context, and its sized `zone` directive.
 struct Zone<'a> {
     sized: Option<&'a Directive>,
@@ -82,7 +85,8 @@ fn check_zone(
         hits.push(h);
         return;
     }
-    let per_name = u64::from(opts.max_addresses_per_name.max(1));
+    // A DNS answer holds at most a few thousand addresses (65,535 bytes over TCP).
+    let per_name = u64::from(opts.max_addresses_per_name.clamp(1, MAX_ADDRESSES));
     let (groups, peak) = groups_at_peak(upstreams, per_name);
     let layout = Layout::of(opts.nginx_version, opts.nginx_build);
     let need = pages_needed(name.len(), &groups, layout);
@@ -112,10 +116,10 @@ fn check_zone(
             who.join(", ")
         ),
     );
-    let suggest = (6..)
+    let suggest = (6..=40)
         .map(|p| 1u64 << p)
         .find(|k| pages_available(k * 1024) >= 2 * need)
-        .unwrap_or(1 << 20);
+        .unwrap_or(1 << 40);
     h.fix = format!("enlarge the zone: `zone {name} {suggest}k;`");
     hits.push(h);
 }
@@ -191,6 +195,29 @@ mod tests {
         assert!(
             unknown.len() == 1 && unknown[0].contains("--nginx-build"),
             "{unknown:?}"
+        );
+    }
+
+    /// Any number of addresses a name is said to answer with is taken at most at
+    /// `MAX_ADDRESSES`: the estimate stays small and the fix a size nginx reads.
+    #[test]
+    fn a_huge_address_count_is_bounded() {
+        let conf = "http {\n upstream be {\n  zone be 32k;\n  server a.internal resolve;\n }\n}\n";
+        let o = LintOptions {
+            max_addresses_per_name: u32::MAX,
+            ..LintOptions::default()
+        };
+        let r = lint_text("nginx.conf", conf.to_string(), &o).unwrap();
+        let f = r
+            .findings
+            .iter()
+            .find(|f| f.rule == "zone-too-small")
+            .unwrap();
+        assert!(f.message.contains("x 4096 addresses"), "{}", f.message);
+        assert!(
+            f.fix.starts_with("enlarge the zone: `zone be "),
+            "{}",
+            f.fix
         );
     }
 }

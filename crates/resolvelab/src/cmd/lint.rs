@@ -58,8 +58,9 @@ pub struct Args {
     /// warning, below 100 silences it.
     #[arg(long, value_name = "N")]
     rps: Option<u32>,
-    /// Addresses one `resolve` name may answer with, for the zone-size estimate.
-    #[arg(long, default_value_t = 8, value_name = "N")]
+    /// Addresses one `resolve` name may answer with, for the zone-size estimate (1–4096).
+    #[arg(long, default_value_t = 8, value_name = "N",
+          value_parser = clap::value_parser!(u32).range(1..=4096))]
     max_addresses: u32,
     /// The build's configure flags, for the zone-size estimate: compat (`--with-compat`, as
     /// nginx.org's and Debian's packages and the official image), ssl
