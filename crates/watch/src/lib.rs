@@ -1156,6 +1156,15 @@ mod tests {
         i.evidence.iter().any(|r| r.at.contains("error.log:"))
     }
 
+    /// `diagnose` found `outages` incidents, each quoting an error line, and watch emitted
+    /// the same ones (start, class, count), each quoting one too.
+    fn watched_as_diagnosed(batch: &[Incident], watched: &[Incident], outages: usize) {
+        assert_eq!(batch.len(), outages, "{:?}", outline(batch));
+        assert!(batch.iter().all(cites_error));
+        assert_eq!(outline(watched), outline(batch));
+        assert!(watched.iter().all(cites_error), "{watched:?}");
+    }
+
     /// An instance's access and error logs read from their start, the error log holding a line
     /// per failure only: a read of it spans far more log time than a read of the access log.
     /// Read in step, every failure still pairs with its error line, and watch classes each
@@ -1167,10 +1176,7 @@ mod tests {
         // ~11 MB of access log (three reads), two 20 s outages 30 minutes apart.
         let (ap, ep) = logs(dir.path(), 2400, &[(300, 320), (2100, 2120)], 400, 1, 0);
         let (batch, watched) = batch_and_watched(ap, ep, 2400 * 25 + 2 * 20 * 25);
-        assert_eq!(batch.len(), 2, "{:?}", outline(&batch));
-        assert!(batch.iter().all(cites_error));
-        assert_eq!(outline(&watched), outline(&batch));
-        assert!(watched.iter().all(cites_error), "{watched:?}");
+        watched_as_diagnosed(&batch, &watched, 2);
     }
 
     /// The other way round: in a long outage each failure writes long error lines, so a read
@@ -1184,10 +1190,7 @@ mod tests {
         // reads) against ~4 MB of access log for the 20 minutes.
         let (ap, ep) = logs(dir.path(), 1200, &[(600, 800)], 8, 2, 900);
         let (batch, watched) = batch_and_watched(ap, ep, 1200 * 25 + 200 * 25 * 2);
-        assert_eq!(batch.len(), 1, "{:?}", outline(&batch));
-        assert!(batch.iter().all(cites_error));
-        assert_eq!(outline(&watched), outline(&batch));
-        assert!(watched.iter().all(cites_error), "{watched:?}");
+        watched_as_diagnosed(&batch, &watched, 1);
     }
 
     /// A backlog piped in is taken in steps of about `STDIN_BYTES_PER_POLL` (what a tick
