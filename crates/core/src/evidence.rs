@@ -395,6 +395,10 @@ pub struct DnsQuery {
     /// The UDP answer had the TC bit set (too large, or `truncate` mode).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub truncated: bool,
+    /// The authority's view the query arrived on (its extra address `--view`, a fleet
+    /// instance's own resolver); absent for the main address.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub view: Option<u16>,
     /// `watch`: a probe's query and what it was answered (`resolvelab dns watch`), not a query
     /// the server answered — an answer history, not the proxy's; `mode` is then empty.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -437,6 +441,7 @@ impl Default for DnsQuery {
             changed: false,
             injected: false,
             truncated: false,
+            view: None,
             probe: None,
             latency_us: None,
             flags: Vec::new(),

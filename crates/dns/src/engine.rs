@@ -166,6 +166,16 @@ struct NameState {
     counters: HashMap<(&'static str, &'static str, u32, Transport), u64>,
     queries: u64,
     hits: u64,
+    /// Views with an answer of their own ([`Engine::serve_view`]): a query that arrives on a
+    /// view's address is answered with it instead of the name's mode.
+    views: HashMap<u16, ViewMode>,
+}
+
+/// A view's own answer for a name.
+struct ViewMode {
+    mode: DnsMode,
+    mode_str: Arc<str>,
+    mode_id: u32,
 }
 
 impl NameState {
@@ -176,15 +186,20 @@ impl NameState {
     fn switch(&mut self, to: DnsMode) -> (String, String) {
         let from = self.mode_str.to_string();
         self.mode_str = Arc::from(to.to_string());
-        self.mode_id = match self.modes_seen.iter().position(|m| *m == self.mode_str) {
-            Some(i) => i as u32,
-            None => {
-                self.modes_seen.push(self.mode_str.clone());
-                (self.modes_seen.len() - 1) as u32
-            }
-        };
+        self.mode_id = self.mode_index(&self.mode_str.clone());
         self.mode = to;
         (from, self.mode_str.to_string())
+    }
+
+    /// The counters' index of a mode string, registered when new.
+    fn mode_index(&mut self, mode: &Arc<str>) -> u32 {
+        match self.modes_seen.iter().position(|m| m == mode) {
+            Some(i) => i as u32,
+            None => {
+                self.modes_seen.push(mode.clone());
+                (self.modes_seen.len() - 1) as u32
+            }
+        }
     }
 
     fn resolve(&self, spec: &ModeSpec) -> DnsMode {
@@ -353,6 +368,7 @@ impl Engine {
                 counters: HashMap::new(),
                 queries: 0,
                 hits: 0,
+                views: HashMap::new(),
             };
             if names
                 .insert(n.name.clone(), Arc::new(Mutex::new(state)))
@@ -509,6 +525,49 @@ impl Engine {
         Ok(st.status(now))
     }
 
+    /// Answer `name` with `mode` to the queries that arrive on `view`'s address
+    /// ([`crate::DnsConfig::views`]), or, with `None`, with the name's mode again: a GSLB that
+    /// answers each resolver (each site) its own members. Like [`Engine::serve`], a configured
+    /// answer, not an injection. View 0 is the main address, whose answer is the name's own:
+    /// set it with [`Engine::serve`].
+    pub fn serve_view(
+        &self,
+        name: &str,
+        view: u16,
+        mode: Option<DnsMode>,
+    ) -> Result<NameStatus, SetError> {
+        let key = crate::zone::normalize_name(name).map_err(SetError::Invalid)?;
+        let entry = self
+            .entry(&key)
+            .ok_or_else(|| SetError::UnknownName(format!("unknown name `{key}`")))?;
+        if view == 0 {
+            return Err(SetError::Invalid(
+                "view 0 is the main address: its answer is the name's own (serve)".into(),
+            ));
+        }
+        let mut st = entry.lock().unwrap_or_else(|p| p.into_inner());
+        match mode {
+            Some(mode) => {
+                mode.check_loopback(self.allow_remote)
+                    .map_err(SetError::Invalid)?;
+                let mode_str: Arc<str> = Arc::from(mode.to_string());
+                let mode_id = st.mode_index(&mode_str);
+                st.views.insert(
+                    view,
+                    ViewMode {
+                        mode,
+                        mode_str,
+                        mode_id,
+                    },
+                );
+            }
+            None => {
+                st.views.remove(&view);
+            }
+        }
+        Ok(st.status(Instant::now()))
+    }
+
     fn apply(
         &self,
         st: &mut NameState,
@@ -616,8 +675,19 @@ impl Engine {
 
     /// Handle one DNS message from `client`. Never panics on any input.
     pub fn handle(&self, packet: &[u8], client: SocketAddr, transport: Transport) -> Reply {
+        self.handle_view(packet, client, transport, 0)
+    }
+
+    /// [`Engine::handle`] for a query that arrived on `view`'s address (0: the main one).
+    pub fn handle_view(
+        &self,
+        packet: &[u8],
+        client: SocketAddr,
+        transport: Transport,
+        view: u16,
+    ) -> Reply {
         let mut events = Vec::new();
-        let reply = self.handle_into(packet, client, transport, &mut events);
+        let reply = self.handle_into(packet, client, (transport, view), &mut events);
         self.publish(&mut events);
         reply
     }
@@ -628,7 +698,7 @@ impl Engine {
         &self,
         packet: &[u8],
         client: SocketAddr,
-        transport: Transport,
+        (transport, view): (Transport, u16),
         events: &mut Vec<QueryEvent>,
     ) -> Reply {
         let arrived = Instant::now();
@@ -654,14 +724,17 @@ impl Engine {
                     self.apply(&mut st, &spec, for_, arrived, "aligned");
                 }
                 let mut delay = Duration::ZERO;
-                let mode = st.mode.clone();
+                // A view's own answer is configured, never an injection.
+                let (mode, mode_str, injected) = match st.views.get(&view) {
+                    Some(v) => (v.mode.clone(), v.mode_str.clone(), false),
+                    None => (st.mode.clone(), st.mode_str.clone(), st.injected()),
+                };
                 let plan = plan_for(&mode, &mut st, qtype, transport, &mut delay);
-                let injected = st.injected();
                 st.queries += 1;
                 if injected {
                     st.hits += 1;
                 }
-                (plan, delay, st.ttl, st.mode_str.clone(), injected, Some(st))
+                (plan, delay, st.ttl, mode_str, injected, Some(st))
             }
             None => {
                 let rcode = if query.query_class() != DNSClass::IN {
@@ -692,7 +765,7 @@ impl Engine {
         let mut changed = false;
         match entry_guard {
             Some(mut st) => {
-                let mode_id = st.mode_id;
+                let mode_id = st.views.get(&view).map_or(st.mode_id, |v| v.mode_id);
                 let c = st
                     .counters
                     .entry((qtype_label(qtype), rcode, mode_id, transport))
@@ -739,6 +812,7 @@ impl Engine {
                 changed,
                 injected,
                 truncated,
+                view: (view > 0).then_some(view),
                 ..QueryEvent::default()
             });
         }

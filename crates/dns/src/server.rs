@@ -54,6 +54,11 @@ pub struct DnsConfig {
     pub allow_remote: bool,
     /// Threads reading the UDP socket (batched `recvmmsg`/`sendmmsg` on Linux).
     pub udp_workers: usize,
+    /// More addresses served (UDP and TCP), each a *view*: view K is `views[K - 1]` (view 0 is
+    /// `listen`). A name answers the same on every view until a view gets an answer of its own
+    /// ([`DnsHandle::serve_view`]) — a GSLB that answers each site's resolver its own members.
+    /// The query log names the view a query arrived on.
+    pub views: Vec<SocketAddr>,
 }
 
 impl Default for DnsConfig {
@@ -70,6 +75,7 @@ impl Default for DnsConfig {
             timeline: None,
             allow_remote: false,
             udp_workers: 1,
+            views: Vec::new(),
         }
     }
 }
@@ -82,6 +88,7 @@ pub struct DnsServer;
 pub struct DnsHandle {
     engine: Arc<Engine>,
     local: SocketAddr,
+    views: Vec<SocketAddr>,
     control: Option<SocketAddr>,
     tasks: Vec<JoinHandle<()>>,
     stop: Arc<AtomicBool>,
@@ -150,6 +157,16 @@ impl DnsServer {
     /// Bind the sockets and start serving on the current tokio runtime.
     pub async fn start(cfg: DnsConfig) -> anyhow::Result<DnsHandle> {
         check_bind(cfg.listen, "listen", cfg.allow_remote)?;
+        for v in &cfg.views {
+            check_bind(*v, "view", cfg.allow_remote)?;
+        }
+        if cfg.views.len() >= usize::from(u16::MAX) {
+            bail!(
+                "{} views: at most {} are served",
+                cfg.views.len(),
+                u16::MAX - 1
+            );
+        }
         if let Some(c) = cfg.control {
             check_bind(c, "control", cfg.allow_remote)?;
         }
@@ -183,31 +200,42 @@ impl DnsServer {
         let mut tasks = Vec::new();
         let stop = Arc::new(AtomicBool::new(false));
         let mut udp_threads = Vec::new();
-        #[cfg(target_os = "linux")]
-        for i in 0..cfg.udp_workers.max(1) {
-            let sock = udp.try_clone()?;
-            let (e, s, rt) = (
-                engine.clone(),
-                stop.clone(),
-                tokio::runtime::Handle::current(),
-            );
-            udp_threads.push(
-                std::thread::Builder::new()
-                    .name(format!("dns-udp-{i}"))
-                    .spawn(move || crate::udp::serve(sock, e, s, rt))?,
-            );
+        let mut views = Vec::new();
+        let mut sockets = vec![(udp, tcp, cfg.udp_workers.max(1))];
+        for v in &cfg.views {
+            let (u, t) = bind_pair(*v).await?;
+            views.push(u.local_addr()?);
+            // A view is one resolver's (an instance's): one reader is plenty.
+            sockets.push((u, t, 1));
         }
-        #[cfg(not(target_os = "linux"))]
-        {
-            udp.set_nonblocking(true)?;
-            let udp = Arc::new(UdpSocket::from_std(udp)?);
-            for _ in 0..cfg.udp_workers.max(1) {
-                tasks.push(tokio::spawn(udp_loop(udp.clone(), engine.clone())));
+        for (view, (udp, tcp, workers)) in sockets.into_iter().enumerate() {
+            let view = view as u16;
+            #[cfg(target_os = "linux")]
+            for i in 0..workers {
+                let sock = udp.try_clone()?;
+                let (e, s, rt) = (
+                    engine.clone(),
+                    stop.clone(),
+                    tokio::runtime::Handle::current(),
+                );
+                udp_threads.push(
+                    std::thread::Builder::new()
+                        .name(format!("dns-udp-{view}-{i}"))
+                        .spawn(move || crate::udp::serve(sock, (e, view), s, rt))?,
+                );
             }
+            #[cfg(not(target_os = "linux"))]
+            {
+                udp.set_nonblocking(true)?;
+                let udp = Arc::new(UdpSocket::from_std(udp)?);
+                for _ in 0..workers {
+                    tasks.push(tokio::spawn(udp_loop(udp.clone(), engine.clone(), view)));
+                }
+            }
+            #[cfg(target_os = "linux")]
+            drop(udp);
+            tasks.push(tokio::spawn(tcp_accept(tcp, engine.clone(), view)));
         }
-        #[cfg(target_os = "linux")]
-        drop(udp);
-        tasks.push(tokio::spawn(tcp_accept(tcp, engine.clone())));
 
         let log_thread = match &cfg.log {
             Some(p) => {
@@ -254,6 +282,7 @@ impl DnsServer {
         Ok(DnsHandle {
             engine,
             local,
+            views,
             control,
             tasks,
             stop,
@@ -282,7 +311,7 @@ async fn bind_pair(listen: SocketAddr) -> anyhow::Result<(std::net::UdpSocket, T
 }
 
 #[cfg(not(target_os = "linux"))]
-async fn udp_loop(sock: Arc<UdpSocket>, engine: Arc<Engine>) {
+async fn udp_loop(sock: Arc<UdpSocket>, engine: Arc<Engine>, view: u16) {
     let mut buf = vec![0u8; 65_535];
     loop {
         let (n, peer) = match sock.recv_from(&mut buf).await {
@@ -290,7 +319,7 @@ async fn udp_loop(sock: Arc<UdpSocket>, engine: Arc<Engine>) {
             // ICMP errors of earlier sends surface here on some systems; keep serving.
             Err(_) => continue,
         };
-        let reply = engine.handle(&buf[..n], peer, Transport::Udp);
+        let reply = engine.handle_view(&buf[..n], peer, Transport::Udp, view);
         if let Some(bytes) = reply.bytes {
             if reply.delay.is_zero() {
                 let _ = sock.send_to(&bytes, peer).await;
@@ -305,7 +334,7 @@ async fn udp_loop(sock: Arc<UdpSocket>, engine: Arc<Engine>) {
     }
 }
 
-async fn tcp_accept(listener: TcpListener, engine: Arc<Engine>) {
+async fn tcp_accept(listener: TcpListener, engine: Arc<Engine>, view: u16) {
     // Connection tasks live in this set, so aborting the accept task closes them all.
     let mut conns = tokio::task::JoinSet::new();
     loop {
@@ -313,7 +342,7 @@ async fn tcp_accept(listener: TcpListener, engine: Arc<Engine>) {
             acc = listener.accept() => {
                 if let Ok((stream, peer)) = acc {
                     let _ = stream.set_nodelay(true);
-                    conns.spawn(tcp_conn(stream, peer, engine.clone()));
+                    conns.spawn(tcp_conn(stream, peer, engine.clone(), view));
                 }
             }
             Some(_) = conns.join_next(), if !conns.is_empty() => {}
@@ -321,7 +350,7 @@ async fn tcp_accept(listener: TcpListener, engine: Arc<Engine>) {
     }
 }
 
-async fn tcp_conn(mut stream: TcpStream, peer: SocketAddr, engine: Arc<Engine>) {
+async fn tcp_conn(mut stream: TcpStream, peer: SocketAddr, engine: Arc<Engine>, view: u16) {
     let mut buf = Vec::new();
     loop {
         let len = match tokio::time::timeout(TCP_IDLE, stream.read_u16()).await {
@@ -333,7 +362,7 @@ async fn tcp_conn(mut stream: TcpStream, peer: SocketAddr, engine: Arc<Engine>) 
             Ok(Ok(_)) => {}
             _ => return,
         }
-        let reply = engine.handle(&buf, peer, Transport::Tcp);
+        let reply = engine.handle_view(&buf, peer, Transport::Tcp, view);
         let Some(bytes) = reply.bytes else { continue };
         if !reply.delay.is_zero() {
             tokio::time::sleep(reply.delay).await;
@@ -400,6 +429,22 @@ impl DnsHandle {
     /// answer after its health checks, not an injection).
     pub fn serve(&self, name: &str, mode: DnsMode, reason: &str) -> Result<NameStatus, SetError> {
         self.engine.serve(name, mode, reason)
+    }
+
+    /// Answer `name` with `mode` on view `view` only, or (`None`) as on the main address again
+    /// (see [`Engine::serve_view`]).
+    pub fn serve_view(
+        &self,
+        name: &str,
+        view: u16,
+        mode: Option<DnsMode>,
+    ) -> Result<NameStatus, SetError> {
+        self.engine.serve_view(name, view, mode)
+    }
+
+    /// The views' addresses actually bound (view K is element K − 1; see [`DnsConfig::views`]).
+    pub fn view_addrs(&self) -> &[SocketAddr] {
+        &self.views
     }
 
     /// Put `name` back to its configured mode now (cancelling pending reverts).

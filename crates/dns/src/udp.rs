@@ -161,9 +161,10 @@ fn send_batch(sock: &UdpSocket, out: &[(Vec<u8>, SocketAddr)]) {
 }
 
 /// Serve `sock` from this thread until `stop` is set (checked every read timeout).
+/// `view`: the view whose address `sock` is bound to (0: the main one).
 pub(crate) fn serve(
     sock: UdpSocket,
-    engine: Arc<Engine>,
+    (engine, view): (Arc<Engine>, u16),
     stop: Arc<AtomicBool>,
     rt: tokio::runtime::Handle,
 ) {
@@ -193,7 +194,7 @@ pub(crate) fn serve(
                 engine.count_oversized();
                 continue;
             };
-            let reply = engine.handle_into(pkt, peer, Transport::Udp, &mut events);
+            let reply = engine.handle_into(pkt, peer, (Transport::Udp, view), &mut events);
             let Some(bytes) = reply.bytes else { continue };
             if reply.delay.is_zero() {
                 out.push((bytes, peer));

@@ -668,3 +668,55 @@ async fn a_served_answer_is_the_configured_one_not_an_injection() {
     );
     dns.shutdown().await.unwrap();
 }
+
+/// A view answers as the main address until it gets an answer of its own: one authority, a
+/// resolver per site, each told its own members — over UDP and TCP, logged with its view, never
+/// an injection; `None` gives the view the name's answer back.
+#[tokio::test]
+async fn a_view_answers_its_own_members_until_reset() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("dns.jsonl");
+    let dns = start_with("127.0.53.12", &["app.test=static:127.0.0.20"], |c| {
+        c.views = vec!["127.0.53.12:0".parse().unwrap()];
+        c.log = Some(log.clone());
+    })
+    .await;
+    let view = dns.view_addrs()[0];
+    assert_ne!(view, dns.local_addr());
+    let at = |addr: SocketAddr, tr: Transport| async move {
+        client::query(addr, "app.test", "A", tr, T)
+            .await
+            .unwrap()
+            .answers
+    };
+    assert_eq!(at(view, Transport::Udp).await, ips(&["127.0.0.20"]));
+    dns.serve_view("app.test", 1, Some("static:127.0.0.30".parse().unwrap()))
+        .unwrap();
+    for tr in [Transport::Udp, Transport::Tcp] {
+        assert_eq!(at(view, tr).await, ips(&["127.0.0.30"]), "{tr:?}");
+        assert_eq!(at(dns.local_addr(), tr).await, ips(&["127.0.0.20"]));
+    }
+    assert_eq!(dns.hits(), 0, "a view's answer is not an injection");
+    // The main address's answer is the name's own, set with serve; unknown names are refused.
+    assert!(dns.serve_view("app.test", 0, None).is_err());
+    assert!(dns.serve_view("other.test", 1, None).is_err());
+    // network-safe: refused before any answer carries it.
+    assert!(
+        dns.serve_view("app.test", 1, Some("static:192.0.2.1".parse().unwrap()))
+            .is_err()
+    );
+    dns.serve_view("app.test", 1, None).unwrap();
+    assert_eq!(at(view, Transport::Udp).await, ips(&["127.0.0.20"]));
+    dns.shutdown().await.unwrap();
+    let text = std::fs::read_to_string(&log).unwrap();
+    let views: Vec<Option<u64>> = text
+        .lines()
+        .skip(1)
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap()["view"].as_u64())
+        .collect();
+    assert_eq!(
+        views,
+        [Some(1), Some(1), None, Some(1), None, Some(1)],
+        "{text}"
+    );
+}

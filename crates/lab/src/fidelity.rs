@@ -10,7 +10,7 @@
 //! use resolvelab_lab::fidelity::{Fidelity, RunTotals};
 //! let t = RunTotals { requests: 100, failed: 0, swaps: 1 };
 //! let f = Fidelity { name: "swap-only — seed 1".into(), lab: t.clone(), model: t,
-//!                    classes: vec![], agree: true };
+//!                    classes: vec![], fleet: None, agree: true };
 //! assert!(f.markdown().contains("| (no failures) | 0 | 0 | agree |"));
 //! ```
 
@@ -36,8 +36,67 @@ pub struct Fidelity {
     pub model: RunTotals,
     /// Every failure class present in either run, by class id.
     pub classes: Vec<ClassFidelity>,
-    /// Every class agrees.
+    /// A `[fleet]` run's fleet incidents side by side.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fleet: Option<FleetFidelity>,
+    /// Every class agrees (and, for a fleet, every fleet incident).
     pub agree: bool,
+}
+
+/// A fleet run's fleet incidents, lab and model, in time order: what only a fleet shows (how
+/// many instances, the reading, the spreads of their starts and ends) must be the same.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct FleetFidelity {
+    /// The lab's fleet incidents.
+    pub lab: Vec<FleetShape>,
+    /// The model's.
+    pub model: Vec<FleetShape>,
+    /// As many incidents, each with the same reading and as many instances hit, and spreads
+    /// within 10 % where either is a burst's ([`BURST_MS`]; shorter is one instant).
+    pub agree: bool,
+}
+
+/// What the fidelity compares of one fleet incident.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct FleetShape {
+    /// The reading (`dns-answer-change`, `failover`, …).
+    pub reading: String,
+    /// Instances hit.
+    pub hit: u64,
+    /// Latest first failure minus earliest, ms.
+    pub start_spread_ms: i64,
+    /// Latest last failure minus earliest, ms.
+    pub end_spread_ms: i64,
+}
+
+impl FleetShape {
+    fn of(i: &resolvelab_diagnose::fleet::FleetIncident) -> FleetShape {
+        FleetShape {
+            reading: i.reading.kind.id().to_string(),
+            hit: i.hit,
+            start_spread_ms: i.start_spread_ms,
+            end_spread_ms: i.end_spread_ms,
+        }
+    }
+
+    fn agrees(&self, o: &FleetShape) -> bool {
+        let spread =
+            |a: i64, b: i64| (a < BURST_MS && b < BURST_MS) || durations_agree(a as f64, b as f64);
+        self.reading == o.reading
+            && self.hit == o.hit
+            && spread(self.start_spread_ms, o.start_spread_ms)
+            && spread(self.end_spread_ms, o.end_spread_ms)
+    }
+}
+
+impl FleetFidelity {
+    fn of(lab: &[FleetShape], model: &[FleetShape]) -> FleetFidelity {
+        FleetFidelity {
+            agree: lab.len() == model.len() && lab.iter().zip(model).all(|(l, m)| l.agrees(m)),
+            lab: lab.to_vec(),
+            model: model.to_vec(),
+        }
+    }
 }
 
 /// Totals of one diagnosed run directory.
@@ -117,15 +176,47 @@ pub fn compare(name: String, lab: &Diagnosis, sim: &Diagnosis) -> Fidelity {
         model: totals(sim),
         agree: classes.iter().all(|c| c.counts_agree && c.durations_agree),
         classes,
+        fleet: None,
     }
+}
+
+/// A `[fleet]` run as its verdict judges it — each instance diagnosed without the DNS log, as
+/// production would — read as one diagnosis (the instances' totals with all their incidents)
+/// and the fleet's incidents.
+fn fleet_view(dir: &Path) -> Result<(Diagnosis, Vec<FleetShape>)> {
+    let v = resolvelab_diagnose::analyze_run(dir)?;
+    let Some(f) = v.fleet else {
+        bail!("{}: a fleet run without its fleet's verdict", dir.display());
+    };
+    let mut d = v.diagnosis;
+    d.incidents = f
+        .instances
+        .values()
+        .flat_map(|i| i.incidents.iter().cloned())
+        .collect();
+    d.swaps = f.instances.values().map(|i| i.swaps).sum();
+    Ok((d, f.report.incidents.iter().map(FleetShape::of).collect()))
 }
 
 /// Diagnose two run directories ([`diagnose_run_dir`]) and [`compare`] them; when the clients
 /// saw failures the access logs do not hold (a proxy that closes a client's connection and
 /// logs nothing), those are compared too, as the row `(unlogged client errors)`.
 pub fn compare_dirs(name: String, lab: &Path, sim: &Path) -> Result<Fidelity> {
-    let (l, m) = (diagnose_run_dir(lab)?, diagnose_run_dir(sim)?);
-    let mut f = compare(name, &l, &m);
+    let fleet = lab
+        .join(resolvelab_core::evidence::file::INSTANCES)
+        .is_dir();
+    let (l, m, mut f) = if fleet {
+        let ((l, ls), (m, ms)) = (fleet_view(lab)?, fleet_view(sim)?);
+        let mut f = compare(name, &l, &m);
+        let ff = FleetFidelity::of(&ls, &ms);
+        f.agree &= ff.agree;
+        f.fleet = Some(ff);
+        (l, m, f)
+    } else {
+        let (l, m) = (diagnose_run_dir(lab)?, diagnose_run_dir(sim)?);
+        let f = compare(name, &l, &m);
+        (l, m, f)
+    };
     let unlogged = |dir: &Path, d: &Diagnosis| -> Result<u64> {
         let client = resolvelab_diagnose::run::client_errors(dir)?.unwrap_or(0);
         let logged: u64 = d
@@ -190,6 +281,9 @@ impl Fidelity {
         if self.classes.is_empty() {
             out.push_str("| (no failures) | 0 | 0 | agree | – | – | – |\n");
         }
+        if let Some(f) = &self.fleet {
+            out.push_str(&f.markdown());
+        }
         out.push_str(&format!(
             "\nVerdict: {}\n",
             if self.agree {
@@ -206,6 +300,33 @@ impl Fidelity {
             .iter()
             .find(|c| c.class == class)
             .map_or((0, 0), |c| (c.lab_count, c.model_count))
+    }
+}
+
+impl FleetFidelity {
+    /// The fleet incidents' table under a fleet row's class table.
+    fn markdown(&self) -> String {
+        let mut out =
+            String::from("\n| fleet incident | lab | model | agree |\n|---|---|---|---|\n");
+        let cell = |s: Option<&FleetShape>| match s {
+            Some(s) => format!(
+                "{}, {} hit, starts {} ms apart, ends {} ms apart",
+                s.reading, s.hit, s.start_spread_ms, s.end_spread_ms
+            ),
+            None => "–".to_string(),
+        };
+        for k in 0..self.lab.len().max(self.model.len()) {
+            let (l, m) = (self.lab.get(k), self.model.get(k));
+            let ok = matches!((l, m), (Some(l), Some(m)) if l.agrees(m));
+            out.push_str(&format!(
+                "| {} | {} | {} | {} |\n",
+                k + 1,
+                cell(l),
+                cell(m),
+                mark(ok)
+            ));
+        }
+        out
     }
 }
 
@@ -586,6 +707,7 @@ mod tests {
                 row("dns-nxdomain", 640, 600, 2100, 2500, true),
                 row("upstream-failure", 3, 0, 10, 0, false),
             ],
+            fleet: None,
             agree: false,
         };
         assert_eq!(
@@ -616,6 +738,7 @@ lab: 9000 requests, 640 failed, 2 swaps · model: 9000 requests, 600 failed, 2 s
             lab: totals.clone(),
             model: totals,
             classes: vec![],
+            fleet: None,
             agree: true,
         };
         let md = f.markdown();

@@ -72,8 +72,15 @@ impl Default for Health {
 /// The DNS mode of the members `spec` answers for `health`: `static:` their addresses, or
 /// NXDOMAIN.
 pub fn mode_for(spec: &GslbSpec, health: &[Health], net: &Net) -> Result<DnsMode> {
+    let order: Vec<&str> = spec.pool.iter().map(String::as_str).collect();
+    mode_in(spec, &order, health, net)
+}
+
+/// [`mode_for`] in the order `order` of pool members: what the GSLB answers a resolver with
+/// its own preference (`prefer`).
+pub fn mode_in(spec: &GslbSpec, order: &[&str], health: &[Health], net: &Net) -> Result<DnsMode> {
     let up: Vec<bool> = health.iter().map(|h| h.up).collect();
-    let Some(members) = spec.answer_for(&up) else {
+    let Some(members) = spec.answer_in(order, &up) else {
         return Ok(DnsMode::NxDomain);
     };
     let ips = members
@@ -84,6 +91,33 @@ pub fn mode_for(spec: &GslbSpec, health: &[Health], net: &Net) -> Result<DnsMode
         })
         .collect::<Result<Vec<_>>>()?;
     Ok(DnsMode::Static(ips))
+}
+
+/// The authority's view of fleet instance `instance` (`nginx-3` → 3: view K is the resolver
+/// address of the K-th instance, `Net::instance_dns`).
+pub fn view_of(instance: &str) -> Result<u16> {
+    instance
+        .strip_prefix("nginx-")
+        .and_then(|k| k.parse().ok())
+        .ok_or_else(|| anyhow!("[dns.gslb] prefer: `{instance}` is not a fleet instance"))
+}
+
+/// Before the proxies start (they resolve at their start): each resolver with a `prefer`
+/// order of its own answered in it, every member up.
+pub(crate) fn serve_views(
+    dns: &DnsHandle,
+    sc: &resolvelab_scenario::Scenario,
+    net: &Net,
+) -> Result<()> {
+    for (name, spec) in &sc.dns.gslb {
+        let health = vec![Health::new(); spec.pool.len()];
+        for inst in spec.prefer.keys() {
+            let mode = mode_in(spec, &spec.order_for(inst), &health, net)?;
+            dns.serve_view(name, view_of(inst)?, Some(mode))
+                .map_err(|e| anyhow!("[dns.gslb] {name}: {e}"))?;
+        }
+    }
+    Ok(())
 }
 
 /// Probe `spec`'s pool every `interval` ([`probe_offset`] from `t0`, the start of the run's
@@ -113,6 +147,12 @@ pub(crate) async fn run(
     }
     let mut health = vec![Health::new(); addrs.len()];
     let mut serving = mode_for(&spec, &health, &net)?;
+    // Each resolver with its own order, and what it is answered.
+    let mut views: Vec<(String, u16, DnsMode)> = Vec::new();
+    for inst in spec.prefer.keys() {
+        let mode = mode_in(&spec, &spec.order_for(inst), &health, &net)?;
+        views.push((inst.clone(), view_of(inst)?, mode));
+    }
     let (interval, timeout) = (spec.interval.get(), spec.timeout.get());
     let mut changes = 0u64;
     for round in 0u32.. {
@@ -127,8 +167,26 @@ pub(crate) async fn run(
                 flipped.push(flip_note(&spec, k, health[k], outcome));
             }
         }
+        if flipped.is_empty() {
+            continue;
+        }
+        for (inst, view, answered) in views.iter_mut() {
+            let mode = mode_in(&spec, &spec.order_for(inst), &health, &net)?;
+            if mode == *answered {
+                continue;
+            }
+            dns.serve_view(&name, *view, Some(mode.clone()))
+                .map_err(|e| anyhow!("[dns.gslb] {name}: {e}"))?;
+            let _ = events.write(&Event {
+                spec: Some(mode.to_string()),
+                note: Some(format!("{inst}'s resolver: {}", flipped.join("; "))),
+                ..Event::new(now_us(), event_kind::GSLB, &name)
+            });
+            *answered = mode;
+            changes += 1;
+        }
         let mode = mode_for(&spec, &health, &net)?;
-        if flipped.is_empty() || mode == serving {
+        if mode == serving {
             continue;
         }
         dns.serve(&name, mode.clone(), "gslb")
@@ -181,7 +239,12 @@ async fn probe_all(
 }
 
 /// `b1 down after 3 failed probes (connect: Connection refused)`, `b1 up after 3 good probes`.
-fn flip_note(spec: &GslbSpec, k: usize, h: Health, last: &Result<u16, String>) -> String {
+pub(crate) fn flip_note(
+    spec: &GslbSpec,
+    k: usize,
+    h: Health,
+    last: &Result<u16, String>,
+) -> String {
     let m = &spec.pool[k];
     match (h.up, last) {
         (false, Err(why)) => format!("{m} down after {} failed probes ({why})", spec.down_after),

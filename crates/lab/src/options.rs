@@ -47,6 +47,11 @@ pub struct LabInputs {
     /// and such bursts open extra client connections, which decides how requests spread over
     /// nginx's workers.
     pub arrivals: Option<PathBuf>,
+    /// A `[fleet]` run's instances' starts, in start order: µs before the load start of each
+    /// instance's first DNS query (nginx resolves at its start), read from the lab's DNS log
+    /// by the querying socket ([`crate::replay::instance_starts`]). Each re-queries on its own
+    /// phase from there. Empty: the plan's `stagger`.
+    pub instance_starts_us: Vec<i64>,
 }
 
 impl Default for RunOptions {

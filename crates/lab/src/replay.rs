@@ -20,6 +20,7 @@ use resolvelab_core::evidence::file;
 use resolvelab_core::spec::engine::EngineId;
 use resolvelab_scenario::Scenario;
 use resolvelab_sim::nginx::SimSummary;
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 /// A lab run and its replay on the model.
@@ -66,9 +67,57 @@ pub fn options(lab: &RunRecord, out: &Path) -> RunOptions {
         replay: Some(LabInputs {
             load_start_us: lab.load_start_us,
             arrivals: load.is_file().then_some(load),
+            instance_starts_us: instance_starts(&lab.dir),
         }),
         ..RunOptions::default()
     }
+}
+
+/// A `[fleet]` run's instances' starts (µs before its load start, in instance order), as its DNS
+/// log shows them: every instance resolves its names as it starts, on a resolver address of its
+/// own (the authority's view K is instance K's, `Net::instance_dns`), so each view's first
+/// query is one instance's start. Runs from before the views are told apart by the querying
+/// socket, which an instance keeps (its first query's order is the start order). Empty when
+/// `dir` is not a fleet's run, has no DNS log, or its queries do not tell its instances apart;
+/// the model then starts the instances `stagger` apart as the plan says.
+pub fn instance_starts(dir: &Path) -> Vec<i64> {
+    let Ok(rec) = RunRecord::read(dir) else {
+        return Vec::new();
+    };
+    let instances = std::fs::read_dir(dir.join(file::INSTANCES))
+        .map(|d| d.flatten().filter(|e| e.path().is_dir()).count())
+        .unwrap_or(0);
+    let Ok((_, rows)) = resolvelab_core::jsonl::read_values(&dir.join(file::DNS)) else {
+        return Vec::new();
+    };
+    // (by view, by socket): each key's first query.
+    let (mut by_view, mut by_socket) = (BTreeMap::new(), BTreeMap::new());
+    for v in rows.into_iter().filter_map(|(_, v)| v.ok()) {
+        let Some(t) = v.get("t_us").and_then(|t| t.as_i64()) else {
+            continue;
+        };
+        if let Some(view) = v.get("view").and_then(|w| w.as_u64()) {
+            let e = by_view.entry(view).or_insert(t);
+            *e = (*e).min(t);
+        } else if let Some(c) = v.get("client").and_then(|c| c.as_str()) {
+            let e = by_socket.entry(c.to_string()).or_insert(t);
+            *e = (*e).min(t);
+        }
+    }
+    let firsts: Vec<i64> = if by_view.len() == instances {
+        by_view.into_values().collect()
+    } else if by_view.is_empty() && by_socket.len() == instances {
+        let mut f: Vec<i64> = by_socket.into_values().collect();
+        f.sort_unstable();
+        f
+    } else {
+        return Vec::new();
+    };
+    let starts: Vec<i64> = firsts.iter().map(|t| rec.load_start_us - t).collect();
+    if instances < 2 || starts.iter().any(|&s| s <= 0) {
+        return Vec::new();
+    }
+    starts
 }
 
 /// The lab run's resolved scenario, run once (`repeat` is the lab's loop over seeds, one

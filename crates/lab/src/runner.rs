@@ -453,16 +453,22 @@ async fn start_dns(
         names.push(NameConfig::new(name, setting).map_err(|e| anyhow!("[dns.names] {name}: {e}"))?);
     }
     let ttl = sc.dns.ttl.get().as_secs().max(1) as u32;
+    // A fleet's instances each ask on a resolver address of their own (a view).
+    let views = (0..sc.fleet.as_ref().map_or(0, |f| f.instances))
+        .map(|k| net.instance_dns(k))
+        .collect();
     let dns = DnsServer::start(DnsConfig {
         listen: net.dns,
         names,
         ttl,
         seed,
         log: Some(dir.file(resolvelab_core::evidence::file::DNS)),
+        views,
         ..DnsConfig::default()
     })
     .await
     .context("starting the DNS authority")?;
+    crate::gslb::serve_views(&dns, sc, net)?;
     let first_queries = dns.subscribe();
     Ok((dns, first_queries))
 }

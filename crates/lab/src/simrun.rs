@@ -41,6 +41,9 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::Duration;
 
+mod fleet;
+mod gslb;
+
 /// The loopback /24 of a simulated run when `--net` is not given: fixed, so the same seed gives
 /// byte-identical logs (nothing is sent anywhere; the addresses only appear in the logs).
 pub const DEFAULT_NET: (u8, u8) = (0, 0);
@@ -76,7 +79,7 @@ pub fn proxy_refusal(sc: &Scenario, proxy: Proxy) -> Option<String> {
         resolvelab_thirdparty::lab::refuse(proxy, sc)?;
         let pol = policy(sc, proxy)?;
         let plan = sc.plan(None, 1.0, Some(1))?;
-        let cfg = mapping(&plan, DEFAULT_NET, DEFAULT_EPOCH_US, Some(&pol))?.cfg;
+        let cfg = mapping(&plan, DEFAULT_NET, DEFAULT_EPOCH_US, Some(&pol), WARMUP)?.cfg;
         resolvelab_sim::proxies::simulate_counts(
             &SimConfig {
                 duration: Us(1),
@@ -161,7 +164,9 @@ fn run_with(
     let (a, b) = opts.net.unwrap_or(DEFAULT_NET);
     let lab = opts.replay.as_ref();
     let epoch = lab.map_or(DEFAULT_EPOCH_US, |l| l.load_start_us);
-    let mut plan = mapping(played, (a, b), epoch, policy.as_ref())?;
+    let warmups = fleet::warmups(sc, lab, WARMUP);
+    let warmup = warmups.iter().copied().max().unwrap_or(WARMUP);
+    let mut plan = mapping(played, (a, b), epoch, policy.as_ref(), warmup)?;
     if let Some(path) = lab.and_then(|l| l.arrivals.as_deref()) {
         plan.cfg.arrivals = lab_arrivals(path, plan.cfg.duration)?;
         plan.cfg.rps = plan.cfg.arrivals.len() as f64 * 1e6 / plan.cfg.duration.0 as f64;
@@ -171,21 +176,12 @@ fn run_with(
     let dir = &run.dir;
     // For reference only: the configuration the real engine would run.
     match proxy {
-        None => {
-            let body = http_body(sc, &plan.net)?;
-            let conf_text = resolvelab_nginx::conf::lab_conf_with(
-                &dir.path,
-                &body,
-                &resolvelab_nginx::conf::LabConf {
-                    workers: sc.nginx.workers,
-                    ..Default::default()
-                },
-            );
-            std::fs::write(
-                dir.file(resolvelab_core::evidence::file::NGINX_CONF),
-                conf_text,
-            )?;
-        }
+        // A fleet's instances each get theirs (`fleet::play`).
+        None if sc.fleet.is_some() => {}
+        None => std::fs::write(
+            dir.file(resolvelab_core::evidence::file::NGINX_CONF),
+            reference_conf(sc, &plan.net, &dir.path)?,
+        )?,
         Some(p) => {
             let k = p;
             std::fs::write(
@@ -204,6 +200,18 @@ fn run_with(
         ));
     }
     let simulated = match &policy {
+        None if sc.fleet.is_some() => fleet::play(
+            &fleet::Fleet {
+                cfg: &plan.cfg,
+                net: &plan.net,
+                views: (plan.gslb.views.iter())
+                    .map(|(k, v)| (*k, to_phases(v)))
+                    .collect(),
+                warmups: &warmups,
+                conf: &|net, prefix| reference_conf(sc, net, prefix),
+            },
+            &dir.path,
+        ),
         None => simulate(&plan.cfg, &dir.path),
         Some(p) => resolvelab_sim::proxies::simulate(&plan.cfg, p, &dir.path),
     };
@@ -243,11 +251,25 @@ fn run_with(
     Ok((record, summary))
 }
 
+/// The configuration the real nginx would run, for reference, with `prefix` as its prefix.
+fn reference_conf(sc: &Scenario, net: &Net, prefix: &Path) -> Result<String> {
+    let body = http_body(sc, net)?;
+    Ok(resolvelab_nginx::conf::lab_conf_with(
+        prefix,
+        &body,
+        &resolvelab_nginx::conf::LabConf {
+            workers: sc.nginx.workers,
+            ..Default::default()
+        },
+    ))
+}
+
 /// The model's configuration for a (variant-merged) scenario at full scale: what [`run`]
 /// simulates.
 pub fn sim_config(sc: &Scenario, seed: u64, net: (u8, u8)) -> Result<SimConfig> {
     let plan = sc.plan(None, 1.0, Some(seed))?;
-    Ok(mapping(&plan, net, DEFAULT_EPOCH_US, None)?.cfg)
+    let warmup = (fleet::warmups(sc, None, WARMUP).into_iter().max()).unwrap_or(WARMUP);
+    Ok(mapping(&plan, net, DEFAULT_EPOCH_US, None, warmup)?.cfg)
 }
 
 /// A scenario mapped onto the model, plus what the run directory's bookkeeping needs.
@@ -268,6 +290,9 @@ struct Mapped {
     links: BTreeMap<String, Vec<usize>>,
     /// Every proxy's fault specs by name.
     proxies: Vec<(String, Vec<Spelled<ToxicSpec>>)>,
+    /// The answer changes of the names a GSLB answers (`gslb` events, µs from the load start),
+    /// and those of resolvers with their own order (a fleet instance's).
+    gslb: gslb::Played,
 }
 
 /// One DNS injection with `for`; times are µs from the load start.
@@ -382,14 +407,31 @@ fn unsupported(sc: &Scenario, field: &str, why: &str) -> anyhow::Error {
 /// The scenario → model mapping, stage by stage; each stage refuses what the model cannot
 /// express on one line naming the field.
 /// `proxy`: the model of another proxy plays it, whose queries come on its own schedule.
-fn mapping(plan: &Plan, (a, b): (u8, u8), epoch_us: i64, proxy: Option<&Policy>) -> Result<Mapped> {
+/// `warmup`: nginx's start → the load start (a fleet's: its first instance's).
+fn mapping(
+    plan: &Plan,
+    (a, b): (u8, u8),
+    epoch_us: i64,
+    proxy: Option<&Policy>,
+    warmup: Us,
+) -> Result<Mapped> {
     let (sc, specs, seed) = (&plan.scenario, &plan.specs, plan.seed);
     refuse_unmodelled(sc)?;
+    if let (Some(f), Some(p)) = (&sc.fleet, proxy) {
+        return Err(unsupported(
+            sc,
+            &format!("fleet.instances = {}", f.instances),
+            &format!(
+                "a fleet plays nginx instances; the {} model plays one proxy",
+                p.proxy.id()
+            ),
+        ));
+    }
     let net = Net::assign(sc, a, b)?;
     let mut cfg = SimConfig::new(server_lines(sc, &net)?);
     cfg.seed = seed;
     cfg.epoch_us = epoch_us;
-    cfg.warmup = WARMUP;
+    cfg.warmup = warmup;
     cfg.listen = net.nginx.to_string();
     cfg.uri = sc.load.path.clone();
     nginx_settings(&mut cfg, sc)?;
@@ -416,6 +458,7 @@ fn mapping(plan: &Plan, (a, b): (u8, u8), epoch_us: i64, proxy: Option<&Policy>)
     for step in &plan.steps {
         t.event(&mut cfg, sc, &net, &links, step)?;
     }
+    let gslb = t.gslb(sc, &net, seed, cfg.duration.0)?;
     t.settle_all();
     cfg.dns = to_phases(&t.phases);
     let env_targets = environment_refusals(&cfg, &net, sc.nginx.port, &mut t);
@@ -435,6 +478,7 @@ fn mapping(plan: &Plan, (a, b): (u8, u8), epoch_us: i64, proxy: Option<&Policy>)
             .iter()
             .map(|p| (p.name.clone(), p.faults.clone()))
             .collect(),
+        gslb,
     })
 }
 
@@ -442,18 +486,6 @@ fn mapping(plan: &Plan, (a, b): (u8, u8), epoch_us: i64, proxy: Option<&Policy>)
 fn refuse_unmodelled(sc: &Scenario) -> Result<()> {
     let n = &sc.nginx;
     let refuse = |field: &str, why: &str| Err(unsupported(sc, field, why));
-    if let Some(f) = &sc.fleet {
-        return refuse(
-            &format!("fleet.instances = {}", f.instances),
-            "the model plays one nginx instance; a fleet runs on real nginx (--engine nginx)",
-        );
-    }
-    if let Some(name) = sc.dns.gslb.keys().next() {
-        return refuse(
-            &format!("dns.gslb.\"{name}\""),
-            "the model has no GSLB health checker; play it on a real proxy",
-        );
-    }
     if n.inline.is_some() {
         return refuse(
             "nginx.inline",
@@ -1013,6 +1045,33 @@ impl Timeline {
         })
     }
 
+    /// Play the scenario's GSLBs against the fault windows so far; the names' own answer
+    /// changes become their phases.
+    fn gslb(&mut self, sc: &Scenario, net: &Net, seed: u64, end: i64) -> Result<gslb::Played> {
+        let mut start = BTreeMap::new();
+        for name in sc.dns.gslb.keys() {
+            let setting = (self.current.get(name).cloned())
+                .ok_or_else(|| anyhow!("[dns.gslb] `{name}` is not a [dns.names] entry"))?;
+            let first = self.phases.iter().find(|p| p.1 == *name).map_or(0, |p| p.0);
+            start.insert(name.clone(), (setting, first));
+        }
+        let played = gslb::play(&gslb::Input {
+            gslb: &sc.dns.gslb,
+            faults: &self.faults,
+            start,
+            net,
+            seed,
+            end,
+        })?;
+        for (at, name, setting) in &played.main {
+            self.current.insert(name.clone(), setting.clone());
+            if self.resolved.contains(name) {
+                self.phases.push((*at, name.clone(), setting.clone()));
+            }
+        }
+        Ok(played)
+    }
+
     /// Apply every revert still pending.
     fn settle_all(&mut self) {
         let names: Vec<String> = self.reverts.keys().cloned().collect();
@@ -1224,6 +1283,10 @@ fn finish_events(
         if plan.env_targets.contains(target) {
             continue;
         }
+        // A GSLB's answer is the name's own, not an injection: its changes are `gslb` events.
+        if e.kind == event_kind::DNS_MODE && plan.gslb.names.iter().any(|n| n == target) {
+            continue;
+        }
         if let Some(name) = by_addr.get(target) {
             e.target = Some(name.clone());
         }
@@ -1259,6 +1322,13 @@ fn finish_events(
         "listening (simulated)",
     ));
     events.push(phase(epoch, "load", "start"));
+    for c in &plan.gslb.changes {
+        events.push(
+            Event::new(epoch + c.at, event_kind::GSLB, &c.name)
+                .spec(&c.mode)
+                .note(&c.note),
+        );
+    }
     events.push(phase(epoch + plan.cfg.duration.0, "load", "end"));
 
     // DNS hits: queries answered under an injected mode, like the lab DNS counts them.
@@ -1372,34 +1442,41 @@ mod tests {
 
     #[test]
     fn every_library_scenario_maps() {
-        // Every library scenario and variant runs on the model (none is refused) but the
-        // fleets, which the model refuses in one line.
+        // Every library scenario and variant runs on the model, fleets included; a proxy's
+        // model plays one proxy and refuses a fleet by its field.
         for sc in library::all().unwrap() {
-            if sc.fleet.is_some() {
-                let e = refuse_unmodelled(&sc).unwrap_err().to_string();
-                assert!(
-                    e.contains("fleet.instances") && e.contains("--engine nginx"),
-                    "{e}"
-                );
-                continue;
-            }
             sim_config(&sc, 1, (0, 0)).unwrap_or_else(|e| panic!("{}: {e:#}", sc.name));
             for v in sc.variant_names() {
                 sim_config(&sc.variant(&v).unwrap(), 1, (0, 0))
                     .unwrap_or_else(|e| panic!("{} {v}: {e:#}", sc.name));
             }
+            if sc.fleet.is_some() {
+                let e = proxy_refusal(&sc, Proxy::Haproxy).expect("refused");
+                assert!(e.contains("a fleet plays nginx instances"), "{e}");
+            }
         }
     }
 
     #[test]
-    fn a_gslb_is_refused_by_name() {
-        // The failover scenario without its fleet: one nginx, a GSLB the model cannot play.
+    fn a_gslb_answer_follows_its_probes_as_dns_phases() {
+        // The failover scenario without its fleet: one nginx asking the GSLB. b1 is down from
+        // 12 s to 28 s; probes at x.5 s take it out at the third failure (14.5 s) and back at
+        // the third success (30.5 s).
         let mut sc = library::get("gslb-failover").unwrap();
         sc.fleet = None;
-        let e = refuse_unmodelled(&sc).unwrap_err().to_string();
-        assert!(
-            e.contains("dns.gslb.\"app.test.local\"") && e.contains("no GSLB health checker"),
-            "{e}"
+        let c = sim_config(&sc, 1, (0, 0)).unwrap();
+        let moves: Vec<(i64, String)> = c
+            .dns
+            .iter()
+            .filter(|p| p.at.0 >= 0)
+            .map(|p| (p.at.0, p.mode.to_string()))
+            .collect();
+        assert_eq!(
+            moves,
+            [
+                (14_500_000, "static:127.0.0.30".to_string()),
+                (30_500_000, "static:127.0.0.20".to_string())
+            ]
         );
     }
 

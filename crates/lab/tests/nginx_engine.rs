@@ -343,7 +343,9 @@ fn ports_run_out_in_a_private_namespace_without_time_wait_reuse() {
 }
 
 /// A GSLB that health-checks its pool moves the answer after `down_after` failed probes; each
-/// instance follows at its own re-query: the fleet reads a failover from its logs alone.
+/// instance follows at its own re-query: the fleet reads a failover from its logs alone. Per
+/// site (each instance on its own resolver address, two of them answered b2 first), only the
+/// other two fail.
 #[test]
 fn a_gslb_failover_is_met_together_and_left_at_each_requery() {
     let _g = shared();
@@ -352,8 +354,9 @@ fn a_gslb_failover_is_met_together_and_left_at_each_requery() {
         .tempdir()
         .unwrap()
         .keep();
-    let runs = nginx("gslb-failover").into(&out);
-    assert_eq!(runs.len(), 1);
+    let mut runs = nginx("gslb-failover").into(&out);
+    assert_eq!(runs.len(), 2, "the failover and its per-site variant");
+    per_site(&runs.pop().unwrap());
     let j = &runs[0];
     let v = serde_json::to_value(&j.verdict).unwrap();
     assert_completed_and_held(&j.record.dir, &v);
@@ -410,7 +413,6 @@ fn a_gslb_failover_is_met_together_and_left_at_each_requery() {
     assert!(i["end_spread_ms"].as_i64().unwrap() > 1_000, "{i}");
     // The reproduction table names the instances' classes and the fleet's reading (the totals
     // hold no incident of their own).
-    let mut runs = runs;
     let sc = resolvelab_scenario::library::get("gslb-failover").unwrap();
     let table = resolvelab_lab::judge::reproduction_table(&[(sc, runs.remove(0))], &[], "test");
     assert!(
@@ -418,6 +420,44 @@ fn a_gslb_failover_is_met_together_and_left_at_each_requery() {
         "{table}"
     );
     let _ = std::fs::remove_dir_all(&out);
+}
+
+/// `gslb-failover [per-site]`: every instance asked on its own view of the authority; the
+/// GSLB answered nginx-3's and nginx-4's b2 from their start, so they never sent to b1, and
+/// only nginx-1 and nginx-2 failed.
+fn per_site(j: &Judged) {
+    let v = serde_json::to_value(&j.verdict).unwrap();
+    assert_completed_and_held(&j.record.dir, &v);
+    let dns = std::fs::read_to_string(j.record.dir.join(file::DNS)).unwrap();
+    let views: std::collections::BTreeSet<u64> = dns
+        .lines()
+        .skip(1)
+        .filter_map(|l| serde_json::from_str::<Value>(l).unwrap()["view"].as_u64())
+        .collect();
+    assert_eq!(views.into_iter().collect::<Vec<_>>(), [1, 2, 3, 4], "{dns}");
+    for k in [3, 4] {
+        let log = std::fs::read_to_string(
+            j.record
+                .dir
+                .join(file::INSTANCES)
+                .join(format!("nginx-{k}"))
+                .join(file::ACCESS_LOG),
+        )
+        .unwrap();
+        assert!(log.lines().count() > 1000, "nginx-{k} served");
+        assert!(
+            log.lines().all(|l| l.contains(".30:8080")),
+            "nginx-{k} asked b2's site"
+        );
+    }
+    let mut hit: Vec<&str> = v["fleet"]["report"]["incidents"][0]["members"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["instance"].as_str().unwrap())
+        .collect();
+    hit.sort_unstable();
+    assert_eq!(hit, ["nginx-1", "nginx-2"], "{v:#}");
 }
 
 #[test]

@@ -263,3 +263,117 @@ fn what_a_model_cannot_play_is_refused_before_a_file_is_written() {
     assert!(format!("{err:#}").contains("not Rst"), "{err:#}");
     assert!(!tmp.path().join("runs").exists(), "nothing written");
 }
+
+/// The lines of `dir`'s JSON Lines file `name`, parsed, without its schema line.
+fn rows(dir: &Path, name: &str) -> Vec<serde_json::Value> {
+    std::fs::read_to_string(dir.join(name))
+        .unwrap()
+        .lines()
+        .skip(1)
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+/// A `[fleet]` on the model: one model per instance, started `stagger` apart, the load
+/// round-robin over them, laid out as the lab lays out a fleet; the fleet judge reads the
+/// instances' logs without a DNS log and every expectation of the scenario holds — the same
+/// ones the real fleet is held to. The GSLB's health checks move the answer at the third failed
+/// probe (`gslb` events, not injections). And the fidelity of a fleet compares what only a
+/// fleet shows: a run replayed agrees with itself, an answer change does not pass for a dead
+/// backend.
+#[test]
+fn a_fleet_and_its_gslb_on_the_model() {
+    let tmp = tempfile::tempdir().unwrap();
+    let nx = sim(tmp.path(), "fleet-nxdomain", Some("base"));
+    let down = sim(tmp.path(), "fleet-nxdomain", Some("backend-down"));
+    let gslb = sim(tmp.path(), "gslb-failover", None);
+    assert_eq!(gslb.len(), 2, "the failover and its per-site variant");
+    for j in nx.iter().chain(&down).chain(&gslb) {
+        let v = serde_json::to_value(&j.verdict).unwrap();
+        assert_eq!(v["status"], "completed", "{v:#}");
+        for e in v["expectations"].as_array().unwrap() {
+            assert_eq!(e["held"], true, "{}: {e}", dir(j).display());
+        }
+        assert!(
+            !dir(j).join(file::ACCESS_LOG).exists(),
+            "no top-level nginx"
+        );
+        for k in 1..=4 {
+            let i = dir(j).join(file::INSTANCES).join(format!("nginx-{k}"));
+            for f in [file::ACCESS_LOG, file::ERROR_LOG, file::NGINX_CONF] {
+                assert!(i.join(f).is_file(), "{} lacks {f}", i.display());
+            }
+            // Round-robin: each instance got a quarter of the requests.
+            let lines = std::fs::read_to_string(i.join(file::ACCESS_LOG))
+                .unwrap()
+                .lines()
+                .count() as u64;
+            assert_eq!(lines * 4, j.record.requests, "{}", i.display());
+            // Its own listen address, as the balancer reaches it.
+            let conf = std::fs::read_to_string(i.join(file::NGINX_CONF)).unwrap();
+            assert!(conf.contains(&format!(":{};", 8080 + k)), "{conf}");
+        }
+        // The client's view is one file, every request once, in the order they were sent.
+        let load = rows(dir(j), file::LOAD);
+        assert_eq!(load.len() as u64, j.record.requests);
+        assert!(load.iter().enumerate().all(|(k, r)| r["seq"] == k as u64));
+    }
+    // Each instance asks on its own view of the authority, and resolves at its start, 1.5 s
+    // apart, the last one 300 ms before the load: what a replay reads back as its phases.
+    let views: std::collections::BTreeSet<u64> = rows(dir(&nx[0]), file::DNS)
+        .iter()
+        .map(|q| q["view"].as_u64().expect("a view"))
+        .collect();
+    assert_eq!(views.into_iter().collect::<Vec<_>>(), [1, 2, 3, 4]);
+    let starts = resolvelab_lab::replay::instance_starts(dir(&nx[0]));
+    let want = [4_800_000, 3_300_000, 1_800_000, 300_000];
+    assert_eq!(starts.len(), 4, "{starts:?}");
+    for (s, w) in starts.iter().zip(want) {
+        assert!((s - w).abs() < 1_000, "{starts:?}");
+    }
+    // The GSLB: b1 out 2.5 s after its fault (probes at x.5 s), back 2.5 s after it ends.
+    let events = rows(dir(&gslb[0]), file::EVENTS);
+    let at = |kind: &str| -> Vec<i64> {
+        events
+            .iter()
+            .filter(|e| e["kind"] == kind)
+            .map(|e| e["t_us"].as_i64().unwrap())
+            .collect()
+    };
+    let (on, off, moves) = (at("fault-on"), at("fault-off"), at("gslb"));
+    assert_eq!(moves.len(), 2, "{events:#?}");
+    assert_eq!(moves[0] - on[0], 2_500_000);
+    assert_eq!(moves[1] - off[0], 2_500_000);
+    assert!(
+        at("dns-mode").is_empty(),
+        "a GSLB's answer is not an injection"
+    );
+    // Per site: nginx-3 and nginx-4 are answered b2 first all along, so only two instances
+    // fail, and their requests never went to b1 at all.
+    let site = dir(&gslb[1]);
+    let v = serde_json::to_value(&gslb[1].verdict).unwrap();
+    assert_eq!(v["fleet"]["report"]["incidents"][0]["hit"], 2, "{v:#}");
+    for k in [3, 4] {
+        let log = std::fs::read_to_string(
+            site.join(file::INSTANCES)
+                .join(format!("nginx-{k}"))
+                .join(file::ACCESS_LOG),
+        )
+        .unwrap();
+        assert!(
+            log.lines().all(|l| l.contains(".30:8080")),
+            "nginx-{k} asked b2's site"
+        );
+    }
+    // Fidelity: a fleet against itself replayed agrees; against another reading it does not.
+    let again = resolvelab_lab::replay::replay(dir(&nx[0]), &tmp.path().join("replay")).unwrap();
+    let same = resolvelab_lab::fidelity::compare_dirs("same".into(), dir(&nx[0]), &again.model.dir)
+        .unwrap();
+    assert!(same.agree, "{}", same.markdown());
+    let f = same.fleet.as_ref().expect("a fleet's rows");
+    assert_eq!(f.lab[0].reading, "dns-answer-change");
+    let other =
+        resolvelab_lab::fidelity::compare_dirs("other".into(), dir(&nx[0]), dir(&down[0])).unwrap();
+    assert!(!other.agree, "{}", other.markdown());
+    assert!(!other.fleet.unwrap().agree);
+}

@@ -384,6 +384,12 @@ pub struct GslbSpec {
     /// healthy instance).
     #[serde(default)]
     pub all_down: GslbAllDown,
+    /// Per resolver, its own order of preference (a topology-aware GSLB answers each site its
+    /// nearest healthy member): a `[fleet]` instance's name (`nginx-3`) → pool members in that
+    /// order. Each fleet instance asks the authority on a resolver address of its own, and the
+    /// GSLB answers it in its instance's order; instances not listed get `pool`'s.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub prefer: BTreeMap<String, Vec<String>>,
 }
 
 /// Which healthy members a GSLB answers.
@@ -412,16 +418,34 @@ impl GslbSpec {
     /// The members it answers given each one's health (pool order), as backend names; `None`
     /// for NXDOMAIN.
     pub fn answer_for(&self, up: &[bool]) -> Option<Vec<&str>> {
-        let healthy: Vec<&str> = (self.pool.iter().zip(up))
-            .filter(|(_, u)| **u)
-            .map(|(m, _)| m.as_str())
-            .collect();
+        let order: Vec<&str> = self.pool.iter().map(String::as_str).collect();
+        self.answer_in(&order, up)
+    }
+
+    /// The order in which it answers the resolver of fleet instance `instance` (`nginx-3`):
+    /// its `prefer` entry, else the pool's.
+    pub fn order_for(&self, instance: &str) -> Vec<&str> {
+        match self.prefer.get(instance) {
+            Some(o) => o.iter().map(String::as_str).collect(),
+            None => self.pool.iter().map(String::as_str).collect(),
+        }
+    }
+
+    /// [`GslbSpec::answer_for`] in the order `order` (members of the pool), the health still
+    /// given in pool order.
+    pub fn answer_in<'a>(&'a self, order: &[&'a str], up: &[bool]) -> Option<Vec<&'a str>> {
+        let is_up = |m: &str| {
+            (self.pool.iter().zip(up))
+                .find(|(p, _)| p.as_str() == m)
+                .is_some_and(|(_, u)| *u)
+        };
+        let healthy: Vec<&str> = order.iter().copied().filter(|m| is_up(m)).collect();
         let chosen = match (healthy.is_empty(), self.answer) {
             (false, GslbAnswer::First) => healthy[..1].to_vec(),
             (false, GslbAnswer::All) => healthy,
             (true, _) if self.all_down == GslbAllDown::Nxdomain => return None,
-            (true, GslbAnswer::First) => vec![self.pool[0].as_str()],
-            (true, GslbAnswer::All) => self.pool.iter().map(String::as_str).collect(),
+            (true, GslbAnswer::First) => order[..1].to_vec(),
+            (true, GslbAnswer::All) => order.to_vec(),
         };
         Some(chosen)
     }
@@ -1004,6 +1028,7 @@ impl Scenario {
                     format!("path `{}` must start with `/`", g.path),
                 ));
             }
+            self.check_prefer(name, g)?;
             let want = g.starting_mode();
             if want.parse::<DnsSetting<HostRef>>().ok().as_ref() != Some(&start.value) {
                 return Err(self.err_at(
@@ -1013,6 +1038,45 @@ impl Scenario {
                         start.text
                     ),
                 ));
+            }
+        }
+        Ok(())
+    }
+
+    /// `[dns.gslb."NAME"] prefer`: a fleet's instances, each with pool members, none twice.
+    fn check_prefer(&self, name: &str, g: &GslbSpec) -> anyhow::Result<()> {
+        let Some((who, _)) = g.prefer.iter().next() else {
+            return Ok(());
+        };
+        let fail = |k: &str, why: String| self.err_at(&["dns", "gslb", name, "prefer", k], why);
+        let Some(f) = &self.fleet else {
+            return Err(fail(
+                who,
+                "prefer orders the answers per resolver of a [fleet]'s instances: add [fleet]"
+                    .into(),
+            ));
+        };
+        for (inst, order) in &g.prefer {
+            let known = (1..=f.instances).any(|k| format!("nginx-{k}") == *inst);
+            if !known {
+                return Err(fail(
+                    inst,
+                    format!(
+                        "`{inst}` is not an instance of this fleet (nginx-1 to nginx-{})",
+                        f.instances
+                    ),
+                ));
+            }
+            if order.is_empty() {
+                return Err(fail(inst, "an order needs at least one member".into()));
+            }
+            for (i, m) in order.iter().enumerate() {
+                if !g.pool.contains(m) {
+                    return Err(fail(inst, format!("`{m}` is not in the pool")));
+                }
+                if order[..i].contains(m) {
+                    return Err(fail(inst, format!("`{m}` is given twice")));
+                }
             }
         }
         Ok(())
@@ -1670,6 +1734,47 @@ name = "mf0"
 nginx = { max_fails = 0 }
 expect = { checks = ["nlu = 0"] }
 "#;
+
+    #[test]
+    fn a_resolvers_own_order_is_a_fleets_and_names_its_members() {
+        let text = include_str!("../../../scenarios/gslb-failover.toml");
+        let s = Scenario::from_toml(text, "g.toml").unwrap();
+        let g = &s.variant("per-site").unwrap().dns.gslb["app.test.local"];
+        assert_eq!(g.order_for("nginx-3"), ["b2", "b1"]);
+        assert_eq!(g.order_for("nginx-1"), ["b1", "b2"]);
+        // b2 down: nginx-3's resolver still gets a member, in its order.
+        assert_eq!(
+            g.answer_in(&g.order_for("nginx-3"), &[true, false]),
+            Some(vec!["b1"])
+        );
+        assert_eq!(
+            g.answer_in(&g.order_for("nginx-3"), &[true, true]),
+            Some(vec!["b2"])
+        );
+        let with = |prefer: &str| {
+            text.replace(
+                "down_after = 3\nup_after = 3\n",
+                &format!("down_after = 3\nup_after = 3\nprefer = {{ {prefer} }}\n"),
+            )
+        };
+        let fails = |t: String, says: &str| {
+            let e = Scenario::from_toml(&t, "g.toml").unwrap_err().to_string();
+            assert!(e.starts_with("g.toml:") && e.contains(says), "{e}");
+        };
+        fails(
+            with("\"nginx-9\" = [\"b2\"]"),
+            "not an instance of this fleet (nginx-1 to nginx-4)",
+        );
+        fails(with("\"nginx-2\" = [\"b3\"]"), "`b3` is not in the pool");
+        fails(
+            with("\"nginx-2\" = [\"b2\", \"b2\"]"),
+            "`b2` is given twice",
+        );
+        fails(with("\"nginx-2\" = []"), "at least one member");
+        let alone = with("\"nginx-2\" = [\"b2\"]")
+            .replace("[fleet]\ninstances = 4\nstagger = \"1.5s\"\n", "");
+        fails(alone, "add [fleet]");
+    }
 
     #[test]
     fn a_gslb_is_checked_where_it_is_written() {

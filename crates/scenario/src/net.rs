@@ -51,10 +51,19 @@ impl Net {
         SocketAddr::new(self.nginx.ip(), self.nginx.port() + 1 + k as u16)
     }
 
-    /// This network as instance `k` of a fleet sees it: the same hosts, its own listen address.
+    /// The resolver address of instance `k` (from 0) of a `[fleet]`: the authority's address
+    /// with the ports after its own, one view each, so the authority knows which instance
+    /// asks (a GSLB may answer each its own members; the query log names the view).
+    pub fn instance_dns(&self, k: u32) -> SocketAddr {
+        SocketAddr::new(self.dns.ip(), self.dns.port() + 1 + k as u16)
+    }
+
+    /// This network as instance `k` of a fleet sees it: the same hosts, its own listen address
+    /// and its own resolver address.
     pub fn for_instance(&self, k: u32) -> Net {
         Net {
             nginx: self.instance(k),
+            dns: self.instance_dns(k),
             ..self.clone()
         }
     }

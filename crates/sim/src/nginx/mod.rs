@@ -201,6 +201,12 @@ impl ClassCounts {
     pub fn total(&self) -> u64 {
         self.iter().map(|(_, n)| n).sum()
     }
+    /// Add another's counts, class by class.
+    pub fn absorb(&mut self, o: &ClassCounts) {
+        for (c, n) in o.iter() {
+            *self.get_mut(c) += n;
+        }
+    }
 }
 
 /// What a simulation did (the ground truth a verdict on its logs can be checked against).
@@ -279,6 +285,50 @@ impl SimSummary {
     /// Total NLU answers.
     pub fn nlu_total(&self) -> u64 {
         self.nlu.total()
+    }
+
+    /// Add another instance's counts to these: a fleet's summary is its instances' sums (the
+    /// swap times merged in order, the fault and pool counters added index by index, the
+    /// longest simulated span and the highest generation kept).
+    pub fn absorb(&mut self, o: &SimSummary) {
+        self.requests += o.requests;
+        self.ok += o.ok;
+        self.status_502 += o.status_502;
+        self.status_504 += o.status_504;
+        self.status_503 += o.status_503;
+        self.nlu.absorb(&o.nlu);
+        self.upstream_failures += o.upstream_failures;
+        self.dns_request_failures += o.dns_request_failures;
+        self.try_failures += o.try_failures;
+        self.retries += o.retries;
+        self.retried_requests += o.retried_requests;
+        self.shim_passes += o.shim_passes;
+        self.shim_first_pass_nlu.absorb(&o.shim_first_pass_nlu);
+        self.shim_first_pass_failures += o.shim_first_pass_failures;
+        self.requeries += o.requeries;
+        self.swaps += o.swaps;
+        self.swap_times_us.extend(&o.swap_times_us);
+        self.swap_times_us.sort_unstable();
+        self.dns_errors += o.dns_errors;
+        self.disabled_warnings += o.disabled_warnings;
+        self.memory_exhausted += o.memory_exhausted;
+        self.port_exhausted += o.port_exhausted;
+        self.generation = self.generation.max(o.generation);
+        add_each(&mut self.fault_hits, &o.fault_hits);
+        self.simulated_us = self.simulated_us.max(o.simulated_us);
+        add_each(&mut self.pool_connections, &o.pool_connections);
+        self.first_pick_expected += o.first_pick_expected;
+        self.first_pick_exposure_per_us += o.first_pick_exposure_per_us;
+    }
+}
+
+/// `a[i] += b[i]`, `a` grown to `b`'s length.
+fn add_each(a: &mut Vec<u64>, b: &[u64]) {
+    if a.len() < b.len() {
+        a.resize(b.len(), 0);
+    }
+    for (x, y) in a.iter_mut().zip(b) {
+        *x += y;
     }
 }
 

@@ -318,7 +318,7 @@ fn prediction(name: String, change: String, ss: &[SimSummary], sample: Us) -> Pr
 
 /// Instance `k`'s seed: the fleet's instances race independently; instance 0 keeps the
 /// variant's seed, so one instance is the single-proxy prediction.
-pub(crate) fn instance_seed(seed: u64, k: u32) -> u64 {
+pub fn instance_seed(seed: u64, k: u32) -> u64 {
     seed.wrapping_add(u64::from(k).wrapping_mul(0x9e37_79b9_7f4a_7c15))
 }
 
