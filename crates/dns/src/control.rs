@@ -5,6 +5,8 @@
 //! | `GET /names` | | `{"names": [NameStatus…]}` |
 //! | `GET /names/{name}` | | `NameStatus` |
 //! | `PUT /names/{name}` | `{"mode": "nxdomain", "for": "2s", "align": "next-query"}` | `NameStatus` |
+//! | `PUT /names/{name}/views/{view}` | `{"mode": "static:127.0.0.30"}` (`default`: as the name) | `NameStatus` |
+//! | `DELETE /names/{name}/views/{view}` | | `NameStatus` (the view answers as the name again) |
 //! | `GET /metrics` | | Prometheus text |
 //! | `GET /healthz` | | `ok` |
 //!
@@ -21,7 +23,7 @@ use axum::extract::{Path, Request, State};
 use axum::http::{StatusCode, header};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
-use axum::routing::get;
+use axum::routing::{get, put};
 use http_body_util::{BodyExt, Full};
 use serde::{Deserialize, Serialize};
 use tokio::net::TcpListener;
@@ -137,6 +139,54 @@ async fn set(
     }
 }
 
+/// Body of `PUT /names/{name}/views/{view}`.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct ViewRequest {
+    /// A mode, or `default` for the name's own answer.
+    pub mode: String,
+}
+
+async fn set_view(
+    State(ctl): State<Ctl>,
+    Path((name, view)): Path<(String, u16)>,
+    body: axum::body::Bytes,
+) -> Response {
+    let req: ViewRequest = match serde_json::from_slice(&body) {
+        Ok(r) => r,
+        Err(e) => {
+            return err(
+                StatusCode::BAD_REQUEST,
+                format!("body must be JSON like {{\"mode\": \"static:127.0.0.30\"}}: {e}"),
+            );
+        }
+    };
+    let mode = match req.mode.parse::<ModeSpec>() {
+        Ok(ModeSpec::Default) => None,
+        Ok(ModeSpec::DnsMode(m)) if !m.is_partial() => Some(m),
+        Ok(ModeSpec::DnsMode(m)) => {
+            return err(
+                StatusCode::BAD_REQUEST,
+                format!("`{m}` wraps no mode: a view's answer is a whole mode"),
+            );
+        }
+        Err(e) => return err(StatusCode::BAD_REQUEST, e),
+    };
+    view_answer(&ctl, &name, view, mode)
+}
+
+async fn reset_view(State(ctl): State<Ctl>, Path((name, view)): Path<(String, u16)>) -> Response {
+    view_answer(&ctl, &name, view, None)
+}
+
+fn view_answer(ctl: &Ctl, name: &str, view: u16, mode: Option<crate::DnsMode>) -> Response {
+    match ctl.engine.serve_view(name, view, mode) {
+        Ok(s) => axum::Json(s).into_response(),
+        Err(SetError::UnknownName(m)) => err(StatusCode::NOT_FOUND, m),
+        Err(SetError::Invalid(m)) => err(StatusCode::BAD_REQUEST, m),
+    }
+}
+
 async fn metrics(State(ctl): State<Ctl>) -> Response {
     (
         [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
@@ -155,6 +205,10 @@ pub fn router(engine: Arc<Engine>, token: Option<String>) -> Router {
         .route("/healthz", get(|| async { "ok" }))
         .route("/names", get(list))
         .route("/names/{name}", get(show).put(set).post(set))
+        .route(
+            "/names/{name}/views/{view}",
+            put(set_view).post(set_view).delete(reset_view),
+        )
         .route("/metrics", get(metrics))
         .layer(middleware::from_fn_with_state(ctl.clone(), auth))
         .with_state(ctl)
@@ -268,6 +322,26 @@ impl ControlClient {
                 Some(serde_json::to_string(req)?),
             )
             .await?;
+        let b = Self::check(s, b)?;
+        serde_json::from_str(&b).context("control API answered something that is not a name status")
+    }
+
+    /// `PUT /names/{name}/views/{view}` with `mode`, or (`None`) `DELETE`: the view answers
+    /// as the name again.
+    pub async fn set_view(
+        &self,
+        name: &str,
+        view: u16,
+        mode: Option<&str>,
+    ) -> anyhow::Result<NameStatus> {
+        let path = format!("/names/{name}/views/{view}");
+        let (s, b) = match mode {
+            Some(m) => {
+                let body = serde_json::to_string(&ViewRequest { mode: m.into() })?;
+                self.request("PUT", &path, Some(body)).await?
+            }
+            None => self.request("DELETE", &path, None).await?,
+        };
         let b = Self::check(s, b)?;
         serde_json::from_str(&b).context("control API answered something that is not a name status")
     }

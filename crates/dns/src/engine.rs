@@ -87,6 +87,9 @@ pub struct NameStatus {
     /// Milliseconds until the revert.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub revert_in_ms: Option<u64>,
+    /// The views with an answer of their own (`serve_view`): view → its mode.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub views: std::collections::BTreeMap<u16, String>,
 }
 
 /// Why a control request failed.
@@ -234,6 +237,9 @@ impl NameState {
             pending_for_ms,
             revert_to,
             revert_in_ms,
+            views: (self.views.iter())
+                .map(|(k, v)| (*k, v.mode_str.to_string()))
+                .collect(),
         }
     }
 }
@@ -273,6 +279,8 @@ pub struct Engine {
     stats: Stats,
     pub(crate) sinks: Sinks,
     epoch: (Instant, i64),
+    /// How many views the server bound (`DnsConfig::views`): `serve_view` refuses others.
+    pub(crate) views: std::sync::atomic::AtomicU16,
 }
 
 pub(crate) fn rcode_str(r: ResponseCode) -> &'static str {
@@ -391,6 +399,7 @@ impl Engine {
                 changes: broadcast::channel(1024).0,
             },
             epoch: (Instant::now(), resolvelab_core::time::now_us()),
+            views: std::sync::atomic::AtomicU16::new(0),
         })
     }
 
@@ -544,6 +553,12 @@ impl Engine {
             return Err(SetError::Invalid(
                 "view 0 is the main address: its answer is the name's own (serve)".into(),
             ));
+        }
+        let bound = self.views.load(std::sync::atomic::Ordering::Relaxed);
+        if view > bound {
+            return Err(SetError::Invalid(format!(
+                "view {view} is not served: this authority has {bound} view(s) (--view ADDR:PORT)"
+            )));
         }
         let mut st = entry.lock().unwrap_or_else(|p| p.into_inner());
         match mode {

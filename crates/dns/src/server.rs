@@ -208,6 +208,7 @@ impl DnsServer {
             // A view is one resolver's (an instance's): one reader is plenty.
             sockets.push((u, t, 1));
         }
+        (engine.views).store(views.len() as u16, std::sync::atomic::Ordering::Relaxed);
         for (view, (udp, tcp, workers)) in sockets.into_iter().enumerate() {
             let view = view as u16;
             #[cfg(target_os = "linux")]

@@ -16,6 +16,7 @@ struct Server {
     child: Child,
     dns: SocketAddr,
     control: Option<SocketAddr>,
+    views: Vec<SocketAddr>,
 }
 
 impl Drop for Server {
@@ -42,6 +43,13 @@ fn start(args: &[&str]) -> Server {
         .unwrap_or_else(|| panic!("unexpected first line {line:?}"))
         .parse()
         .unwrap();
+    let mut views = Vec::new();
+    for k in 1..=args.iter().filter(|a| **a == "--view").count() {
+        line.clear();
+        out.read_line(&mut line).unwrap();
+        let prefix = format!("view {k} udp+tcp ");
+        views.push(line.trim().strip_prefix(&prefix).unwrap().parse().unwrap());
+    }
     let mut control = None;
     if args.contains(&"--control") {
         line.clear();
@@ -58,6 +66,7 @@ fn start(args: &[&str]) -> Server {
         child,
         dns,
         control,
+        views,
     }
 }
 
@@ -367,4 +376,77 @@ fn watch_refuses_a_remote_server_before_sending() {
     assert_eq!(o.status.code(), Some(2));
     let stderr = String::from_utf8_lossy(&o.stderr);
     assert!(stderr.contains("--allow-remote"), "{stderr}");
+}
+
+/// `--view`: one more address, answering as the main one until `ctl set … --view K` gives it
+/// its own answer (a resolver of one site), `default` gives it back; `ctl show` says so.
+#[test]
+fn a_view_gets_its_own_answer_from_ctl() {
+    let srv = start(&[
+        "--listen",
+        "127.0.54.9:0",
+        "--view",
+        "127.0.54.9:0",
+        "--control",
+        "127.0.54.9:0",
+        "--token",
+        "tok",
+        "--name",
+        "app.test.local=static:127.0.0.20",
+    ]);
+    let rt = rt();
+    let q = |addr: SocketAddr| {
+        rt.block_on(client::query(
+            addr,
+            "app.test.local",
+            "A",
+            Transport::Udp,
+            Duration::from_secs(2),
+        ))
+        .unwrap()
+        .answers
+    };
+    let one: Vec<std::net::IpAddr> = vec!["127.0.0.20".parse().unwrap()];
+    let view = srv.views[0];
+    assert_eq!(q(view), one);
+    let control = srv.control.unwrap();
+    let set = ["set", "app.test.local", "static:127.0.0.30", "--view", "1"];
+    let (code, out, err) = ctl(control, "tok", &set);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("view 1: static:127.0.0.30"), "{out}");
+    assert_eq!(
+        q(view),
+        vec!["127.0.0.30".parse::<std::net::IpAddr>().unwrap()]
+    );
+    assert_eq!(q(srv.dns), one, "the main address keeps the name's answer");
+    // A view the server does not have, and --view with --for, are refused in one line.
+    let (code, _, err) = ctl(
+        control,
+        "tok",
+        &["set", "app.test.local", "nxdomain", "--view", "2"],
+    );
+    assert_ne!(code, 0);
+    assert!(err.contains("view 2 is not served"), "{err}");
+    let (code, _, err) = ctl(
+        control,
+        "tok",
+        &[
+            "set",
+            "app.test.local",
+            "nxdomain",
+            "--view",
+            "1",
+            "--for",
+            "2s",
+        ],
+    );
+    assert_ne!(code, 0);
+    assert!(err.contains("cannot be used with"), "{err}");
+    let (code, _, err) = ctl(
+        control,
+        "tok",
+        &["set", "app.test.local", "default", "--view", "1"],
+    );
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(q(view), one);
 }

@@ -41,8 +41,10 @@ Files:
                     align = \"next-query\"
   --log FILE        JSON Lines, first line {\"schema\":\"resolvelab.dns/v1\"}, then one object per
                     query: t_us client qname qtype transport id mode rcode answers ttl changed injected
+                    (view K on a --view address)
 
 Control API (--control ADDR): GET /names, GET|PUT /names/NAME {\"mode\",\"for\",\"align\"},
+PUT|DELETE /names/NAME/views/K {\"mode\"} (a --view's own answer: `dns ctl set … --view K`),
 GET /metrics (Prometheus), GET /healthz. Only loopback addresses are served and answered
 unless --allow-remote.";
 
@@ -82,6 +84,11 @@ pub struct Args {
     /// Serve the HTTP JSON control API and /metrics on this address.
     #[arg(long, value_name = "ADDR:PORT")]
     control: Option<SocketAddr>,
+    /// Serve this address too, as view K (the K-th `--view`, from 1): it answers as the main
+    /// address until `dns ctl set NAME MODE --view K` gives it its own answer — one resolver
+    /// (one site's, one instance's) per view. Repeatable; port 0 picks a free one.
+    #[arg(long = "view", value_name = "ADDR:PORT")]
+    views: Vec<SocketAddr>,
     /// Bearer token the control API requires.
     #[arg(
         long,
@@ -168,7 +175,8 @@ resolvelab dns ctl --control 127.0.0.1:5380 show app.test.local --json"
 resolvelab dns ctl --control 127.0.0.1:5380 set app.test.local alternate:127.0.0.20,127.0.0.30\n  \
 resolvelab dns ctl --control 127.0.0.1:5380 set app.test.local nxdomain --for 6s \\\n      \
 --align next-query\n  \
-resolvelab dns ctl --control 127.0.0.1:5380 set app.test.local default")]
+resolvelab dns ctl --control 127.0.0.1:5380 set app.test.local default\n  \
+resolvelab dns ctl --control 127.0.0.1:5380 set app.test.local static:127.0.0.30 --view 1")]
     Set {
         /// The name.
         name: String,
@@ -180,6 +188,11 @@ resolvelab dns ctl --control 127.0.0.1:5380 set app.test.local default")]
         /// `next-query`: take effect exactly at the next query for the name.
         #[arg(long, value_name = "next-query")]
         align: Option<String>,
+        /// Only the queries that arrive on view K (the K-th `--view` of the server): a
+        /// resolver of one site gets its own answer, as a topology-aware GSLB gives it
+        /// (`default`: as the name again). Not with `--for`/`--align`.
+        #[arg(long, value_name = "K", conflicts_with_all = ["for_", "align"])]
+        view: Option<u16>,
         /// Print JSON instead of a line.
         #[arg(long)]
         json: bool,
@@ -213,6 +226,7 @@ async fn serve(args: Args) -> anyhow::Result<ExitCode> {
         control: args.control,
         token: args.token,
         allow_remote: args.allow_remote,
+        views: args.views.clone(),
         ..DnsConfig::default()
     };
     if let Some(p) = &args.zone {
@@ -248,6 +262,9 @@ async fn serve(args: Args) -> anyhow::Result<ExitCode> {
     let dns = DnsServer::start(cfg).await?;
     // A machine-readable first line: tests and scripts read the bound port from it.
     println!("listening udp+tcp {}", dns.local_addr());
+    for (k, v) in dns.view_addrs().iter().enumerate() {
+        println!("view {} udp+tcp {v}", k + 1);
+    }
     if let Some(c) = dns.control_addr() {
         println!("control http://{c}");
     }
@@ -330,6 +347,9 @@ fn print_table(rows: &[NameStatus]) {
         if let (Some(to), Some(ms)) = (&s.revert_to, s.revert_in_ms) {
             note.push(format!("reverts to {to} in {ms}ms"));
         }
+        for (k, m) in &s.views {
+            note.push(format!("view {k}: {m}"));
+        }
         println!(
             "{:<32} {:<44} {:>8} {:>8}  {}",
             s.name,
@@ -360,11 +380,22 @@ async fn ctl(c: CtlArgs) -> anyhow::Result<ExitCode> {
             mode,
             for_,
             align,
+            view,
             json,
         } => {
             // Validate locally first so typos get the full mode list, not an HTTP error.
-            mode.parse::<resolvelab_dns::ModeSpec>()
+            let spec = mode
+                .parse::<resolvelab_dns::ModeSpec>()
                 .map_err(anyhow::Error::msg)?;
+            if let Some(k) = view {
+                let mode = (spec != resolvelab_dns::ModeSpec::Default).then_some(mode.as_str());
+                let s = client.set_view(&name, k, mode).await?;
+                match json {
+                    true => println!("{}", serde_json::to_string_pretty(&s)?),
+                    false => print_table(&[s]),
+                }
+                return Ok(ExitCode::SUCCESS);
+            }
             if let Some(f) = &for_ {
                 resolvelab_core::dur::parse(f).map_err(|e| anyhow::anyhow!("--for: {e}"))?;
             }
