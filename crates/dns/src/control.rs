@@ -66,6 +66,11 @@ fn err(status: StatusCode, msg: impl Into<String>) -> Response {
         .into_response()
 }
 
+/// A request body read as `T`, or why not, saying what it should look `like` (a 400).
+fn json_body<T: serde::de::DeserializeOwned>(body: &[u8], like: &str) -> Result<T, String> {
+    serde_json::from_slice(body).map_err(|e| format!("body must be JSON like {like}: {e}"))
+}
+
 async fn auth(State(ctl): State<Ctl>, req: Request, next: Next) -> Response {
     if let Some(tok) = &ctl.token
         && req.uri().path() != "/healthz"
@@ -104,16 +109,10 @@ async fn set(
     Path(name): Path<String>,
     body: axum::body::Bytes,
 ) -> Response {
-    let req: SetRequest = match serde_json::from_slice(&body) {
+    let like = r#"{"mode": "nxdomain", "for": "2s", "align": "next-query"}"#;
+    let req: SetRequest = match json_body(&body, like) {
         Ok(r) => r,
-        Err(e) => {
-            return err(
-                StatusCode::BAD_REQUEST,
-                format!(
-                    "body must be JSON like {{\"mode\": \"nxdomain\", \"for\": \"2s\", \"align\": \"next-query\"}}: {e}"
-                ),
-            );
-        }
+        Err(m) => return err(StatusCode::BAD_REQUEST, m),
     };
     let spec: ModeSpec = match req.mode.parse() {
         Ok(m) => m,
@@ -152,14 +151,9 @@ async fn set_view(
     Path((name, view)): Path<(String, u16)>,
     body: axum::body::Bytes,
 ) -> Response {
-    let req: ViewRequest = match serde_json::from_slice(&body) {
+    let req: ViewRequest = match json_body(&body, r#"{"mode": "static:127.0.0.30"}"#) {
         Ok(r) => r,
-        Err(e) => {
-            return err(
-                StatusCode::BAD_REQUEST,
-                format!("body must be JSON like {{\"mode\": \"static:127.0.0.30\"}}: {e}"),
-            );
-        }
+        Err(m) => return err(StatusCode::BAD_REQUEST, m),
     };
     let mode = match req.mode.parse::<ModeSpec>() {
         Ok(ModeSpec::Default) => None,
