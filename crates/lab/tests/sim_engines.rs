@@ -342,6 +342,16 @@ fn a_fleet_and_its_gslb_on_the_model() {
     };
     let (on, off, moves) = (at("fault-on"), at("fault-off"), at("gslb"));
     assert_eq!(moves.len(), 2, "{events:#?}");
+    // The fault's hits are every instance's, in the event as in run.json: more than the
+    // first instance alone met (its ~7 s of failures at 100 requests/s).
+    let hits = events
+        .iter()
+        .find(|e| e["kind"] == "fault-off")
+        .and_then(|e| e["hits"].as_u64())
+        .unwrap();
+    let run = json(dir(&gslb[0]), "run.json");
+    assert_eq!(run["hits"]["fault:b1:restart"], hits, "{run}");
+    assert!(hits > 1_000, "every instance's refused tries: {hits}");
     assert_eq!(moves[0] - on[0], 2_500_000);
     assert_eq!(moves[1] - off[0], 2_500_000);
     assert!(

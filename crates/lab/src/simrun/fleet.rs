@@ -135,15 +135,61 @@ pub(super) fn play(f: &Fleet<'_>, dir: &Path) -> Result<SimSummary> {
             None => line.to_string(),
         },
     )?;
-    // The injections are the run's, and every instance's model logged them alike: the first
-    // instance's events are the run's.
-    std::fs::rename(dirs[0].join(file::EVENTS), dir.join(file::EVENTS))?;
+    merge_events(&dirs, &dir.join(file::EVENTS))?;
     for d in &dirs {
         for f in [file::LOAD, file::DNS, file::EVENTS] {
             let _ = std::fs::remove_file(d.join(f));
         }
     }
     Ok(total)
+}
+
+/// The run's events: the injections are the run's, and every instance's model logged them
+/// alike, so the first instance's events are the run's — with each fault window's hits (its
+/// `fault-off`) summed over the instances, as the lab's backend counts every instance's
+/// connections.
+fn merge_events(dirs: &[std::path::PathBuf], out: &Path) -> Result<()> {
+    let read = |d: &Path| -> Result<(String, Vec<String>)> {
+        let path = d.join(file::EVENTS);
+        let text = std::fs::read_to_string(&path)
+            .with_context(|| format!("cannot read {}", path.display()))?;
+        let mut lines = text.lines().map(str::to_string);
+        Ok((lines.next().unwrap_or_default(), lines.collect()))
+    };
+    let off = |line: &str| -> Option<resolvelab_core::evidence::Event> {
+        let e: resolvelab_core::evidence::Event = serde_json::from_str(line).ok()?;
+        (e.kind == resolvelab_core::evidence::event_kind::FAULT_OFF).then_some(e)
+    };
+    // Each instance's `fault-off` hits, in the order its model wrote them (the windows' order).
+    let mut sums: Vec<u64> = Vec::new();
+    for d in dirs {
+        let lines = read(d)?.1;
+        let hits = lines
+            .iter()
+            .filter_map(|l| off(l))
+            .map(|e| e.hits.unwrap_or(0));
+        for (j, h) in hits.enumerate() {
+            if sums.len() <= j {
+                sums.push(0);
+            }
+            sums[j] += h;
+        }
+    }
+    let (header, lines) = read(&dirs[0])?;
+    let mut text = header + "\n";
+    let mut j = 0;
+    for line in lines {
+        match off(&line) {
+            Some(mut e) => {
+                e.hits = Some(sums[j]);
+                j += 1;
+                text.push_str(&serde_json::to_string(&e)?);
+            }
+            None => text.push_str(&line),
+        }
+        text.push('\n');
+    }
+    std::fs::write(out, text).with_context(|| format!("cannot write {}", out.display()))
 }
 
 /// The client's view: every instance's requests in one `load.jsonl`, numbered as the load sent
