@@ -56,6 +56,7 @@ pub mod progress;
 pub mod rundir;
 pub mod spec;
 pub mod supervise;
+pub mod sysdns;
 pub mod testing;
 pub mod text;
 pub mod time;

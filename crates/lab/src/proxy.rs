@@ -10,7 +10,7 @@ use anyhow::Result;
 use resolvelab_core::rundir::RunDir;
 use resolvelab_core::supervise::Reloader;
 use resolvelab_core::supervise::Supervisor;
-use resolvelab_nginx::sysdns::SystemDns;
+use resolvelab_core::sysdns::SystemDns;
 use resolvelab_nginx::{Instance, Nginx, conf};
 use resolvelab_provision::Binary;
 use resolvelab_scenario::Scenario;
@@ -112,53 +112,100 @@ fn foreign_config(k: Kind, sc: &Scenario, net: &Net) -> Result<String> {
     Ok(text)
 }
 
-/// The proxy under test, running.
-pub(crate) enum Running {
-    /// nginx, restartable by the timeline, and what runs `nginx -t` on its configuration (a
-    /// timeline's `nginx = "test"`).
-    Nginx(Arc<NginxProc>, resolvelab_nginx::instance::Tester),
-    Foreign(Kind, resolvelab_thirdparty::Instance),
+/// The proxy under test, running: restartable by the timeline (`nginx = "restart"`,
+/// `"start"`), and, for nginx, what runs `nginx -t` on its configuration (a timeline's
+/// `nginx = "test"`).
+pub(crate) struct Running {
+    proc: Arc<ProxyProc>,
+    tester: Option<resolvelab_nginx::instance::Tester>,
+    foreign: Option<Kind>,
 }
 
 /// How a start the timeline asked for went.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Started {
-    /// nginx listens again.
+    /// The proxy listens again.
     Listening,
-    /// nginx refused to start; its own words (its `[emerg]` line). It stays down.
+    /// The proxy refused to start; its own words (nginx's `[emerg]` line, HAProxy's
+    /// `[ALERT]`s). It stays down.
     Refused(String),
     /// It was running already (a `start` step with nothing to start).
     Running,
 }
 
-/// The nginx under test, which the timeline may stop and start again (`nginx = "restart"`,
-/// `"start"`): the instance now — none while a start failed — and what starts it again. The
-/// master's pid and the count of restarts are atomics, so that the run's watch tells a restart
-/// from a crash without waiting on the timeline's lock.
-pub(crate) struct NginxProc {
-    now: Mutex<Option<Instance>>,
+/// What a start launches: the run's nginx on its configuration, or another proxy on its own.
+enum Launch {
+    Nginx {
+        nginx: Nginx,
+        conf: PathBuf,
+    },
+    Foreign {
+        kind: Kind,
+        bin: Binary,
+        cfg: String,
+        workers: u32,
+    },
+}
+
+/// One start's processes.
+enum Live {
+    Nginx(Instance),
+    Foreign(resolvelab_thirdparty::Instance),
+}
+
+impl Live {
+    fn pid(&self) -> Option<u32> {
+        match self {
+            Live::Nginx(i) => i.pid(),
+            Live::Foreign(i) => i.pid(),
+        }
+    }
+
+    fn wait_listening(&mut self, addr: SocketAddr) -> Result<()> {
+        match self {
+            Live::Nginx(i) => i.wait_listening(addr, START_WAIT),
+            Live::Foreign(i) => i.wait_listening(addr, START_WAIT),
+        }
+    }
+
+    fn stop(self) -> Result<()> {
+        match self {
+            Live::Nginx(i) => i.stop(STOP_GRACE),
+            Live::Foreign(i) => i.stop(STOP_GRACE),
+        }
+    }
+}
+
+/// The proxy under test, which the timeline may stop and start again: the processes now —
+/// none while a start failed — and what starts them again. The master's pid and the count of
+/// restarts are atomics, so that the run's watch tells a restart from a crash without waiting
+/// on the timeline's lock.
+pub(crate) struct ProxyProc {
+    now: Mutex<Option<Live>>,
+    launch: Launch,
     launcher: Launcher,
     master: AtomicU32,
     restarts: AtomicU32,
     reloads: Arc<AtomicU32>,
-    nginx: Nginx,
+    /// `nginx`, `haproxy`: the proxy's name in errors; and its reload signal.
+    what: &'static str,
+    reload_signal: libc::c_int,
     dir: PathBuf,
-    conf: PathBuf,
     dns: Option<SystemDns>,
     sup: Arc<Supervisor>,
     listen: SocketAddr,
 }
 
-/// How long a stopping nginx has to finish its requests (SIGQUIT), and a start to listen.
+/// How long a stopping proxy has to finish its requests (its soft stop), and a start to listen.
 const STOP_GRACE: Duration = Duration::from_secs(5);
 const START_WAIT: Duration = Duration::from_secs(10);
 
-impl NginxProc {
-    fn lock(&self) -> std::sync::MutexGuard<'_, Option<Instance>> {
+impl ProxyProc {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Option<Live>> {
         self.now.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// The master's pid; 0 while nginx is down.
+    /// The master's pid; 0 while the proxy is down.
     pub(crate) fn master(&self) -> u32 {
         self.master.load(Ordering::SeqCst)
     }
@@ -170,10 +217,10 @@ impl NginxProc {
 
     fn reloader(&self) -> Reloader {
         let pid = Some(self.master()).filter(|&p| p != 0);
-        Reloader::new(pid, libc::SIGHUP, "nginx", self.reloads.clone())
+        Reloader::new(pid, self.reload_signal, self.what, self.reloads.clone())
     }
 
-    /// Stop nginx gracefully and start it again on the same configuration.
+    /// Stop the proxy gracefully and start it again on the same configuration.
     pub(crate) fn restart(&self) -> Result<Started> {
         let mut now = self.lock();
         // Counted before the master goes: the watch reads a master that exits after a change
@@ -181,12 +228,12 @@ impl NginxProc {
         self.restarts.fetch_add(1, Ordering::SeqCst);
         self.master.store(0, Ordering::SeqCst);
         if let Some(i) = now.take() {
-            i.stop(STOP_GRACE)?;
+            i.stop()?;
         }
         self.start_locked(&mut now)
     }
 
-    /// Start nginx if it is down.
+    /// Start the proxy if it is down.
     pub(crate) fn start(&self) -> Result<Started> {
         let mut now = self.lock();
         if now.is_some() {
@@ -196,24 +243,55 @@ impl NginxProc {
         self.start_locked(&mut now)
     }
 
-    fn start_locked(&self, now: &mut Option<Instance>) -> Result<Started> {
-        let (nginx, dir, conf) = (self.nginx.clone(), self.dir.clone(), self.conf.clone());
-        let (sup, dns) = (self.sup.clone(), self.dns.clone());
-        let mut i = self
-            .launcher
-            .run(move || Instance::launch(&nginx, &dir, &conf, &sup, dns.as_ref()))??;
-        match i.wait_listening(self.listen, START_WAIT) {
+    fn start_locked(&self, now: &mut Option<Live>) -> Result<Started> {
+        let (dir, sup, dns) = (self.dir.clone(), self.sup.clone(), self.dns.clone());
+        let mut live = match &self.launch {
+            Launch::Nginx { nginx, conf } => {
+                let (nginx, conf) = (nginx.clone(), conf.clone());
+                Live::Nginx(
+                    self.launcher
+                        .run(move || Instance::launch(&nginx, &dir, &conf, &sup, dns.as_ref()))??,
+                )
+            }
+            Launch::Foreign {
+                kind,
+                bin,
+                cfg,
+                workers,
+            } => {
+                let (kind, bin, cfg, workers) = (*kind, bin.clone(), cfg.clone(), *workers);
+                let started = self.launcher.run(move || {
+                    resolvelab_thirdparty::Instance::start_with(
+                        kind,
+                        &bin,
+                        &dir,
+                        &cfg,
+                        workers,
+                        &sup,
+                        dns.as_ref(),
+                    )
+                })?;
+                match started {
+                    Ok(i) => Live::Foreign(i),
+                    // Its configuration check failed: the proxy's own words, one line.
+                    Err(e) => return Ok(Started::Refused(format!("{e:#}"))),
+                }
+            }
+        };
+        match live.wait_listening(self.listen) {
             Ok(()) => {
-                self.master.store(i.pid().unwrap_or(0), Ordering::SeqCst);
-                *now = Some(i);
+                self.master.store(live.pid().unwrap_or(0), Ordering::SeqCst);
+                *now = Some(live);
                 Ok(Started::Listening)
             }
             Err(e) => {
-                // The start's own `[emerg]` is the error log's last one.
-                let words = resolvelab_nginx::instance::last_emerg(&self.dir)
-                    .unwrap_or_else(|| format!("{e:#}"));
-                i.stop(STOP_GRACE)?;
-                Ok(Started::Refused(words))
+                // nginx's start's own `[emerg]` is the error log's last one.
+                let emerg = match &self.launch {
+                    Launch::Nginx { .. } => resolvelab_nginx::instance::last_emerg(&self.dir),
+                    Launch::Foreign { .. } => None,
+                };
+                live.stop()?;
+                Ok(Started::Refused(emerg.unwrap_or_else(|| format!("{e:#}"))))
             }
         }
     }
@@ -221,7 +299,7 @@ impl NginxProc {
     fn stop(&self) -> Result<()> {
         self.master.store(0, Ordering::SeqCst);
         match self.lock().take() {
-            Some(i) => i.stop(STOP_GRACE),
+            Some(i) => i.stop(),
             None => Ok(()),
         }
     }
@@ -264,54 +342,34 @@ impl Launcher {
 /// What the run's timeline and watch hold of a proxy: which master runs now, how often it was
 /// reloaded or restarted on purpose (both replace processes), and the means to do either.
 #[derive(Clone)]
-pub(crate) enum Control {
-    /// nginx, restartable.
-    Nginx(Arc<NginxProc>),
-    /// Another proxy: one master for the whole run (0: unknown), reloaded by signal.
-    Fixed(u32, Reloader),
-}
+pub(crate) struct Control(Arc<ProxyProc>);
 
 impl Control {
-    /// The master's pid now; 0 while it is down or unknown.
+    /// The master's pid now; 0 while it is down.
     pub(crate) fn master(&self) -> u32 {
-        match self {
-            Control::Nginx(p) => p.master(),
-            Control::Fixed(pid, _) => *pid,
-        }
+        self.0.master()
     }
 
     /// Reloads asked for so far.
     pub(crate) fn reloads(&self) -> u32 {
-        match self {
-            Control::Nginx(p) => p.reloads.load(Ordering::SeqCst),
-            Control::Fixed(_, r) => r.count(),
-        }
+        self.0.reloads.load(Ordering::SeqCst)
     }
 
     /// Restarts and starts asked for so far.
     pub(crate) fn restarts(&self) -> u32 {
-        match self {
-            Control::Nginx(p) => p.restarts(),
-            Control::Fixed(..) => 0,
-        }
+        self.0.restarts()
     }
 
     /// Reload it (the master running now).
     pub(crate) fn reload(&self) -> Result<()> {
-        match self {
-            Control::Nginx(p) => p.reloader().reload().map_err(|e| {
-                anyhow::anyhow!("{e:#} (a restart left it down: only a start brings it back)")
-            }),
-            Control::Fixed(_, r) => r.reload(),
-        }
+        self.0.reloader().reload().map_err(|e| {
+            anyhow::anyhow!("{e:#} (a restart left it down: only a start brings it back)")
+        })
     }
 
-    /// The nginx a restart or start acts on; none for another proxy.
-    pub(crate) fn nginx(&self) -> Option<&NginxProc> {
-        match self {
-            Control::Nginx(p) => Some(p),
-            Control::Fixed(..) => None,
-        }
+    /// What a restart or start acts on.
+    pub(crate) fn proc(&self) -> &ProxyProc {
+        &self.0
     }
 }
 
@@ -324,7 +382,15 @@ impl Running {
         dir: &RunDir,
         sup: &Arc<Supervisor>,
     ) -> Result<Running> {
-        let mut running = match bin {
+        // Names resolved at start go to the run's authority, through the proxy's own
+        // /etc/resolv.conf.
+        let dns = match net.dns.ip() {
+            std::net::IpAddr::V4(ip) if sc.resolves_at_start() => {
+                Some(SystemDns::prepare(&dir.path, ip)?)
+            }
+            _ => None,
+        };
+        let (live, launch, tester, foreign) = match bin {
             ProxyBin::Nginx(nginx) => {
                 let conf_text = conf::lab_conf_with(
                     &dir.path,
@@ -334,74 +400,78 @@ impl Running {
                         ..conf::LabConf::default()
                     },
                 );
-                let system_dns = match net.dns.ip() {
-                    std::net::IpAddr::V4(ip) if sc.resolves_at_start() => {
-                        Some(resolvelab_nginx::sysdns::SystemDns::prepare(&dir.path, ip)?)
-                    }
-                    _ => None,
-                };
-                let mut i =
-                    Instance::start_with(nginx, &dir.path, &conf_text, sup, system_dns.as_ref())?;
-                tokio::task::block_in_place(|| i.wait_listening(net.nginx, START_WAIT))?;
-                let tester = i.tester(nginx, system_dns.clone());
-                let proc = NginxProc {
-                    master: AtomicU32::new(i.pid().unwrap_or(0)),
-                    restarts: AtomicU32::new(0),
-                    reloads: Arc::new(AtomicU32::new(0)),
+                let i = Instance::start_with(nginx, &dir.path, &conf_text, sup, dns.as_ref())?;
+                let tester = i.tester(nginx, dns.clone());
+                let launch = Launch::Nginx {
                     nginx: nginx.clone(),
-                    dir: i.run_dir.clone(),
                     conf: i.conf.clone(),
-                    dns: system_dns,
-                    sup: sup.clone(),
-                    listen: net.nginx,
-                    now: Mutex::new(Some(i)),
-                    launcher: Launcher::new()?,
                 };
-                return Ok(Running::Nginx(Arc::new(proc), tester));
+                (Live::Nginx(i), launch, Some(tester), None)
             }
-            ProxyBin::Foreign(k, b) => Running::Foreign(
-                *k,
-                resolvelab_thirdparty::Instance::start(
+            ProxyBin::Foreign(k, b) => {
+                let cfg = foreign_config(*k, sc, net)?;
+                let workers = sc.nginx.workers;
+                let i = resolvelab_thirdparty::Instance::start_with(
                     *k,
                     b,
                     &dir.path,
-                    &foreign_config(*k, sc, net)?,
-                    sc.nginx.workers,
+                    &cfg,
+                    workers,
                     sup,
-                )?,
-            ),
+                    dns.as_ref(),
+                )?;
+                let launch = Launch::Foreign {
+                    kind: *k,
+                    bin: b.clone(),
+                    cfg,
+                    workers,
+                };
+                (Live::Foreign(i), launch, None, Some(*k))
+            }
         };
-        if let Running::Foreign(_, i) = &mut running {
-            tokio::task::block_in_place(|| i.wait_listening(net.nginx, START_WAIT))?;
-        }
-        Ok(running)
+        let mut live = live;
+        tokio::task::block_in_place(|| live.wait_listening(net.nginx))?;
+        let reload_signal = match foreign {
+            Some(k) => resolvelab_thirdparty::proxy(k).signals().0,
+            None => libc::SIGHUP,
+        };
+        let proc = ProxyProc {
+            master: AtomicU32::new(live.pid().unwrap_or(0)),
+            now: Mutex::new(Some(live)),
+            launch,
+            launcher: Launcher::new()?,
+            restarts: AtomicU32::new(0),
+            reloads: Arc::new(AtomicU32::new(0)),
+            what: bin.kind(),
+            reload_signal,
+            dir: std::path::absolute(&dir.path)?,
+            dns,
+            sup: sup.clone(),
+            listen: net.nginx,
+        };
+        Ok(Running {
+            proc: Arc::new(proc),
+            tester,
+            foreign,
+        })
     }
 
     /// What the timeline and the run's watch hold of it.
     pub(crate) fn control(&self) -> Control {
-        match self {
-            Running::Nginx(p, _) => Control::Nginx(p.clone()),
-            Running::Foreign(_, i) => Control::Fixed(i.pid().unwrap_or(0), i.reloader()),
-        }
+        Control(self.proc.clone())
     }
 
     /// What runs `nginx -t` on its configuration; none for another proxy.
     pub(crate) fn tester(&self) -> Option<resolvelab_nginx::instance::Tester> {
-        match self {
-            Running::Nginx(_, t) => Some(t.clone()),
-            Running::Foreign(..) => None,
-        }
+        self.tester.clone()
     }
 
     /// Stop it; a third-party proxy's log then becomes the lab's access log and events.
     pub(crate) fn stop(self, dir: &RunDir) -> Result<()> {
-        let grace = Duration::from_secs(5);
-        match self {
-            Running::Nginx(p, _) => tokio::task::block_in_place(|| p.stop()),
-            Running::Foreign(k, i) => {
-                tokio::task::block_in_place(|| i.stop(grace))?;
-                resolvelab_thirdparty::lab::evidence(k, dir)
-            }
+        tokio::task::block_in_place(|| self.proc.stop())?;
+        match self.foreign {
+            Some(k) => resolvelab_thirdparty::lab::evidence(k, dir),
+            None => Ok(()),
         }
     }
 }

@@ -1071,10 +1071,9 @@ impl Act {
     }
 
     /// `nginx = "restart"` (stop, then start) or `"start"`: the start's outcome is an
-    /// `nginx-start` event, `ok` or `refused` with nginx's words (it stays down then).
+    /// `nginx-start` event, `ok` or `refused` with the proxy's words (it stays down then).
     fn start(&self, step: &Step) -> Result<()> {
-        let p = (self.nginx.nginx())
-            .ok_or_else(|| anyhow!("{}: the lab restarts nginx only", step.field("")))?;
+        let p = self.nginx.proc();
         let restart = step.action == Action::Restart;
         let started = tokio::task::block_in_place(|| {
             if restart {

@@ -215,3 +215,83 @@ fn caddy_fails_the_requests_whose_own_lookup_fails() {
         "{events}"
     );
 }
+
+/// `restart-nxdomain` (or one of its variants) on HAProxy, from the library as it is.
+fn restart_nxdomain_on_haproxy(variant: Option<&str>) -> (tempfile::TempDir, PathBuf, Value) {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("runs");
+    let _cwd = empty_cwd();
+    let engine = engine::by_name("haproxy").unwrap();
+    let scenarios = judge::selected(false, Some("restart-nxdomain")).unwrap();
+    let planned = judge::planned(&scenarios, Some(variant.unwrap_or("base"))).unwrap();
+    assert_eq!(planned.len(), 1);
+    let opts = RunOptions {
+        out: out.clone(),
+        seed: Some(1),
+        progress: false,
+        ..RunOptions::default()
+    };
+    let judged = judge::run_and_judge(&planned[0], &opts, engine).unwrap();
+    let v = serde_json::to_value(&judged.verdict).unwrap();
+    (tmp, only_run(&out), v)
+}
+
+fn events_of(dir: &Path, kind: &str) -> Vec<Value> {
+    std::fs::read_to_string(dir.join("events.jsonl"))
+        .unwrap()
+        .lines()
+        .skip(1)
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .filter(|e| e["kind"] == kind)
+        .collect()
+}
+
+#[test]
+fn haproxys_start_resolves_a_name_with_the_system_resolver_and_init_addr_decides_what_a_failure_does()
+ {
+    // A line without `resolvers` (HAProxy's default init-addr last,libc): like nginx, the
+    // reload is refused and harmless, the restart refused, HAProxy down until the next start.
+    let (_t, dir, v) = restart_nxdomain_on_haproxy(None);
+    let cfg = std::fs::read_to_string(dir.join("haproxy.cfg")).unwrap();
+    assert!(cfg.contains("    server s1 app.test.local:8080\n"), "{cfg}");
+    // Its getaddrinfo asked the run's authority (through the lab's resolv.conf), nothing else.
+    let dns = std::fs::read_to_string(dir.join("dns.jsonl")).unwrap();
+    assert!(dns.contains("\"rcode\":\"NXDOMAIN\""), "{dns}");
+    let log = std::fs::read_to_string(dir.join("haproxy.log")).unwrap();
+    assert!(
+        log.contains("Loading failure!"),
+        "the reload was refused: {log}"
+    );
+    let starts = events_of(&dir, "nginx-start");
+    assert_eq!(starts.len(), 2, "{starts:?}");
+    assert_eq!(starts[0]["spec"], "refused");
+    let said = starts[0]["note"].as_str().unwrap();
+    assert!(
+        said.contains("could not resolve address 'app.test.local'") && !said.contains('\n'),
+        "HAProxy's own words, one line: {said}"
+    );
+    assert_eq!(starts[1]["spec"], "ok");
+    assert_held(&v);
+    // The name on the runtime resolver with `none` last: every start succeeds, without an
+    // address, and HAProxy answers 503 itself until the name resolves again.
+    let (_t, dir, v) = restart_nxdomain_on_haproxy(Some("haproxy-resolvers"));
+    let log = std::fs::read_to_string(dir.join("haproxy.log")).unwrap();
+    assert!(
+        log.contains("could not resolve address 'app.test.local', disabling server"),
+        "{log}"
+    );
+    assert!(!log.contains("Loading failure!"), "{log}");
+    let starts = events_of(&dir, "nginx-start");
+    assert!(starts.iter().all(|e| e["spec"] == "ok"), "{starts:?}");
+    assert_held(&v);
+}
+
+/// The run completed and every one of its expectations held.
+fn assert_held(v: &Value) {
+    assert_eq!(v["status"], "completed", "{}", v["summary"]);
+    let exps = v["expectations"].as_array().unwrap();
+    assert!(!exps.is_empty());
+    for e in exps {
+        assert_eq!(e["held"], true, "{} measured {}", e["text"], e["measured"]);
+    }
+}

@@ -2,9 +2,9 @@
 //! graceful stop.
 
 use crate::Nginx;
-use crate::sysdns::SystemDns;
 use anyhow::{Context, Result};
 use resolvelab_core::supervise::{Master, Supervisor};
+use resolvelab_core::sysdns::SystemDns;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};

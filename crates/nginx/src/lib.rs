@@ -28,7 +28,6 @@
 pub mod conf;
 pub mod instance;
 pub mod provision;
-pub mod sysdns;
 pub mod version;
 
 pub use instance::Instance;

@@ -96,10 +96,23 @@ impl Binary {
         args: &[&std::ffi::OsStr],
         keep: fn(&str) -> bool,
     ) -> Result<()> {
+        self.check_config_with(dir, args, keep, |_| {})
+    }
+
+    /// [`Binary::check_config`] with the command prepared by `prep` first (the lab points a
+    /// check that resolves names at its own authority: `resolvelab_core::sysdns`).
+    pub fn check_config_with(
+        &self,
+        dir: &Path,
+        args: &[&std::ffi::OsStr],
+        keep: fn(&str) -> bool,
+        prep: impl FnOnce(&mut Command),
+    ) -> Result<()> {
+        let mut cmd = self.command();
+        prep(&mut cmd);
         // In `dir` (the run directory): a check writes what the configuration names relative
         // to its working directory (Envoy's access log), which must not be the user's.
-        let out = self
-            .command()
+        let out = cmd
             .args(args)
             .current_dir(dir)
             .stdin(Stdio::null())

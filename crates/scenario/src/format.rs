@@ -206,6 +206,10 @@ pub struct HaproxySpec {
     /// the answer, up to it) instead of one `server` line (one address).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub server_template: Option<u32>,
+    /// `init-addr` on each resolved server line, instead of the lab's `none` (with
+    /// `resolvers`) or HAProxy's default (a name resolved at start only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub init_addr: Option<crate::knobs::InitAddr>,
 }
 
 impl HaproxySpec {
@@ -1192,9 +1196,10 @@ impl Scenario {
         Ok(())
     }
 
-    /// True when nginx resolves a name at start (and at each reload) with the system
-    /// resolver: a server line without `resolve`, or `route = "direct"`. The lab then points
-    /// nginx's `/etc/resolv.conf` at its authority.
+    /// True when the proxy resolves a name at start (and at each reload) with the system
+    /// resolver: a server line without `resolve`, `route = "direct"`, or HAProxy's
+    /// `init_addr` with `libc`. The lab then points the proxy's `/etc/resolv.conf` at its
+    /// authority.
     pub fn resolves_at_start(&self) -> bool {
         let n = &self.nginx;
         if n.inline.is_some() {
@@ -1203,10 +1208,12 @@ impl Scenario {
         match n.route {
             Route::Direct => true,
             Route::Variable => false,
-            Route::Upstream => n
-                .servers
-                .iter()
-                .any(|s| !s.resolve && !s.host.starts_with('@')),
+            Route::Upstream => {
+                n.servers
+                    .iter()
+                    .any(|s| !s.resolve && !s.host.starts_with('@'))
+                    || (self.haproxy.init_addr.as_ref()).is_some_and(|a| a.uses_libc())
+            }
         }
     }
 

@@ -36,18 +36,19 @@ pub fn refuse(kind: Kind, sc: &Scenario) -> Result<()> {
         return no(&["fleet"], "fleet", "a fleet plays nginx instances");
     }
     use resolvelab_scenario::format::NginxAction;
+    let at_start = proxy(kind).resolves_at_start();
     for (i, e) in sc.timeline.iter().enumerate() {
         let (shown, why) = match e.nginx {
             Some(NginxAction::Test) => {
                 ("nginx = \"test\"", "`nginx -t` tests nginx's configuration")
             }
-            Some(NginxAction::Restart) => (
+            Some(NginxAction::Restart) if !at_start => (
                 "nginx = \"restart\"",
-                "the lab restarts nginx only (its start resolves the names its configuration holds)",
+                "the lab restarts only the proxies whose start resolves names (nginx, HAProxy)",
             ),
-            Some(NginxAction::Start) => (
+            Some(NginxAction::Start) if !at_start => (
                 "nginx = \"start\"",
-                "the lab starts nginx again only after its own restart",
+                "the lab starts again only the proxies whose start resolves names (nginx, HAProxy)",
             ),
             _ => continue,
         };
@@ -89,7 +90,7 @@ pub fn refuse(kind: Kind, sc: &Scenario) -> Result<()> {
         );
     }
     for (i, s) in n.servers.iter().enumerate() {
-        if !s.resolve && !s.host.starts_with('@') {
+        if !s.resolve && !s.host.starts_with('@') && !at_start {
             return no(
                 &["nginx", "server", &i.to_string()],
                 &format!("nginx.server[{i}] {} with resolve = false", s.host),
@@ -188,7 +189,23 @@ mod tests {
                 e.contains("retry-shim.toml:"),
                 "names the file and line: {e}"
             );
-            let sc = resolvelab_scenario::library::get("stale-address").unwrap();
+        }
+    }
+
+    #[test]
+    fn a_name_resolved_at_start_and_a_restart_are_for_haproxy_only() {
+        let sc = resolvelab_scenario::library::get("restart-nxdomain").unwrap();
+        refuse(Kind::Haproxy, &sc).unwrap();
+        let cfg = config(Kind::Haproxy, &sc, &Net::assign(&sc, 10, 1).unwrap()).unwrap();
+        assert!(
+            cfg.contains("    server s1 app.test.local:8080\n"),
+            "resolved at start only, HAProxy's default init-addr: {cfg}"
+        );
+        for kind in [Kind::Envoy, Kind::Caddy] {
+            let e = refuse(kind, &sc).unwrap_err().to_string();
+            assert!(e.contains("nginx = \"restart\""), "{e}");
+            let mut sc = sc.clone();
+            sc.timeline.retain(|e| e.nginx.is_none());
             let e = refuse(kind, &sc).unwrap_err().to_string();
             assert!(e.contains("resolve = false"), "{e}");
         }

@@ -33,6 +33,7 @@
 use anyhow::{Context, Result};
 use resolvelab_core::rundir::RunDir;
 use resolvelab_core::supervise::{Master, Reloader, Supervisor};
+use resolvelab_core::sysdns::SystemDns;
 use resolvelab_provision::{Binary, Pinned};
 use resolvelab_scenario::Scenario;
 use resolvelab_scenario::net::Net;
@@ -85,6 +86,12 @@ pub trait ThirdParty: Sync {
     fn signals(&self) -> (libc::c_int, libc::c_int);
     /// Whether the lab reloads it (by its reload signal) when a timeline says `reload`.
     fn reloads(&self) -> bool {
+        false
+    }
+    /// Whether it resolves a name at start with the system resolver, as nginx does a server
+    /// without `resolve` (HAProxy's `init-addr libc`): the lab then points that resolver at its
+    /// authority, and the timeline may restart it (`nginx = "restart"`, `"start"`).
+    fn resolves_at_start(&self) -> bool {
         false
     }
     /// What of a scenario this proxy cannot play, beyond what none of them can
@@ -168,6 +175,21 @@ impl Instance {
         workers: u32,
         sup: &Supervisor,
     ) -> Result<Instance> {
+        Instance::start_with(kind, bin, run_dir, cfg_text, workers, sup, None)
+    }
+
+    /// [`Instance::start`] with the proxy's system resolver (its check's too) pointed at the
+    /// lab's authority: HAProxy resolves a server's name at start with `getaddrinfo`
+    /// (`init-addr libc`, its default). A start after a stop appends to the same log.
+    pub fn start_with(
+        kind: Kind,
+        bin: &Binary,
+        run_dir: &Path,
+        cfg_text: &str,
+        workers: u32,
+        sup: &Supervisor,
+        dns: Option<&SystemDns>,
+    ) -> Result<Instance> {
         let run_dir = std::path::absolute(run_dir)
             .with_context(|| format!("cannot make {} absolute", run_dir.display()))?;
         let cfg = run_dir.join(kind.config_file());
@@ -183,12 +205,23 @@ impl Instance {
                 .map(|(k, v)| (k.clone(), v.to_string_lossy().into())),
         );
         checked
-            .check_config(&run_dir, &args, p.complaint())
+            .check_config_with(&run_dir, &args, p.complaint(), |c| {
+                if let Some(d) = dns {
+                    d.apply(c)
+                }
+            })
             .with_context(|| format!("{} rejected {}", kind.title(), cfg.display()))?;
         let log_path = run_dir.join(kind.log_file());
-        let log = std::fs::File::create(&log_path)
+        // Appended: a restarted proxy's log goes on after its first run's.
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&log_path)
             .with_context(|| format!("cannot create {}", log_path.display()))?;
         let mut cmd = checked.command();
+        if let Some(d) = dns {
+            d.apply(&mut cmd);
+        }
         cmd.args(p.run_args(&cfg, workers))
             .current_dir(&run_dir)
             .stdin(Stdio::null())

@@ -70,21 +70,33 @@ pub fn config(sc: &Scenario, net: &Net) -> Result<String> {
     )?;
     writeln!(w, "backend be\n    balance roundrobin")?;
     let prefer = if n.ipv6 { "" } else { " resolve-prefer ipv4" };
+    // With `resolvers`, the runtime resolver finds the address: none at start unless the
+    // scenario says otherwise. A name resolved at start only (`resolve = false`) has no
+    // resolver and HAProxy's default `last,libc` (the lab's system resolver), unless told.
+    let init = |dflt: &str| match &h.init_addr {
+        Some(a) => format!(" init-addr {a}"),
+        None => dflt.to_string(),
+    };
     for (i, s) in n.servers.iter().enumerate() {
         let mut line = match (s.host.strip_prefix('@'), h.server_template) {
             (Some(name), _) => format!("    server s{} {}", i + 1, net.hosts[name]),
+            (None, _) if !s.resolve => {
+                format!("    server s{} {}:{}{}", i + 1, s.host, n.port, init(""))
+            }
             // One server per address of the answer, up to `count` (servers s1-1 … s1-count).
             (None, Some(count)) => format!(
-                "    server-template s{}- {count} {}:{} resolvers lab init-addr none{prefer}",
+                "    server-template s{}- {count} {}:{} resolvers lab{}{prefer}",
                 i + 1,
                 s.host,
-                n.port
+                n.port,
+                init(" init-addr none")
             ),
             (None, None) => format!(
-                "    server s{} {}:{} resolvers lab init-addr none{prefer}",
+                "    server s{} {}:{} resolvers lab{}{prefer}",
                 i + 1,
                 s.host,
-                n.port
+                n.port,
+                init(" init-addr none")
             ),
         };
         if s.backup {

@@ -51,6 +51,9 @@ impl ThirdParty for Haproxy {
     fn reloads(&self) -> bool {
         true
     }
+    fn resolves_at_start(&self) -> bool {
+        true
+    }
     fn config(&self, sc: &Scenario, net: &Net) -> Result<String> {
         config::config(sc, net)
     }

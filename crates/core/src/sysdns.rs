@@ -1,17 +1,18 @@
-//! The system resolver of one nginx, pointed at the lab's authority.
+//! The system resolver of one proxy under test, pointed at the lab's authority.
 //!
 //! nginx resolves a name that is neither a `resolve` server nor a variable `proxy_pass` once,
 //! when it reads its configuration (at start and at each reload), with `getaddrinfo` — the
-//! system resolver, which reads `/etc/resolv.conf`. To make those lookups reach the run's own
-//! authority, and nothing else, nginx is started in a private mount namespace where
+//! system resolver, which reads `/etc/resolv.conf`; HAProxy does the same for a server's
+//! `init-addr libc` (its default). To make those lookups reach the run's own authority, and
+//! nothing else, the proxy is started in a private mount namespace where
 //! `/etc/resolv.conf` names the authority and `/etc/nsswitch.conf` says `hosts: files dns`
 //! (no mDNS, no systemd-resolved, which could ask the host's network); `nscd`'s socket
 //! directory, when there is one, is covered by an empty one so that no cache answers instead.
-//! The host's files are untouched: the mounts exist only in nginx's namespace, and end with it.
+//! The host's files are untouched: the mounts exist only in the proxy's namespace, and end with it.
 //!
 //! ```no_run
 //! # fn main() -> anyhow::Result<()> {
-//! use resolvelab_nginx::sysdns::SystemDns;
+//! use resolvelab_core::sysdns::SystemDns;
 //! let dns = SystemDns::prepare(std::path::Path::new("runs/x"), "127.0.9.53".parse()?)?;
 //! let mut cmd = std::process::Command::new("nginx");
 //! dns.apply(&mut cmd); // nginx's getaddrinfo now asks 127.0.9.53:53
@@ -26,7 +27,7 @@ use std::os::unix::process::CommandExt;
 use std::path::Path;
 use std::process::Command;
 
-/// Files to bind over the host's, inside nginx's own mount namespace.
+/// Files to bind over the host's, inside the proxy's own mount namespace.
 #[derive(Debug, Clone)]
 pub struct SystemDns {
     /// (source in the run directory, target under /etc or /run).
@@ -46,7 +47,7 @@ impl SystemDns {
         // SAFETY: geteuid has no preconditions.
         if unsafe { libc::geteuid() } != 0 {
             bail!(
-                "this scenario has nginx resolve a name at start (a server line without `resolve`, or route = \"direct\"): the lab points nginx's /etc/resolv.conf at its authority in a private mount namespace, which needs root"
+                "this scenario has the proxy resolve a name at start (a server line without `resolve`, route = \"direct\", or HAProxy's init-addr libc): the lab points the proxy's /etc/resolv.conf at its authority in a private mount namespace, which needs root"
             );
         }
         let etc = run_dir.join("etc");
