@@ -389,14 +389,17 @@ fn cell_of(engine: EngineId, j: &Judged) -> Cell {
             .iter()
             .map(|c| (c.class.to_string(), c.requests))
             .collect(),
-        longest_outage_ms: judge::longest_incident_ms(j),
+        longest_outage_ms: longest_outage_ms(j),
         requery_period_ms: d.requery_period_ms,
         swap_follow: d.swap_follow.clone().map(|mut f| {
             // The cell keeps the figures; the run's verdict has every move.
             f.list.clear();
             f
         }),
-        without_dns: without_dns(&j.record.dir),
+        without_dns: match &v.fleet {
+            Some(f) => seen(f.instances.values().flat_map(|d| &d.incidents)),
+            None => without_dns(&j.record.dir),
+        },
         p99_ms: p99_of(&j.record.dir),
         error: None,
         not_applicable: None,
@@ -407,11 +410,30 @@ fn cell_of(engine: EngineId, j: &Judged) -> Cell {
 /// The run's classes from its logs and configuration alone (empty when that fails: the
 /// column then says nothing rather than something wrong).
 fn without_dns(dir: &Path) -> BTreeMap<String, Seen> {
-    let Ok(d) = resolvelab_diagnose::run::diagnose_without_dns(dir) else {
-        return BTreeMap::new();
-    };
+    match resolvelab_diagnose::run::diagnose_without_dns(dir) {
+        Ok(d) => seen(&d.incidents),
+        Err(_) => BTreeMap::new(),
+    }
+}
+
+/// The longest outage: a fleet run's longest fleet incident (from the first instance's start
+/// to the last one's end), else the run's longest incident.
+fn longest_outage_ms(j: &Judged) -> Option<i64> {
+    match &j.verdict.fleet {
+        Some(f) => (f.report.incidents.iter())
+            .map(|i| i.end_ms - i.start_ms)
+            .max(),
+        None => judge::longest_incident_ms(j),
+    }
+}
+
+/// Incidents' requests and highest confidence by class. A fleet run's instances were
+/// diagnosed without the DNS log already (as production would), so theirs are that column.
+fn seen<'a>(
+    incidents: impl IntoIterator<Item = &'a resolvelab_diagnose::verdict::Incident>,
+) -> BTreeMap<String, Seen> {
     let mut out: BTreeMap<String, Seen> = BTreeMap::new();
-    for i in &d.incidents {
+    for i in incidents {
         let s = out.entry(i.class.to_string()).or_insert(Seen {
             requests: 0,
             confidence: 0.0,

@@ -403,3 +403,24 @@ fn add_fills_one_page_section_by_section_engine_by_engine() {
     assert_eq!(o.status.code(), Some(2), "{err}");
     assert!(err.contains("REPEATS.json:2:"), "{err}");
 }
+
+#[test]
+fn a_fleet_runs_columns_come_from_its_instances() {
+    // fleet-nxdomain on the model: the columns a single run reads from its top-level access
+    // log come from the fleet judge's instances (diagnosed without the DNS log) and its
+    // fleet incidents.
+    let tmp = tempfile::tempdir().unwrap();
+    let (code, json, stderr) = compare(
+        &["fleet-nxdomain", "--variant", "base", "--engines", "sim"],
+        &tmp.path().join("cmp"),
+    );
+    assert_eq!(code, 0, "{stderr}");
+    let cell = &json[0]["cells"][0];
+    assert_eq!(cell["status"], "completed", "{cell:#}");
+    let outage = cell["longest_outage_ms"].as_i64().unwrap();
+    assert!(outage > 0, "{cell:#}");
+    let seen = cell["without_dns"].as_object().unwrap();
+    let requests: u64 = seen.values().map(|s| s["requests"].as_u64().unwrap()).sum();
+    assert!(requests > 0, "{cell:#}");
+    assert!(requests <= cell["client_errors"].as_u64().unwrap(), "{cell:#}");
+}
