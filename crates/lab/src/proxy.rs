@@ -305,7 +305,7 @@ impl ProxyProc {
     }
 }
 
-/// A thread that lives as long as the run's nginx, which every restart forks from: a supervised
+/// A thread that lives as long as the run's proxy, which every restart forks from: a supervised
 /// child gets `PR_SET_PDEATHSIG`, which fires when the *thread* that forked it ends — and the
 /// timeline's steps run on tokio's blocking threads, which end after 10 s idle (a restarted
 /// nginx died 10 s after its start until this).
@@ -317,7 +317,7 @@ impl Launcher {
     fn new() -> Result<Launcher> {
         let (tx, rx) = std::sync::mpsc::channel::<Box<dyn FnOnce() + Send>>();
         std::thread::Builder::new()
-            .name("nginx-launcher".into())
+            .name("proxy-launcher".into())
             // Ends when the sender goes (the run's nginx is stopped and dropped).
             .spawn(move || rx.into_iter().for_each(|job| job()))?;
         Ok(Launcher {
