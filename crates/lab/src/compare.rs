@@ -45,6 +45,11 @@ pub struct Cell {
     pub requests: u64,
     /// Requests that failed at the client (status ≥ 500 or a transport error).
     pub client_errors: u64,
+    /// Requests the client never sent (every connection still waiting when one was due): the
+    /// client errors are then a floor, the client's limit and not the proxy's figure. Absent in
+    /// cells written before it was kept.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unsent: Option<u64>,
     /// `no live upstreams` failures in the proxy's log.
     pub nlu: u64,
     /// Failed requests per failure class.
@@ -90,6 +95,9 @@ pub struct Repeat {
     pub requests: u64,
     /// Requests that failed at the client.
     pub client_errors: u64,
+    /// Requests the client never sent (absent: not kept).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unsent: Option<u64>,
     /// `no live upstreams` failures.
     pub nlu: u64,
     /// The longest incident of any class, ms.
@@ -105,6 +113,7 @@ impl Repeat {
             held: c.held,
             requests: c.requests,
             client_errors: c.client_errors,
+            unsent: c.unsent,
             nlu: c.nlu,
             longest_outage_ms: c.longest_outage_ms,
         }
@@ -165,6 +174,7 @@ impl Cell {
             checks: sc.expect.for_engine(engine).len(),
             requests: 0,
             client_errors: 0,
+            unsent: None,
             nlu: 0,
             classes: BTreeMap::new(),
             longest_outage_ms: None,
@@ -383,6 +393,7 @@ fn cell_of(engine: EngineId, j: &Judged) -> Cell {
         checks: v.expectations.len(),
         requests: v.client.as_ref().map_or(d.requests, |c| c.requests),
         client_errors: v.client.as_ref().map_or(d.failures, |c| c.errors),
+        unsent: v.client.as_ref().map(|c| c.unsent),
         nlu: d.nlu.total,
         classes: d
             .classes
@@ -532,6 +543,9 @@ fn columns(e: &Cell) -> [String; 12] {
     if disagree(r, |r| r.client_errors) {
         errors.push_str(" — runs disagree");
     }
+    if let Some(floor) = never_sent(e) {
+        errors.push_str(&floor);
+    }
     let outage = match r.is_empty() {
         true => ms(e.longest_outage_ms),
         false => match r.iter().all(|r| r.longest_outage_ms.is_none()) {
@@ -573,6 +587,24 @@ fn spread(values: &[u64], show: impl Fn(u64) -> String) -> String {
         true => format!("{} ({n} runs)", show(lo)),
         false => format!("{}–{} (median {}, {n} runs)", show(lo), show(hi), show(med)),
     }
+}
+
+/// ` — a floor: N never sent` when the client could not send some of its requests (all its
+/// connections waiting): the proxy would have failed more of them, or not — the run cannot
+/// say. For a repeated cell, the runs' spread of it.
+fn never_sent(e: &Cell) -> Option<String> {
+    let runs: Vec<u64> = match e.repeats.is_empty() {
+        true => vec![e.unsent?],
+        false => e.repeats.iter().map(|r| r.unsent.unwrap_or(0)).collect(),
+    };
+    if runs.iter().all(|&n| n == 0) {
+        return None;
+    }
+    let n = match runs.len() {
+        1 => runs[0].to_string(),
+        _ => spread(&runs, |v| v.to_string()),
+    };
+    Some(format!(" — a floor: {n} never sent"))
 }
 
 /// Some runs saw none and others some: the runs disagree in direction, which a range hides.
@@ -1018,6 +1050,7 @@ mod tests {
             held,
             requests: 100,
             client_errors: errors,
+            unsent: Some(0),
             nlu: errors,
             longest_outage_ms: (errors > 0).then_some(1500),
         };
@@ -1042,6 +1075,23 @@ mod tests {
         );
         cell.repeats.remove(0);
         assert!(!columns(&cell)[3].contains("disagree"));
+        // A client that could not send some requests makes its cell's figure a floor.
+        cell.repeats[1].unsent = Some(5259);
+        assert_eq!(
+            columns(&cell)[3],
+            "3–7 (median 3, 2 runs) — a floor: 0–5259 (median 0, 2 runs) never sent"
+        );
+        cell.repeats[1].unsent = None;
+        let mut one = cell.clone();
+        one.repeats.clear();
+        one.unsent = Some(12);
+        assert_eq!(columns(&one)[3], "0 — a floor: 12 never sent");
+        one.unsent = None;
+        assert_eq!(
+            columns(&one)[3],
+            "0",
+            "a cell kept before `unsent` says nothing"
+        );
         // A repeat that could not run makes the comparison incomplete (exit 1).
         let mut c = Comparison {
             scenario: "swap-only".into(),

@@ -422,5 +422,8 @@ fn a_fleet_runs_columns_come_from_its_instances() {
     let seen = cell["without_dns"].as_object().unwrap();
     let requests: u64 = seen.values().map(|s| s["requests"].as_u64().unwrap()).sum();
     assert!(requests > 0, "{cell:#}");
-    assert!(requests <= cell["client_errors"].as_u64().unwrap(), "{cell:#}");
+    assert!(
+        requests <= cell["client_errors"].as_u64().unwrap(),
+        "{cell:#}"
+    );
 }
