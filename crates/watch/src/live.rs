@@ -25,7 +25,7 @@
 
 use crate::follow::Lines;
 use crate::spool::{Context, Placed, Spooled};
-use crate::totals::Totals;
+use crate::totals::{PairingCount, Totals};
 use resolvelab_diagnose::checker::incremental::Incremental;
 use resolvelab_diagnose::checker::tally::{Stream, Tally};
 use resolvelab_diagnose::{Diagnosis, Incident, Options};
@@ -100,6 +100,9 @@ struct Pass {
     started: Instant,
     /// The newest request time read when it started (epoch ms).
     started_ms: Option<i64>,
+    /// The pairing loss its checker reported at the last window's close: a pass outlives its
+    /// window, and the next window counts only what it adds.
+    counted_loss: PairingCount,
 }
 
 /// An open window.
@@ -384,6 +387,7 @@ impl Live {
             files,
             started: now,
             started_ms: self.newest_ms,
+            counted_loss: PairingCount::default(),
         };
         // A stream added after a tick has no lines in it. The ticks then name the pass's
         // files, and their own files go.
@@ -470,8 +474,10 @@ impl Live {
             (Some(f), Some(e)) => e - f >= self.timing.settle.as_millis() as i64,
             _ => true,
         };
+        let loss = d.parse.pairing_loss.unwrap_or_default();
         self.latest = Some(d);
         if quiet_log || quiet_wall || quiet_tally || too_long || force {
+            self.count_pairing_loss(loss);
             self.window = None;
             if too_long || force {
                 // Its last failures may go on: a next window must not read them again as its
@@ -494,6 +500,20 @@ impl Live {
             closed: Vec::new(),
             open: mine,
         })
+    }
+
+    /// What the pass's checker dropped from its pairing window since the last window closed.
+    fn count_pairing_loss(&mut self, now: resolvelab_diagnose::verdict::PairingLoss) {
+        let Some(p) = self.pass.as_mut() else {
+            return;
+        };
+        let t = &mut self.totals.pairing_loss;
+        t.lines += now.lines.saturating_sub(p.counted_loss.lines);
+        t.unpaired += now.unpaired.saturating_sub(p.counted_loss.unpaired);
+        p.counted_loss = PairingCount {
+            lines: now.lines,
+            unpaired: now.unpaired,
+        };
     }
 
     /// The checker over the open window, its references named by the followed files.

@@ -171,6 +171,36 @@ fn every_class(m: &Two, upstreams: &[String]) -> Two {
     out
 }
 
+/// The pairing window's losses ([`Totals::pairing_loss`]), one counter each.
+fn pairing_loss(e: &mut DescriptorEncoder, parts: &[Part]) -> std::fmt::Result {
+    for (name, help, of) in [
+        (
+            "resolvelab_pairing_dropped_lines",
+            "Error-log lines the pairing window dropped (more within one request's span than it holds), counted when their window closes",
+            (|p: &Part| p.totals.pairing_loss.lines) as fn(&Part) -> u64,
+        ),
+        (
+            "resolvelab_pairing_unpaired_failures",
+            "Failures that paired with no error line although a line of their span was dropped: each may be classed without its own line",
+            |p: &Part| p.totals.pairing_loss.unpaired,
+        ),
+    ] {
+        let c = ConstCounter::new(0u64);
+        let mut d = e.encode_descriptor(name, help, None, c.metric_type())?;
+        match by_part(parts, of).as_slice() {
+            // The one unnamed instance: a series without labels.
+            [(None, n)] => ConstCounter::new(*n).encode(d)?,
+            series => {
+                for (instance, n) in series {
+                    let ls = [(INSTANCE_LABEL, instance.unwrap_or(crate::totals::OTHER))];
+                    ConstCounter::new(*n).encode(d.encode_family(&ls)?)?;
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
 impl Collector for Export {
     fn encode(&self, mut e: DescriptorEncoder) -> std::fmt::Result {
         let s = self.0.lock().expect("not poisoned").clone();
@@ -261,6 +291,7 @@ impl Collector for Export {
             &[(None, s.rotations.clone())],
             false,
         )?;
+        pairing_loss(&mut e, parts)?;
         let g = ConstGauge::new(0i64);
         let mut d = e.encode_descriptor(
             "resolvelab_unreadable_inputs",

@@ -37,6 +37,20 @@ pub struct Totals {
     pub dns_answer_changes: BTreeMap<String, u64>,
     /// The upstream label values given so far, in the order first seen (bounded).
     pub upstreams: Vec<String>,
+    /// Error-log lines the checker's pairing window dropped (more lines within one request's
+    /// span than it holds) and the failures that may have lost their line with them, in the
+    /// windows closed so far: `diagnose`'s `parse.pairing_loss`, live.
+    #[serde(default)]
+    pub pairing_loss: PairingCount,
+}
+
+/// [`Totals::pairing_loss`]: dropped lines and the failures that found no line after a drop.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PairingCount {
+    /// Lines dropped before any failure took them.
+    pub lines: u64,
+    /// Failures that paired with no line although a line of their span was dropped.
+    pub unpaired: u64,
 }
 
 /// The status class label of an HTTP status (`502` → `5xx`).
@@ -153,6 +167,8 @@ impl Totals {
         for (k, n) in &o.dns_answer_changes {
             *self.dns_answer_changes.entry(k.clone()).or_default() += n;
         }
+        self.pairing_loss.lines += o.pairing_loss.lines;
+        self.pairing_loss.unpaired += o.pairing_loss.unpaired;
     }
 
     /// Requests by status class, every upstream summed.

@@ -73,3 +73,70 @@ fn garbage_a_vanished_file_and_clock_jumps_are_counted_never_fatal() {
     assert_eq!(malformed, 2, "{:?}", t.lines);
     assert_eq!(t.requests_by_class().get("5xx"), Some(&1));
 }
+
+/// More error lines within one request's span than the pairing window holds: the watcher
+/// counts what `diagnose` of the same files reports as its pairing loss (lines dropped, and the
+/// long request that lost its own line), and exports both.
+#[test]
+fn lines_the_pairing_window_drops_are_counted_as_diagnose_counts_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut template = resolvelab_diagnose::Options::new(Vec::new(), Vec::new());
+    template.log_format = resolvelab_history::logformat::LogFormat::lab();
+    template.tz_offset_s = Some(0);
+    let s0: i64 = 1_796_018_400;
+    // s0 is 2026-11-30 06:00:00 UTC; every line falls within its first minute.
+    let stamp = |s: i64| format!("2026/11/30 06:00:{:02}", s - s0);
+    let line = |s: i64, cid: u64, msg: &str| {
+        format!(
+            "{} [error] 1#1: *{cid} {msg} while connecting to upstream, client: 127.0.0.1, server: , request: \"GET / HTTP/1.1\", upstream: \"http://127.0.0.20:8080/\", host: \"x\"\n",
+            stamp(s)
+        )
+    };
+    let refused = "connect() failed (111: Connection refused)";
+    // A 50 s request refused at its start, then more lines of other connections than the
+    // window holds while it is pending, then a short request with its own line.
+    let mut err = line(s0 + 6, 1, refused);
+    let extra = resolvelab_diagnose::checker::MAX_BUFFERED as u64 + 10;
+    for k in 0..extra {
+        let s = s0 + 7 + (k * 40 / extra) as i64;
+        err += &line(s, 10 + k, "upstream timed out (110: Connection timed out)");
+    }
+    err += &line(s0 + 55, 5, refused);
+    let acc = format!(
+        "{}.000 502 \"127.0.0.20:8080\" \"502\" 50.000 GET 1 1 \"50.000\" \"-\" \"GET / HTTP/1.1\" 127.0.0.1\n\
+         {}.500 502 \"127.0.0.20:8080\" \"502\" 0.000 GET 5 1 \"-\" \"-\" \"GET / HTTP/1.1\" 127.0.0.1\n",
+        s0 + 55,
+        s0 + 55
+    );
+    let (a, e) = (dir.path().join("access.log"), dir.path().join("error.log"));
+    std::fs::write(&e, &err).unwrap();
+    std::fs::write(&a, &acc).unwrap();
+    let d = resolvelab_diagnose::diagnose(&resolvelab_diagnose::Options {
+        access: vec![a.clone()],
+        error: vec![e.clone()],
+        ..template.clone()
+    })
+    .unwrap();
+    let loss = d.parse.pairing_loss.expect("diagnose drops lines here");
+    assert_eq!((loss.lines, loss.unpaired), (12, 1));
+    let mut w = Watcher::new(common::config(dir.path(), &template)).unwrap();
+    let t0 = Instant::now();
+    // A tick reads a few MB of each file: enough of them to read both to their ends.
+    for k in 0..30 {
+        w.step(t0 + Duration::from_secs(k), false).unwrap();
+    }
+    w.step(t0 + Duration::from_secs(120), true).unwrap();
+    let t = w.shared.lock().unwrap().totals();
+    assert_eq!((t.pairing_loss.lines, t.pairing_loss.unpaired), (12, 1));
+    assert_eq!(Totals::sum(&t.failed), d.failures);
+    let text =
+        resolvelab_watch::metrics::encode(&resolvelab_watch::metrics::registry(w.shared.clone()));
+    assert!(
+        text.contains("resolvelab_pairing_dropped_lines_total 12\n"),
+        "{text}"
+    );
+    assert!(
+        text.contains("resolvelab_pairing_unpaired_failures_total 1\n"),
+        "{text}"
+    );
+}
