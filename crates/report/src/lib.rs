@@ -137,8 +137,9 @@ pub(crate) fn ts(ms: i64) -> String {
 pub const GENERATED_END: &str = "<!-- END GENERATED -->";
 
 /// Write `generated` (which carries its own BEGIN/END marker lines) into `path` between the
-/// markers already there, keeping the hand-written text around them; a file without markers
-/// becomes `fresh(generated)`.
+/// markers already there, keeping the hand-written text around them; a missing or empty file
+/// becomes `fresh(generated)`. A file with text but no markers is refused, not overwritten: it
+/// is somebody's page (`compare --table docs/COMPARISON.md` would have replaced its findings).
 pub fn update_generated(
     path: &Path,
     generated: &str,
@@ -162,8 +163,48 @@ pub fn update_generated(
             }
             t
         }
-        _ => fresh(generated),
+        _ if old.trim().is_empty() => fresh(generated),
+        _ => anyhow::bail!(
+            "{} has text but no `<!-- BEGIN GENERATED` … `{GENERATED_END}` lines, so writing the table would replace it: put those two lines where the table goes, or give a new file",
+            path.display()
+        ),
     };
     resolvelab_core::rundir::write_atomic(path, text.as_bytes())
         .with_context(|| format!("cannot write {}: give a writable path", path.display()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_generated_part_goes_between_markers_and_a_page_without_them_is_kept() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("page.md");
+        let gen_ = |x: &str| format!("<!-- BEGIN GENERATED x -->\n{x}\n{GENERATED_END}\n");
+        let fresh = |g: &str| format!("# New\n\n{g}");
+        update_generated(&p, &gen_("one"), fresh).unwrap();
+        assert_eq!(
+            std::fs::read_to_string(&p).unwrap(),
+            "# New\n\n".to_string() + &gen_("one")
+        );
+        update_generated(&p, &gen_("two"), fresh).unwrap();
+        let t = std::fs::read_to_string(&p).unwrap();
+        assert!(
+            t.starts_with("# New\n") && t.contains("two") && !t.contains("one"),
+            "{t}"
+        );
+        std::fs::write(&p, "# Findings\n\nhand-written\n").unwrap();
+        let e = update_generated(&p, &gen_("three"), fresh)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("no `<!-- BEGIN GENERATED`") && !e.contains('\n'),
+            "{e}"
+        );
+        assert_eq!(
+            std::fs::read_to_string(&p).unwrap(),
+            "# Findings\n\nhand-written\n"
+        );
+    }
 }
