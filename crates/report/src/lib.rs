@@ -136,6 +136,24 @@ pub(crate) fn ts(ms: i64) -> String {
 /// docs/COMPARISON.md); the part starts at a line beginning `<!-- BEGIN GENERATED`.
 pub const GENERATED_END: &str = "<!-- END GENERATED -->";
 
+/// Whether `path` can take a generated part ([`update_generated`]): missing, empty, or with
+/// its markers. Checked before long work that ends by writing it.
+pub fn check_generated_page(path: &Path) -> anyhow::Result<()> {
+    let old = std::fs::read_to_string(path).unwrap_or_default();
+    let has = |p: &str| old.lines().any(|l| l.starts_with(p));
+    match old.trim().is_empty() || (has("<!-- BEGIN GENERATED") && has(GENERATED_END)) {
+        true => Ok(()),
+        false => Err(not_a_generated_page(path)),
+    }
+}
+
+fn not_a_generated_page(path: &Path) -> anyhow::Error {
+    anyhow::anyhow!(
+        "{} has text but no `<!-- BEGIN GENERATED` … `{GENERATED_END}` lines, so writing the table would replace it: put those two lines where the table goes, or give a new file",
+        path.display()
+    )
+}
+
 /// Write `generated` (which carries its own BEGIN/END marker lines) into `path` between the
 /// markers already there, keeping the hand-written text around them; a missing or empty file
 /// becomes `fresh(generated)`. A file with text but no markers is refused, not overwritten: it
@@ -164,10 +182,7 @@ pub fn update_generated(
             t
         }
         _ if old.trim().is_empty() => fresh(generated),
-        _ => anyhow::bail!(
-            "{} has text but no `<!-- BEGIN GENERATED` … `{GENERATED_END}` lines, so writing the table would replace it: put those two lines where the table goes, or give a new file",
-            path.display()
-        ),
+        _ => return Err(not_a_generated_page(path)),
     };
     resolvelab_core::rundir::write_atomic(path, text.as_bytes())
         .with_context(|| format!("cannot write {}: give a writable path", path.display()))
@@ -183,7 +198,9 @@ mod tests {
         let p = dir.path().join("page.md");
         let gen_ = |x: &str| format!("<!-- BEGIN GENERATED x -->\n{x}\n{GENERATED_END}\n");
         let fresh = |g: &str| format!("# New\n\n{g}");
+        check_generated_page(&p).unwrap();
         update_generated(&p, &gen_("one"), fresh).unwrap();
+        check_generated_page(&p).unwrap();
         assert_eq!(
             std::fs::read_to_string(&p).unwrap(),
             "# New\n\n".to_string() + &gen_("one")
@@ -195,6 +212,7 @@ mod tests {
             "{t}"
         );
         std::fs::write(&p, "# Findings\n\nhand-written\n").unwrap();
+        assert!(check_generated_page(&p).is_err());
         let e = update_generated(&p, &gen_("three"), fresh)
             .unwrap_err()
             .to_string();

@@ -427,3 +427,25 @@ fn a_fleet_runs_columns_come_from_its_instances() {
         "{cell:#}"
     );
 }
+
+#[test]
+fn a_hand_written_page_without_markers_is_refused_before_any_run() {
+    let tmp = tempfile::tempdir().unwrap();
+    let page = tmp.path().join("FINDINGS.md");
+    std::fs::write(&page, "# Findings\n\nhand-written\n").unwrap();
+    let o = bin()
+        .args(["compare", "swap-only", "--engines", "sim", "--table"])
+        .arg(&page)
+        .arg("--out")
+        .arg(tmp.path().join("cmp"))
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(err.contains("no `<!-- BEGIN GENERATED`"), "{err}");
+    assert!(!tmp.path().join("cmp").exists(), "nothing ran");
+    assert_eq!(
+        std::fs::read_to_string(&page).unwrap(),
+        "# Findings\n\nhand-written\n"
+    );
+}

@@ -129,6 +129,10 @@ pub fn run(args: Args, ctx: &Ctx) -> Result<ExitCode> {
             .collect(),
         false => Vec::new(),
     };
+    // A page the table cannot go into is said now, not after the runs.
+    if let Some(t) = &args.table {
+        resolvelab_report::check_generated_page(t)?;
+    }
     let mut kept = match (&args.table, args.add) {
         (Some(t), true) => compare::read_kept(t)?,
         _ => Vec::new(),
