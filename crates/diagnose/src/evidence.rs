@@ -165,6 +165,22 @@ pub fn pairing_missing(l: &PairingLoss) -> Missing {
     }
 }
 
+/// The names the DNS log answered per view, left out of the answer history
+/// (`History::per_view`).
+pub fn per_view_missing(names: &[(String, usize)]) -> Missing {
+    let listed: Vec<String> = (names.iter())
+        .map(|(n, k)| format!("{n} ({k} views)"))
+        .collect();
+    Missing {
+        what: format!(
+            "one answer history for {}: the DNS log answers it per view (per-resolver answers, a GSLB's per-site order), and which view this nginx asked is not in its logs — those names' DNS lines were not read",
+            listed.join(", ")
+        ),
+        decides: "when those names' answers changed for this nginx: swaps and stale addresses of those names (the other names' DNS lines were read)".into(),
+        add: "the lines of the view this nginx asked: `jq -c 'select(.view == K)'` (its resolver's address: `resolvelab dns --view`), `select(.view == null)` for the main address".into(),
+    }
+}
+
 /// The evidence summary and the list of what is missing.
 pub fn observe(
     p: Present,

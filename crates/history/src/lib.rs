@@ -210,6 +210,25 @@ pub struct Sources {
     pub events: Vec<PathBuf>,
 }
 
+/// Leave out the records of every name answered on more than one view; those names and their
+/// counts of views.
+fn drop_per_view(dns: &mut Vec<DnsRecord>) -> Vec<(String, usize)> {
+    let key = |r: &DnsRecord| r.qname.trim_end_matches('.').to_ascii_lowercase();
+    let mut views: std::collections::BTreeMap<String, std::collections::BTreeSet<Option<u16>>> =
+        Default::default();
+    for r in dns.iter() {
+        views.entry(key(r)).or_default().insert(r.view);
+    }
+    let split: Vec<(String, usize)> = (views.into_iter())
+        .filter(|(_, v)| v.len() > 1)
+        .map(|(n, v)| (n, v.len()))
+        .collect();
+    if !split.is_empty() {
+        dns.retain(|r| !split.iter().any(|(n, _)| *n == key(r)));
+    }
+    split
+}
+
 /// The DNS and event logs, loaded; access logs and error logs are streamed
 /// ([`History::access_stream`], [`History::error_stream`]) so that memory does not grow with
 /// their size.
@@ -227,6 +246,11 @@ pub struct History {
     pub n_mixed: usize,
     /// DNS log records in time order.
     pub dns: Vec<DnsRecord>,
+    /// Names the DNS log answered on more than one view (an authority with per-resolver
+    /// answers: `resolvelab dns --view`, a GSLB's per-site order), with how many: their
+    /// records are left out of [`History::dns`], since which view a proxy asked is not in its
+    /// logs and the views' answers interleaved would read as changes.
+    pub per_view: Vec<(String, usize)>,
     /// Lab events in time order.
     pub events: Vec<EventRecord>,
     /// Parse accounting for the DNS and event files (access and error files report theirs when
@@ -253,6 +277,7 @@ impl History {
             stats.push(st);
         }
         dns.sort_by_key(|d| d.t_us);
+        let per_view = drop_per_view(&mut dns);
         let mut events = Vec::new();
         for p in &src.events {
             let (recs, st) = ours::read_events(p, files.len() as u32)?;
@@ -267,6 +292,7 @@ impl History {
             n_error: src.error.len() + src.mixed.len(),
             n_mixed: src.mixed.len(),
             dns,
+            per_view,
             events,
             stats,
         })
@@ -406,6 +432,32 @@ pub enum Record<'a> {
 mod tests {
     use super::*;
     use std::io::Write;
+
+    #[test]
+    fn a_name_answered_per_view_is_left_out_and_named() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("dns.jsonl");
+        let q = |t: u64, name: &str, view: &str, addr: &str| {
+            format!(
+                "{{\"t_us\":{t},\"qname\":\"{name}\",\"qtype\":\"A\",\"rcode\":\"NOERROR\",\"answers\":[\"{addr}\"]{view}}}\n"
+            )
+        };
+        let text = String::from("{\"schema\":\"resolvelab.dns/v1\"}\n")
+            + &q(1, "app.test.local", "", "127.0.0.20")
+            + &q(2, "APP.test.local.", ",\"view\":1", "127.0.0.30")
+            + &q(3, "db.test.local", ",\"view\":2", "127.0.0.40")
+            + &q(4, "db.test.local", ",\"view\":2", "127.0.0.40");
+        std::fs::write(&p, text).unwrap();
+        let h = History::load(&Sources {
+            dns: vec![p],
+            ..Sources::default()
+        })
+        .unwrap();
+        assert_eq!(h.per_view, vec![("app.test.local".to_string(), 2)]);
+        // One view throughout (a proxy that asked one extra address) is one history.
+        assert_eq!(h.dns.len(), 2);
+        assert!(h.dns.iter().all(|r| r.qname == "db.test.local"));
+    }
 
     #[test]
     fn gzip_and_rotation_merge_in_time_order() {

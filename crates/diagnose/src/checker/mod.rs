@@ -226,6 +226,11 @@ fn conclude(
         let m = evidence::pairing_missing(&errs.stats.loss);
         observability.missing.push(m);
     }
+    if !hist.per_view.is_empty() {
+        observability
+            .missing
+            .push(evidence::per_view_missing(&hist.per_view));
+    }
     let cx = incidents::Ctx {
         hist: &hist,
         trajs: &acc.trajs,
@@ -815,6 +820,54 @@ mod tests {
             .map(|e| e.at.rsplit(':').next().unwrap())
             .collect();
         assert_eq!(ats, ["2", "1"]);
+    }
+
+    /// A DNS log whose authority answered one name per view (two resolvers, two orders): read
+    /// as one history, the views' answers interleaved would be swaps; the name's lines are left
+    /// out and the diagnosis says which, and what would decide it.
+    #[test]
+    fn a_name_answered_per_view_is_no_answer_history() {
+        let dir = tempfile::tempdir().unwrap();
+        let t0 = T0_MS;
+        let acc: String = (0..20)
+            .map(|k| lab_line(t0 + k * 1000, 200, "127.0.0.20:8080", k as u64 + 1, 1))
+            .collect();
+        let mut o = lab_options(dir.path(), &acc, "");
+        let dns = dir.path().join("dns.jsonl");
+        let mut text = String::from("{\"schema\":\"resolvelab.dns/v1\"}\n");
+        for k in 0..20i64 {
+            let (view, addr) = match k % 2 {
+                0 => (String::new(), "127.0.0.20"),
+                _ => (",\"view\":1".to_string(), "127.0.0.30"),
+            };
+            text += &format!(
+                "{{\"t_us\":{},\"client\":\"127.0.0.1:5000\",\"qname\":\"app.test.local\",\"qtype\":\"A\",\"rcode\":\"NOERROR\",\"answers\":[\"{addr}\"]{view}}}\n",
+                (t0 + k * 1000) * 1000
+            );
+        }
+        std::fs::write(&dns, &text).unwrap();
+        o.dns = vec![dns.clone()];
+        let d = diagnose(&o).unwrap();
+        assert_eq!(d.swaps, 0, "the views' answers are no swaps");
+        let said: Vec<&evidence::Missing> = (d.evidence.missing.iter())
+            .filter(|m| m.what.contains("per view"))
+            .collect();
+        assert_eq!(said.len(), 1, "{:?}", d.evidence.missing);
+        assert!(
+            said[0].what.contains("app.test.local (2 views)"),
+            "{}",
+            said[0].what
+        );
+        // One view only: an answer history like any other.
+        std::fs::write(&dns, text.replace(",\"view\":1", "")).unwrap();
+        let d = diagnose(&o).unwrap();
+        assert!(d.swaps > 0);
+        assert!(
+            !d.evidence
+                .missing
+                .iter()
+                .any(|m| m.what.contains("per view"))
+        );
     }
 
     /// More error lines within one request's span than the pairing window holds: the oldest
