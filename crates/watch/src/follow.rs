@@ -41,12 +41,14 @@ pub struct Events {
     pub more: bool,
 }
 
-/// Whole lines read, in one buffer: each line's bytes (without its newline) and its line number
-/// in its file. A tick's lines are handed on as one value, not as an allocation per line.
+/// Whole lines read, in one buffer: each line's bytes and its line number in its file. A
+/// tick's lines are handed on as one value, not as an allocation per line. The buffer holds
+/// each line with its newline, as a file does: a chunk read is copied into it once, and
+/// spooled from it as it is ([`Lines::text`]).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Lines {
     buf: Vec<u8>,
-    /// Where each line ends in `buf` (it starts where the one before ends).
+    /// Where each line ends in `buf`, after its newline (it starts where the one before ends).
     ends: Vec<usize>,
     numbers: Vec<u64>,
 }
@@ -55,6 +57,7 @@ impl Lines {
     /// One more line, numbered `line` (1-based; restarts with a new file).
     pub fn push(&mut self, text: &[u8], line: u64) {
         self.buf.extend_from_slice(text);
+        self.buf.push(b'\n');
         self.ends.push(self.buf.len());
         self.numbers.push(line);
     }
@@ -62,16 +65,42 @@ impl Lines {
     /// The whole lines of `chunk` (each ended by a newline; bytes after the last one are left
     /// out), numbered from `first` on; the number of the next line.
     pub fn push_chunk(&mut self, chunk: &[u8], first: u64) -> u64 {
-        // Its bytes at once: a buffer grown by doubling holds up to twice what it keeps.
-        self.buf.reserve(chunk.len());
-        let mut start = 0;
+        let Some(last) = memchr::memrchr(b'\n', chunk) else {
+            return first;
+        };
+        let base = self.buf.len();
+        self.buf.extend_from_slice(&chunk[..=last]);
         let mut n = first;
-        for end in memchr::memchr_iter(b'\n', chunk) {
-            self.push(&chunk[start..end], n);
+        for end in memchr::memchr_iter(b'\n', &chunk[..=last]) {
+            self.ends.push(base + end + 1);
+            self.numbers.push(n);
             n += 1;
-            start = end + 1;
         }
         n
+    }
+
+    /// Every line with its newline, as they are spooled.
+    pub fn text(&self) -> &[u8] {
+        &self.buf
+    }
+
+    /// Lines spooled as [`Lines::text`], numbered by runs of (first number, count); none when
+    /// the text holds fewer lines than the runs count. The text becomes the buffer: no copy.
+    pub fn from_runs(text: Vec<u8>, runs: &[(u64, u32)]) -> Option<Lines> {
+        let total: usize = runs.iter().map(|r| r.1 as usize).sum();
+        let mut ends = Vec::with_capacity(total);
+        let mut numbers = Vec::with_capacity(total);
+        let mut newlines = memchr::memchr_iter(b'\n', &text);
+        for &(first, n) in runs {
+            for i in 0..n as u64 {
+                ends.push(newlines.next()? + 1);
+                numbers.push(first + i);
+            }
+        }
+        let end = ends.last().copied().unwrap_or(0);
+        let mut buf = text;
+        buf.truncate(end);
+        Some(Lines { buf, ends, numbers })
     }
 
     /// Keep the first `n` lines.
@@ -91,15 +120,16 @@ impl Lines {
             return (0, 0);
         }
         let start = if n == 0 { 0 } else { self.ends[n - 1] };
-        let bytes = self.buf.len() - start + (self.len() - n);
+        let bytes = self.buf.len() - start;
         (bytes as u64, (self.len() - n) as u64)
     }
 
     /// The lines of `other` after these.
     pub fn append(&mut self, other: &Lines) {
-        for (n, t) in other.iter() {
-            self.push(t, n);
-        }
+        let base = self.buf.len();
+        self.buf.extend_from_slice(&other.buf);
+        self.ends.extend(other.ends.iter().map(|e| e + base));
+        self.numbers.extend_from_slice(&other.numbers);
     }
 
     /// How many lines.
@@ -112,11 +142,11 @@ impl Lines {
         self.ends.is_empty()
     }
 
-    /// Line `i`: its number and bytes.
+    /// Line `i`: its number and bytes (without its newline).
     pub fn get(&self, i: usize) -> Option<(u64, &[u8])> {
         let end = *self.ends.get(i)?;
         let start = if i == 0 { 0 } else { self.ends[i - 1] };
-        Some((self.numbers[i], &self.buf[start..end]))
+        Some((self.numbers[i], &self.buf[start..end - 1]))
     }
 
     /// The first line.
@@ -131,7 +161,7 @@ impl Lines {
 
     /// The lines' bytes with a newline each (what they take in a file).
     pub fn bytes(&self) -> usize {
-        self.buf.len() + self.ends.len()
+        self.buf.len()
     }
 
     /// Runs of lines numbered one after the other: (first number, the run's bytes).
@@ -394,6 +424,18 @@ mod tests {
         let mut m = Lines::default();
         m.append(&l);
         assert_eq!(m, l);
+        m.append(&l);
+        assert_eq!(m.len(), 10);
+        assert_eq!(m.get(7), Some((9, &b"b"[..])));
+        // Spooled as its text, read back by its runs: the same lines.
+        assert_eq!(l.text(), b"a\n\nb\nc\nd\n");
+        let runs = [(7, 3), (20, 2)];
+        assert_eq!(Lines::from_runs(l.text().to_vec(), &runs), Some(l.clone()));
+        assert_eq!(
+            Lines::from_runs(b"a\n\nb\n".to_vec(), &runs),
+            None,
+            "fewer lines"
+        );
     }
 
     /// A backlog is taken in steps of at most `MAX_READ` (what a tick holds stays bounded),

@@ -43,38 +43,28 @@ impl Placed {
         let f = std::fs::File::open(&self.file.0)?;
         let mut buf = vec![0; self.len as usize];
         f.read_exact_at(&mut buf, self.offset)?;
-        let mut out = Lines::default();
-        let mut texts = buf.split(|b| *b == b'\n');
-        for &(first, n) in &self.runs {
-            for i in 0..n as u64 {
-                let Some(t) = texts.next() else {
-                    anyhow::bail!(
-                        "{}: {} bytes at {} hold fewer lines than were written there",
-                        self.file.0.display(),
-                        self.len,
-                        self.offset
-                    );
-                };
-                out.push(t, first + i);
-            }
-        }
-        Ok(out)
+        Lines::from_runs(buf, &self.runs).ok_or_else(|| {
+            anyhow::anyhow!(
+                "{}: {} bytes at {} hold fewer lines than were written there",
+                self.file.0.display(),
+                self.len,
+                self.offset
+            )
+        })
     }
 }
 
-/// The lines' bytes, each with its newline, and their runs of numbers.
-fn encode(lines: &Lines) -> (Vec<u8>, Vec<(u64, u32)>) {
-    let mut buf = Vec::with_capacity(lines.bytes());
+/// The lines' bytes, each with its newline (the buffer they are in: no copy), and their runs
+/// of numbers.
+fn encode(lines: &Lines) -> (&[u8], Vec<(u64, u32)>) {
     let mut runs: Vec<(u64, u32)> = Vec::new();
-    for (n, text) in lines.iter() {
+    for (n, _) in lines.iter() {
         match runs.last_mut() {
             Some((first, count)) if *first + *count as u64 == n && *count < u32::MAX => *count += 1,
             _ => runs.push((n, 1)),
         }
-        buf.extend_from_slice(text);
-        buf.push(b'\n');
     }
-    (buf, runs)
+    (lines.text(), runs)
 }
 
 /// One spooled file of a pass (one stream) and where its lines came from.
@@ -131,7 +121,7 @@ impl Spooled {
             self.lines = next;
         }
         let (buf, runs) = encode(lines);
-        self.file.write_all(&buf)?;
+        self.file.write_all(buf)?;
         let placed = Placed {
             file: self.path.clone(),
             offset: self.bytes,
@@ -213,7 +203,7 @@ impl Context {
         let path = self.dir.join(format!("c{}.log", self.files));
         let mut file = std::fs::File::create(&path)?;
         let path = Rc::new(SpoolPath(path));
-        let (mut offset, mut all) = (0, Vec::new());
+        let mut offset = 0;
         let mut streams = Vec::with_capacity(lines.len());
         for l in lines {
             if l.is_empty() {
@@ -221,6 +211,8 @@ impl Context {
                 continue;
             }
             let (buf, runs) = encode(l);
+            // Each stream's lines as they are, one write each: no copy of the tick.
+            file.write_all(buf)?;
             streams.push(Some(Placed {
                 file: path.clone(),
                 offset,
@@ -228,9 +220,7 @@ impl Context {
                 runs,
             }));
             offset += buf.len() as u64;
-            all.extend_from_slice(&buf);
         }
-        file.write_all(&all)?;
         self.push_placed(at, newest_ms, streams);
         Ok(())
     }
