@@ -79,6 +79,12 @@ impl Lines {
         n
     }
 
+    /// Room for `bytes` more of lines at once: a buffer filled batch by batch to a known bound
+    /// is sized once, not doubled past it (a doubled 4 MiB buffer left the old one behind).
+    pub fn reserve(&mut self, bytes: usize) {
+        self.buf.reserve_exact(bytes);
+    }
+
     /// Every line with its newline, as they are spooled.
     pub fn text(&self) -> &[u8] {
         &self.buf

@@ -128,6 +128,8 @@ impl Source {
             Source::Stdin(rx, n, ended) => {
                 let mut ev = follow::Events::default();
                 let mut batches = 0;
+                // The poll's bound and one batch past it.
+                out.reserve(STDIN_BYTES_PER_POLL + STDIN_BATCH + (8 << 10));
                 loop {
                     if out.bytes() >= STDIN_BYTES_PER_POLL {
                         ev.more = true;
