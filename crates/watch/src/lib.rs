@@ -128,8 +128,6 @@ impl Source {
             Source::Stdin(rx, n, ended) => {
                 let mut ev = follow::Events::default();
                 let mut batches = 0;
-                // The poll's bound and one batch past it.
-                out.reserve(STDIN_BYTES_PER_POLL + STDIN_BATCH + (8 << 10));
                 loop {
                     if out.bytes() >= STDIN_BYTES_PER_POLL {
                         ev.more = true;
@@ -137,6 +135,11 @@ impl Source {
                     }
                     match rx.try_recv() {
                         Ok(batch) => {
+                            if batches == 0 {
+                                // The poll's bound and one batch past it, once: grown batch by
+                                // batch, the buffer doubled past 4 MiB and left the old behind.
+                                out.reserve(STDIN_BYTES_PER_POLL + STDIN_BATCH + (8 << 10));
+                            }
                             batches += 1;
                             *n = out.push_chunk(&batch, *n + 1) - 1;
                         }
