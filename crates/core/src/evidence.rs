@@ -133,6 +133,10 @@ pub mod event_kind {
     /// nginx was started again (after a restart's stop, or a `nginx = "start"` step): `spec`
     /// `ok` or `refused`, `note` its words (a refused start leaves nginx down).
     pub const NGINX_START: &str = "nginx-start";
+    /// The lab saved the proxy's state before replacing it, where its next process reads it
+    /// (HAProxy's `show servers state` into its `server-state-file`): `spec` `saved` (`note`
+    /// each server and its address) or `failed` (`note` why; the reload or restart goes on).
+    pub const SERVER_STATE: &str = "server-state";
     /// A state change the proxy logged itself (`target` the proxy, `note` its words: HAProxy's
     /// "changed its IP", "going DOWN for maintenance (DNS NX status)").
     pub const PROXY_STATE: &str = "proxy-state";

@@ -194,6 +194,8 @@ pub(crate) struct ProxyProc {
     dns: Option<SystemDns>,
     sup: Arc<Supervisor>,
     listen: SocketAddr,
+    /// The proxy whose state the scenario keeps across a reload or restart.
+    keeps_state: Option<Kind>,
 }
 
 /// How long a stopping proxy has to finish its requests (its soft stop), and a start to listen.
@@ -208,6 +210,11 @@ impl ProxyProc {
     /// The master's pid; 0 while the proxy is down.
     pub(crate) fn master(&self) -> u32 {
         self.master.load(Ordering::SeqCst)
+    }
+
+    /// `nginx`, `haproxy`, …: the proxy's name, the target of its events.
+    pub(crate) fn name(&self) -> &'static str {
+        self.what
     }
 
     /// Starts asked for after the first (each replaces the master on purpose).
@@ -367,6 +374,15 @@ impl Control {
         })
     }
 
+    /// Before a reload or restart, the running proxy's state saved where the next process
+    /// reads it, when the scenario keeps it (`[haproxy] server_state`): what was saved, or why
+    /// not — a failure does not stop the reload, as it would not stop an operator's script.
+    pub(crate) fn save_state(&self) -> Option<Result<String>> {
+        let k = self.0.keeps_state?;
+        let dir = self.0.dir.clone();
+        Some(resolvelab_thirdparty::proxy(k).save_state(&dir))
+    }
+
     /// What a restart or start acts on.
     pub(crate) fn proc(&self) -> &ProxyProc {
         &self.0
@@ -448,6 +464,7 @@ impl Running {
             dns,
             sup: sup.clone(),
             listen: net.nginx,
+            keeps_state: foreign.filter(|k| resolvelab_thirdparty::proxy(*k).keeps_state(sc)),
         };
         Ok(Running {
             proc: Arc::new(proc),

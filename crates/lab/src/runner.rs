@@ -1036,6 +1036,7 @@ impl Act {
                 ev(&self.events, "fault-on", t, Some(&fname), None, note);
             }
             Action::Reload => {
+                self.save_state();
                 self.nginx
                     .reload()
                     .map_err(|err| anyhow!("{}: {err:#}", step.field("")))?;
@@ -1070,6 +1071,26 @@ impl Act {
         Ok(())
     }
 
+    /// The proxy's state saved before a reload or restart, when the scenario keeps it: a
+    /// `server-state` event, `saved` with what, or `failed` with why (the step goes on).
+    fn save_state(&self) {
+        let Some(saved) = tokio::task::block_in_place(|| self.nginx.save_state()) else {
+            return;
+        };
+        let (spec, note) = match saved {
+            Ok(what) => ("saved", what),
+            Err(e) => ("failed", format!("{e:#}")),
+        };
+        ev(
+            &self.events,
+            event_kind::SERVER_STATE,
+            self.nginx.proc().name(),
+            Some(spec),
+            None,
+            Some(&note),
+        );
+    }
+
     /// `nginx = "restart"` (stop, then start) or `"start"`: the start's outcome is an
     /// `nginx-start` event, `ok` or `refused` with the proxy's words (it stays down then).
     fn start(&self, step: &Step) -> Result<()> {
@@ -1077,6 +1098,7 @@ impl Act {
         let restart = step.action == Action::Restart;
         let started = tokio::task::block_in_place(|| {
             if restart {
+                self.save_state();
                 ev(
                     &self.events,
                     event_kind::NGINX_RESTART,

@@ -262,20 +262,24 @@ fn decision_figures(page: &str) -> Vec<(String, String, String)> {
 }
 
 /// Every figure of the decision view is the client-error figure of its engine's row in the
-/// three-run tables it quotes (docs/DECISION-RUNS.md), and every row it quotes there played
-/// three runs.
+/// three-run tables it quotes (docs/DECISION-RUNS.md, else the repeated matrix
+/// docs/COMPARISON-REPEATS.md), and every row it quotes there played three runs.
 #[test]
 fn the_decision_view_quotes_its_three_run_tables() {
-    let runs = doc("DECISION-RUNS.md");
-    let errors = column(&runs, "client errors");
-    let requests = column(&runs, "requests");
+    let (runs, repeats) = (doc("DECISION-RUNS.md"), doc("COMPARISON-REPEATS.md"));
+    let mut errors = column(&repeats, "client errors");
+    errors.extend(column(&runs, "client errors"));
+    let mut requests = column(&repeats, "requests");
+    requests.extend(column(&runs, "requests"));
     assert!(errors.len() >= 15, "{} rows read", errors.len());
     let figures = decision_figures(&doc("COMPARISON.md"));
     assert!(figures.len() >= 15, "{} figures read", figures.len());
     for (scenario, engine, fig) in &figures {
         let key = (scenario.clone(), engine.clone());
         let Some(got) = errors.get(&key) else {
-            panic!("the decision view quotes `{scenario}` on {engine}: not in DECISION-RUNS.md");
+            panic!(
+                "the decision view quotes `{scenario}` on {engine}: not in DECISION-RUNS.md or COMPARISON-REPEATS.md"
+            );
         };
         assert_eq!(&figure(got), fig, "`{scenario}` on {engine}");
         assert!(

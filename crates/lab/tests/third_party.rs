@@ -247,8 +247,7 @@ fn events_of(dir: &Path, kind: &str) -> Vec<Value> {
 }
 
 #[test]
-fn haproxys_start_resolves_a_name_with_the_system_resolver_and_init_addr_decides_what_a_failure_does()
- {
+fn haproxys_start_resolves_a_name_with_the_system_resolver_and_a_failure_is_refused_as_nginxs_is() {
     // A line without `resolvers` (HAProxy's default init-addr last,libc): like nginx, the
     // reload is refused and harmless, the restart refused, HAProxy down until the next start.
     let (_t, dir, v) = restart_nxdomain_on_haproxy(None);
@@ -272,6 +271,10 @@ fn haproxys_start_resolves_a_name_with_the_system_resolver_and_init_addr_decides
     );
     assert_eq!(starts[1]["spec"], "ok");
     assert_held(&v);
+}
+
+#[test]
+fn haproxy_with_a_runtime_resolver_and_init_addr_none_turns_a_harmless_reload_into_503s() {
     // The name on the runtime resolver with `none` last: every start succeeds, without an
     // address, and HAProxy answers 503 itself until the name resolves again.
     let (_t, dir, v) = restart_nxdomain_on_haproxy(Some("haproxy-resolvers"));
@@ -282,6 +285,30 @@ fn haproxys_start_resolves_a_name_with_the_system_resolver_and_init_addr_decides
     );
     assert!(!log.contains("Loading failure!"), "{log}");
     let starts = events_of(&dir, "nginx-start");
+    assert!(starts.iter().all(|e| e["spec"] == "ok"), "{starts:?}");
+    assert_held(&v);
+}
+
+#[test]
+fn haproxys_server_state_file_carries_the_address_through_a_reload_and_a_restart() {
+    let (_t, dir, v) = restart_nxdomain_on_haproxy(Some("haproxy-server-state"));
+    // The lab saved the state before the reload and before the restart, each time the one
+    // server with the address the name had.
+    let saved = events_of(&dir, "server-state");
+    assert_eq!(saved.len(), 2, "{saved:?}");
+    for e in &saved {
+        assert_eq!(e["spec"], "saved", "{e}");
+        assert!(e["note"].as_str().unwrap().starts_with("s1 127."), "{e}");
+    }
+    let state = std::fs::read_to_string(dir.join("haproxy.state")).unwrap();
+    assert!(state.contains(" be 1 s1 127."), "{state}");
+    // Neither the reload nor the start needed the name: no failure to resolve it, and the
+    // restart's start listened.
+    let log = std::fs::read_to_string(dir.join("haproxy.log")).unwrap();
+    assert!(!log.contains("Loading failure!"), "{log}");
+    assert!(!log.contains("could not resolve address"), "{log}");
+    let starts = events_of(&dir, "nginx-start");
+    assert_eq!(starts.len(), 2, "{starts:?}");
     assert!(starts.iter().all(|e| e["spec"] == "ok"), "{starts:?}");
     assert_held(&v);
 }

@@ -210,6 +210,12 @@ pub struct HaproxySpec {
     /// `resolvers`) or HAProxy's default (a name resolved at start only).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub init_addr: Option<crate::knobs::InitAddr>,
+    /// Keep HAProxy's server state across a reload or restart, as an operator's reload script
+    /// does: `server-state-file` and `load-server-state-from-file`, and the lab writes `show
+    /// servers state` into that file before it replaces HAProxy (`init-addr last` then finds
+    /// the address the old process had).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub server_state: bool,
 }
 
 impl HaproxySpec {
@@ -932,6 +938,7 @@ impl Scenario {
         self.check_server_params()?;
         self.check_caddy_fallback(&names)?;
         self.check_server_template()?;
+        self.check_server_state()?;
         self.check_fleet()?;
         self.check_timeline(&names)?;
         self.check_events_within_load()
@@ -958,6 +965,26 @@ impl Scenario {
             ));
         }
         Ok(())
+    }
+
+    /// `[haproxy] server_state`: only where a server's `init-addr` starts from the file
+    /// (`last`): HAProxy's default on a line without `resolvers`, else `init_addr` with `last`.
+    fn check_server_state(&self) -> anyhow::Result<()> {
+        if !self.haproxy.server_state {
+            return Ok(());
+        }
+        let last = match &self.haproxy.init_addr {
+            Some(a) => a.0.contains(&crate::knobs::InitMethod::Last),
+            // The lab writes `init-addr none` on a line with `resolvers`.
+            None => (self.nginx.servers.iter()).all(|s| !s.resolve || s.host.starts_with('@')),
+        };
+        if last {
+            return Ok(());
+        }
+        Err(self.err_at(
+            &["haproxy", "server_state"],
+            "[haproxy] server_state: no server reads the file's address — add `last` to init_addr (`init_addr = \"last,libc,none\"`)",
+        ))
     }
 
     /// `[caddy] fallback`: each a `@backend` of this scenario, beside at least one resolved
@@ -2234,6 +2261,34 @@ expect = { checks = ["nlu = 0"] }
             "{}",
             err(&fixed)
         );
+    }
+
+    #[test]
+    fn a_server_state_file_needs_a_server_that_reads_it() {
+        let with = |extra: &str| {
+            MIN.replace(
+                "[[backend]]\nname = \"b1\"",
+                &format!("[haproxy]\nserver_state = true\n{extra}[[backend]]\nname = \"b1\""),
+            )
+        };
+        // MIN's server has `resolvers` (the lab writes `init-addr none`): nothing reads it.
+        let e = Scenario::from_toml(&with(""), "t").unwrap_err().to_string();
+        let line = with("")
+            .lines()
+            .position(|l| l.starts_with("server_state"))
+            .unwrap()
+            + 1;
+        assert!(
+            e.starts_with(&format!("t:{line}:")) && e.contains("add `last` to init_addr"),
+            "{e}"
+        );
+        let s = Scenario::from_toml(&with("init_addr = \"last,none\"\n"), "t").unwrap();
+        assert!(s.haproxy.server_state);
+        let once = with("").replace(
+            "host = \"app.test.local\"",
+            "host = \"app.test.local\"\nresolve = false",
+        );
+        assert!(Scenario::from_toml(&once, "t").is_ok());
     }
 
     #[test]

@@ -94,6 +94,16 @@ pub trait ThirdParty: Sync {
     fn resolves_at_start(&self) -> bool {
         false
     }
+    /// Whether the scenario keeps the proxy's state across a reload or restart, saved by
+    /// [`ThirdParty::save_state`] before each (HAProxy's `[haproxy] server_state`).
+    fn keeps_state(&self, _sc: &Scenario) -> bool {
+        false
+    }
+    /// Save the running proxy's state in `run_dir` where its next process reads it, as an
+    /// operator's reload script does; what was saved, in a few words.
+    fn save_state(&self, _run_dir: &Path) -> Result<String> {
+        anyhow::bail!("this proxy keeps no state across a reload")
+    }
     /// What of a scenario this proxy cannot play, beyond what none of them can
     /// ([`lab::refuse`]), at the field's `file:line`.
     fn refuse(&self, _sc: &Scenario) -> Result<()> {

@@ -31,9 +31,21 @@ pub fn config(sc: &Scenario, net: &Net) -> Result<String> {
     )?;
     writeln!(
         w,
-        "global\n    log stderr format iso local0\n    nbthread {}\n",
+        "global\n    log stderr format iso local0\n    nbthread {}",
         n.workers.max(1)
     )?;
+    if h.server_state {
+        // Relative to the run directory (HAProxy's working directory; `unix@`: a path without
+        // a leading `/` is read as an address otherwise); the lab writes `show
+        // servers state` from the socket into the file before it replaces HAProxy.
+        writeln!(
+            w,
+            "    stats socket unix@{} mode 600 level admin\n    server-state-file {}",
+            super::state::SOCKET,
+            super::state::FILE
+        )?;
+    }
+    writeln!(w)?;
     // dontlognull: the runner's readiness probe (a bare TCP connect) is not a request.
     writeln!(
         w,
@@ -48,6 +60,9 @@ pub fn config(sc: &Scenario, net: &Net) -> Result<String> {
     writeln!(w, "    timeout server {}", text_or(&n.read_timeout, "60s"))?;
     // HAProxy's own default is 3 retries (to the same server, unless `option redispatch`).
     writeln!(w, "    retries {}", retries(sc, 3))?;
+    if h.server_state {
+        writeln!(w, "    load-server-state-from-file global")?;
+    }
     for l in &h.defaults {
         writeln!(w, "    {l}")?;
     }
@@ -124,6 +139,25 @@ mod tests {
             "{cfg}"
         );
         assert!(!cfg.contains("    server s1 "), "{cfg}");
+    }
+
+    #[test]
+    fn a_kept_server_state_names_its_socket_and_file() {
+        let mut sc = resolvelab_scenario::library::get("restart-nxdomain").unwrap();
+        let plain = config(&sc, &Net::assign(&sc, 10, 1).unwrap()).unwrap();
+        assert!(!plain.contains("server-state"), "{plain}");
+        sc.haproxy.server_state = true;
+        let cfg = config(&sc, &Net::assign(&sc, 10, 1).unwrap()).unwrap();
+        assert!(
+            cfg.contains("    stats socket unix@haproxy.sock mode 600 level admin\n    server-state-file haproxy.state\n"),
+            "{cfg}"
+        );
+        assert!(
+            cfg.contains("    load-server-state-from-file global\n"),
+            "{cfg}"
+        );
+        // HAProxy's default init-addr (last,libc) reads the file first.
+        assert!(cfg.contains("    server s1 app.test.local:8080\n"), "{cfg}");
     }
 
     #[test]

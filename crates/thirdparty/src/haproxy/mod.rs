@@ -1,8 +1,10 @@
 //! HAProxy 2.6.12 (Debian 12's package): its pin, its binary's facts and signals, the
-//! configuration rendered from a scenario ([`config`]) and its log read back ([`log`]).
+//! configuration rendered from a scenario ([`config`]), its log read back ([`log`]) and its
+//! server state kept across a reload or restart ([`state`]).
 
 pub mod config;
 pub mod log;
+pub mod state;
 
 use crate::{Converted, ThirdParty};
 use anyhow::Result;
@@ -53,6 +55,12 @@ impl ThirdParty for Haproxy {
     }
     fn resolves_at_start(&self) -> bool {
         true
+    }
+    fn keeps_state(&self, sc: &Scenario) -> bool {
+        sc.haproxy.server_state
+    }
+    fn save_state(&self, run_dir: &Path) -> Result<String> {
+        state::save(run_dir)
     }
     fn config(&self, sc: &Scenario, net: &Net) -> Result<String> {
         config::config(sc, net)
