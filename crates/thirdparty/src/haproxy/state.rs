@@ -11,6 +11,7 @@
 
 use anyhow::{Context, Result};
 use std::io::{Read, Write};
+use std::os::fd::AsRawFd;
 use std::os::unix::net::UnixStream;
 use std::path::Path;
 use std::time::Duration;
@@ -27,7 +28,12 @@ const ANSWER_WAIT: Duration = Duration::from_secs(2);
 /// whole (a reader never sees half of it); returns the servers and addresses saved.
 pub fn save(run_dir: &Path) -> Result<String> {
     let sock = run_dir.join(SOCKET);
-    let mut s = UnixStream::connect(&sock)
+    // Through the directory's descriptor: a socket's path must fit in 108 bytes, a run
+    // directory's need not (HAProxy binds it relative to its working directory).
+    let dir = std::fs::File::open(run_dir)
+        .with_context(|| format!("cannot open {}", run_dir.display()))?;
+    let short = format!("/proc/self/fd/{}/{SOCKET}", dir.as_raw_fd());
+    let mut s = UnixStream::connect(&short)
         .with_context(|| format!("cannot reach HAProxy's stats socket {}", sock.display()))?;
     s.set_read_timeout(Some(ANSWER_WAIT))?;
     s.set_write_timeout(Some(ANSWER_WAIT))?;
@@ -75,6 +81,29 @@ mod tests {
         let e = format!("{:#}", save(d.path()).unwrap_err());
         assert!(e.contains("haproxy.sock") && !e.contains('\n'), "{e}");
         assert!(!d.path().join(FILE).exists());
+    }
+
+    #[test]
+    fn a_run_directory_longer_than_a_socket_path_is_reached() {
+        let top = tempfile::tempdir().unwrap();
+        let deep = top.path().join("d".repeat(60)).join("e".repeat(60));
+        std::fs::create_dir_all(&deep).unwrap();
+        assert!(deep.join(SOCKET).as_os_str().len() > 108);
+        let dir = std::fs::File::open(&deep).unwrap();
+        let at = format!("/proc/self/fd/{}/{SOCKET}", dir.as_raw_fd());
+        let listener = std::os::unix::net::UnixListener::bind(at).unwrap();
+        // What HAProxy 2.6.12 answered in the lab's runs (two fields of its 25 kept).
+        let answer = "1\n# be_id be_name srv_id srv_name srv_addr\n3 be 1 s1 127.0.0.9 2\n\n";
+        let served = std::thread::spawn(move || {
+            let (mut c, _) = listener.accept().unwrap();
+            let mut asked = [0u8; 19];
+            c.read_exact(&mut asked).unwrap();
+            c.write_all(answer.as_bytes()).unwrap();
+            asked
+        });
+        assert_eq!(save(&deep).unwrap(), "s1 127.0.0.9");
+        assert_eq!(&served.join().unwrap(), b"show servers state\n");
+        assert_eq!(std::fs::read_to_string(deep.join(FILE)).unwrap(), answer);
     }
 
     #[test]
