@@ -2204,27 +2204,33 @@ expect = { checks = ["nlu = 0"] }
         );
     }
 
+    /// MIN with `table` (a table and its lines) before its first backend.
+    fn min_with(table: &str) -> String {
+        let first = "[[backend]]\nname = \"b1\"";
+        MIN.replace(first, &format!("{table}\n{first}"))
+    }
+
+    /// `text` is refused at the line holding `at` (its first), saying `says`.
+    fn assert_refused_at(text: &str, at: &str, says: &str) {
+        let e = Scenario::from_toml(text, "t").unwrap_err().to_string();
+        let line = text
+            .lines()
+            .position(|l| l.contains(at))
+            .expect("`at` is in the text")
+            + 1;
+        assert!(
+            e.starts_with(&format!("t:{line}:")) && e.contains(says),
+            "{e}"
+        );
+    }
+
     #[test]
     fn a_caddy_fallback_names_a_backend_beside_a_resolved_name() {
-        let with = |fallback: &str| {
-            MIN.replace(
-                "[[backend]]\nname = \"b1\"",
-                &format!("[caddy]\nfallback = [{fallback}]\n[[backend]]\nname = \"b1\""),
-            )
-        };
+        let with = |fallback: &str| min_with(&format!("[caddy]\nfallback = [{fallback}]"));
         let s = Scenario::from_toml(&with(r#""@b2""#), "t").unwrap();
         assert_eq!(s.caddy.fallback, ["@b2"]);
         let err = |text: &str| Scenario::from_toml(text, "t").unwrap_err().to_string();
-        let e = err(&with(r#""@b9""#));
-        let line = with(r#""@b9""#)
-            .lines()
-            .position(|l| l.contains("@b9"))
-            .unwrap()
-            + 1;
-        assert!(
-            e.starts_with(&format!("t:{line}:")) && e.contains("`@b9` names no backend"),
-            "{e}"
-        );
+        assert_refused_at(&with(r#""@b9""#), "@b9", "`@b9` names no backend");
         assert!(err(&with(r#""b2""#)).contains("write `@NAME`"));
         let fixed = with(r#""@b2""#).replace("host = \"app.test.local\"", "host = \"@b1\"");
         assert!(
@@ -2236,25 +2242,11 @@ expect = { checks = ["nlu = 0"] }
 
     #[test]
     fn a_server_template_counts_servers_for_a_resolved_name() {
-        let with = |n: &str| {
-            MIN.replace(
-                "[[backend]]\nname = \"b1\"",
-                &format!("[haproxy]\nserver_template = {n}\n[[backend]]\nname = \"b1\""),
-            )
-        };
+        let with = |n: &str| min_with(&format!("[haproxy]\nserver_template = {n}"));
         let s = Scenario::from_toml(&with("4"), "t").unwrap();
         assert_eq!(s.haproxy.server_template, Some(4));
         let err = |text: &str| Scenario::from_toml(text, "t").unwrap_err().to_string();
-        let line = with("0")
-            .lines()
-            .position(|l| l.starts_with("server_template"))
-            .unwrap()
-            + 1;
-        let e = err(&with("0"));
-        assert!(
-            e.starts_with(&format!("t:{line}:")) && e.contains("1 to 1024"),
-            "{e}"
-        );
+        assert_refused_at(&with("0"), "server_template", "1 to 1024");
         let fixed = with("4").replace("host = \"app.test.local\"", "host = \"@b1\"");
         assert!(
             err(&fixed).contains("needs a resolved server name"),
@@ -2265,24 +2257,10 @@ expect = { checks = ["nlu = 0"] }
 
     #[test]
     fn a_server_state_file_needs_a_server_that_reads_it() {
-        let with = |extra: &str| {
-            MIN.replace(
-                "[[backend]]\nname = \"b1\"",
-                &format!("[haproxy]\nserver_state = true\n{extra}[[backend]]\nname = \"b1\""),
-            )
-        };
+        let with = |extra: &str| min_with(&format!("[haproxy]\nserver_state = true\n{extra}"));
         // MIN's server has `resolvers` (the lab writes `init-addr none`): nothing reads it.
-        let e = Scenario::from_toml(&with(""), "t").unwrap_err().to_string();
-        let line = with("")
-            .lines()
-            .position(|l| l.starts_with("server_state"))
-            .unwrap()
-            + 1;
-        assert!(
-            e.starts_with(&format!("t:{line}:")) && e.contains("add `last` to init_addr"),
-            "{e}"
-        );
-        let s = Scenario::from_toml(&with("init_addr = \"last,none\"\n"), "t").unwrap();
+        assert_refused_at(&with(""), "server_state", "add `last` to init_addr");
+        let s = Scenario::from_toml(&with("init_addr = \"last,none\""), "t").unwrap();
         assert!(s.haproxy.server_state);
         let once = with("").replace(
             "host = \"app.test.local\"",
