@@ -121,8 +121,9 @@ fn lines_the_pairing_window_drops_are_counted_as_diagnose_counts_them() {
     assert_eq!((loss.lines, loss.unpaired), (12, 1));
     let mut w = Watcher::new(common::config(dir.path(), &template)).unwrap();
     let t0 = Instant::now();
-    // A tick reads a few MB of each file: enough of them to read both to their ends.
-    for k in 0..30 {
+    // A tick reads up to 1 MB of each file: enough of them to read both to their ends (the
+    // error log is about 40 MB).
+    for k in 0..100 {
         w.step(t0 + Duration::from_secs(k), false).unwrap();
     }
     w.step(t0 + Duration::from_secs(120), true).unwrap();

@@ -131,7 +131,8 @@ impl Pairer {
     /// reading ahead changes no pairing), and the pending failures are paired here, on this
     /// window, as the copy's finish would pair them — what they take set aside and put back
     /// after —, so the copy holds them paired and needs no window of its own (the window is
-    /// most of a pairer's memory in an outage). Before the stream opens, the access lines may
+    /// most of a pairer's memory in an outage). Before the stream opens (from files, at the
+    /// first pairing; from memory, at the first access line), the access lines may
     /// still change the clock that places the error lines: this one opens nothing, and the copy
     /// reads the error logs' files when it finishes.
     pub fn detach(&mut self, trajs: &[Traj]) -> Pairer {
@@ -166,7 +167,7 @@ impl Pairer {
         self.win.with_aside(|win| {
             for f in &self.pending {
                 let mut f = f.clone();
-                let upstream = pair_lines(&mut f, win);
+                let upstream = pair_lines(&mut f, win, trajs);
                 copy.unpaired_after_drop += lost_line(&f, win) as u64;
                 let group = group_of(&f, upstream, &mut copy.traj_groups, trajs);
                 copy.store.push(&f, &group);
@@ -237,6 +238,13 @@ impl Pairer {
         trajs: &[Traj],
     ) -> anyhow::Result<()> {
         self.max_t = self.max_t.max(t_ms);
+        // Lines handed over from memory wait as text until their stream opens: it opens as
+        // soon as an access line has set the clock that places them (not at the first
+        // pairing, 10 s into an outage: `watch` held an outage's first error lines so, 31 MB
+        // of its 70 MB heap at 5,000 requests a second).
+        if self.memory.is_some() {
+            self.open(hist, offset_s)?;
+        }
         while self
             .pending
             .front()
@@ -386,7 +394,7 @@ impl Pairer {
             );
         }
         self.win.evict_before(keep_from);
-        let upstream = pair_lines(&mut f, &mut self.win);
+        let upstream = pair_lines(&mut f, &mut self.win, trajs);
         self.unpaired_after_drop += lost_line(&f, &self.win) as u64;
         let group = group_of(&f, upstream, &mut self.traj_groups, trajs);
         self.store.push(&f, &group);
@@ -402,12 +410,14 @@ enum Paired {
 }
 
 /// Pair `f` with the window's lines, unless it was built from its own.
-fn pair_lines(f: &mut Failure, win: &mut PairWindow) -> Paired {
+fn pair_lines(f: &mut Failure, win: &mut PairWindow, trajs: &[Traj]) -> Paired {
     if f.err.is_some() {
         return Paired::Own;
     }
     // Nothing buffered (no error log, or none near): nothing to pair with.
-    Paired::Window((!win.is_empty()).then(|| pair_one(f, win)).flatten())
+    // Its tries, one error line each at most: as many as its last pass's addresses.
+    let tries = f.traj.map_or(1, |t| trajs[t as usize].addrs.len().max(1));
+    Paired::Window((!win.is_empty()).then(|| pair_one(f, tries, win)).flatten())
 }
 
 /// `f` (paired) found no error line, in the range, although a line of its span had been
@@ -456,7 +466,7 @@ fn traj_group<'m>(made: &'m mut Vec<Option<String>>, t: u32, trajs: &[Traj]) -> 
 }
 
 /// Pair one failure with the buffered lines; returns the `upstream:` of the paired line.
-fn pair_one(f: &mut Failure, win: &mut PairWindow) -> Option<String> {
+fn pair_one(f: &mut Failure, tries: usize, win: &mut PairWindow) -> Option<String> {
     // Error-log times are the start of their second; a request's lines fall between its start
     // and its end.
     let (lo, hi) = (f.start_ms - 1000, f.t_ms);
@@ -470,6 +480,8 @@ fn pair_one(f: &mut Failure, win: &mut PairWindow) -> Option<String> {
         (None, None) => win.by_time(lo, hi).map(|(k, _)| k).collect(),
     };
     let by_text = f.conn.is_none() && f.remote.is_some();
+    // Its candidates are its connection's or its client's, not any line of its time.
+    let own = f.conn.is_some() || f.remote.is_some();
     // Each candidate's signature, and whether its request text agrees (a line without one, or
     // a failure without one, agrees).
     let mut same_request = Vec::new();
@@ -513,7 +525,7 @@ fn pair_one(f: &mut Failure, win: &mut PairWindow) -> Option<String> {
         // An NLU line answers one request only.
         let e = win.take(&k);
         lines.paired = Some((k, e.sig));
-        f.err = lines.boxed();
+        f.err = keep(lines, own.then_some(tries), win);
         // Formats without $upstream_addr learn NLU from the error log.
         f.nlu = true;
         return host(win, e.upstream_host());
@@ -530,8 +542,8 @@ fn pair_one(f: &mut Failure, win: &mut PairWindow) -> Option<String> {
         f.hops = 0;
         let e = win.get(&k);
         lines.paired = Some((k, e.sig));
-        f.err = lines.boxed();
         let upstream = host(win, e.upstream_host());
+        f.err = keep(lines, own.then_some(tries), win);
         f.group = unnamed_group(upstream.clone()).into_owned();
         return upstream;
     }
@@ -539,12 +551,39 @@ fn pair_one(f: &mut Failure, win: &mut PairWindow) -> Option<String> {
         && let Some(c) = cands.iter().find(first_try)
     {
         lines.paired = Some((c.0, c.1));
-        f.err = lines.boxed();
-        return host(win, win.get(&c.0).upstream_host());
+        let upstream = host(win, win.get(&c.0).upstream_host());
+        f.err = keep(lines, own.then_some(tries), win);
+        return upstream;
     }
     lines.paired = lines.own_dns;
-    f.err = lines.boxed();
+    f.err = keep(lines, own.then_some(tries), win);
     None
+}
+
+/// `lines` as a failure's, its own tries' lines taken out of the window — its paired line and
+/// then its other first-try lines, one per peer, as many as it made `tries` (none when its
+/// lines were found by time alone, not by its connection or client: they may be anyone's).
+/// A try's line answers one request: an outage's were kept for the longest request, 70 s,
+/// where its failure is paired 10 s behind the access log. Lines of the same client and
+/// request in the same second may be another request's: a failure takes no more than its
+/// tries, so that its neighbour finds the others.
+fn keep(lines: ErrLines, tries: Option<usize>, win: &mut PairWindow) -> Option<Box<ErrLines>> {
+    let paired = lines.paired.filter(|p| p.1.is_first_try_failure());
+    let mut peers = Vec::new();
+    for (k, _) in paired.into_iter().chain(lines.first_try.iter().copied()) {
+        if peers.len() >= tries.unwrap_or(0) {
+            break;
+        }
+        if win.is_taken(&k) {
+            continue;
+        }
+        let peer = win.get(&k).upstream_host();
+        if peer.is_none() || !peers.contains(&peer) {
+            peers.push(peer);
+            win.take(&k);
+        }
+    }
+    lines.boxed()
 }
 
 /// The group of a failure without a trajectory: the paired line's `upstream:` host when that
@@ -578,5 +617,48 @@ mod tests {
         want.sort_by_key(|&(t, _)| t);
         assert_eq!(got, want);
         assert_eq!(p.max_t, 9);
+    }
+
+    /// A failure takes its own tries' lines out of the window as it is paired, one per peer
+    /// and no more than its tries: two requests of one client and request text in one second,
+    /// refused by both peers, pair with two lines each, and nothing is left waiting; a failure
+    /// found by time alone takes nothing.
+    #[test]
+    fn a_failure_takes_its_own_tries_lines_and_no_more() {
+        use super::super::errors::Pairable;
+        use super::super::failure::{Keys, parse_traj};
+        let mut keys = Keys::default();
+        let trajs = [parse_traj("10.0.0.5:8080, 10.0.0.6:8080", &mut keys)];
+        let (client, request) = (Some(11), Some(22));
+        let mut win = PairWindow::new(Index::Text);
+        let peers = [win.host_id("10.0.0.5:8080"), win.host_id("10.0.0.6:8080")];
+        let refused = |peer| Pairable::new(1, Sig::ConnectRefused, request, client, Some(peer));
+        for (line, peer) in [(1, peers[0]), (2, peers[1]), (3, peers[0]), (4, peers[1])] {
+            win.insert(ERef::new(5_000, 0, line), refused(peer));
+        }
+        let failure = |remote| Failure {
+            t_ms: 5_400,
+            start_ms: 5_400,
+            status: 502,
+            traj: Some(0),
+            request,
+            remote,
+            ..Failure::default()
+        };
+        let mut by_time = failure(None);
+        pair_lines(&mut by_time, &mut win, &trajs);
+        assert_eq!(
+            by_time.first_try().len(),
+            3,
+            "found by time: every line near"
+        );
+        assert_eq!(win.by_time(0, 10_000).count(), 4, "and none taken");
+        for line in [1, 3] {
+            let mut f = failure(client);
+            pair_lines(&mut f, &mut win, &trajs);
+            let got: Vec<u64> = f.first_try().iter().map(|l| l.0.line()).collect();
+            assert_eq!(got[..2], [line, line + 1]);
+        }
+        assert!(win.is_empty(), "every try's line taken once");
     }
 }
