@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Diagnose benchmark, production formats: for every `--log-format` preset, LINES access lines of
-# which FAIL fail (outages: every peer refusing, `no live upstreams`, upstream timeouts) are
+# which FAIL fail (outages: every peer refusing, `no live upstreams` — for `upstreaminfo` the Lua
+# balancer's placeholder peer —, upstream timeouts) are
 # generated (`cargo xtask gen-preset-log`, xtask/src/gen_preset_log.rs, seeded) with their error log, and read side
 # by side in one run by
 #   - `resolvelab diagnose` (access log alone, then with the error log: pairing),
@@ -171,7 +172,8 @@ Rerun: \`scripts/bench-diagnose-presets.sh $LINES $REPS $GA_LINES\` (builds the 
 this file).
 
 - Input per preset: $LINES access lines at $RATE rps ($(calc "$LINES / $RATE / 3600") h), $(calc "$FAIL * 100")% of them failing
-  in outages (two refused tries with two \`connect() failed (111…)\` lines, \`no live upstreams\`,
+  in outages (two refused tries with two \`connect() failed (111…)\` lines, \`no live upstreams\`
+  — for \`upstreaminfo\`, ingress-nginx's Lua balancer setting no peer and nginx trying \`0.0.0.1:80\` —,
   60 s upstream timeouts), varied clients, paths and user agents; the matching error log.
 - Machine: 2 cores, load average at start $LOAD; measured $STARTED; median of $REPS repetitions by
   CPU time (one for the error-log run and GoAccess). Steal: the host's share of CPU time taken by

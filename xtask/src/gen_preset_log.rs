@@ -1,8 +1,12 @@
 //! Writes a large access log in one of the `--log-format` presets (and the matching error log)
 //! for the diagnose benchmark: `RATE` requests a second to two peers, with outages that make
 //! `FAIL` of the requests fail — by turns every peer refusing (two tries, `connect() failed
-//! (111…)` lines), `no live upstreams` (1 hop) and upstream timeouts (504). Clients, paths,
-//! user agents and sizes vary from a seeded generator, so every run writes the same bytes.
+//! (111…)` lines), `no live upstreams` (1 hop) and upstream timeouts (504). A format that logs
+//! `$proxy_upstream_name` is ingress-nginx's, whose Lua balancer never says `no live upstreams`:
+//! there the second kind is the balancer setting no peer and nginx trying its `0.0.0.1:80`
+//! placeholder (`[lua] balancer.lua … error while setting current upstream peer`, then
+//! `connect() to 0.0.0.1:80 failed (22…)`, as kubernetes/ingress-nginx#4168 logged). Clients,
+//! paths, user agents and sizes vary from a seeded generator, so every run writes the same bytes.
 //!
 //! ```text
 //! cargo xtask gen-preset-log main /tmp/b/access.log 10000000 0.3 300
@@ -140,7 +144,6 @@ pub fn main(args: Vec<String>) -> anyhow::Result<()> {
         .find(|p| p.0 == preset)
         .map(|p| p.1)
         .ok_or_else(|| anyhow::anyhow!("no preset {preset}"))?;
-    let items = template(text);
     // `-`: access and error lines in one stream on standard output, in time order (a mixed
     // stream, as `kubectl logs` gives): the long watch benchmark pipes it, no disk held.
     let mixed = path == "-";
@@ -161,6 +164,25 @@ pub fn main(args: Vec<String>) -> anyhow::Result<()> {
             std::fs::File::create(err_path)?,
         ))
     };
+    generate(text, n, fail, rate, mixed, &mut w, &mut e)?;
+    w.flush()?;
+    e.flush()?;
+    Ok(())
+}
+
+/// Writes `n` requests of the format `text` to `w` and their error lines to `e` (or, `mixed`,
+/// each request's error lines to `w` before its access line).
+fn generate(
+    text: &str,
+    n: u64,
+    fail: f64,
+    rate: u64,
+    mixed: bool,
+    w: &mut dyn Write,
+    e: &mut dyn Write,
+) -> anyhow::Result<()> {
+    let items = template(text);
+    let lua_balancer = items.iter().any(|(_, v)| v == "proxy_upstream_name");
     let mut eb: Vec<u8> = Vec::with_capacity(1024);
     let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
     let t0_ms: u64 = 1_796_018_400_000;
@@ -219,6 +241,22 @@ pub fn main(args: Vec<String>) -> anyhow::Result<()> {
                         )?;
                     }
                 }
+                1 if lua_balancer => {
+                    r.status = 502;
+                    r.upstream_addr = "0.0.0.1:80".into();
+                    r.upstream_status = "502".into();
+                    r.upstream_time = "0.000".into();
+                    r.upstream_len = "0".into();
+                    writeln!(
+                        eb,
+                        "{ts} [error] 31#31: *{conn} [lua] balancer.lua:240: balance(): error while setting current upstream peer shop-web.default.svc.cluster.local:8080: no host allowed while connecting to upstream, {ctx}, host: \"shop.example.com\""
+                    )?;
+                    writeln!(
+                        eb,
+                        "{ts} [crit] 31#31: *{conn} connect() to 0.0.0.1:80 failed (22: Invalid argument) while connecting to upstream, {ctx}, upstream: \"http://0.0.0.1:80{}\", host: \"shop.example.com\"",
+                        r.path
+                    )?;
+                }
                 1 => {
                     r.status = 502;
                     r.upstream_addr = "shop_backend".into();
@@ -262,7 +300,51 @@ pub fn main(args: Vec<String>) -> anyhow::Result<()> {
         eb.clear();
         w.write_all(&line)?;
     }
-    w.flush()?;
-    e.flush()?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use resolvelab_history::logformat::{MAIN, UPSTREAMINFO};
+
+    /// 200 s at 10 requests a second, 30 % failing: one outage of each of the first two kinds.
+    fn run(text: &str) -> (String, String) {
+        let (mut w, mut e) = (Vec::new(), Vec::new());
+        generate(text, 2000, 0.3, 10, false, &mut w, &mut e).unwrap();
+        (String::from_utf8(w).unwrap(), String::from_utf8(e).unwrap())
+    }
+
+    #[test]
+    fn ingress_nginx_outages_are_what_its_lua_balancer_logs() {
+        let (access, errors) = run(UPSTREAMINFO);
+        assert!(!errors.contains("no live upstreams"));
+        assert!(!access.contains("shop_backend"));
+        let placeholder = access
+            .lines()
+            .filter(|l| l.contains(" 0.0.0.1:80 "))
+            .count();
+        assert_eq!(
+            placeholder, 300,
+            "the second outage's 30 s at 10 requests a second"
+        );
+        assert_eq!(
+            errors
+                .matches("error while setting current upstream peer")
+                .count(),
+            300
+        );
+        assert_eq!(
+            errors.matches("connect() to 0.0.0.1:80 failed (22").count(),
+            300
+        );
+    }
+
+    #[test]
+    fn plain_nginx_outages_keep_no_live_upstreams() {
+        let (access, errors) = run(MAIN);
+        assert_eq!(access.lines().count(), 2000);
+        assert_eq!(errors.matches("no live upstreams").count(), 300);
+        assert!(!errors.contains("0.0.0.1"));
+    }
 }
