@@ -82,6 +82,58 @@ fn a_one_hop_name_whose_request_tried_a_peer_is_not_an_nlu() {
     assert_eq!((d.failures, d.nlu.total), (1, 1));
 }
 
+/// ingress-nginx-12286's request with a `no live upstreams` line of its own (the line edited
+/// from the same request's): whatever its `$upstream_addr` says — a redaction, or a name where
+/// the log names its groups in `$proxy_upstream_name` —, that line is the evidence of an NLU.
+const OWN_NLU: &str = r#"2024/11/03 10:02:03 [error] 299#299: *174 no live upstreams while connecting to upstream, client: 192.168.56.140, server: opensearch-dashboard.example.com, request: "GET / HTTP/1.1", upstream: "http://opensearch/", host: "opensearch-dashboard.example.com""#;
+
+/// An unreadable `$upstream_addr` is no NLU by itself, but the request's own `no live
+/// upstreams` line is: it is counted (hops unknown), cited, and the report does not ask for
+/// the error log it was given.
+#[test]
+fn an_unreadable_upstream_addr_is_an_nlu_on_its_own_nlu_line() {
+    for redacted in ["XXX", "<ip>", "x.x.x.x"] {
+        let d = run(Some(&access_line(redacted)), OWN_NLU, FORMAT);
+        assert_eq!((d.failures, d.nlu.total), (1, 1), "{redacted}");
+        let i = &d.incidents[0];
+        assert_eq!(
+            i.hops.unknown_hops, 1,
+            "{redacted}: one hop or two, nobody knows"
+        );
+        assert!(
+            i.evidence.iter().any(|e| e.at.ends_with("error.log:1")),
+            "{redacted}: {:?}",
+            i.evidence
+        );
+        assert!(!i.fix.contains("error_log` destination"), "{}", i.fix);
+        assert_eq!(
+            i.upstream, "opensearch",
+            "{redacted}: the group the line names"
+        );
+    }
+    // Another request's line on the same connection and second is not its own.
+    let other = OWN_NLU.replace("GET / HTTP", "GET /api/status HTTP");
+    let d = run(Some(&access_line("XXX")), &other, FORMAT);
+    assert_eq!((d.failures, d.nlu.total), (1, 0));
+}
+
+/// ingress-nginx's format: a name in `$upstream_addr` is not its group (`$proxy_upstream_name`
+/// is), so no NLU on the access line alone — but with the request's own `no live upstreams`
+/// line (same client, request and second; this format has no `$connection`), an NLU.
+#[test]
+fn an_ingress_request_with_its_own_nlu_line_is_an_nlu() {
+    let access = r#"192.168.56.140 - - [03/Nov/2024:10:02:03 +0000] "GET / HTTP/1.1" 502 150 "-" "Mozilla/5.0" 300 0.000 [logging-opensearch-dashboards-5601] [] opensearch 0 0.000 502 5d22a71d0a61264ab13b1244bed1836b"#;
+    let unrelated = r#"2024/11/03 09:00:00 [notice] 1#1: start worker processes"#;
+    let d = run(Some(access), unrelated, "upstreaminfo");
+    assert_eq!((d.failures, d.nlu.total), (1, 0));
+    let d = run(Some(access), OWN_NLU, "upstreaminfo");
+    assert_eq!((d.failures, d.nlu.total), (1, 1));
+    assert_eq!(
+        d.incidents[0].upstream,
+        "logging-opensearch-dashboards-5601"
+    );
+}
+
 /// With the error log alone, two `no live upstreams` lines are two requests even on one
 /// connection with the same request text (an NLU ends its request). mattermost's line (the
 /// `*123228` of the corpus), twice on one `*cid` a second apart.

@@ -417,7 +417,14 @@ fn pair_lines(f: &mut Failure, win: &mut PairWindow, trajs: &[Traj]) -> Paired {
     // Nothing buffered (no error log, or none near): nothing to pair with.
     // Its tries, one error line each at most: as many as its last pass's addresses.
     let tries = f.traj.map_or(1, |t| trajs[t as usize].addrs.len().max(1));
-    Paired::Window((!win.is_empty()).then(|| pair_one(f, tries, win)).flatten())
+    // A `$upstream_addr` the checker could not read (a redaction, or a name where the log
+    // names groups elsewhere) says nothing: the request's own lines decide.
+    let unread = f.traj.is_some_and(|t| trajs[t as usize].unknown);
+    Paired::Window(
+        (!win.is_empty())
+            .then(|| pair_one(f, (tries, unread), win))
+            .flatten(),
+    )
 }
 
 /// `f` (paired) found no error line, in the range, although a line of its span had been
@@ -466,7 +473,12 @@ fn traj_group<'m>(made: &'m mut Vec<Option<String>>, t: u32, trajs: &[Traj]) -> 
 }
 
 /// Pair one failure with the buffered lines; returns the `upstream:` of the paired line.
-fn pair_one(f: &mut Failure, tries: usize, win: &mut PairWindow) -> Option<String> {
+/// `unread`: its `$upstream_addr` could not be read ([`Traj::unknown`]).
+fn pair_one(
+    f: &mut Failure,
+    (tries, unread): (usize, bool),
+    win: &mut PairWindow,
+) -> Option<String> {
     // Error-log times are the start of their second; a request's lines fall between its start
     // and its end.
     let (lo, hi) = (f.start_ms - 1000, f.t_ms);
@@ -500,8 +512,9 @@ fn pair_one(f: &mut Failure, tries: usize, win: &mut PairWindow) -> Option<Strin
         .collect();
     let first_try = |c: &&(ERef, Sig, bool)| c.1.is_first_try_failure() && c.2;
     // A known trajectory that ends at a real address is not an NLU, even when an NLU line of
-    // the same connection and second exists (keep-alive neighbours).
-    let may_be_nlu = f.nlu || f.traj.is_none();
+    // the same connection and second exists (keep-alive neighbours). One that could not be
+    // read may be: its own `no live upstreams` line is the evidence (issue #43).
+    let may_be_nlu = f.nlu || f.traj.is_none() || unread;
     let nlu_line = cands
         .iter()
         .filter(|c| may_be_nlu && c.1 == Sig::NoLiveUpstreams && c.2)
@@ -526,9 +539,14 @@ fn pair_one(f: &mut Failure, tries: usize, win: &mut PairWindow) -> Option<Strin
         let e = win.take(&k);
         lines.paired = Some((k, e.sig));
         f.err = keep(lines, own.then_some(tries), win);
-        // Formats without $upstream_addr learn NLU from the error log.
+        // Formats without $upstream_addr learn NLU from the error log, and so does one whose
+        // `$upstream_addr` could not be read (its hops stay unknown).
         f.nlu = true;
-        return host(win, e.upstream_host());
+        let upstream = host(win, e.upstream_host());
+        if unread && f.group.is_empty() {
+            f.group = unnamed_group(upstream.clone()).into_owned();
+        }
+        return upstream;
     }
     // A 1-hop "NLU" whose own request (same connection, second and request text) logged a
     // first try on a peer was not refused at the pick: its one hop is a redacted address, not
