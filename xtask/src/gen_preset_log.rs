@@ -61,6 +61,15 @@ struct Req {
 }
 
 impl Req {
+    /// A 502 that no peer answered: one hop, `addr`, in no time.
+    fn refused_at_once(&mut self, addr: &str) {
+        self.status = 502;
+        self.upstream_addr = addr.into();
+        self.upstream_status = "502".into();
+        self.upstream_time = "0.000".into();
+        self.upstream_len = "0".into();
+    }
+
     fn var(&self, name: &str, out: &mut Vec<u8>) {
         let (s, ms) = (self.t_ms / 1000, self.t_ms % 1000);
         let ts = || jiff::Timestamp::from_second(s as i64).unwrap();
@@ -242,11 +251,7 @@ fn generate(
                     }
                 }
                 1 if lua_balancer => {
-                    r.status = 502;
-                    r.upstream_addr = "0.0.0.1:80".into();
-                    r.upstream_status = "502".into();
-                    r.upstream_time = "0.000".into();
-                    r.upstream_len = "0".into();
+                    r.refused_at_once("0.0.0.1:80");
                     writeln!(
                         eb,
                         "{ts} [error] 31#31: *{conn} [lua] balancer.lua:240: balance(): error while setting current upstream peer shop-web.default.svc.cluster.local:8080: no host allowed while connecting to upstream, {ctx}, host: \"shop.example.com\""
@@ -258,11 +263,7 @@ fn generate(
                     )?;
                 }
                 1 => {
-                    r.status = 502;
-                    r.upstream_addr = "shop_backend".into();
-                    r.upstream_status = "502".into();
-                    r.upstream_time = "0.000".into();
-                    r.upstream_len = "0".into();
+                    r.refused_at_once("shop_backend");
                     writeln!(
                         eb,
                         "{ts} [error] 31#31: *{conn} no live upstreams while connecting to upstream, {ctx}, upstream: \"http://shop_backend{}\", host: \"shop.example.com\"",
